@@ -1,0 +1,3 @@
+from reindex.cli import main
+
+main()

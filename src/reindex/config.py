@@ -1,0 +1,483 @@
+"""The pipeline config (``reindex.yaml``): pydantic models with ``extra="forbid"``.
+
+Every model is tagged with the half it belongs to (``half`` in its JSON schema extra):
+
+* ``text``: decides *which text* is embedded; hashed into the text id.
+* ``vector``: decides *which vector* a text gets; hashed into the vector id.
+* ``operational``: neither (where things live, prices, parallelism); never hashed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from reindex.errors import ChunkerError, ConfigError
+
+CONFIG_VERSION = 1
+
+TEXT = {"half": "text"}
+VECTOR = {"half": "vector"}
+OPERATIONAL = {"half": "operational"}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Chunkers (text half). One model per kind; ``kind`` discriminates.
+# --------------------------------------------------------------------------------------------
+
+
+class _ChunkerModel(_Model):
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=TEXT)
+
+
+class FixedChunkerConfig(_ChunkerModel):
+    """Greedy non-overlapping windows of ``size`` tokens (seed 000's 304-token baseline)."""
+
+    kind: Literal["fixed"] = "fixed"
+    size: int = Field(304, gt=0, description="Window length in tokens.")
+
+
+class SlidingChunkerConfig(_ChunkerModel):
+    """Windows of ``size`` tokens advancing by ``int(size * (1 - overlap))`` tokens."""
+
+    kind: Literal["sliding"] = "sliding"
+    size: int = Field(256, gt=0, description="Window length in tokens.")
+    overlap: float = Field(0.2, ge=0.0, lt=1.0, description="Fraction of a window repeated in the next one.")
+
+
+class FixedCharsChunkerConfig(_ChunkerModel):
+    """Windows of ``size`` characters (a quick baseline that ignores tokens)."""
+
+    kind: Literal["fixed_chars"] = "fixed_chars"
+    size: int = Field(1200, gt=0, description="Window length in characters.")
+    overlap: float = Field(0.0, ge=0.0, lt=1.0, description="Fraction of a window repeated in the next one.")
+
+
+class SentenceChunkerConfig(_ChunkerModel):
+    """Groups of ``sentences`` sentences (terminators include 。！？; no trailing space needed)."""
+
+    kind: Literal["sentence"] = "sentence"
+    sentences: int = Field(5, gt=0, description="Sentences per chunk.")
+    overlap: int = Field(0, ge=0, description="Sentences repeated from the previous chunk (< sentences).")
+    size: int = Field(512, gt=0, description="Hard cap in tokens; longer groups are split.")
+
+    @model_validator(mode="after")
+    def _overlap_below_group(self) -> "SentenceChunkerConfig":
+        if self.overlap >= self.sentences:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than sentences ({self.sentences})")
+        return self
+
+
+class ParagraphChunkerConfig(_ChunkerModel):
+    """Consecutive paragraphs grouped up to ``size`` tokens; long paragraphs split recursively."""
+
+    kind: Literal["paragraph"] = "paragraph"
+    size: int = Field(400, gt=0, description="Token target and hard cap per chunk.")
+
+
+class RecursiveChunkerConfig(_ChunkerModel):
+    """Blank line → line break → sentence terminator → fixed window, to a ``size``-token target."""
+
+    kind: Literal["recursive"] = "recursive"
+    size: int = Field(400, gt=0, description="Token target and hard cap per chunk.")
+
+
+class CdcChunkerConfig(_ChunkerModel):
+    """Content-defined chunking: a word-level rolling hash picks boundaries between ``min`` and
+    ``max`` tokens; ``cap`` is the hard limit (seed 000: 176/352/512)."""
+
+    kind: Literal["cdc"] = "cdc"
+    min: int = Field(176, gt=0, description="No boundary before this many tokens.")
+    max: int = Field(352, gt=0, description="Boundaries become likely up to here; the expected length is about (min+max)/2.")
+    cap: int = Field(512, gt=0, description="Hard limit in tokens: a boundary is forced here.")
+    window: int = Field(8, gt=0, description="Words in the rolling-hash window.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "CdcChunkerConfig":
+        if not (self.min <= self.max <= self.cap):
+            raise ValueError(f"need min <= max <= cap (got {self.min}/{self.max}/{self.cap})")
+        return self
+
+
+class MarkdownChunkerConfig(_ChunkerModel):
+    """Heading-aware sections (Markdown ``#`` and reStructuredText underlines), recursive inside."""
+
+    kind: Literal["markdown"] = "markdown"
+    size: int = Field(400, gt=0, description="Token target and hard cap per chunk.")
+
+
+ChunkerConfig = Annotated[
+    Union[
+        FixedChunkerConfig,
+        SlidingChunkerConfig,
+        FixedCharsChunkerConfig,
+        SentenceChunkerConfig,
+        ParagraphChunkerConfig,
+        RecursiveChunkerConfig,
+        CdcChunkerConfig,
+        MarkdownChunkerConfig,
+    ],
+    Field(discriminator="kind"),
+]
+
+CHUNKER_KINDS: dict[str, type[_ChunkerModel]] = {
+    m.model_fields["kind"].default: m
+    for m in (
+        FixedChunkerConfig,
+        SlidingChunkerConfig,
+        FixedCharsChunkerConfig,
+        SentenceChunkerConfig,
+        ParagraphChunkerConfig,
+        RecursiveChunkerConfig,
+        CdcChunkerConfig,
+        MarkdownChunkerConfig,
+    )
+}
+
+
+def parse_chunker_spec(spec: str) -> _ChunkerModel:
+    """Parse ``KIND[:key=value,…]`` (e.g. ``sliding:size=256,overlap=0.2``) into a chunker config."""
+    kind, _, rest = spec.strip().partition(":")
+    kind = kind.strip()
+    if kind not in CHUNKER_KINDS:
+        raise ChunkerError(
+            f"unknown chunker kind {kind!r} in spec {spec!r}; allowed: {', '.join(sorted(CHUNKER_KINDS))}"
+        )
+    params: dict[str, Any] = {"kind": kind}
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ChunkerError(f"chunker spec {spec!r}: expected key=value, got {item!r}")
+        params[key.strip()] = value.strip()
+    try:
+        return CHUNKER_KINDS[kind].model_validate(params)
+    except ValidationError as err:
+        raise ChunkerError(f"chunker spec {spec!r}: {_first_error(err)}") from None
+
+
+def chunker_spec(cfg: _ChunkerModel) -> str:
+    """The canonical ``KIND:key=value,…`` string of a chunker config (all params, fixed order)."""
+    data = cfg.model_dump(mode="json")
+    kind = data.pop("kind")
+    params = ",".join(f"{k}={_fmt(v)}" for k, v in data.items() if v is not None)
+    return f"{kind}:{params}" if params else kind
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return repr(v).rstrip("0").rstrip(".") if "." in repr(v) else repr(v)
+    return str(v)
+
+
+# --------------------------------------------------------------------------------------------
+# Text half
+# --------------------------------------------------------------------------------------------
+
+
+class NormaliserConfig(_Model):
+    """How extracted text is normalised before chunking."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=TEXT)
+    unicode: Literal["NFC", "NFKC", "none"] = Field("NFC", description="Unicode normal form applied to the text.")
+    newlines: Literal["lf", "keep"] = Field("lf", description="lf: CRLF and CR become LF; keep: leave as is.")
+    strip_trailing_whitespace: bool = Field(False, description="Remove spaces and tabs at the end of every line.")
+
+
+class TextHalf(_Model):
+    """Everything that decides which text is embedded. Hashed into the text id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=TEXT)
+    extractor: Literal["auto", "plain", "html"] = Field(
+        "auto", description="How bytes become text. auto: HTML files (.html/.htm) are stripped to text, the rest is read as UTF-8."
+    )
+    normaliser: NormaliserConfig = Field(default_factory=NormaliserConfig, description="Text normalisation.")
+    chunker: ChunkerConfig = Field(default_factory=RecursiveChunkerConfig, description="Chunker kind and parameters.")
+    tokenizer: str = Field(
+        "all-MiniLM-L6-v2",
+        description="Tokenizer chunk sizes are counted in: a packaged model name, a path to a model folder or tokenizer.json, 'whitespace' or 'char'.",
+    )
+    tokenizer_revision: str = Field(
+        "auto", description="Revision of the tokenizer; 'auto' = a digest of its files, computed when the config is resolved."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Vector half
+# --------------------------------------------------------------------------------------------
+
+
+class VectorHalf(_Model):
+    """Everything that decides which vector a given text gets. Hashed into the vector id."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=VECTOR)
+    provider: Literal["sentence-transformers", "openai"] = Field(
+        "sentence-transformers", description="sentence-transformers (local, offline) or an OpenAI-compatible HTTP API."
+    )
+    model: str = Field(
+        "all-MiniLM-L6-v2", description="Model id: a packaged model name, a local sentence-transformers folder, or the API's model name."
+    )
+    revision: str = Field(
+        "auto", description="Model revision; 'auto' = a digest of the local model files (required explicitly for API models)."
+    )
+    dimension: int = Field(384, gt=0, description="Vector dimension.")
+    prefix: str = Field("", description="Text prepended to every input (e.g. 'passage: ').")
+    normalize: bool = Field(True, description="L2-normalise vectors.")
+    distance: Literal["cosine", "dot", "euclid"] = Field("cosine", description="Similarity used by the collection.")
+    backend: Literal["torch", "onnx", "api"] = Field("torch", description="Inference backend.")
+    precision: Literal["float32", "float16", "int8"] = Field("float32", description="Inference precision.")
+    max_tokens: int | None = Field(
+        None, gt=0, description="Input length limit in model tokens; None = the model's own limit. Longer inputs are truncated and counted."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Operational parts
+# --------------------------------------------------------------------------------------------
+
+
+class _OpModel(_Model):
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=OPERATIONAL)
+
+
+class SourceConfig(_OpModel):
+    """Where the corpus is. A plain string is accepted as ``uri``."""
+
+    uri: str = Field(description="A directory, a .jsonl or .parquet file, or s3://bucket/prefix.")
+    id_field: str | None = Field(None, description="Id column/key (default: first of id, doc_id, _id).")
+    text_field: str | None = Field(None, description="Text column/key (default: first of text, content, body).")
+    metadata_fields: list[str] = Field(default_factory=list, description="Extra columns/keys carried as metadata.")
+    include: list[str] = Field(
+        default_factory=lambda: ["*.txt", "*.md", "*.rst", "*.html", "*.htm"],
+        description="File-name patterns read from a directory or S3 prefix.",
+    )
+    endpoint_url: str | None = Field(
+        None, description="S3 endpoint (MinIO, a test server); credentials come from the environment only."
+    )
+    batch_rows: int = Field(1024, gt=0, description="Rows per batch when reading Parquet.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        return {"uri": value} if isinstance(value, str) else value
+
+
+class StoreConfig(_OpModel):
+    """The vector store. Default: embedded Qdrant in the state folder."""
+
+    url: str | None = Field(None, description="Qdrant server URL; None = embedded (local mode).")
+    path: str | None = Field(None, description="Embedded store folder (default: <state>/qdrant).")
+    api_key_env: str = Field("QDRANT_API_KEY", description="Environment variable holding the server's API key.")
+    shard_number: int = Field(1, gt=0, description="Collection shards (server/cluster only).")
+    replication_factor: int = Field(1, gt=0, description="Replicas per shard (cluster only).")
+
+
+class StateConfig(_OpModel):
+    """Where plans, manifests and locks live: a folder or s3://bucket/prefix."""
+
+    uri: str = Field(".reindex", description="Local folder (relative to the config file) or s3://bucket/prefix.")
+    endpoint_url: str | None = Field(None, description="S3 endpoint for an s3:// state URI.")
+
+
+class CostConfig(_OpModel):
+    """Prices and rates used by the planner."""
+
+    usd_per_mtok: float = Field(0.0, ge=0.0, description="Price in US dollars per million embedded tokens.")
+    tokens_per_minute: float | None = Field(
+        None, gt=0, description="Embedding throughput; None = the rate measured by `reindex calibrate`, else a default."
+    )
+
+
+class ApprovalConfig(_OpModel):
+    """Which plans need a recorded approval before apply."""
+
+    pipeline_scoped: bool = Field(True, description="Every pipeline-scoped plan needs approval.")
+    max_tokens: int | None = Field(1_000_000, ge=0, description="Document-scoped plans above this many tokens need approval.")
+    max_usd: float | None = Field(1.0, ge=0.0, description="Document-scoped plans above this many dollars need approval.")
+
+
+class ApplyConfig(_OpModel):
+    """How apply runs."""
+
+    shards: int = Field(16, gt=0, description="Shards (stable hash of doc id mod shards).")
+    embed_batch_size: int = Field(64, gt=0, description="Texts per embedding call.")
+
+
+_INDEX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+
+
+class PipelineConfig(_Model):
+    """The whole ``reindex.yaml``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=OPERATIONAL)
+    version: Literal[1] = Field(CONFIG_VERSION, description="Config schema version.")
+    index: str = Field(description="Alias name readers query; collections are named <index>__<short pipeline id>.")
+    source: SourceConfig = Field(description="The corpus.")
+    text: TextHalf = Field(default_factory=TextHalf, description="Text half.")
+    vector: VectorHalf = Field(default_factory=VectorHalf, description="Vector half.")
+    store: StoreConfig = Field(default_factory=StoreConfig, description="Vector store.")
+    state: StateConfig = Field(default_factory=StateConfig, description="State store.")
+    cost: CostConfig = Field(default_factory=CostConfig, description="Prices and rates.")
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig, description="Approval policy.")
+    apply: ApplyConfig = Field(default_factory=ApplyConfig, description="Apply settings.")
+
+    @field_validator("index")
+    @classmethod
+    def _index_name(cls, value: str) -> str:
+        if not _INDEX_RE.match(value) or "__" in value:
+            raise ValueError(
+                "must be 1-63 letters, digits, '_' or '-', start with a letter or digit, and not contain '__'"
+            )
+        return value
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def _first_error(err: ValidationError, prefix: str = "") -> str:
+    parts = []
+    for e in err.errors()[:3]:
+        loc = [str(p) for p in e["loc"]]
+        # Drop the union tag pydantic inserts for discriminated unions (text.chunker.recursive.size).
+        if len(loc) >= 3 and loc[-3] == "chunker" and loc[-2] in CHUNKER_KINDS:
+            loc.pop(-2)
+        elif len(loc) >= 2 and loc[-2] == "chunker" and loc[-1] in CHUNKER_KINDS:
+            loc.pop()
+        path = ".".join(loc) or "(top level)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif e["type"] == "union_tag_invalid":
+            msg = f"unknown kind {e.get('input')!r}; allowed: {', '.join(sorted(CHUNKER_KINDS))}"
+        elif e["type"] == "literal_error":
+            msg = f"got {e.get('input')!r}; {msg[0].lower()}{msg[1:]}"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        parts.append(f"{prefix}{path}: {msg}")
+    more = len(err.errors()) - 3
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def config_from_dict(data: Any, origin: str = "<config>") -> PipelineConfig:
+    """Validate a parsed config mapping; errors name ``origin`` and the field path."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return PipelineConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(f"{origin}: {_first_error(err)}") from None
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read and validate ``reindex.yaml``. Relative source/state paths are made absolute against
+    the config file's folder, so a config means the same from any working directory."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{p}: config file not found (create one with `reindex init`)")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{p}: cannot read config: {err}") from None
+    cfg = config_from_dict(data, str(p))
+    return absolutize(cfg, p.resolve().parent)
+
+
+def absolutize(cfg: PipelineConfig, base: Path) -> PipelineConfig:
+    """Make local source/state/store paths absolute against ``base``."""
+
+    def fix(uri: str | None) -> str | None:
+        if uri is None or "://" in uri or Path(uri).is_absolute():
+            return uri
+        return str((base / uri).resolve())
+
+    source = cfg.source.model_copy(update={"uri": fix(cfg.source.uri)})
+    state = cfg.state.model_copy(update={"uri": fix(cfg.state.uri)})
+    store = cfg.store.model_copy(update={"path": fix(cfg.store.path)})
+    return cfg.model_copy(update={"source": source, "state": state, "store": store})
+
+
+def with_chunker(cfg: PipelineConfig, chunker: _ChunkerModel) -> PipelineConfig:
+    """A copy of ``cfg`` with another chunker (used by ``--chunker`` overrides)."""
+    return cfg.model_copy(update={"text": cfg.text.model_copy(update={"chunker": chunker})})
+
+
+def field_half(model: type[BaseModel]) -> str:
+    """The half (text, vector, operational) a config model belongs to."""
+    extra = model.model_config.get("json_schema_extra") or {}
+    return extra.get("half", "operational") if isinstance(extra, dict) else "operational"
+
+
+# --------------------------------------------------------------------------------------------
+# `reindex init`: a commented default config generated from the models above.
+# --------------------------------------------------------------------------------------------
+
+
+def default_config_yaml(index: str = "docs", source: str = "./corpus") -> str:
+    """A commented ``reindex.yaml`` with every field, its default, its description and its half."""
+    lines = [
+        "# reindex.yaml — the pipeline config of one index.",
+        "# [text] fields decide which text is embedded (hashed into the text id: changing one recuts every document).",
+        "# [vector] fields decide which vector a text gets (hashed into the vector id: changing one re-embeds everything).",
+        "# [operational] fields change neither id.",
+        f"version: {CONFIG_VERSION}",
+    ]
+    top = PipelineConfig.model_fields
+    lines.append(f"# [operational] {top['index'].description}")
+    lines.append(f"index: {index}")
+    lines.append(f"# [operational] {top['source'].description}")
+    lines.append("source:")
+    _emit(lines, SourceConfig, {"uri": source}, 1)
+    for name in ("text", "vector", "store", "state", "cost", "approval", "apply"):
+        model = top[name].annotation
+        lines.append(f"# [{field_half(model)}] {top[name].description}")
+        lines.append(f"{name}:")
+        _emit(lines, model, {}, 1)
+    return "\n".join(lines) + "\n"
+
+
+def _emit(lines: list[str], model: type[BaseModel], overrides: dict[str, Any], depth: int) -> None:
+    pad = "  " * depth
+    half = field_half(model)
+    instance_defaults = {}
+    for fname, field in model.model_fields.items():
+        if fname in overrides:
+            value = overrides[fname]
+        elif field.default_factory is not None:
+            value = field.default_factory()
+        else:
+            value = field.default
+        instance_defaults[fname] = value
+    for fname, field in model.model_fields.items():
+        value = instance_defaults[fname]
+        desc = field.description or ""
+        if isinstance(value, BaseModel):
+            sub = type(value)
+            doc = (sub.__doc__ or "").strip().splitlines()[0] if sub.__doc__ else desc
+            lines.append(f"{pad}# [{field_half(sub)}] {desc or doc}")
+            if fname == "chunker":
+                lines.append(f"{pad}# kinds: {', '.join(sorted(CHUNKER_KINDS))}; see `reindex chunk --help`.")
+            lines.append(f"{pad}{fname}:")
+            _emit(lines, sub, {}, depth + 1)
+            continue
+        lines.append(f"{pad}# [{half}] {desc}")
+        lines.append(f"{pad}{fname}: {_yaml_scalar(value)}")
+
+
+def _yaml_scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    return yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip().removesuffix("\n...").removesuffix("...").strip()

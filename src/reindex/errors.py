@@ -1,0 +1,42 @@
+"""Error hierarchy. Every error the user can cause is a ReindexError with a one-line message
+that says what happened and what to do."""
+
+from __future__ import annotations
+
+
+class ReindexError(Exception):
+    """Root of every expected failure; the CLI prints ``str(err)`` on one line and exits 1."""
+
+    exit_code = 1
+
+
+class TerminalError(ReindexError):
+    """Retrying will not help (bad input, missing file, refused operation)."""
+
+
+class TransientError(ReindexError):
+    """May succeed if retried (connection reset, timeout, 429/5xx)."""
+
+
+class ConfigError(TerminalError):
+    """The pipeline config is missing, unreadable or invalid."""
+
+
+class SourceError(TerminalError):
+    """The corpus source cannot be opened at all (individual bad documents are not errors)."""
+
+
+class ChunkerError(TerminalError):
+    """A chunker spec is invalid, or a chunker cannot be built."""
+
+
+class TokenizerError(TerminalError):
+    """A tokenizer cannot be loaded."""
+
+
+class ModelError(TerminalError):
+    """An embedding model cannot be resolved or loaded (nothing is ever downloaded)."""
+
+
+class StateError(TerminalError):
+    """The state store (plans, manifests, locks) is inconsistent or unreachable."""

@@ -1,0 +1,148 @@
+"""Canonical, versioned hashing: text id, vector id, pipeline id, fingerprints, point ids and
+collection names.
+
+* ``text_id = H("reindex/text/v1" ‖ canonical JSON of the text half)``
+* ``vector_id = H("reindex/vector/v1" ‖ canonical JSON of the vector half)``
+* ``pipeline_id = H("reindex/pipeline/v1" ‖ text_id ‖ vector_id)``
+* ``fingerprint = H(vector_id ‖ chunk text)``: equal fingerprints ⇒ equal vectors, whatever chunker
+  produced the text.
+* point id: a UUID from (doc id, fingerprint, occurrence of that fingerprint within the document).
+
+Bump a version prefix whenever the meaning of a hashed field changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from reindex.config import PipelineConfig, TextHalf, VectorHalf
+from reindex.models import digest_path, find_tokenizer_file, resolve_model_path
+
+TEXT_ID_VERSION = "reindex/text/v1"
+VECTOR_ID_VERSION = "reindex/vector/v1"
+PIPELINE_ID_VERSION = "reindex/pipeline/v1"
+POINT_ID_VERSION = "reindex/point/v1"
+SHORT = 12
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, fixed separators, no ASCII escaping: one byte string per value."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _h(*parts: bytes) -> str:
+    h = hashlib.blake2b(digest_size=32)
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
+
+
+def text_id(text: TextHalf) -> str:
+    """Hash of the text half (all fields, defaults included, so omitted = explicit default)."""
+    return _h(TEXT_ID_VERSION.encode(), canonical_json(text.model_dump(mode="json")).encode())
+
+
+def vector_id(vector: VectorHalf) -> str:
+    """Hash of the vector half."""
+    return _h(VECTOR_ID_VERSION.encode(), canonical_json(vector.model_dump(mode="json")).encode())
+
+
+def pipeline_id(text: TextHalf, vector: VectorHalf) -> str:
+    """Hash of both halves: names the population."""
+    return _h(PIPELINE_ID_VERSION.encode(), text_id(text).encode(), vector_id(vector).encode())
+
+
+def collection_name(index: str, pid: str) -> str:
+    """``<index>__<short pipeline id>``."""
+    return f"{index}__{pid[:SHORT]}"
+
+
+def fingerprint(vid: str, text: str) -> str:
+    """``H(vector id ‖ chunk text)``, 128-bit hex."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(vid.encode())
+    h.update(b"\0")
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def point_id(doc_id: str, fp: str, occurrence: int) -> str:
+    """Deterministic Qdrant point id (UUID string) from doc id, fingerprint and occurrence."""
+    digest = hashlib.blake2b(
+        canonical_json([POINT_ID_VERSION, doc_id, fp, occurrence]).encode(), digest_size=16
+    ).digest()
+    return str(uuid.UUID(bytes=digest))
+
+
+def point_ids(doc_id: str, fingerprints: list[str]) -> list[str]:
+    """Point ids of one document's chunks in order; repeated text gets occurrence 0, 1, 2, …"""
+    seen: dict[str, int] = {}
+    out = []
+    for fp in fingerprints:
+        occ = seen.get(fp, 0)
+        seen[fp] = occ + 1
+        out.append(point_id(doc_id, fp, occ))
+    return out
+
+
+def content_hash(data: bytes) -> str:
+    """Digest of a document's raw bytes."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Resolving 'auto' revisions: the ids must change when model or tokenizer files change.
+# --------------------------------------------------------------------------------------------
+
+_BUILTIN_TOKENIZERS = {"whitespace", "char"}
+
+
+def resolve_config(cfg: PipelineConfig) -> PipelineConfig:
+    """Replace ``auto`` revisions with content digests of the model and tokenizer files."""
+    text, vector = cfg.text, cfg.vector
+    if text.tokenizer_revision == "auto":
+        rev = "builtin-v1" if text.tokenizer in _BUILTIN_TOKENIZERS else digest_path(
+            find_tokenizer_file(resolve_model_path(text.tokenizer))
+        )
+        text = text.model_copy(update={"tokenizer_revision": rev})
+    if vector.revision == "auto":
+        if vector.provider == "openai":
+            from reindex.errors import ConfigError
+
+            raise ConfigError(
+                "vector.revision: an API model has no local files to digest; set vector.revision to the provider's model version"
+            )
+        vector = vector.model_copy(update={"revision": digest_path(resolve_model_path(vector.model))})
+    return cfg.model_copy(update={"text": text, "vector": vector})
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """The ids of one (resolved) pipeline config."""
+
+    text_id: str
+    vector_id: str
+    pipeline_id: str
+    collection: str
+    index: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "index": self.index,
+            "text_id": self.text_id,
+            "vector_id": self.vector_id,
+            "pipeline_id": self.pipeline_id,
+            "collection": self.collection,
+        }
+
+
+def identity_of(cfg: PipelineConfig) -> Identity:
+    """Ids of a config whose revisions are already resolved (see :func:`resolve_config`)."""
+    tid, vid = text_id(cfg.text), vector_id(cfg.vector)
+    pid = pipeline_id(cfg.text, cfg.vector)
+    return Identity(tid, vid, pid, collection_name(cfg.index, pid), cfg.index)

