@@ -24,8 +24,10 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m reindex.demo
 
+# pytest exits 5 when it ran no test: that must fail, not pass silently.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	@$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'

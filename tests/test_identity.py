@@ -198,7 +198,7 @@ def test_explicit_defaults_equal_omitted_fields() -> None:
     explicit = config_from_dict(yaml.safe_load(textwrap.dedent("""
         index: docs
         source: /data/corpus
-        text: {tokenizer_revision: "sha256:tok", chunker: {kind: recursive, size: 400}, extractor: auto}
+        text: {tokenizer_revision: "sha256:tok", chunker: {kind: recursive, size: 250}, extractor: auto}
         vector: {revision: "sha256:model", dimension: 384, prefix: "", normalize: true}
     """)))
     assert _ids(explicit) == _ids(BASE)

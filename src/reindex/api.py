@@ -3,6 +3,7 @@ result and raises ReindexError subclasses for expected failures."""
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,7 @@ from reindex.config import (
     parse_chunker_spec,
     with_chunker,
 )
-from reindex.errors import ConfigError, SourceError
+from reindex.errors import ConfigError, ReindexError, SourceError
 from reindex.identity import Identity, identity_of, resolve_config, vector_id
 from reindex.models import model_max_tokens, resolve_model_path
 from reindex.pipeline import ChunkRecord, TextPipeline
@@ -172,9 +173,16 @@ def _pipeline_config(config_path: str | Path | None, chunker: str | None) -> Pip
 def _documents(path: str | Path, cfg: PipelineConfig, report: ScanReport) -> Iterator[Document]:
     p = Path(str(path))
     if not str(path).startswith("s3://") and p.is_file() and p.suffix.lower() in _SINGLE_FILE_SUFFIXES:
-        from reindex.sources import single_file_document
+        from reindex.sources.base import BadDocument, check_data
 
-        yield single_file_document(p)
+        data = p.read_bytes()
+        problem = check_data(data)
+        if problem:
+            report.add_bad(BadDocument(p.name, problem))
+            return
+        doc = Document.of(p.name, data)
+        report.add(doc)
+        yield doc
         return
     if not str(path).startswith("s3://") and not p.exists():
         raise SourceError(f"{path}: no such file or directory")
@@ -220,5 +228,258 @@ def summarize_chunks(
         max_tokens=max(lengths, default=0),
         over_model_limit=sum(1 for n in lengths if limit and n > limit),
         bad_documents=len(report.bad),
-        bad_reasons=dict(report.counts_by_reason()) if hasattr(report, "counts_by_reason") else {},
+        bad_reasons=dict(sorted(report.by_reason.items())),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# plan / show / approve / estimate / classify / calibrate
+# --------------------------------------------------------------------------------------------
+
+from reindex import cost as costmod  # noqa: E402
+from reindex.approvals import Approval, approve as _approve, check_approval, read_approval  # noqa: E402
+from reindex.manifests import read_calibration, write_calibration  # noqa: E402
+from reindex.planner import (  # noqa: E402
+    DEFAULT_TOKENS_PER_MINUTE,
+    Baseline,
+    Plan,
+    PlanError,
+    PlanRequest,
+    Rates,
+    explicit_baseline,
+    live_baseline,
+    no_baseline,
+    plan_change,
+    read_plan,
+    write_plan,
+)
+from reindex.stores.objects import open_object_store  # noqa: E402
+
+
+def state_store(cfg: PipelineConfig):
+    """The object store holding plans' state, manifests, locks and calibration."""
+    return open_object_store(cfg.state.uri, cfg.state.endpoint_url)
+
+
+def rates_for(cfg: PipelineConfig) -> Rates:
+    """Price and throughput: config first, then the calibrated rate in the state, then a default."""
+    if cfg.cost.tokens_per_minute:
+        return Rates(cfg.cost.usd_per_mtok, cfg.cost.tokens_per_minute, "config")
+    try:
+        cal = read_calibration(state_store(cfg), identity_of(cfg).vector_id)
+    except ReindexError:
+        cal = None
+    if cal:
+        return Rates(cfg.cost.usd_per_mtok, float(cal["tokens_per_minute"]), "calibration")
+    return Rates(cfg.cost.usd_per_mtok, DEFAULT_TOKENS_PER_MINUTE, "default")
+
+
+def make_plan(
+    config_path: str | Path = DEFAULT_CONFIG,
+    *,
+    baseline_config: str | Path | None = None,
+    baseline_corpus: str | None = None,
+    out: str | Path | None = "plans",
+    sample: int | None = None,
+    seed: int = 0,
+    progress=None,
+) -> tuple[Plan, Path | None]:
+    """Plan a change of ``config_path`` against the live population or an explicit baseline."""
+    cfg = load_resolved(config_path)
+    if sample is not None and sample < 2:
+        raise PlanError(f"--sample: need at least 2 documents, got {sample}")
+    if baseline_config is not None or baseline_corpus is not None:
+        old_cfg = load_resolved(baseline_config) if baseline_config is not None else cfg
+        corpus = baseline_corpus or old_cfg.source.uri
+        if "://" not in corpus and not Path(corpus).exists():
+            raise SourceError(f"--baseline-corpus {corpus}: no such file or directory")
+        baseline = explicit_baseline(old_cfg, corpus, only=set() if sample else None)
+    else:
+        baseline = live_baseline(state_store(cfg), cfg.index)
+    req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg), sample=sample, seed=seed, progress=progress)
+    plan = plan_change(req)
+    path = write_plan(plan, out) if out is not None else None
+    if path is not None:
+        from reindex.reports import write_reports
+
+        write_reports(plan, path)
+    return plan, path
+
+
+def show_plan(path: str | Path) -> Plan:
+    """Read and verify a plan file."""
+    return read_plan(path)
+
+
+def check_plan_index(plan: Plan, cfg: PipelineConfig, plan_path: str | Path) -> None:
+    if plan.index != cfg.index:
+        raise PlanError(f"{plan_path}: plan is for index {plan.index!r}, but the config is for {cfg.index!r}")
+
+
+def approve_plan(path: str | Path, by: str, note: str = "", config_path: str | Path | None = None) -> tuple[Approval, Path]:
+    """Record an approval bound to the plan's hash."""
+    plan = read_plan(path)
+    if config_path is not None:
+        check_plan_index(plan, load_config(config_path), path)
+    return _approve(plan, path, by, note)
+
+
+def approval_status(path: str | Path) -> Approval | None:
+    """The approval of a plan if it has a valid one; raises ApprovalError if it needs one."""
+    plan = read_plan(path)
+    return check_approval(plan, read_approval(path))
+
+
+def estimate(
+    histogram: str | Path, old: str, new: str, *, usd_per_mtok: float = 0.02, tokens_per_minute: float = 3.5e6,
+    dimension: int = 384, precision: str = "float32",
+) -> costmod.Estimate:
+    """Histogram arithmetic for a corpus nobody has chunked yet."""
+    from reindex.histogram import read_histogram
+
+    buckets = read_histogram(histogram)
+    return costmod.estimate_histogram(
+        buckets, parse_chunker_spec(old), parse_chunker_spec(new), usd_per_mtok=usd_per_mtok,
+        tokens_per_minute=tokens_per_minute, dimension=dimension, precision=precision,
+    )
+
+
+def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, seed: int = 0) -> dict:
+    """Time the configured embedder on real chunks of the corpus; record tokens/s in the state."""
+    import platform
+    import random
+    import time
+
+    from reindex.embedders import make_embedder
+
+    cfg = load_resolved(config_path)
+    ident = identity_of(cfg)
+    pipe = TextPipeline(cfg.text, ident.vector_id)
+    texts: list[str] = []
+    for doc in open_source(cfg.source).scan(ScanReport()):
+        texts.extend(r.text for r in pipe.chunk_document(doc))
+        if len(texts) >= chunks * 8:
+            break
+    if not texts:
+        raise SourceError(f"{cfg.source.uri}: no chunks to calibrate on")
+    rng = random.Random(seed)
+    picked = rng.sample(texts, min(chunks, len(texts)))
+    emb = make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size)
+    emb.embed(picked[: min(8, len(picked))])  # warm-up: first-call allocation is not throughput
+    t0 = time.perf_counter()
+    res = emb.embed(picked)
+    seconds = time.perf_counter() - t0
+    tps = res.tokens / seconds if seconds > 0 else 0.0
+    result = {
+        "vector_id": ident.vector_id,
+        "model": cfg.vector.model,
+        "chunks": len(picked),
+        "tokens": res.tokens,
+        "seconds": round(seconds, 3),
+        "tokens_per_second": round(tps, 1),
+        "tokens_per_minute": round(tps * 60, 1),
+        "truncated": res.truncated,
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "at": time.time(),
+    }
+    write_calibration(state_store(cfg), ident.vector_id, result)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """CI mode: the seed's mechanical rule on a fixture, plus projected corpus-wide numbers."""
+
+    outcome: str  # safe | text-affecting | structural
+    kind: str  # the plan kind the change would be
+    fixture_documents: int
+    chunks_base: int
+    chunks_head: int
+    tokens_base: int
+    tokens_head: int
+    fingerprints_changed: int  # head fingerprints not in base
+    projection: dict | None
+    explanation: tuple[str, ...]
+
+    EXIT_CODES = {"safe": 0, "text-affecting": 2, "structural": 3}
+
+    @property
+    def exit_code(self) -> int:
+        return self.EXIT_CODES[self.outcome]
+
+    def as_dict(self) -> dict:
+        return {
+            "outcome": self.outcome,
+            "kind": self.kind,
+            "exit_code": self.exit_code,
+            "fixture_documents": self.fixture_documents,
+            "chunks_base": self.chunks_base,
+            "chunks_head": self.chunks_head,
+            "tokens_base": self.tokens_base,
+            "tokens_head": self.tokens_head,
+            "fingerprints_changed": self.fingerprints_changed,
+            "projection": self.projection,
+            "explanation": list(self.explanation),
+        }
+
+
+def classify_change(
+    fixture: str, base: str | Path, head: str | Path, *, scale_to: int | None = None, histogram: str | Path | None = None,
+) -> Classification:
+    """Chunk a fixture with both configs: fingerprint set changed without the chunk count changing =
+    text-affecting; count changed = structural; neither = safe (seed 001)."""
+    from reindex.planner import explain_changes
+
+    if scale_to is not None and histogram is not None:
+        raise ConfigError("--scale-to and --histogram are alternatives; give one")
+    b_cfg, h_cfg = load_resolved(base), load_resolved(head)
+    sides = []
+    for cfg in (b_cfg, h_cfg):
+        pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
+        fps: set[str] = set()
+        chunks = tokens = docs = 0
+        for doc in _documents(fixture, cfg, ScanReport()):
+            docs += 1
+            for r in pipe.chunk_document(doc):
+                fps.add(r.fingerprint)
+                chunks += 1
+                tokens += r.tokens
+        sides.append((fps, chunks, tokens, docs))
+    (bf, bc, bt, bd), (hf, hc, ht, _) = sides
+    outcome = "structural" if bc != hc else ("text-affecting" if bf != hf else "safe")
+    b_id, h_id = identity_of(b_cfg), identity_of(h_cfg)
+    if b_id.vector_id != h_id.vector_id:
+        kind = "pipeline-scoped/vector"
+    elif b_id.text_id != h_id.text_id:
+        kind = "pipeline-scoped/text"
+    else:
+        kind = "none"
+    projection = None
+    if scale_to is not None:
+        f = scale_to / bd if bd else 0.0
+        projection = {
+            "method": f"linear scale-up of the fixture ({bd} documents) to {scale_to:,} documents",
+            "documents": scale_to,
+            "chunks_base": round(bc * f),
+            "chunks_head": round(hc * f),
+            "change_pct": round((hc - bc) / bc * 100, 1) if bc else None,
+            # Upper bound: a scale-up cannot tell which texts survive, so every head token counts.
+            "tokens_to_embed_max": round((ht if outcome != "safe" else 0) * f),
+        }
+    elif histogram is not None:
+        est = estimate(histogram, chunker_spec(b_cfg.text.chunker), chunker_spec(h_cfg.text.chunker),
+                       usd_per_mtok=h_cfg.cost.usd_per_mtok or 0.02,
+                       tokens_per_minute=h_cfg.cost.tokens_per_minute or 3.5e6, dimension=h_cfg.vector.dimension)
+        projection = {
+            "method": "window arithmetic over the histogram (seed 001)",
+            "documents": est.documents,
+            "chunks_base": est.chunks_old,
+            "chunks_head": est.chunks_new,
+            "change_pct": round((est.chunks_new - est.chunks_old) / est.chunks_old * 100, 1) if est.chunks_old else None,
+            "tokens_to_embed": est.tokens_to_embed if outcome != "safe" else 0,
+            "usd": round(est.usd, 2),
+            "hours": round(est.hours, 2),
+            "peak_vectors": est.peak_vectors,
+        }
+    lines = tuple(e["line"] for e in explain_changes(b_cfg, h_cfg))
+    return Classification(outcome, kind, bd, bc, hc, bt, ht, len(hf - bf), projection, lines)

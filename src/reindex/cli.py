@@ -145,6 +145,251 @@ def chunk(path: str, config_path: str | None, chunker: str | None, summary: bool
         click.echo(f"skipped {bad.doc_id}: {bad.reason}", err=True)
 
 
+def _human(n: float) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:,.0f}"
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _render_plan(plan: Any, path: Any) -> str:
+    b = plan.body
+    w, c = b["work"], b["cost"]
+    d = w["documents"]
+    lines = [f"{b['kind']}  ·  index {b['index']}  ·  plan {plan.plan_hash[:12]}"]
+    for e in b["explanation"]:
+        lines.append(f"  {e}")
+    lines.append(
+        f"  documents: {d['added']:,} added, {d['edited']:,} edited, {d['removed']:,} removed, "
+        f"{d['unchanged']:,} unchanged, {d['bad']:,} bad"
+    )
+    ratio = f" (×{w['chunks_new'] / w['chunks_old']:.2f})" if w["chunks_old"] else ""
+    lines.append(f"  chunks: {w['chunks_old']:,} → {w['chunks_new']:,}{ratio}; reused {w['chunks_reused']:,}, to embed {w['chunks_to_embed']:,}")
+    lines.append(
+        f"  tokens to embed: {w['tokens_to_embed']:,}  ·  ${c['usd']:,.2f}  ·  {c['hours']:.2f} h at "
+        f"{c['tokens_per_minute']:,.0f} tokens/min ({c['rate_source']})"
+    )
+    if w["cross_document"]["chunks"]:
+        lines.append(f"  cross-document reuse would save {w['cross_document']['chunks']:,} more chunks ({w['cross_document']['tokens']:,} tokens)")
+    peak = c["footprint"]["peak"]
+    lines.append(
+        f"  vectors: {c['vectors_old']:,} → {c['vectors_new']:,}, peak {c['peak_vectors']:,} "
+        f"(RAM {_bytes(peak['ram_bytes'])}, disk {_bytes(peak['disk_bytes'])} at the peak)"
+    )
+    if b["projection"]:
+        p = b["projection"]
+        iv = p["intervals"]
+        lines.append(
+            f"  projected from a sample of {p['sample']} of {p['population']} documents (seed {p['seed']}): "
+            f"chunks {iv['chunks_new']['estimate']:,.0f} [{iv['chunks_new']['low']:,.0f}, {iv['chunks_new']['high']:,.0f}], "
+            f"tokens to embed {iv['tokens_to_embed']['estimate']:,.0f} [{iv['tokens_to_embed']['low']:,.0f}, {iv['tokens_to_embed']['high']:,.0f}]"
+        )
+    if b["approval"]["required"]:
+        lines.append("  approval required: " + "; ".join(b["approval"]["reasons"]))
+    if w["affected_documents"]:
+        ids = w["affected_documents"]
+        lines.append(f"  affected: {', '.join(ids[:8])}" + (f" … and {len(ids) - 8} more" if len(ids) > 8 else ""))
+    if path is not None:
+        lines.append(f"  plan: {path}")
+    return "\n".join(lines)
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--baseline-config", type=click.Path(dir_okay=False), default=None,
+              help="Old config to compare against (instead of the live population).")
+@click.option("--baseline-corpus", default=None, help="Old corpus (default: the baseline config's source).")
+@click.option("--out", default="plans", show_default=True, help="Folder for the plan and its reports.")
+@click.option("--sample", type=int, default=None, help="Project from a length-stratified sample of N documents.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
+@click.option("--json", "as_json", is_flag=True, help="Print the key numbers as JSON.")
+@click.pass_context
+def plan(ctx: click.Context, config_path: str, baseline_config: str | None, baseline_corpus: str | None, out: str,
+         sample: int | None, seed: int, as_json: bool) -> None:
+    """Classify and price a change; write plans/<date>-<index>-<kind>-<hash>.json with Markdown and HTML reports.
+
+    Exit codes: 0 nothing to do, 2 changes planned, 1 error (like terraform plan -detailed-exitcode).
+
+    \b
+    Examples:
+      reindex plan -c reindex.yaml
+      reindex plan -c new.yaml --baseline-config old.yaml --baseline-corpus old.parquet --json
+    """
+    from reindex import api
+
+    p, path = api.make_plan(config_path, baseline_config=baseline_config, baseline_corpus=baseline_corpus,
+                            out=out, sample=sample, seed=seed)
+    if as_json:
+        _emit_json({**p.summary(), "plan_file": str(path)})
+    else:
+        click.echo(_render_plan(p, path))
+    ctx.exit(0 if p.kind == "none" else 2)
+
+
+@main.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the whole plan.")
+def show(plan_file: str, as_json: bool) -> None:
+    """Verify a plan file's hash and print its summary.
+
+    \b
+    Example:
+      reindex show plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json
+    """
+    from reindex import api
+
+    p = api.show_plan(plan_file)
+    if as_json:
+        _emit_json(dict(p.body))
+    else:
+        click.echo(_render_plan(p, plan_file))
+
+
+@main.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--by", required=True, help="Who approves.")
+@click.option("--note", default="", help="Why.")
+@click.option("-c", "--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="Check the plan is for this config's index.")
+def approve(plan_file: str, by: str, note: str, config_path: str | None) -> None:
+    """Record an approval bound to the plan's hash (a changed plan invalidates it).
+
+    \b
+    Example:
+      reindex approve plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --by alice --note "ok for Q4"
+    """
+    from reindex import api
+
+    rec, path = api.approve_plan(plan_file, by, note, config_path)
+    click.echo(f"approved plan {rec.plan_hash[:12]} ({rec.kind}) by {rec.by}; recorded in {path}")
+
+
+@main.command()
+@click.option("--histogram", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="CSV with header documents,tokens (one row per length bucket).")
+@click.option("--from", "old", required=True, metavar="SPEC", help="Current chunker, e.g. sliding:size=512,overlap=0.1.")
+@click.option("--to", "new", required=True, metavar="SPEC", help="Proposed chunker, e.g. sliding:size=256,overlap=0.2.")
+@click.option("--usd-per-mtok", type=float, default=0.02, show_default=True, help="Price per million tokens.")
+@click.option("--tokens-per-minute", type=float, default=3.5e6, show_default=True, help="Embedding throughput.")
+@click.option("--dimension", type=int, default=384, show_default=True, help="Vector dimension (for bytes).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def estimate(histogram: str, old: str, new: str, usd_per_mtok: float, tokens_per_minute: float, dimension: int,
+             as_json: bool) -> None:
+    """Estimate a chunker change over a length histogram of a corpus nobody has chunked yet.
+
+    \b
+    Example:
+      reindex estimate --histogram buckets.csv --from sliding:size=512,overlap=0.1 --to sliding:size=256,overlap=0.2
+    """
+    from reindex import api
+
+    e = api.estimate(histogram, old, new, usd_per_mtok=usd_per_mtok, tokens_per_minute=tokens_per_minute,
+                     dimension=dimension)
+    data = {
+        "documents": e.documents,
+        "chunks_old": e.chunks_old,
+        "chunks_new": e.chunks_new,
+        "ratio": round(e.ratio, 4),
+        "tokens_billed_old": e.tokens_billed_old,
+        "tokens_full_reembed": e.tokens_full_reembed,
+        "tokens_reused": e.tokens_reused,
+        "tokens_to_embed": e.tokens_to_embed,
+        "usd": round(e.usd, 2),
+        "hours": round(e.hours, 2),
+        "vectors_old": e.chunks_old,
+        "vectors_new": e.chunks_new,
+        "peak_vectors": e.peak_vectors,
+        "peak_bytes": e.footprint.peak.ram_bytes + e.footprint.peak.disk_bytes,
+        "chunks_no_overlap": e.sensitivity.chunks_no_overlap,
+        "tail_chunks": e.sensitivity.tail_chunks,
+        "tail_chunk_share": round(e.sensitivity.tail_chunk_share, 4),
+    }
+    if as_json:
+        _emit_json(data)
+        return
+    click.echo(f"{old} → {new} over {e.documents:,} documents")
+    click.echo(f"  vectors {_human(e.chunks_old)} → {_human(e.chunks_new)} (×{e.ratio:.2f}), peak {_human(e.peak_vectors)} during cutover")
+    click.echo(f"  tokens: {_human(e.tokens_full_reembed)} for a full re-embed, {_human(e.tokens_to_embed)} after reusing single-chunk documents")
+    click.echo(f"  ${e.usd:,.2f} at ${usd_per_mtok}/M tokens · {e.hours:,.2f} h at {_human(tokens_per_minute)} tokens/min")
+    click.echo(f"  at 0 % overlap: {_human(e.sensitivity.chunks_no_overlap)} chunks; documents over "
+               f"{e.sensitivity.tail_tokens:,} tokens make {_human(e.sensitivity.tail_chunks)} chunks "
+               f"({e.sensitivity.tail_chunk_share:.0%})")
+
+
+@main.command()
+@click.option("--fixture", required=True, help="A small corpus spanning the length buckets.")
+@click.option("--base", required=True, type=click.Path(dir_okay=False, exists=True), help="Config before the change.")
+@click.option("--head", required=True, type=click.Path(dir_okay=False, exists=True), help="Config after the change.")
+@click.option("--scale-to", type=int, default=None, help="Project to a corpus of N documents (linear).")
+@click.option("--histogram", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Project with a length histogram (window chunkers).")
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.pass_context
+def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: int | None, histogram: str | None,
+             fmt: str) -> None:
+    """CI mode: classify a config change on a fixture (safe / text-affecting / structural).
+
+    Exit codes: 0 safe, 2 text-affecting, 3 structural, 1 error.
+
+    \b
+    Example:
+      reindex classify --fixture tests/fixture --base main.yaml --head pr.yaml --scale-to 8000000 --format md
+    """
+    from reindex import api
+
+    r = api.classify_change(fixture, base, head, scale_to=scale_to, histogram=histogram)
+    if fmt == "json":
+        _emit_json(r.as_dict())
+    else:
+        click.echo(_render_classification(r))
+    ctx.exit(r.exit_code)
+
+
+def _render_classification(r: Any) -> str:
+    icon = {"safe": "✅", "text-affecting": "⚠️", "structural": "🛑"}[r.outcome]
+    lines = [f"### reindex: {icon} {r.outcome} ({r.kind})", ""]
+    lines += [f"- `{e}`" for e in r.explanation] or ["- no config field changed"]
+    lines += ["", f"Fixture of {r.fixture_documents:,} documents: {r.chunks_base:,} → {r.chunks_head:,} chunks, "
+              f"{r.fingerprints_changed:,} new chunk texts, {r.tokens_base:,} → {r.tokens_head:,} tokens."]
+    p = r.projection
+    if p:
+        pct = f", {p['change_pct']:+.0f} %" if p.get("change_pct") is not None else ""
+        tokens = p.get("tokens_to_embed", p.get("tokens_to_embed_max", 0))
+        lines += ["", f"**Projected:** {_human(p['chunks_head'])} chunks{pct}, {_human(tokens)} tokens to re-embed "
+                  f"({p['method']})."]
+        if "usd" in p:
+            lines[-1] += f" ${p['usd']:,.2f}, {p['hours']:,.1f} h, peak {_human(p['peak_vectors'])} vectors."
+    return "\n".join(lines)
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--chunks", type=int, default=256, show_default=True, help="Chunks to time.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def calibrate(config_path: str, chunks: int, as_json: bool) -> None:
+    """Time the configured embedder on real chunks of the corpus; plans then use the measured rate.
+
+    \b
+    Example:
+      reindex calibrate -c reindex.yaml --chunks 256
+    """
+    from reindex import api
+
+    r = api.calibrate(config_path, chunks=chunks)
+    if as_json:
+        _emit_json(r)
+    else:
+        click.echo(f"{r['model']}: {r['tokens_per_second']:,.0f} tokens/s ({r['tokens_per_minute']:,.0f}/min) on "
+                   f"{r['chunks']} chunks, {r['tokens']:,} tokens in {r['seconds']} s; recorded for plans")
+
+
 def _render_summary(s: Any) -> str:
     lines = [
         f"{s.chunker}",

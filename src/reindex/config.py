@@ -80,14 +80,14 @@ class ParagraphChunkerConfig(_ChunkerModel):
     """Consecutive paragraphs grouped up to ``size`` tokens; long paragraphs split recursively."""
 
     kind: Literal["paragraph"] = "paragraph"
-    size: int = Field(400, gt=0, description="Token target and hard cap per chunk.")
+    size: int = Field(250, gt=0, description="Token target and hard cap per chunk.")
 
 
 class RecursiveChunkerConfig(_ChunkerModel):
     """Blank line → line break → sentence terminator → fixed window, to a ``size``-token target."""
 
     kind: Literal["recursive"] = "recursive"
-    size: int = Field(400, gt=0, description="Token target and hard cap per chunk.")
+    size: int = Field(250, gt=0, description="Token target and hard cap per chunk.")
 
 
 class CdcChunkerConfig(_ChunkerModel):
@@ -111,7 +111,7 @@ class MarkdownChunkerConfig(_ChunkerModel):
     """Heading-aware sections (Markdown ``#`` and reStructuredText underlines), recursive inside."""
 
     kind: Literal["markdown"] = "markdown"
-    size: int = Field(400, gt=0, description="Token target and hard cap per chunk.")
+    size: int = Field(250, gt=0, description="Token target and hard cap per chunk.")
 
 
 ChunkerConfig = Annotated[
@@ -357,7 +357,9 @@ def _first_error(err: ValidationError, prefix: str = "") -> str:
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
         elif e["type"] == "union_tag_invalid":
-            msg = f"unknown kind {e.get('input')!r}; allowed: {', '.join(sorted(CHUNKER_KINDS))}"
+            given = e.get("input")
+            given = given.get("kind") if isinstance(given, dict) else given
+            msg = f"unknown kind {given!r}; allowed: {', '.join(sorted(CHUNKER_KINDS))}"
         elif e["type"] == "literal_error":
             msg = f"got {e.get('input')!r}; {msg[0].lower()}{msg[1:]}"
         elif e["type"] == "missing":

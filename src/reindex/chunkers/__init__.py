@@ -1,0 +1,73 @@
+"""Chunkers: one module per family behind the :class:`Chunker` protocol. All are pure, stateless and
+deterministic, tokenise each document once, and (except overlapping ones) partition it exactly."""
+
+from __future__ import annotations
+
+from reindex.chunkers.base import Chunk, Chunker
+from reindex.chunkers.cdc import CdcChunker
+from reindex.chunkers.fixed import FixedChunker
+from reindex.chunkers.fixed_chars import FixedCharsChunker
+from reindex.chunkers.markdown import MarkdownChunker
+from reindex.chunkers.paragraph import ParagraphChunker
+from reindex.chunkers.recursive import RecursiveChunker
+from reindex.chunkers.sentence import SentenceChunker
+from reindex.chunkers.sliding import SlidingChunker, sliding_count
+from reindex.config import (
+    CdcChunkerConfig,
+    FixedCharsChunkerConfig,
+    FixedChunkerConfig,
+    MarkdownChunkerConfig,
+    ParagraphChunkerConfig,
+    RecursiveChunkerConfig,
+    SentenceChunkerConfig,
+    SlidingChunkerConfig,
+    parse_chunker_spec,
+)
+from reindex.errors import ChunkerError
+from reindex.tokenizers import Tokenizer, load_tokenizer
+
+__all__ = [
+    "CdcChunker",
+    "Chunk",
+    "Chunker",
+    "FixedCharsChunker",
+    "FixedChunker",
+    "MarkdownChunker",
+    "ParagraphChunker",
+    "RecursiveChunker",
+    "SentenceChunker",
+    "SlidingChunker",
+    "is_partitioning",
+    "make_chunker",
+    "sliding_count",
+]
+
+_CHUNKERS: dict[type, type] = {
+    FixedChunkerConfig: FixedChunker,
+    SlidingChunkerConfig: SlidingChunker,
+    FixedCharsChunkerConfig: FixedCharsChunker,
+    SentenceChunkerConfig: SentenceChunker,
+    ParagraphChunkerConfig: ParagraphChunker,
+    RecursiveChunkerConfig: RecursiveChunker,
+    CdcChunkerConfig: CdcChunker,
+    MarkdownChunkerConfig: MarkdownChunker,
+}
+
+
+def make_chunker(cfg_or_spec: object, tokenizer: Tokenizer | str) -> Chunker:
+    """A chunker for a config model (``RecursiveChunkerConfig(size=256)``) or a spec string
+    (``"recursive:size=256"``), counting tokens with ``tokenizer`` (a Tokenizer or its name)."""
+    cfg = parse_chunker_spec(cfg_or_spec) if isinstance(cfg_or_spec, str) else cfg_or_spec
+    cls = _CHUNKERS.get(type(cfg))
+    if cls is None:
+        raise ChunkerError(
+            f"cannot build a chunker from {type(cfg_or_spec).__name__}; give a chunker config or a spec like 'recursive:size=400'"
+        )
+    tok = load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer
+    return cls(config=cfg, tokenizer=tok)
+
+
+def is_partitioning(cfg: object) -> bool:
+    """Whether a chunker config's chunks partition every non-blank document (no overlap)."""
+    overlap = getattr(cfg, "overlap", 0)
+    return not overlap

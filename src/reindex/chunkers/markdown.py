@@ -1,0 +1,58 @@
+"""Heading-aware chunking for Markdown and reStructuredText: sections, recursive inside."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reindex.chunkers._segments import CODE_FENCE, HEADING, Doc, group_ends, recursive_ends
+from reindex.chunkers.base import Chunk
+from reindex.chunkers.recursive import recursive_levels
+from reindex.config import MarkdownChunkerConfig, chunker_spec
+from reindex.tokenizers import Tokenizer
+
+
+def heading_positions(text: str, start: int = 0, end: int | None = None) -> list[int]:
+    """Character positions where sections start in ``text[start:end]``: Markdown ATX headings
+    (``# Title``), Markdown setext and reStructuredText titles (a title line after a blank line,
+    underlined and optionally overlined with ``= - ~ ^ " ' ` # * + _ : . < >``). Headings inside
+    fenced code blocks (```` ``` ```` or ``~~~``) do not count."""
+    end = len(text) if end is None else end
+    found = [m.start() for m in HEADING.finditer(text, start, end)]
+    if not found:
+        return found
+    fences = [m.start() for m in CODE_FENCE.finditer(text, 0, end)]
+    if not fences:
+        return found
+    # A heading is inside a code block when an odd number of fence lines precede it.
+    inside = np.searchsorted(np.asarray(fences), np.asarray(found), "right") % 2 == 1
+    return [p for p, fenced in zip(found, inside.tolist()) if not fenced]
+
+
+@dataclass(frozen=True, slots=True)
+class MarkdownChunker:
+    """Sections start at headings. Adjacent sections are merged greedily into chunks of at most
+    ``size`` tokens; a section longer than ``size`` is chunked on its own with the recursive method.
+    The chunks partition the document."""
+
+    config: MarkdownChunkerConfig
+    tokenizer: Tokenizer
+    spec: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", chunker_spec(self.config))
+
+    def chunk(self, text: str) -> list[Chunk]:
+        """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
+        doc = Doc.of(text, self.tokenizer)
+        if doc is None:
+            return []
+        size = self.config.size
+        levels = recursive_levels(doc)
+
+        def sections(lo: int, hi: int) -> np.ndarray:
+            return doc.cuts_at(heading_positions(doc.text, doc.char_at(lo), doc.char_end(hi)), lo, hi)
+
+        ends = group_ends(doc, 0, doc.n, size, sections, lambda lo, hi: recursive_ends(doc, lo, hi, size, levels))
+        return doc.chunks([0, *ends])

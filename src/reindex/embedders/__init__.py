@@ -1,0 +1,18 @@
+"""Embedders: turn chunk texts into vectors for one vector half."""
+
+from __future__ import annotations
+
+from reindex.config import VectorHalf
+from reindex.embedders.base import Embedder, EmbedResult
+from reindex.errors import ConfigError
+
+__all__ = ["Embedder", "EmbedResult", "make_embedder"]
+
+
+def make_embedder(vector: VectorHalf, *, batch_size: int = 64) -> Embedder:
+    """The embedder for a (resolved) vector half."""
+    if vector.provider == "sentence-transformers":
+        from reindex.embedders.sentence_transformers import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(vector, batch_size=batch_size)
+    raise ConfigError(f"vector.provider: {vector.provider!r} has no embedder in this version")

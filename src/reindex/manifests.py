@@ -1,0 +1,201 @@
+"""State kept in the object store: population records, chunk manifests, calibration.
+
+Layout under the state URI (a folder or ``s3://bucket/prefix``)::
+
+    indexes/<index>/live.json                              the population the alias serves
+    indexes/<index>/populations/<collection>/population.json
+    indexes/<index>/populations/<collection>/chunks/<part>.parquet   chunk manifest parts
+    calibration/<vector id>.json                           measured embedding throughput
+
+A chunk manifest row: doc_id, content_hash, ordinal, fingerprint, tokens, point_id. It lets planning
+and catch-up run without scrolling the vector store.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from reindex.errors import StateError
+from reindex.identity import canonical_json
+from reindex.stores.objects import ObjectStore
+
+CHUNK_SCHEMA = pa.schema(
+    [
+        ("doc_id", pa.string()),
+        ("content_hash", pa.string()),
+        ("ordinal", pa.int32()),
+        ("fingerprint", pa.string()),
+        ("tokens", pa.int32()),
+        ("point_id", pa.string()),
+    ]
+)
+
+
+def index_prefix(index: str) -> str:
+    return f"indexes/{index}"
+
+
+def population_prefix(index: str, collection: str) -> str:
+    return f"{index_prefix(index)}/populations/{collection}"
+
+
+def _read_json(store: ObjectStore, key: str) -> dict | None:
+    data = store.get(key)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError as err:
+        raise StateError(f"{store.describe()}/{key}: not valid JSON ({err}); restore it or delete it") from None
+
+
+def _write_json(store: ObjectStore, key: str, value: Any) -> None:
+    store.put(key, (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
+
+
+@dataclass(frozen=True, slots=True)
+class PopulationRecord:
+    """One population: its collection, the resolved config that built it and its ids."""
+
+    index: str
+    collection: str
+    config: dict  # resolved PipelineConfig as JSON
+    identity: dict  # Identity.as_dict()
+    state: str  # building | ready | live | retired
+    created_at: float
+    updated_at: float
+
+    def as_dict(self) -> dict:
+        return {
+            "index": self.index,
+            "collection": self.collection,
+            "config": self.config,
+            "identity": self.identity,
+            "state": self.state,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PopulationRecord":
+        return cls(d["index"], d["collection"], d["config"], d["identity"], d["state"], d["created_at"], d["updated_at"])
+
+
+def read_population(store: ObjectStore, index: str, collection: str) -> PopulationRecord | None:
+    d = _read_json(store, f"{population_prefix(index, collection)}/population.json")
+    return PopulationRecord.from_dict(d) if d else None
+
+
+def write_population(store: ObjectStore, record: PopulationRecord) -> None:
+    _write_json(store, f"{population_prefix(record.index, record.collection)}/population.json", record.as_dict())
+
+
+def read_live(store: ObjectStore, index: str) -> PopulationRecord | None:
+    """The population the index's alias serves, per the state store (None before the first cutover)."""
+    d = _read_json(store, f"{index_prefix(index)}/live.json")
+    if not d:
+        return None
+    rec = read_population(store, index, d["collection"])
+    if rec is None:
+        raise StateError(
+            f"{store.describe()}: indexes/{index}/live.json names population {d['collection']!r} "
+            "but its record is missing; the state store is inconsistent"
+        )
+    return rec
+
+
+def write_live(store: ObjectStore, index: str, collection: str, previous: str | None) -> None:
+    _write_json(store, f"{index_prefix(index)}/live.json",
+                {"collection": collection, "previous": previous, "at": time.time()})
+
+
+# --------------------------------------------------------------------------------------------
+# Chunk manifests
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestRow:
+    doc_id: str
+    content_hash: str
+    ordinal: int
+    fingerprint: str
+    tokens: int
+    point_id: str
+
+
+def chunk_manifest_bytes(rows: Iterable[ManifestRow]) -> bytes:
+    """A Parquet file (zstd) of manifest rows."""
+    rows = list(rows)
+    table = pa.table(
+        {
+            "doc_id": [r.doc_id for r in rows],
+            "content_hash": [r.content_hash for r in rows],
+            "ordinal": [r.ordinal for r in rows],
+            "fingerprint": [r.fingerprint for r in rows],
+            "tokens": [r.tokens for r in rows],
+            "point_id": [r.point_id for r in rows],
+        },
+        schema=CHUNK_SCHEMA,
+    )
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def write_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str, rows: Iterable[ManifestRow]) -> str:
+    key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
+    store.put(key, chunk_manifest_bytes(rows))
+    return key
+
+
+def chunk_manifest_keys(store: ObjectStore, index: str, collection: str) -> list[str]:
+    return [k for k in store.list(f"{population_prefix(index, collection)}/chunks/") if k.endswith(".parquet")]
+
+
+def read_chunk_manifest(store: ObjectStore, index: str, collection: str) -> Iterator[ManifestRow]:
+    """Every row of a population's chunk manifest, part by part (streaming by part)."""
+    for key in chunk_manifest_keys(store, index, collection):
+        data = store.get(key)
+        if data is None:  # deleted between list and get
+            continue
+        table = pq.read_table(io.BytesIO(data))
+        cols = {name: table.column(name).to_pylist() for name in CHUNK_SCHEMA.names}
+        for i in range(table.num_rows):
+            yield ManifestRow(*(cols[name][i] for name in CHUNK_SCHEMA.names))
+
+
+def manifest_digest(store: ObjectStore, index: str, collection: str) -> str:
+    """A digest of a population's chunk manifest (its parts' bytes), for plan input checks."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for key in chunk_manifest_keys(store, index, collection):
+        h.update(key.encode() + b"\0" + (store.get(key) or b"") + b"\0")
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Calibration
+# --------------------------------------------------------------------------------------------
+
+
+def write_calibration(store: ObjectStore, vector_id: str, result: dict) -> None:
+    _write_json(store, f"calibration/{vector_id}.json", result)
+
+
+def read_calibration(store: ObjectStore, vector_id: str) -> dict | None:
+    return _read_json(store, f"calibration/{vector_id}.json")
+
+
+def digest_json(value: Any) -> str:
+    import hashlib
+
+    return hashlib.blake2b(canonical_json(value).encode(), digest_size=16).hexdigest()

@@ -1,0 +1,57 @@
+"""Corpus sources: a folder, a JSONL file, a Parquet file or an S3 prefix → documents
+(doc id, bytes, content hash), then text via :mod:`reindex.sources.extract`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from reindex.config import SourceConfig
+from reindex.errors import SourceError
+from reindex.sources.base import BadDocument, Document, ScanReport, Source, media_type_for
+from reindex.sources.directory import DirectorySource
+from reindex.sources.extract import extract_text, normalise
+from reindex.sources.jsonl import JsonlSource
+from reindex.sources.parquet import ParquetSource
+from reindex.sources.s3 import S3Source
+
+__all__ = [
+    "BadDocument",
+    "DirectorySource",
+    "Document",
+    "JsonlSource",
+    "ParquetSource",
+    "S3Source",
+    "ScanReport",
+    "Source",
+    "extract_text",
+    "media_type_for",
+    "normalise",
+    "open_source",
+]
+
+_ACCEPTED = "a directory, a .jsonl/.ndjson(.gz) or .parquet file, or s3://bucket/prefix"
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def open_source(cfg: SourceConfig | str) -> Source:
+    """The source a config names. Raises SourceError if it does not exist or is of no known kind."""
+    if isinstance(cfg, str):
+        cfg = SourceConfig(uri=cfg)
+    uri = cfg.uri
+    if uri.startswith("s3://"):
+        return S3Source(cfg)
+    if "://" in uri:
+        raise SourceError(f"source {uri!r}: unsupported scheme; expected {_ACCEPTED}")
+    path = Path(os.path.expanduser(uri))
+    if path.is_dir():
+        return DirectorySource(cfg, path)
+    if not path.exists():
+        raise SourceError(f"source {uri!r} does not exist; expected {_ACCEPTED}")
+    name = path.name.lower()
+    if name.endswith(_JSONL_SUFFIXES):
+        return JsonlSource(cfg, path)
+    if name.endswith(_PARQUET_SUFFIXES):
+        return ParquetSource(cfg, path)
+    raise SourceError(f"source {uri!r} is not a supported file type; expected {_ACCEPTED}")

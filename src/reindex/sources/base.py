@@ -1,0 +1,234 @@
+"""Documents, bad documents, the scan report and the Source protocol.
+
+Every source yields :class:`Document` values (doc id, raw UTF-8 bytes, content hash) in a
+deterministic order. Input that cannot become a document is a :class:`BadDocument` in the
+:class:`ScanReport`: counted with its id and reason, never silently dropped, never fatal to the scan.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from reindex.identity import content_hash
+
+# Media types a document can have, chosen from its name's suffix.
+MEDIA_TYPES = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".rst": "text/x-rst",
+    ".html": "text/html",
+    ".htm": "text/html",
+}
+DEFAULT_MEDIA_TYPE = "text/plain"
+
+# Default id and text keys/columns, first present wins.
+ID_FIELDS = ("id", "doc_id", "_id")
+TEXT_FIELDS = ("text", "content", "body")
+
+# Bad-document kinds: the fixed start of a reason string → the kind it is counted under.
+_KINDS = (
+    ("binary", "binary"),
+    ("not valid UTF-8", "not-utf8"),
+    ("empty", "empty"),
+    ("duplicate id", "duplicate-id"),
+    ("unreadable", "unreadable"),
+    ("missing text", "missing-text"),
+    ("missing id", "missing-id"),
+    ("malformed", "malformed"),
+)
+
+Metadata = tuple[tuple[str, Any], ...]
+
+
+def media_type_for(name: str) -> str:
+    """Media type from a file name or doc id suffix (``text/plain`` when unknown)."""
+    return MEDIA_TYPES.get(posixpath.splitext(name)[1].lower(), DEFAULT_MEDIA_TYPE)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One document as read from the source: raw UTF-8 bytes, not yet extracted or normalised."""
+
+    doc_id: str
+    data: bytes
+    content_hash: str
+    size: int
+    media_type: str = DEFAULT_MEDIA_TYPE
+    metadata: Metadata = ()
+
+    @classmethod
+    def of(
+        cls, doc_id: str, data: bytes, media_type: str | None = None, metadata: Mapping[str, Any] | Metadata = ()
+    ) -> Document:
+        """A document with its hash and size computed; media type from the id's suffix by default."""
+        items = metadata.items() if isinstance(metadata, Mapping) else metadata
+        return cls(
+            doc_id=doc_id,
+            data=data,
+            content_hash=content_hash(data),
+            size=len(data),
+            media_type=media_type or media_type_for(doc_id),
+            metadata=tuple((str(k), _freeze(v)) for k, v in items),
+        )
+
+    def meta(self) -> dict[str, Any]:
+        """Metadata as a dict."""
+        return dict(self.metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class BadDocument:
+    """Input that could not become a document: its id (or ``line:N`` / ``row:N``) and why."""
+
+    doc_id: str
+    reason: str
+
+    @property
+    def kind(self) -> str:
+        """A short, stable category of the reason (``binary``, ``not-utf8``, ``empty``, …)."""
+        for start, kind in _KINDS:
+            if self.reason.startswith(start):
+                return kind
+        return "other"
+
+
+@dataclass
+class ScanReport:
+    """Filled while a source is scanned: what was read, what was bad and why."""
+
+    documents: int = 0
+    bytes: int = 0
+    skipped: int = 0  # files or objects whose names match no include pattern
+    bad: list[BadDocument] = field(default_factory=list)
+    by_reason: Counter[str] = field(default_factory=Counter)
+
+    def add(self, doc: Document) -> None:
+        self.documents += 1
+        self.bytes += doc.size
+
+    def add_bad(self, bad: BadDocument) -> None:
+        self.bad.append(bad)
+        self.by_reason[bad.kind] += 1
+
+    def summary(self) -> str:
+        """One line: ``693 documents (4.1 MB), 2 bad (binary: 1, empty: 1)``."""
+        line = f"{self.documents} documents ({_human_bytes(self.bytes)}), {len(self.bad)} bad"
+        if self.by_reason:
+            line += " (" + ", ".join(f"{k}: {n}" for k, n in sorted(self.by_reason.items())) + ")"
+        if self.skipped:
+            line += f", {self.skipped} skipped by include patterns"
+        return line
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "documents": self.documents,
+            "bytes": self.bytes,
+            "skipped": self.skipped,
+            "bad": [{"doc_id": b.doc_id, "reason": b.reason} for b in self.bad],
+            "by_reason": dict(sorted(self.by_reason.items())),
+        }
+
+
+@runtime_checkable
+class Source(Protocol):
+    """A corpus: yields documents in a deterministic order."""
+
+    uri: str
+
+    def scan(self, report: ScanReport | None = None) -> Iterator[Document]:
+        """Documents in a stable order; bad input goes into ``report`` and the scan goes on."""
+        ...
+
+    def describe(self) -> str:
+        """What and where the source is, for messages and reports (never credentials)."""
+        ...
+
+
+def check_data(data: bytes) -> str | None:
+    """Why ``data`` cannot be a text document, or None if it can."""
+    if not data:
+        return "empty"
+    nul = data.find(b"\0")
+    if nul >= 0:
+        return f"binary (NUL bytes, first at byte {nul})"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return f"not valid UTF-8 at byte {err.start}"
+    if not text.strip():
+        return "empty (whitespace only)"
+    return None
+
+
+def encode_text(text: str) -> tuple[bytes | None, str | None]:
+    """UTF-8 bytes of a text field, or the reason it has none (lone surrogates from JSON escapes)."""
+    try:
+        return text.encode("utf-8"), None
+    except UnicodeEncodeError as err:
+        return None, f"not valid UTF-8: unpaired surrogate at character {err.start}"
+
+
+def pick_field(names: Sequence[str], configured: str | None, defaults: Sequence[str]) -> str | None:
+    """The configured field if present, else the first default present, else None."""
+    if configured is not None:
+        return configured if configured in names else None
+    return next((f for f in defaults if f in names), None)
+
+
+class Admission:
+    """Turns candidate records into documents or bad documents, once per scan: validates bytes,
+    keeps the first occurrence of an id and reports later ones. Memory grows with the number of
+    ids only (an id and the position it was first seen at)."""
+
+    def __init__(self, report: ScanReport | None, unit: str = "item") -> None:
+        self.report = report if report is not None else ScanReport()
+        self.unit = unit  # what positions count: "line", "row", "item"
+        self._first_seen: dict[str, int] = {}
+
+    def reject(self, doc_id: str, reason: str) -> None:
+        self.report.add_bad(BadDocument(doc_id, reason))
+
+    def admit(
+        self,
+        doc_id: str,
+        data: bytes,
+        position: int,
+        media_type: str | None = None,
+        metadata: Mapping[str, Any] | Metadata = (),
+    ) -> Document | None:
+        """The document, or None after reporting why it is bad. ``position`` (1-based line, row or
+        item number) locates it in duplicate messages."""
+        first = self._first_seen.get(doc_id)
+        if first is not None:
+            self.reject(doc_id, f"duplicate id (first seen at {self.unit} {first}, again at {self.unit} {position})")
+            return None
+        self._first_seen[doc_id] = position
+        problem = check_data(data)
+        if problem is not None:
+            self.reject(doc_id, problem)
+            return None
+        doc = Document.of(doc_id, data, media_type, metadata)
+        self.report.add(doc)
+        return doc
+
+
+def _freeze(value: Any) -> Any:
+    """Hashable form of a metadata value (lists → tuples, mappings → sorted item tuples)."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")

@@ -1,0 +1,1 @@
+"""Storage backends: the vector store and the object store for state (plans, manifests, locks)."""

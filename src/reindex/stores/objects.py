@@ -1,0 +1,415 @@
+"""The object store behind state (plans, manifests, locks, chunk manifests): a local folder or an
+S3 prefix. This is the only module that imports boto3.
+
+Keys are relative POSIX paths (``plans/2026-01-01.json``). Both backends give the same guarantees:
+``put`` is atomic (readers see the old bytes or the new bytes, never a mix) and ``put_if_absent``
+creates a key only if nobody else has (the building block of locks).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import boto3
+import botocore.exceptions as bex
+from botocore.config import Config
+from tenacity import (
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from reindex.errors import StateError, TransientError
+
+T = TypeVar("T")
+
+# Temporary files of atomic local writes start with this; list() never returns them.
+_TMP_PREFIX = ".tmp-"
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """Bytes under relative keys, with atomic writes and create-if-absent."""
+
+    def get(self, key: str) -> bytes | None:
+        """The bytes under ``key``, or None if there are none."""
+        ...
+
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` atomically, replacing what was there."""
+        ...
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` only if the key does not exist; True if this call created it."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is not an error."""
+        ...
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Sorted keys that start with ``prefix``."""
+        ...
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` holds an object."""
+        ...
+
+    def describe(self) -> str:
+        """Where the store is, for messages (never credentials)."""
+        ...
+
+
+def open_object_store(uri: str, endpoint_url: str | None = None) -> ObjectStore:
+    """A local folder path or ``s3://bucket/prefix``. ``endpoint_url`` selects an S3-compatible
+    server (MinIO, a test server); credentials come from the environment only."""
+    if uri.startswith("s3://"):
+        bucket, prefix = split_s3_uri(uri)
+        return S3ObjectStore(bucket, prefix, endpoint_url=endpoint_url)
+    if "://" in uri:
+        raise StateError(f"state location {uri!r}: unsupported scheme; use a local folder or s3://bucket/prefix")
+    return LocalObjectStore(uri)
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/a/b`` → ``("bucket", "a/b/")``; the prefix is a folder (ends with ``/``) or empty."""
+    rest = uri.removeprefix("s3://")
+    bucket, _, prefix = rest.partition("/")
+    if not bucket:
+        raise StateError(f"{uri!r}: no bucket name; expected s3://bucket/prefix")
+    prefix = prefix.strip("/")
+    return bucket, f"{prefix}/" if prefix else ""
+
+
+def check_key(key: str) -> str:
+    """Reject keys that could escape the store or mean different things on the two backends."""
+    parts = key.split("/")
+    if (
+        not key
+        or key.startswith("/")
+        or "\\" in key
+        or "\0" in key
+        or any(p in ("", ".", "..") for p in parts)
+        or parts[-1].startswith(_TMP_PREFIX)
+    ):
+        raise StateError(
+            f"invalid object key {key!r}: use a relative path like 'plans/x.json' "
+            f"(no leading '/', no '.' or '..' parts, no empty parts, no names starting with {_TMP_PREFIX!r})"
+        )
+    return key
+
+
+# --------------------------------------------------------------------------------------------
+# Local folder
+# --------------------------------------------------------------------------------------------
+
+
+class LocalObjectStore:
+    """Objects as files under a folder. Atomic puts via temp file + fsync + rename; create-if-absent
+    via a hard link of a fully written temp file (the link fails if the name exists)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(os.path.expanduser(root))
+
+    def describe(self) -> str:
+        return f"folder {self.root}"
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def get(self, key: str) -> bytes | None:
+        path = self._path(key)
+        try:
+            return path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except OSError as err:
+            raise StateError(f"cannot read {path}: {err.strerror or err}") from None
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def _write_temp(self, path: Path, data: bytes) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f"{_TMP_PREFIX}{path.name}.{uuid.uuid4().hex}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return tmp
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        try:
+            tmp = self._write_temp(path, data)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            _fsync_dir(path.parent)
+        except OSError as err:
+            raise StateError(f"cannot write {path}: {err.strerror or err}") from None
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        path = self._path(key)
+        try:
+            if path.exists():
+                return False
+            tmp = self._write_temp(path, data)
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError:
+                # No hard links on this filesystem: exclusive create (content may be visible
+                # half-written for an instant, but only one writer ever wins).
+                return _create_exclusive(path, data)
+            finally:
+                tmp.unlink(missing_ok=True)
+            _fsync_dir(path.parent)
+            return True
+        except OSError as err:
+            raise StateError(f"cannot write {path}: {err.strerror or err}") from None
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        try:
+            path.unlink(missing_ok=True)
+        except IsADirectoryError:
+            return
+        except OSError as err:
+            raise StateError(f"cannot delete {path}: {err.strerror or err}") from None
+
+    def list(self, prefix: str = "") -> list[str]:
+        return sorted(self.iter_keys(prefix))
+
+    def iter_keys(self, prefix: str = "") -> Iterator[str]:
+        """Keys under ``prefix`` (unsorted; :meth:`list` sorts)."""
+        # Only walk the folder the prefix names; the rest of the prefix filters names.
+        folder = prefix.rpartition("/")[0]
+        start = self.root / folder if folder else self.root
+        if not start.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(start):
+            dirnames.sort()
+            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            for name in filenames:
+                if name.startswith(_TMP_PREFIX):
+                    continue
+                key = name if rel_dir == "." else f"{rel_dir}/{name}"
+                if key.startswith(prefix):
+                    yield key
+
+
+def _create_exclusive(path: Path, data: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync_dir(path.parent)
+    return True
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable. Best effort: some platforms cannot open a folder."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# S3
+# --------------------------------------------------------------------------------------------
+
+_THROTTLING = {
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottled",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "SlowDown",
+    "RequestLimitExceeded",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "InternalError",
+    "ServiceUnavailable",
+}
+_PRECONDITION = {"PreconditionFailed", "ConditionalRequestConflict"}
+_NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+
+
+def is_transient(err: BaseException) -> bool:
+    """Connection errors, timeouts, throttling and 5xx responses may succeed on retry."""
+    if isinstance(err, (bex.ConnectionError, bex.HTTPClientError)):
+        return True
+    if isinstance(err, bex.ClientError):
+        code = _code(err)
+        status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return code in _THROTTLING or status == 429 or status >= 500
+    return False
+
+
+def _code(err: bex.ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+class S3ObjectStore:
+    """Objects under ``s3://bucket/prefix``. Transient failures are retried with exponential backoff
+    and jitter (``attempts`` in all) and then raise TransientError; other failures raise StateError."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        attempts: int = 5,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.endpoint_url = endpoint_url
+        self._attempts = attempts
+        self._backoff_s = backoff_s
+        self._max_backoff_s = max_backoff_s
+        # Retries are ours (tenacity); botocore's own retries would multiply them.
+        config = Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=60)
+        try:
+            self._client: Any = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
+        except bex.BotoCoreError as err:
+            raise StateError(f"cannot set up an S3 client for {self.describe()}: {err}") from None
+
+    def describe(self) -> str:
+        where = f"s3://{self.bucket}/{self.prefix}"
+        return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
+
+    def _key(self, key: str) -> str:
+        return self.prefix + check_key(key)
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        retrying = Retrying(
+            retry=retry_if_exception(is_transient),
+            stop=stop_after_attempt(self._attempts),
+            wait=wait_random_exponential(multiplier=self._backoff_s, max=self._max_backoff_s),
+            reraise=False,
+        )
+        try:
+            return retrying(fn)
+        except RetryError as err:
+            last = err.last_attempt.exception()
+            raise TransientError(
+                f"{what} on {self.describe()} still failing after {self._attempts} attempts: {_one_line(last)}; "
+                "check that the S3 endpoint is reachable, then retry"
+            ) from None
+        except bex.NoCredentialsError:
+            raise StateError(
+                f"{what} on {self.describe()}: no S3 credentials; set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) in the environment"
+            ) from None
+        except bex.ClientError as err:
+            code = _code(err)
+            if code == "NoSuchBucket":
+                raise StateError(f"{what}: bucket {self.bucket!r} does not exist ({self.describe()}); create it first") from None
+            raise StateError(f"{what} on {self.describe()} failed: {_one_line(err)}") from None
+        except bex.BotoCoreError as err:
+            raise StateError(f"{what} on {self.describe()} failed: {_one_line(err)}") from None
+
+    def get(self, key: str) -> bytes | None:
+        full = self._key(key)
+
+        def op() -> bytes | None:
+            try:
+                resp = self._client.get_object(Bucket=self.bucket, Key=full)
+            except bex.ClientError as err:
+                if _code(err) in _NOT_FOUND:
+                    return None
+                raise
+            with resp["Body"] as body:
+                return body.read()
+
+        return self._call(f"get {key!r}", op)
+
+    def exists(self, key: str) -> bool:
+        full = self._key(key)
+
+        def op() -> bool:
+            try:
+                self._client.head_object(Bucket=self.bucket, Key=full)
+            except bex.ClientError as err:
+                if _code(err) in _NOT_FOUND:
+                    return False
+                raise
+            return True
+
+        return self._call(f"head {key!r}", op)
+
+    def put(self, key: str, data: bytes) -> None:
+        full = self._key(key)
+        self._call(f"put {key!r}", lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=data))
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        full = self._key(key)
+
+        def op() -> bool:
+            try:
+                self._client.put_object(Bucket=self.bucket, Key=full, Body=data, IfNoneMatch="*")
+            except bex.ClientError as err:
+                if _code(err) in _PRECONDITION:
+                    return False
+                raise
+            return True
+
+        return self._call(f"conditional put {key!r}", op)
+
+    def delete(self, key: str) -> None:
+        full = self._key(key)
+        self._call(f"delete {key!r}", lambda: self._client.delete_object(Bucket=self.bucket, Key=full))
+
+    def list(self, prefix: str = "") -> list[str]:
+        return sorted(self.iter_keys(prefix))
+
+    def iter_keys(self, prefix: str = "") -> Iterator[str]:
+        """Keys under ``prefix`` in S3's order (UTF-8 byte order, which equals sorted order), one
+        listing page at a time; a failed page is retried on its own."""
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
+            if token:
+                kwargs["ContinuationToken"] = token
+            page = self._call(f"list {prefix!r}", lambda: self._client.list_objects_v2(**kwargs))
+            for item in page.get("Contents", ()):
+                key = item["Key"][len(self.prefix) :]
+                if key and not key.endswith("/"):
+                    yield key
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+
+
+def _one_line(err: BaseException | None) -> str:
+    return " ".join(str(err).split()) if err is not None else "unknown error"

@@ -1,0 +1,65 @@
+"""Shared fixtures: an offline environment, a loopback S3 server and the shared corpus."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CORPUS = REPO.parent / "shared" / "corpus"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _offline_env() -> Iterator[None]:
+    """No model downloads, no telemetry, no tokenizer thread pools fighting pytest."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        mp.setenv("TRANSFORMERS_OFFLINE", "1")
+        mp.setenv("DO_NOT_TRACK", "1")
+        mp.setenv("TOKENIZERS_PARALLELISM", "false")
+        yield
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """Endpoint URL of an in-process moto S3 server on 127.0.0.1, with fake credentials in the
+    environment (and no AWS config files or profiles from the host)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+                mp.delenv(name, raising=False)
+            mp.setenv("AWS_ACCESS_KEY_ID", "testing")
+            mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+            mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
+            mp.setenv("AWS_CONFIG_FILE", os.devnull)
+            mp.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+            yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: str) -> str:
+    """A fresh, empty bucket on the loopback S3 server."""
+    import boto3
+
+    name = f"test-{uuid.uuid4().hex[:16]}"
+    boto3.client("s3", endpoint_url=s3_server).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(scope="session")
+def shared_corpus() -> Path:
+    """The team's shared corpus folder (``../shared/corpus``); skips the test when it is absent."""
+    if not SHARED_CORPUS.is_dir():
+        pytest.skip("shared corpus not present")
+    return SHARED_CORPUS
