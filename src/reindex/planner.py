@@ -260,13 +260,18 @@ def doc_work(
     )
 
 
-_OVERLAPPING = {"sliding", "fixed_chars", "sentence"}
-
-
 def _doc_tokens(pipe: TextPipeline, text: str, chunk_tokens: list[int]) -> int:
+    """Tokens of the whole document without tokenising it again: the sum of chunk tokens for
+    partitioning chunkers; window arithmetic for sliding windows (window k starts at k·stride)."""
     c = pipe.text.chunker
-    overlapping = c.kind in _OVERLAPPING and (getattr(c, "overlap", 0) or 0) > 0
-    return pipe.tokenizer.count(text) if overlapping else sum(chunk_tokens)
+    overlap = getattr(c, "overlap", 0) or 0
+    if not overlap or not chunk_tokens:
+        return sum(chunk_tokens)
+    if c.kind == "sliding":
+        from reindex.chunkers.sliding import sliding_stride
+
+        return sliding_stride(c.size, c.overlap) * (len(chunk_tokens) - 1) + chunk_tokens[-1]
+    return pipe.tokenizer.count(text)
 
 
 @dataclass

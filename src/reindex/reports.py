@@ -27,7 +27,7 @@ _FIELD_LABELS = {
 _RATE_SOURCES = {
     "config": "from the config (cost.tokens_per_minute)",
     "calibration": "measured by `reindex calibrate`",
-    "default": "default assumption; run `reindex calibrate` to measure",
+    "default": "a default assumption; run `reindex calibrate` to measure it",
 }
 
 
@@ -58,7 +58,7 @@ def _bytes(n: float) -> str:
         if abs(v) < 1024 or unit == "TiB":
             return f"{int(v)} B" if unit == "B" else f"{v:,.1f} {unit}"
         v /= 1024
-    return f"{n} B"  # pragma: no cover
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _usd(x: float) -> str:
@@ -80,7 +80,9 @@ def _hours(h: float) -> str:
 
 
 def _ratio(old: float, new: float) -> str:
-    return f"×{new / old:.2f}" if old else "new"
+    if not old:
+        return "new" if new else "—"
+    return f"×{new / old:.2f}"
 
 
 def _pct(part: float, whole: float) -> str:
@@ -122,7 +124,7 @@ def _key_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Tokens to embed", f"{_n(w['tokens_to_embed'])} of {_n(w['tokens_new'])}"),
         ("API spend", f"{_usd(c['usd'])} at ${c['usd_per_mtok']:g} per million tokens"),
         ("Wall clock", f"{_hours(c['hours'])} at {_n(c['tokens_per_minute'])} tokens/min "
-                       f"({c['rate_source']}: {_RATE_SOURCES.get(c['rate_source'], 'unknown source')})"),
+                       f"(rate source: {_RATE_SOURCES.get(c['rate_source'], c['rate_source'])})"),
         ("Vectors", f"{_n(c['vectors_old'])} → {_n(c['vectors_new'])} ({_ratio(c['vectors_old'], c['vectors_new'])})"),
         ("Peak vectors", f"{_n(c['peak_vectors'])} ({_peak_note(plan)})"),
     ]
@@ -133,6 +135,8 @@ def _peak_note(plan: Plan) -> str:
         return "at cutover, old and new populations both live"
     if plan.kind == "initial":
         return "the new population"
+    if plan.kind == "none":
+        return "nothing to build"
     return "in place: new points are written before stale ones are deleted"
 
 
@@ -150,7 +154,8 @@ def _projection_rows(proj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]
     fmt = lambda f, v: _bytes(v) if f == "payload_bytes" else _n(v)  # noqa: E731
     return [
         (_FIELD_LABELS.get(f, f), fmt(f, iv["estimate"]), fmt(f, iv["low"]), fmt(f, iv["high"]))
-        for f, iv in proj["intervals"].items()
+        for f, iv in sorted(proj["intervals"].items(), key=lambda kv: list(_FIELD_LABELS).index(kv[0])
+                            if kv[0] in _FIELD_LABELS else len(_FIELD_LABELS))
     ]
 
 
@@ -254,45 +259,58 @@ _COL = {"old": "#94a3b8", "new": "#4f46e5", "added": "#10b981", "edited": "#f59e
 _e = html.escape
 
 
-def _nice_max(v: float) -> float:
-    if v <= 0:
-        return 1.0
-    mag = 10 ** math.floor(math.log10(v))
-    for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
-        if v <= m * mag:
+def _nice_step(v: float) -> float:
+    """A round tick step (1, 2, 2.5 or 5 × 10^k, never below 1) giving about four steps up to ``v``."""
+    raw = max(v / 4, 1.0)
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if raw <= m * mag and (m != 2.5 or mag >= 10):
             return m * mag
     return 10 * mag  # pragma: no cover
 
 
-def _y_axis(top: float, y_of) -> list[str]:
-    out = []
-    for i in range(5):
-        v = top * i / 4
+def _nice_max(v: float) -> float:
+    step = _nice_step(v)
+    return step * max(1, math.ceil(v / step))
+
+
+def _y_axis(top: float, y_of, label: str) -> list[str]:
+    out, step, v = [], _nice_step(top), 0.0
+    while v <= top + 1e-9:
         y = y_of(v)
         out.append(f'<line class="grid" x1="{_PAD_L}" x2="{_W - _PAD_R}" y1="{y:.1f}" y2="{y:.1f}"/>')
         out.append(f'<text class="tick" x="{_PAD_L - 6}" y="{y + 3.5:.1f}" text-anchor="end">{_e(_human(v))}</text>')
+        v += step
+    mid = _PAD_T + (_H - _PAD_T - _PAD_B) / 2
+    out.append(f'<text class="axis-label" x="14" y="{mid:.0f}" text-anchor="middle" '
+               f'transform="rotate(-90 14 {mid:.0f})">{_e(label)}</text>')
     return out
 
 
-def _svg(inner: Sequence[str], label: str) -> str:
-    return (f'<svg viewBox="0 0 {_W} {_H}" role="img" aria-label="{_e(label)}">' + "".join(inner) + "</svg>")
+def _svg(inner: Sequence[str], label: str, height: int = _H) -> str:
+    return f'<svg viewBox="0 0 {_W} {height}" role="img" aria-label="{_e(label)}">' + "".join(inner) + "</svg>"
+
+
+def _tok(n: int) -> str:
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else _human(n).replace(" ", "")
 
 
 def _bucket_label(b: str) -> str:
+    """``"1024-2047"`` → ``"1k–2k"``; ``"0-127"`` → ``"<128"``; ``"16384+"`` → ``"≥16k"``."""
     m = re.fullmatch(r"(\d+)-(\d+)", b)
     if m:
         lo, hi = int(m[1]), int(m[2]) + 1
-        return f"<{_human(hi)}" if lo == 0 else f"{_human(lo)}–{_human(hi)}".replace(" ", "")
+        return f"<{_tok(hi)}" if lo == 0 else f"{_tok(lo)}–{_tok(hi)}"
     m = re.fullmatch(r"(\d+)\+", b)
-    return f"≥{_human(int(m[1]))}".replace(" ", "") if m else b
+    return f"≥{_tok(int(m[1]))}" if m else b
 
 
 def _figure(name: str, caption: str, points: int, body: str, legend: Sequence[tuple[str, str]] = ()) -> str:
     if points == 0:
         body = f'<div class="nodata">no data{": " + _e(body) if body else ""}</div>'
     leg = "".join(f'<span><i style="background:{c}"></i>{_e(t)}</span>' for t, c in legend) if points else ""
-    return (f'<figure class="chart" data-chart="{name}" data-points="{points}">{body}'
-            f'{f"<div class=legend>{leg}</div>" if leg else ""}<figcaption>{_e(caption)}</figcaption></figure>')
+    return (f'<figure class="chart" data-chart="{name}" data-points="{points}"><figcaption>{_e(caption)}</figcaption>'
+            f'{body}{f"<div class=legend>{leg}</div>" if leg else ""}</figure>')
 
 
 def _bars(buckets: Sequence[str], series: Sequence[tuple[str, Sequence[float], str]], unit: str) -> tuple[str, int]:
@@ -302,7 +320,7 @@ def _bars(buckets: Sequence[str], series: Sequence[tuple[str, Sequence[float], s
     y_of = lambda v: _PAD_T + plot_h * (1 - v / top)  # noqa: E731
     slot = plot_w / max(1, len(buckets))
     bw = slot * 0.74 / len(series)
-    out, marks = _y_axis(top, y_of), 0
+    out, marks = _y_axis(top, y_of, unit), 0
     for i, b in enumerate(buckets):
         x0 = _PAD_L + i * slot + slot * 0.13
         for j, (name, vals, color) in enumerate(series):
@@ -318,15 +336,13 @@ def _bars(buckets: Sequence[str], series: Sequence[tuple[str, Sequence[float], s
     out.append(f'<line class="axis" x1="{_PAD_L}" x2="{_W - _PAD_R}" y1="{_PAD_T + plot_h}" y2="{_PAD_T + plot_h}"/>')
     out.append(f'<text class="axis-label" x="{_PAD_L + plot_w / 2:.0f}" y="{_H - 8}" text-anchor="middle">'
                f'length in tokens</text>')
-    out.append(f'<text class="axis-label" x="14" y="{_PAD_T + plot_h / 2:.0f}" text-anchor="middle" '
-               f'transform="rotate(-90 14 {_PAD_T + plot_h / 2:.0f})">{_e(unit)}</text>')
     return _svg(out, unit), marks
 
 
 def _chart_doc_length(plan: Plan) -> str:
     ch = plan.body["charts"]
     svg, pts = _bars(ch["length_buckets"], [("documents", ch["doc_length_histogram"], _COL["new"])], "documents")
-    sampled = " (documents chunked for the plan; a sampled plan shows its sample)" if plan.body.get("projection") else ""
+    sampled = " (the documents chunked for this sampled plan)" if plan.body.get("projection") else ""
     return _figure("doc-length", "Document length distribution in tokens" + sampled, pts,
                    svg if pts else "no documents were chunked")
 
@@ -337,8 +353,7 @@ def _chart_chunks_per_bucket(plan: Plan) -> str:
     series = [("old", cpb.get("old", []), _COL["old"]), ("new", cpb.get("new", []), _COL["new"])]
     svg, pts = _bars(ch["length_buckets"], series, "chunks")
     w = plan.body["work"]
-    legend = [(f"old population · {_n(w['chunks_old'])} chunks", _COL["old"]),
-              (f"new population · {_n(w['chunks_new'])} chunks", _COL["new"])]
+    legend = [(f"{k} population · {_n(w[f'chunks_{k}'])} chunks", _COL[k]) for k in ("old", "new") if w[f"chunks_{k}"]]
     return _figure("chunks-per-bucket", "Chunks per chunk length, old vs new", pts, svg if pts else "no chunks", legend)
 
 
@@ -356,8 +371,8 @@ def _chart_token_sources(plan: Plan) -> str:
     out, marks, legend = [], 0, []
     x0, x1 = 150, _W - 24
     for row, (label, items, unit) in enumerate((("tokens to embed", tok_rows, "tokens"),
-                                                ("chunks: reuse vs embed", chunk_rows, "chunks"))):
-        y = 40 + row * 110
+                                                ("new chunks", chunk_rows, "chunks"))):
+        y = 30 + row * 100
         total = sum(v for _, v, _ in items)
         out.append(f'<text class="row-label" x="{x0 - 10}" y="{y + 22}" text-anchor="end">{_e(label)}</text>')
         out.append(f'<text class="tick" x="{x0 - 10}" y="{y + 38}" text-anchor="end">{_e(_human(total))} {unit}</text>')
@@ -370,13 +385,13 @@ def _chart_token_sources(plan: Plan) -> str:
             out.append(f'<rect class="mark" x="{x:.1f}" y="{y}" width="{max(width, 1.5):.1f}" height="44" '
                        f'fill="{color}"><title>{_e(f"{name}: {_n(v)} {unit} ({_pct(v, total)})")}</title></rect>')
             if width > 60:
-                out.append(f'<text class="in-bar" x="{x + width / 2:.1f}" y="{y + 27}" text-anchor="middle">'
+                out.append(f'<text class="in-bar{" dark" if color in (_COL["reused"], _COL["projected"]) else ""}" x="{x + width / 2:.1f}" y="{y + 27}" text-anchor="middle">'
                            f'{_e(_pct(v, total))}</text>')
             legend.append((f"{name} · {_n(v)} {unit} ({_pct(v, total)})", color))
             x += width
             marks += 1
     return _figure("token-sources", "Where the tokens to embed come from, and how many chunks are reused", marks,
-                   _svg(out, "token sources") if marks else "nothing to embed, nothing reused", legend)
+                   _svg(out, "token sources", 210) if marks else "nothing to embed, nothing reused", legend)
 
 
 def _chart_population(plan: Plan) -> str:
@@ -394,10 +409,10 @@ def _chart_population(plan: Plan) -> str:
     x_ret, x_end = _PAD_L + plot_w * 0.84, _W - _PAD_R
     x_drop = x_ret if blue_green else x_cut  # blue-green: old retired after the rollback window; in place: at once
     base = _PAD_T + plot_h
-    out = _y_axis(top, y_of)
+    out = _y_axis(top, y_of, "vectors")
     if blue_green:
         out.append(f'<rect class="window" x="{x_cut:.1f}" y="{_PAD_T}" width="{x_ret - x_cut:.1f}" height="{plot_h}"/>')
-        out.append(f'<text class="tick" x="{(x_cut + x_ret) / 2:.1f}" y="{base - 8}" text-anchor="middle">'
+        out.append(f'<text class="tick" x="{(x_cut + x_ret) / 2:.1f}" y="{_PAD_T + 12}" text-anchor="middle">'
                    "rollback window</text>")
     yo, yp, yn = y_of(old), y_of(peak), y_of(new)
     if old > 0:
@@ -461,21 +476,21 @@ section{background:#fff;border-radius:12px;padding:16px 20px;margin:0 0 16px;box
 section h2{font-size:16px;margin:0 0 10px}section ul{margin:0;padding-left:20px}
 .charts{display:grid;grid-template-columns:1fr 1fr;gap:16px;margin:0 0 16px}
 figure.chart{margin:0;background:#fff;border-radius:12px;padding:14px 14px 10px;box-shadow:0 1px 2px #0f172a14}
-figure.chart svg{width:100%;height:auto;display:block}figcaption{font-weight:600;font-size:13px;margin-top:6px;color:#334155}
-.legend{display:flex;flex-wrap:wrap;gap:4px 14px;font-size:12px;color:#475569}
+figure.chart svg{width:100%;height:auto;display:block}figcaption{font-weight:600;font-size:14px;margin:0 0 6px;color:#1e293b}
+.legend{display:flex;flex-wrap:wrap;gap:4px 14px;font-size:12px;color:#475569;margin-top:4px}
 .legend i{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px;vertical-align:-1px}
 .nodata{height:200px;display:flex;align-items:center;justify-content:center;color:#94a3b8;font-style:italic;
 border:1px dashed #cbd5e1;border-radius:8px;text-align:center;padding:0 20px}
 svg .grid{stroke:#e2e8f0}svg .axis{stroke:#94a3b8}svg .tick{font-size:10.5px;fill:#64748b}
 svg .axis-label{font-size:11px;fill:#475569}svg .row-label{font-size:12.5px;font-weight:600;fill:#334155}
-svg .in-bar{font-size:12px;font-weight:600;fill:#fff}svg .track{fill:#f1f5f9}
+svg .in-bar{font-size:12px;font-weight:600;fill:#fff}svg .in-bar.dark{fill:#334155}svg .track{fill:#f1f5f9}
 svg .area{opacity:.55}svg .line{fill:none;stroke:#1e1b4b;stroke-width:2}
 svg circle.mark{fill:#fff;stroke:#1e1b4b;stroke-width:2}svg circle.peak{fill:#e11d48;stroke:#fff}
 svg .window{fill:#fde68a;opacity:.35}svg .peak-label{font-size:13px;font-weight:700;fill:#e11d48}
 table{border-collapse:collapse;width:100%;font-size:13px}th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #e2e8f0}
-th{color:#475569;font-weight:600;background:#f8fafc}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+th{color:#475569;font-weight:600;background:#f8fafc}td.num,th.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 tr.current td{background:#eef2ff;font-weight:600}.two{display:grid;grid-template-columns:1fr 1fr;gap:16px}
-.muted{color:#64748b;font-size:12.5px}footer{color:#64748b;font-size:12px;margin-top:18px}
+td:first-child{white-space:nowrap;color:#334155;font-weight:500}ul.ids{columns:4 180px;column-gap:24px}ul.ids li{break-inside:avoid}.muted{color:#64748b;font-size:12.5px}footer{color:#64748b;font-size:12px;margin-top:18px}
 @media (max-width:900px){.cards{grid-template-columns:repeat(2,1fr)}.charts,.two{grid-template-columns:1fr}}
 """
 
@@ -501,10 +516,10 @@ def _cards(plan: Plan) -> str:
     ]) + "</div>"
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], num_from: int = 1,
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], nums: Sequence[int] = (),
            row_class: Sequence[str] | None = None) -> str:
     def cell(tag: str, i: int, v: str) -> str:
-        attr = ' class="num"' if i >= num_from else ""
+        attr = ' class="num"' if i in nums else ""
         return f"<{tag}{attr}>{_e(str(v))}</{tag}>"
 
     th = "".join(cell("th", i, h) for i, h in enumerate(head))
@@ -549,8 +564,8 @@ def plan_html(plan: Plan) -> str:
         '<div class="charts">', _chart_population(plan), _chart_token_sources(plan),
         _chart_chunks_per_bucket(plan), _chart_doc_length(plan), "</div>",
         '<div class="two">',
-        _section("Key numbers", _table(("", "value"), _key_rows(plan), num_from=9)),
-        _section("Footprint", _table(("", "old", "new", "peak"), _footprint_rows(plan))
+        _section("Key numbers", _table(("", "value"), _key_rows(plan))),
+        _section("Footprint", _table(("", "old", "new", "peak"), _footprint_rows(plan), (1, 2, 3))
                  + f'<p class="muted">{_e(b["cost"].get("formula", ""))}</p>'),
         "</div>",
     ]
@@ -560,11 +575,11 @@ def plan_html(plan: Plan) -> str:
                               f'<p class="muted">Sample of {_n(proj["sample"])} of {_n(proj["population"])} documents '
                               f'that needed chunking, seed {_e(str(proj["seed"]))}; {_e(proj.get("method", ""))}. '
                               "Intervals are 95 %.</p>"
-                              + _table(("field", "estimate", "low", "high"), _projection_rows(proj))))
+                              + _table(("field", "estimate", "low", "high"), _projection_rows(proj), (1, 2, 3))))
     wi = b["sensitivity"].get("what_if", [])
     parts.append(_section("Sensitivity", f"<p>Tail: {_e(_tail_line(plan))}.</p>" + (
         '<p class="muted">What if the chunker were different (full re-embed of this corpus):</p>'
-        + _table(("chunker", "chunks", "tokens", "$", "hours", "method"), _what_if_rows(plan), num_from=1,
+        + _table(("chunker", "chunks", "tokens", "$", "hours", "method"), _what_if_rows(plan), (1, 2, 3, 4),
                  row_class=["current" if r.get("current") else "" for r in wi]) if wi else "")))
     if plan.kind == "document-scoped":
         parts.append(_html_ids("Affected documents", w.get("affected_documents", [])))

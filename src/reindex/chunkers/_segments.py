@@ -213,9 +213,11 @@ def pack(lo: int, ends: Sequence[int], size: int) -> list[int]:
     # One binary search per chunk rather than a Python step per piece.
     while start < last:
         i = int(np.searchsorted(arr, start + size, "right")) - 1
+        if i < 0 or arr[i] <= start:
+            # The next piece alone is over `size` (only when more than `size` tokens share one
+            # character): it becomes a chunk of its own.
+            i = int(np.searchsorted(arr, start, "right"))
         end = int(arr[i])
-        if end <= start:  # cannot happen with pieces ≤ size; guards an endless loop
-            end = int(arr[np.searchsorted(arr, start, "right")])
         out.append(end)
         start = end
     return out

@@ -1,0 +1,243 @@
+"""Planner: classification, exact work against a hand-checked corpus, plan files, approvals, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from reindex import api
+from reindex.approvals import ApprovalError, check_approval, read_approval
+from reindex.cli import main
+from reindex.planner import PlanError, read_plan
+
+
+def _jsonl(path: Path, docs: dict[str, str]) -> Path:
+    path.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()), encoding="utf-8")
+    return path
+
+
+def _config(path: Path, source: Path, chunker: str = "{kind: fixed, size: 3}", extra: str = "") -> Path:
+    path.write_text(
+        f"index: kb\nsource: {source}\n"
+        f"text: {{tokenizer: whitespace, chunker: {chunker}}}\n"
+        f"vector: {{revision: test-rev}}\n"
+        f"state: {{uri: {path.parent / 'state'}}}\n{extra}",
+        encoding="utf-8",
+    )
+    return path
+
+
+OLD = {"a": "a b c d e f", "b": "x y z", "r": "gone soon"}
+NEW = {"a": "a b c d e g", "b": "x y z", "c": "p q"}
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> dict[str, Path]:
+    old = _jsonl(tmp_path / "old.jsonl", OLD)
+    new = _jsonl(tmp_path / "new.jsonl", NEW)
+    return {"old": old, "new": new, "cfg": _config(tmp_path / "reindex.yaml", new), "tmp": tmp_path}
+
+
+def test_document_scoped_work_is_exact_on_a_hand_checked_corpus(small: dict[str, Path]) -> None:
+    # Whitespace tokens, fixed windows of 3 tokens. Old chunks: a → "a b c ", "d e f"; b → "x y z";
+    # r → "gone soon" (4 chunks). New: a → "a b c " (reused), "d e g" (3 tokens to embed);
+    # b unchanged (1 reused); c added → "p q" (2 tokens). r removed.
+    plan, path = api.make_plan(small["cfg"], baseline_corpus=str(small["old"]), out=small["tmp"] / "plans")
+    w = plan.body["work"]
+    assert plan.kind == "document-scoped"
+    assert w["documents"] == {"total": 3, "added": 1, "edited": 1, "removed": 1, "unchanged": 1, "bad": 0}
+    assert (w["chunks_old"], w["chunks_new"], w["chunks_reused"], w["chunks_to_embed"]) == (4, 4, 2, 2)
+    assert w["tokens_to_embed"] == 5
+    assert w["affected_documents"] == ["a", "c"] and w["removed_documents"] == ["r"]
+    # In place: the 2 new points are written before the stale ones are deleted.
+    assert plan.body["cost"]["peak_vectors"] == 4 + 2
+    assert path is not None and path.name.startswith(plan.body["created_at"][:10] + "-kb-document-scoped-")
+    assert path.with_suffix(".md").is_file() and path.with_suffix(".html").is_file()
+
+
+def test_no_edit_replan_is_none(small: dict[str, Path]) -> None:
+    plan, _ = api.make_plan(small["cfg"], baseline_corpus=str(small["new"]), out=None)
+    assert plan.kind == "none"
+    assert plan.body["work"]["tokens_to_embed"] == 0 and plan.body["work"]["affected_documents"] == []
+
+
+def _identical_chunk_texts(old_spec: str, new_spec: str, docs: dict[str, str]) -> int:
+    """Independent count: chunks of the new chunking whose text occurs among the same document's
+    old chunks (chunkers called directly, no fingerprints)."""
+    from reindex.chunkers import make_chunker
+    from reindex.tokenizers import load_tokenizer
+
+    tok = load_tokenizer("whitespace")
+    old_c, new_c = make_chunker(old_spec, tok), make_chunker(new_spec, tok)
+    total = 0
+    for text in docs.values():
+        old_texts = {c.text for c in old_c.chunk(text)}
+        total += sum(1 for c in new_c.chunk(text) if c.text in old_texts)
+    return total
+
+
+def test_text_half_change_reuses_only_identical_text(small: dict[str, Path]) -> None:
+    head = _config(small["tmp"] / "head.yaml", small["new"], "{kind: fixed, size: 2}")
+    plan, _ = api.make_plan(head, baseline_config=small["cfg"], out=None)
+    assert plan.kind == "pipeline-scoped/text" and not plan.body["documents_changed"]
+    assert plan.body["explanation"] == ["text.chunker.size: 3 → 2 (text half: every document is recut)"]
+    assert plan.body["work"]["chunks_reused"] == _identical_chunk_texts("fixed:size=3", "fixed:size=2", NEW)
+    assert plan.body["approval"]["required"]
+
+
+def test_vector_half_change_reuses_nothing(small: dict[str, Path]) -> None:
+    head = small["tmp"] / "head.yaml"
+    head.write_text(small["cfg"].read_text().replace("revision: test-rev", "revision: other-rev"))
+    plan, _ = api.make_plan(head, baseline_config=small["cfg"], out=None)
+    assert plan.kind == "pipeline-scoped/vector"
+    assert plan.body["work"]["chunks_reused"] == 0
+    assert plan.body["work"]["chunks_to_embed"] == plan.body["work"]["chunks_new"] == 4
+
+
+def test_pipeline_change_with_document_changes_says_both(small: dict[str, Path]) -> None:
+    old_cfg = _config(small["tmp"] / "old.yaml", small["old"])
+    head = _config(small["tmp"] / "head.yaml", small["new"], "{kind: fixed, size: 2}")
+    plan, _ = api.make_plan(head, baseline_config=old_cfg, out=None)
+    assert plan.kind == "pipeline-scoped/text" and plan.body["documents_changed"]
+
+
+def test_initial_plan_without_a_live_population(small: dict[str, Path]) -> None:
+    plan, _ = api.make_plan(small["cfg"], out=None)
+    assert plan.kind == "initial"
+    assert plan.body["work"]["chunks_new"] == 4 and plan.body["cost"]["peak_vectors"] == 4
+
+
+def test_tampered_plan_is_refused(small: dict[str, Path]) -> None:
+    _, path = api.make_plan(small["cfg"], baseline_corpus=str(small["old"]), out=small["tmp"] / "plans")
+    body = json.loads(path.read_text())
+    body["work"]["tokens_to_embed"] = 1
+    path.write_text(json.dumps(body))
+    with pytest.raises(PlanError, match="plan hash mismatch .* the plan was edited after it was made"):
+        read_plan(path)
+
+
+def test_approval_is_bound_to_the_plan_hash(small: dict[str, Path]) -> None:
+    head = _config(small["tmp"] / "head.yaml", small["new"], "{kind: fixed, size: 2}")
+    plan, path = api.make_plan(head, baseline_config=small["cfg"], out=small["tmp"] / "plans")
+    with pytest.raises(ApprovalError, match=r"needs approval .*run `reindex approve PLAN --by NAME`"):
+        api.approval_status(path)
+    rec, _ = api.approve_plan(path, "alice", "fine")
+    assert api.approval_status(path) == rec and rec.plan_hash == plan.plan_hash
+    # Another plan (a different hash) does not accept this record.
+    other, _ = api.make_plan(_config(small["tmp"] / "h2.yaml", small["new"], "{kind: fixed, size: 4}"),
+                             baseline_config=small["cfg"], out=None)
+    with pytest.raises(ApprovalError, match="the plan changed after it was approved"):
+        check_approval(other, read_approval(path))
+
+
+def test_small_document_scoped_plan_needs_no_approval(small: dict[str, Path]) -> None:
+    plan, path = api.make_plan(small["cfg"], baseline_corpus=str(small["old"]), out=small["tmp"] / "plans")
+    assert not plan.body["approval"]["required"]
+    assert api.approval_status(path) is None
+    cfg = _config(small["tmp"] / "strict.yaml", small["new"], extra="approval: {max_tokens: 2}\n")
+    strict, _ = api.make_plan(cfg, baseline_corpus=str(small["old"]), out=None)
+    assert strict.body["approval"]["reasons"] == ["5 tokens to embed exceed approval.max_tokens (2)"]
+
+
+# --------------------------------------------------------------------------------------------
+# CLI: exit codes and one-line errors, nothing written on errors
+# --------------------------------------------------------------------------------------------
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_cli_plan_exit_codes_and_json(small: dict[str, Path]) -> None:
+    out = small["tmp"] / "plans"
+    code, stdout, _ = _run("plan", "-c", str(small["cfg"]), "--baseline-corpus", str(small["new"]), "--out", str(out), "--json")
+    assert code == 0 and json.loads(stdout)["kind"] == "none"
+    code, stdout, _ = _run("plan", "-c", str(small["cfg"]), "--baseline-corpus", str(small["old"]), "--out", str(out), "--json")
+    data = json.loads(stdout)
+    assert code == 2
+    for key in ("kind", "plan_file", "chunks_old", "chunks_new", "chunks_reused", "tokens_to_embed", "usd", "hours",
+                "peak_vectors", "peak_bytes"):
+        assert key in data
+    code, stdout, _ = _run("show", data["plan_file"])
+    assert code == 0 and "document-scoped" in stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--baseline-config", "{tmp}/missing.yaml"], "error: {tmp}/missing.yaml: config file not found (create one with `reindex init`)\n"),
+        (["--baseline-corpus", "{tmp}/nowhere"], "error: --baseline-corpus {tmp}/nowhere: no such file or directory\n"),
+        (["--sample", "1"], "error: --sample: need at least 2 documents, got 1\n"),
+    ],
+)
+def test_cli_plan_bad_input(small: dict[str, Path], args: list[str], message: str) -> None:
+    tmp = small["tmp"]
+    out = tmp / "plans-bad"
+    code, _, stderr = _run("plan", "-c", str(small["cfg"]), "--out", str(out), *[a.format(tmp=tmp) for a in args])
+    assert code == 1 and stderr == message.format(tmp=tmp)
+    assert not out.exists()
+
+
+def test_cli_bad_corpus_and_config(small: dict[str, Path]) -> None:
+    tmp = small["tmp"]
+    cfg = _config(tmp / "bad-source.yaml", tmp / "no-such-corpus")
+    code, _, stderr = _run("plan", "-c", str(cfg), "--out", str(tmp / "p"))
+    assert code == 1 and stderr.startswith(f"error: source '{tmp}/no-such-corpus' does not exist")
+    (tmp / "bad.yaml").write_text("index: kb\nsource: x\ntext: {chunker: {kind: fixed, size: 0}}\n")
+    code, _, stderr = _run("plan", "-c", str(tmp / "bad.yaml"))
+    assert code == 1 and stderr == f"error: {tmp}/bad.yaml: text.chunker.size: Input should be greater than 0\n"
+
+
+def test_cli_show_tampered_and_approve_other_index(small: dict[str, Path]) -> None:
+    tmp = small["tmp"]
+    _, stdout, _ = _run("plan", "-c", str(small["cfg"]), "--baseline-corpus", str(small["old"]), "--out", str(tmp / "p"), "--json")
+    plan_file = json.loads(stdout)["plan_file"]
+    other = tmp / "other.yaml"
+    other.write_text(small["cfg"].read_text().replace("index: kb", "index: other"))
+    code, _, stderr = _run("approve", plan_file, "--by", "bob", "-c", str(other))
+    assert code == 1 and stderr == f"error: {plan_file}: plan is for index 'kb', but the config is for 'other'\n"
+    body = json.loads(Path(plan_file).read_text())
+    body["kind"] = "none"
+    Path(plan_file).write_text(json.dumps(body))
+    code, _, stderr = _run("show", plan_file)
+    assert code == 1 and "plan hash mismatch" in stderr and stderr.count("\n") == 1
+
+
+# --------------------------------------------------------------------------------------------
+# CI mode
+# --------------------------------------------------------------------------------------------
+
+
+def test_classify_safe_text_affecting_structural(small: dict[str, Path]) -> None:
+    tmp = small["tmp"]
+    fixture = tmp / "fixture"
+    fixture.mkdir()
+    (fixture / "one.txt").write_text("a b c d e f g h")
+    (fixture / "two.txt").write_text("x y z w")
+    base = _config(tmp / "base.yaml", fixture, "{kind: fixed, size: 4}")
+    same = _config(tmp / "same.yaml", fixture, "{kind: fixed, size: 4}", extra="cost: {usd_per_mtok: 1.0}\n")
+    text = tmp / "text.yaml"
+    text.write_text(base.read_text().replace("revision: test-rev", "prefix: 'passage: ', revision: test-rev"))
+    structural = _config(tmp / "structural.yaml", fixture, "{kind: fixed, size: 2}")
+    assert _run("classify", "--fixture", str(fixture), "--base", str(base), "--head", str(same))[0] == 0
+    code, stdout, _ = _run("classify", "--fixture", str(fixture), "--base", str(base), "--head", str(text), "--format", "json")
+    assert code == 2 and json.loads(stdout)["outcome"] == "text-affecting"
+    code, stdout, _ = _run("classify", "--fixture", str(fixture), "--base", str(base), "--head", str(structural),
+                           "--scale-to", "8000000")
+    assert code == 3 and "structural" in stdout and "**Projected:** 24.00 M chunks, +100 %, 48.00 M tokens" in stdout
+
+
+def test_estimate_cli_golden_seed_001() -> None:
+    hist = Path(__file__).parent / "cases" / "seed001_buckets.csv"
+    code, stdout, _ = _run("estimate", "--histogram", str(hist), "--from", "sliding:size=512,overlap=0.1",
+                           "--to", "sliding:size=256,overlap=0.2", "--usd-per-mtok", "0.02", "--tokens-per-minute", "3500000", "--json")
+    d = json.loads(stdout)
+    assert code == 0
+    assert round(d["chunks_old"] / 1e6, 2) == 27.84 and round(d["chunks_new"] / 1e6, 2) == 57.52
+    assert round(d["tokens_full_reembed"] / 1e9, 3) == 13.862 and round(d["tokens_to_embed"] / 1e9, 3) == 13.430
+    assert d["usd"] == 268.59 and d["hours"] == 63.95 and round(d["peak_vectors"] / 1e6, 2) == 85.36
+    assert round(d["chunks_no_overlap"] / 1e6, 2) == 48.16 and round(d["tail_chunks"] / 1e6, 2) == 24.64
