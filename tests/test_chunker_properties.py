@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from reindex.chunkers import Chunk, make_chunker, sliding_count
+from reindex.chunkers.cdc import rolling_hash, word_hashes
 from reindex.chunkers.markdown import heading_positions
 from reindex.config import (
     CdcChunkerConfig,
@@ -280,3 +281,31 @@ def test_cdc_boundaries_depend_only_on_content_before_them(tok_name: str, data) 
         kept.append(c)
         token_start += c.tokens
     assert after[: len(kept)] == kept
+
+
+@settings(deadline=None, max_examples=100)
+@given(
+    hashes=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=40),
+    window=st.integers(1, 70),
+    data=st.data(),
+)
+def test_rolling_hash_depends_on_exactly_the_last_window_words(hashes: list[int], window: int, data) -> None:
+    arr = np.asarray(hashes, dtype=np.uint64)
+    i = data.draw(st.integers(0, len(hashes) - 1), label="changed word")
+    changed = arr.copy()
+    changed[i] ^= np.uint64(data.draw(st.integers(1, 2**64 - 1), label="flip"))
+    before, after = rolling_hash(arr, window), rolling_hash(changed, window)
+    differs = before != after
+    # Word i enters the hashes of words i .. i + window - 1 and no other.
+    expected = np.zeros(len(hashes), dtype=bool)
+    expected[i : i + window] = True
+    assert differs.tolist() == expected.tolist()
+
+
+@settings(deadline=None, max_examples=100)
+@given(prefix=documents, suffix=documents)
+def test_word_hashes_of_a_prefix_do_not_depend_on_what_follows(prefix: str, suffix: str) -> None:
+    prefix = prefix + " "
+    h1, e1 = word_hashes(prefix)
+    h2, e2 = word_hashes(prefix + suffix)
+    assert h2[: h1.shape[0]].tolist() == h1.tolist() and e2[: e1.shape[0]].tolist() == e1.tolist()

@@ -214,6 +214,17 @@ def test_paragraph_never_mixes_a_split_paragraph_with_its_neighbours() -> None:
     assert texts(rec) == [f"{small}\n\nc d. ", "e f. g h. ", f"i j.\n\n{small}"]
 
 
+def test_paragraph_splits_a_long_paragraph_at_lines_before_sentences() -> None:
+    chunks = make_chunker("paragraph:size=4", WS).chunk("a b c\nd e f. g h")
+    assert texts(chunks) == ["a b c\n", "d e f. ", "g h"]
+
+
+def test_a_piece_of_exactly_size_tokens_is_kept_whole() -> None:
+    doc = "a b c\n\nd e\nf"
+    assert texts(make_chunker("recursive:size=3", WS).chunk(doc)) == ["a b c\n\n", "d e\nf"]
+    assert texts(make_chunker("paragraph:size=3", WS).chunk(doc)) == ["a b c\n\n", "d e\nf"]
+
+
 # -- markdown ------------------------------------------------------------------------------------
 
 RST = """PEP: 9999
@@ -252,6 +263,11 @@ def test_rst_and_markdown_headings_are_found() -> None:
     assert found == ["Abstract", "Motivation", "Sub part", "========="]
     md = "# Title\n\ntext\n\n```\n# not a heading\n```\n\n## Real\n\nSetext\n------\n\n    # indented\n"
     assert [md[p:].split("\n")[0] for p in heading_positions(md)] == ["# Title", "## Real", "Setext"]
+    # Not titles: an underline with text after it, an indented title, a title without a blank line before.
+    assert heading_positions("Title\n=====text\n") == []
+    assert heading_positions("x\n\n  Title\n  =====\n") == []
+    assert heading_positions("para line\nTitle\n=====\n") == []
+    assert heading_positions("#hashtag\n\n#### four\n") == [10]
 
 
 def test_markdown_chunks_start_at_section_titles() -> None:

@@ -14,6 +14,7 @@ from reindex.config import (
     ApprovalConfig,
     CdcChunkerConfig,
     CostConfig,
+    CutoverConfig,
     NormaliserConfig,
     PipelineConfig,
     SlidingChunkerConfig,
@@ -69,7 +70,7 @@ TEXT_MUTATIONS = {
     "tokenizer_revision": ["sha256:other"],
 }
 VECTOR_MUTATIONS = {
-    "provider": ["openai"],
+    "provider": ["openai", "hash"],
     "model": ["/models/e5-small", "text-embedding-3-small"],
     "revision": ["sha256:model2", "2024-01-25"],
     "dimension": [768, 1536],
@@ -88,6 +89,7 @@ OPERATIONAL_MUTATIONS = {
     "cost": [CostConfig(usd_per_mtok=0.02, tokens_per_minute=3.5e6)],
     "approval": [ApprovalConfig(pipeline_scoped=False, max_usd=100)],
     "apply": [ApplyConfig(shards=4, embed_batch_size=8)],
+    "cutover": [CutoverConfig(k=5, min_overlap=0.9, retention_days=1)],
 }
 
 

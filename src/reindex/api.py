@@ -15,6 +15,7 @@ from reindex.config import (
     TextHalf,
     VectorHalf,
     chunker_spec,
+    config_from_dict,
     default_config_yaml,
     load_config,
     parse_chunker_spec,
@@ -113,7 +114,7 @@ def config_warnings(cfg: PipelineConfig) -> list[str]:
             f"text.chunker allows chunks of up to {cap} tokens but the model reads only {limit}: "
             "longer chunks lose their tail in the vector (apply counts and reports them)"
         )
-    if limit and cfg.text.tokenizer != cfg.vector.model:
+    if limit and cfg.vector.provider == "sentence-transformers" and cfg.text.tokenizer != cfg.vector.model:
         out.append(
             f"text.tokenizer ({cfg.text.tokenizer}) is not the embedding model ({cfg.vector.model}): "
             "chunk sizes are not counted in the model's tokens"
@@ -483,3 +484,442 @@ def classify_change(
         }
     lines = tuple(e["line"] for e in explain_changes(b_cfg, h_cfg))
     return Classification(outcome, kind, bd, bc, hc, bt, ht, len(hf - bf), projection, lines)
+
+
+# --------------------------------------------------------------------------------------------
+# apply
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyReport:
+    """What an apply did, planned vs actual."""
+
+    plan_hash: str
+    kind: str
+    collection: str | None
+    status: str  # done | already-applied | nothing-to-do | failed
+    report: dict
+    report_path: Path | None
+
+    def as_dict(self) -> dict:
+        return {"plan_hash": self.plan_hash, "kind": self.kind, "collection": self.collection, "status": self.status,
+                "report_path": str(self.report_path) if self.report_path else None, **self.report}
+
+
+def vector_store_for(cfg: PipelineConfig):
+    """The Qdrant store of a config: a server by URL, or embedded under the state folder."""
+    from reindex.stores.qdrant import open_vector_store
+
+    path = cfg.store.path
+    if cfg.store.url is None and path is None:
+        base = cfg.state.uri if "://" not in cfg.state.uri else str(Path(".reindex").resolve())
+        path = str(Path(base) / "qdrant")
+    return open_vector_store(cfg.store.url, path, cfg.store.api_key_env)
+
+
+def corpus_digest(cfg: PipelineConfig) -> str:
+    """The digest the planner records for a corpus: ids and content hashes in scan order."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for doc in open_source(cfg.source).scan(ScanReport()):
+        h.update(f"{doc.doc_id}\0{doc.content_hash}\n".encode())
+    return h.hexdigest()
+
+
+def check_drift(plan: Plan, cfg: PipelineConfig, state) -> list[str]:
+    """Inputs of the plan that no longer match: config, live population, corpus."""
+    from reindex.manifests import digest_json, manifest_digest, read_live
+
+    problems = []
+    inputs = plan.body["inputs"]
+    if digest_json(cfg.model_dump(mode="json")) != inputs["config"]["digest"]:
+        problems.append(f"the config changed since the plan (digest {inputs['config']['digest'][:12]})")
+    base = inputs["baseline"]
+    live = read_live(state, cfg.index)
+    if base["kind"] == "explicit":
+        problems.append("the plan was made against an explicit baseline (--baseline-config/--baseline-corpus), "
+                        "not the live index")
+    elif base["kind"] == "none" and live is not None:
+        problems.append(f"the plan is an initial build but index {cfg.index!r} now serves {live.collection}")
+    elif base["kind"] == "live":
+        if live is None or live.collection != base["collection"]:
+            problems.append(f"the live population was {base['collection']} at planning but is now "
+                            f"{live.collection if live else 'none'}")
+        elif manifest_digest(state, cfg.index, live.collection) != base["manifest_digest"]:
+            problems.append(f"the live population {live.collection} changed since the plan")
+    now = corpus_digest(cfg)
+    if now != inputs["corpus"]["digest"]:
+        problems.append(f"the corpus was {inputs['corpus']['digest'][:12]} at planning but is now {now[:12]}")
+    return problems
+
+
+def apply_plan(
+    plan_path: str | Path,
+    config_path: str | Path = DEFAULT_CONFIG,
+    *,
+    replan: bool = False,
+    progress=None,
+    use_prefect: bool = True,
+) -> ApplyReport:
+    """Carry out a plan: refuse drifted or unapproved plans, take the index lock, run the flow."""
+    import json as _json
+    import socket
+    import threading
+    import time
+    import uuid
+
+    from reindex import execution
+    from reindex.approvals import ApprovalError
+    from reindex.manifests import (
+        PopulationRecord,
+        acquire_lock,
+        read_live,
+        read_population,
+        write_population,
+    )
+    from reindex.embedders import make_embedder
+
+    plan = read_plan(plan_path)
+    cfg = load_resolved(config_path)
+    check_plan_index(plan, cfg, plan_path)
+    state = state_store(cfg)
+    done_key = f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json"
+    if state.exists(done_key):
+        prev = _json.loads(state.get(done_key) or b"{}")
+        return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
+    problems = check_drift(plan, cfg, state)
+    if problems:
+        if not replan:
+            raise PlanError(
+                f"{plan_path}: " + "; ".join(problems) + ". Run `reindex plan` again, or pass --replan"
+            )
+        new_plan, new_path = make_plan(config_path, out=Path(plan_path).parent)
+        plan, plan_path = new_plan, new_path
+    try:
+        check_approval(plan, read_approval(plan_path))
+    except ApprovalError:
+        raise
+    if plan.kind == "none":
+        return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
+
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    lock = acquire_lock(state, cfg.index, owner, purpose=f"apply {plan.plan_hash[:12]} ({plan.kind})")
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(lock.ttl / 3):
+            try:
+                lock.heartbeat()
+            except ReindexError:
+                return
+
+    beater = threading.Thread(target=beat, daemon=True, name="reindex-lock-heartbeat")
+    beater.start()
+    store = None
+    phases: dict[str, float] = {}
+    t0 = time.perf_counter()
+    try:
+        ident = identity_of(cfg)
+        live = read_live(state, cfg.index)
+        in_place = plan.kind == "document-scoped"
+        target = live.collection if in_place and live else ident.collection
+        old = live.collection if live else None
+        old_cfg = config_from_dict(live.config) if live else None
+        store = vector_store_for(cfg)
+        t = time.perf_counter()
+        if not store.collection_exists(target):
+            store.create_collection(target, dimension=cfg.vector.dimension, distance=cfg.vector.distance, bulk=True,
+                                    shard_number=cfg.store.shard_number, replication_factor=cfg.store.replication_factor)
+            for fld in ("doc_id", "fingerprint"):
+                store.create_payload_index(target, fld, "keyword")
+        if not in_place:
+            rec = read_population(state, cfg.index, target)
+            now = time.time()
+            write_population(state, PopulationRecord(cfg.index, target, cfg.model_dump(mode="json"), ident.as_dict(),
+                                                     "building", rec.created_at if rec else now, now))
+        embedder = make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size)
+        phases["setup"] = time.perf_counter() - t
+        ctx = execution.ApplyContext(
+            index=cfg.index, cfg=cfg, identity=ident, target=target, old=None if in_place else old,
+            old_shards=old_cfg.apply.shards if old_cfg else None, run=plan.plan_hash, shards=cfg.apply.shards,
+            state=state, store=store, embedder=embedder, pipeline=TextPipeline(cfg.text, ident.vector_id),
+            in_place=in_place, progress=progress,
+        )
+        w = plan.body["work"]
+        if in_place:
+            affected = sorted(set(w["affected_documents"]) | set(w["removed_documents"]))
+            shards = sorted({execution.shard_of(d, cfg.apply.shards) for d in affected})
+            only, removed = w["affected_documents"], w["removed_documents"]
+        else:
+            shards, only, removed = list(range(cfg.apply.shards)), None, []
+        if progress:
+            progress({"kind": "start", "shards": len(shards), "chunks_planned": w["chunks_new"] if not in_place else None,
+                      "tokens_planned": w["tokens_to_embed"], "documents_planned": w["documents"]["total"] if not in_place else len(only or [])})
+        t = time.perf_counter()
+        if use_prefect:
+            from reindex.orchestration import run_apply
+
+            summary = run_apply(ctx, shards, only=only, removed=removed)
+        else:
+            results = [execution.run_shard(ctx, k, only=set(only) if only is not None else None, removed=set(removed)).as_dict()
+                       for k in shards]
+            summary = {"shards": results, "failed_shards": [], "catch_up": execution.catch_up(ctx)}
+        phases["shards+catch-up"] = time.perf_counter() - t
+        failures = summary["failed_shards"] + [
+            {"shard": r["shard"], **f} for r in summary["shards"] for f in r["failures"]
+        ]
+        t = time.perf_counter()
+        if not failures and not in_place:
+            store.finish_bulk(target)
+            rec = read_population(state, cfg.index, target)
+            write_population(state, PopulationRecord(cfg.index, target, cfg.model_dump(mode="json"), ident.as_dict(),
+                                                     "ready", rec.created_at if rec else time.time(), time.time()))
+        phases["finish"] = time.perf_counter() - t
+        report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
+        report_path = Path(plan_path).with_name(Path(plan_path).name.removesuffix(".json") + ".run.json")
+        report_path.write_text(_json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        status = "failed" if failures else "done"
+        if not failures:
+            state.put(done_key, _json.dumps({**report, "collection": target}, sort_keys=True).encode())
+        return ApplyReport(plan.plan_hash, plan.kind, target, status, report, report_path)
+    finally:
+        stop.set()
+        if store is not None:
+            store.close()
+        lock.release()
+
+
+def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds: float, target: str, store) -> dict:
+    shards = summary["shards"]
+    w = plan.body["work"]
+    total = lambda k: sum(r[k] for r in shards)  # noqa: E731
+    catch = summary["catch_up"]
+    actual_points = store.count(target)
+    return {
+        "collection": target,
+        "seconds": round(seconds, 3),
+        "phases": {k: round(v, 3) for k, v in phases.items()},
+        "planned": {
+            "chunks_new": w["chunks_new"],
+            "chunks_reused": w["chunks_reused"],
+            "chunks_to_embed": w["chunks_to_embed"],
+            "tokens_to_embed": w["tokens_to_embed"],
+        },
+        "actual": {
+            "documents": total("documents"),
+            "chunks_written": total("chunks"),
+            "reused_from_old": total("reused_old"),
+            "reused_from_target": total("reused_target"),
+            "embedded": total("embedded"),
+            "tokens_embedded": total("tokens_embedded"),
+            "truncated": total("truncated"),
+            "deleted": total("deleted"),
+            "points_in_collection": actual_points,
+            "shards_run": sum(1 for r in shards if not r["skipped"]),
+            "shards_skipped": sum(1 for r in shards if r["skipped"]),
+        },
+        "catch_up": catch,
+        "bad_documents": [b for r in shards for b in r["bad"]],
+        "failures": failures,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# cutover / rollback / gc / status
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CutoverReport:
+    report: dict
+    report_path: Path | None
+
+    @property
+    def passed(self) -> bool:
+        return self.report["passed"]
+
+    def as_dict(self) -> dict:
+        return {**self.report, "report_path": str(self.report_path) if self.report_path else None}
+
+
+def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Path:
+    from reindex.identity import identity_of as _ident
+
+    coll = _ident(cfg).collection
+    cands = sorted(p for p in Path(plans_dir).glob(f"*-{cfg.index}-*.json")
+                   if p.name.count(".") == 1)
+    for p in reversed(cands):
+        try:
+            plan = read_plan(p)
+        except ReindexError:
+            continue
+        if plan.body["identity"]["new"]["collection"] == coll and plan.kind != "document-scoped":
+            return p
+    raise PlanError(f"no plan in {plans_dir}/ builds {coll}; give the plan file")
+
+
+def cutover(
+    plan_path: str | Path | None = None,
+    config_path: str | Path = DEFAULT_CONFIG,
+    *,
+    queries: str | Path | None = None,
+    k: int | None = None,
+    force: bool = False,
+    by: str | None = None,
+) -> CutoverReport:
+    """Evaluate old vs new on identical queries, gate, and swap the alias atomically on pass."""
+    import json as _json
+    import logging
+    import socket
+    import uuid
+
+    from reindex import cutover as co
+    from reindex import evaluation as ev
+    from reindex.embedders import make_embedder
+    from reindex.manifests import acquire_lock, read_live, read_population
+    from reindex.reports_cutover import write_cutover_reports
+
+    cfg = load_resolved(config_path)
+    path = Path(plan_path) if plan_path else _latest_plan_for(cfg)
+    plan = read_plan(path)
+    check_plan_index(plan, cfg, path)
+    if plan.kind in ("document-scoped", "none"):
+        raise co.CutoverError(f"{path}: a {plan.kind} plan is applied in place; there is nothing to cut over")
+    if force:
+        approval = read_approval(path)
+        if approval is None or approval.plan_hash != plan.plan_hash:
+            raise co.CutoverError(f"--force needs an approval record for plan {plan.plan_hash[:12]}: "
+                                  f"run `reindex approve {path} --by NAME` first")
+    state = state_store(cfg)
+    shadow = plan.body["identity"]["new"]["collection"]
+    rec = read_population(state, cfg.index, shadow)
+    if rec is None or rec.state not in ("ready", "live", "retired"):
+        raise co.CutoverError(f"population {shadow} is not built ({rec.state if rec else 'absent'}); run `reindex apply {path}`")
+    expected = plan.body["inputs"]["baseline"].get("collection")
+    lock = acquire_lock(state, cfg.index, f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+                        purpose=f"cutover to {shadow}")
+    store = vector_store_for(cfg)
+    try:
+        current = store.get_alias(cfg.index)
+        if current != expected:
+            raise co.CutoverError(
+                f"alias {cfg.index!r} points to {current or 'nothing'} but the plan was made against "
+                f"{expected or 'no alias'}: someone else moved it; run `reindex plan` again"
+            )
+        if current is None:
+            co.check_names(store, cfg.index)
+        kk = k or cfg.cutover.k
+        new_emb = make_embedder(cfg.vector)
+        embed_new = lambda texts: new_emb.embed(texts).vectors  # noqa: E731
+        evaluation = None
+        query_source = "none (initial build: no old population to compare)"
+        vectors_note = None
+        if queries:
+            qs = ev.read_queries(queries)
+            query_source = str(queries)
+        else:
+            pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
+            docs = ((d.doc_id, pipe.document_text(d)) for d in open_source(cfg.source).scan(ScanReport()))
+            qs = ev.probe_queries(docs, cfg.cutover.probes, cfg.cutover.seed)
+            query_source = f"{len(qs)} known-item probes sampled from the corpus (seed {cfg.cutover.seed})"
+        if current is not None:
+            live = read_live(state, cfg.index)
+            old_cfg = config_from_dict(live.config) if live else cfg
+            if identity_of(old_cfg).vector_id == identity_of(cfg).vector_id:
+                embed_old = embed_new
+                vectors_note = "identical on both sides (same vector half)"
+            else:
+                old_emb = make_embedder(old_cfg.vector)
+                embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
+                vectors_note = "each side embeds queries with its own model (the vector half changed)"
+            evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=kk, seed=cfg.cutover.seed)
+        run = {}
+        run_path = path.with_name(path.name.removesuffix(".json") + ".run.json")
+        if run_path.is_file():
+            run = _json.loads(run_path.read_text())
+        rules = co.gate(cfg.cutover, evaluation, shadow_points=store.count(shadow),
+                        planned_chunks=plan.body["work"]["chunks_new"], failures=len(run.get("failures", [])), k=kk)
+        passed = all(r.passed for r in rules)
+        report = {
+            "index": cfg.index, "plan_hash": plan.plan_hash, "shadow": shadow, "live": current, "k": kk,
+            "queries_source": query_source, "query_vectors": vectors_note,
+            "rules": [r.as_dict() for r in rules], "passed": passed, "evaluation": evaluation,
+            "swap": None, "forced_by": None,
+        }
+        if passed or force:
+            if not passed:
+                approval = read_approval(path)
+                report["forced_by"] = approval.by if approval else by
+                logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", shadow,
+                                                     report["forced_by"])
+            probe = embed_new([qs[0].text])[0] if qs else None
+            report["swap"] = co.swap(store, state, cfg.index, shadow, current, probe)
+        report_path = write_cutover_reports(report, path)
+        return CutoverReport(report, report_path)
+    finally:
+        store.close()
+        lock.release()
+
+
+def rollback(config_path: str | Path = DEFAULT_CONFIG, *, to: str | None = None) -> dict:
+    """Swap the alias back to the previous population."""
+    from reindex import cutover as co
+
+    cfg = load_resolved(config_path)
+    store = vector_store_for(cfg)
+    try:
+        return co.rollback(store, state_store(cfg), cfg.index, to)
+    finally:
+        store.close()
+
+
+def parse_age(text: str) -> float:
+    """``7d``, ``12h``, ``30m``, ``45s`` → seconds."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([dhms]?)\s*", text)
+    if not m:
+        raise ConfigError(f"--older-than {text!r}: expected a number with d, h, m or s (e.g. 7d)")
+    return float(m[1]) * {"d": 86400, "h": 3600, "m": 60, "s": 1, "": 86400}[m[2]]
+
+
+def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = None, dry_run: bool = False,
+       names: list[str] | None = None) -> list[dict]:
+    """Delete retired populations past retention; never one an alias points at."""
+    from reindex import cutover as co
+
+    cfg = load_resolved(config_path)
+    age = parse_age(older_than) if older_than else cfg.cutover.retention_days * 86400
+    store = vector_store_for(cfg)
+    try:
+        return co.gc(store, state_store(cfg), cfg.index, older_than_s=age, dry_run=dry_run, names=names)
+    finally:
+        store.close()
+
+
+def status(config_path: str | Path = DEFAULT_CONFIG) -> dict:
+    """Aliases, populations (live, shadow, retired with age), locks."""
+    import json as _json
+    import time
+
+    from reindex import cutover as co
+
+    cfg = load_resolved(config_path)
+    state = state_store(cfg)
+    store = vector_store_for(cfg)
+    try:
+        aliases = store.list_aliases()
+        pops = []
+        for r in co.populations(state, cfg.index):
+            exists = store.collection_exists(r.collection)
+            pops.append({"collection": r.collection, "state": r.state,
+                         "points": store.count(r.collection) if exists else None,
+                         "age_days": round((time.time() - r.updated_at) / 86400, 2),
+                         "chunker": chunker_spec(config_from_dict(r.config).text.chunker), "exists": exists})
+        lock = state.get(f"indexes/{cfg.index}/lock.json")
+        return {"index": cfg.index, "aliases": aliases, "populations": pops,
+                "lock": _json.loads(lock) if lock else None}
+    finally:
+        store.close()

@@ -390,6 +390,220 @@ def calibrate(config_path: str, chunks: int, as_json: bool) -> None:
                    f"{r['chunks']} chunks, {r['tokens']:,} tokens in {r['seconds']} s; recorded for plans")
 
 
+class _ApplyProgress:
+    """A rich progress bar fed by apply's progress events (documents, reused/embedded, tokens/s, ETA)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.progress = None
+        self.task = None
+        self.embedded = self.tokens = self.chunks = 0
+        self.started = None
+
+    def __enter__(self) -> "_ApplyProgress":
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("docs"),
+                TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                console=Console(stderr=True), transient=False,
+            )
+            self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+    def __call__(self, event: dict) -> None:
+        import time
+
+        if self.progress is None:
+            return
+        kind = event["kind"]
+        if kind == "start":
+            self.started = time.perf_counter()
+            self.task = self.progress.add_task("apply", total=event.get("documents_planned") or None, detail="")
+            return
+        if self.task is None:
+            return
+        if kind == "embedded":
+            self.embedded += event["chunks"]
+            self.tokens += event["tokens"]
+        elif kind == "documents":
+            self.chunks += event["chunks"]
+            self.progress.advance(self.task, event["documents"])
+        rate = self.tokens / max(time.perf_counter() - (self.started or time.perf_counter()), 1e-9)
+        self.progress.update(self.task, detail=f"· {self.chunks:,} chunks · {self.chunks - self.embedded:,} reused · "
+                             f"{self.embedded:,} embedded · {rate:,.0f} tok/s")
+
+
+@main.command()
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@CONFIG_OPTION
+@click.option("--replan", is_flag=True, help="If the plan's inputs drifted, plan again and apply the new plan.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
+def apply(plan_file: str, config_path: str, replan: bool, no_progress: bool, as_json: bool) -> None:
+    """Carry out a plan with the Prefect flow `reindex-apply`: a shadow population built in resumable
+    shards with exact vector reuse, or documents synced in place.
+
+    Refuses unapproved plans and plans whose inputs drifted; one apply per index at a time.
+
+    \b
+    Example:
+      reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json -c reindex.yaml
+    """
+    from reindex import api
+
+    with _ApplyProgress(enabled=not no_progress and not as_json) as bar:
+        r = api.apply_plan(plan_file, config_path, replan=replan, progress=bar)
+    if as_json:
+        _emit_json(r.as_dict())
+    else:
+        click.echo(_render_apply(r))
+    if r.status == "failed":
+        raise click.exceptions.Exit(1)
+
+
+def _render_apply(r: Any) -> str:
+    if r.status == "nothing-to-do":
+        return "nothing to do: the plan is `none`"
+    if r.status == "already-applied":
+        return f"plan {r.plan_hash[:12]} was already applied to {r.collection}; nothing changed"
+    rep = r.report
+    a, p = rep["actual"], rep["planned"]
+    lines = [
+        f"{r.status}: {r.kind} → {r.collection} in {rep['seconds']:.1f} s",
+        f"  chunks written {a['chunks_written']:,} (planned {p['chunks_new']:,}); reused {a['reused_from_old']:,} from the old "
+        f"population, {a['reused_from_target']:,} already in place; embedded {a['embedded']:,} texts "
+        f"({a['tokens_embedded']:,} tokens; planned {p['chunks_to_embed']:,} / {p['tokens_to_embed']:,})",
+        f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
+        f"skipped {a['shards_skipped']}",
+    ]
+    if a["truncated"]:
+        lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")
+    if rep["catch_up"]["documents"]:
+        lines.append(f"  catch-up replayed {rep['catch_up']['documents']} documents that changed during the build")
+    for f in rep["failures"][:10]:
+        lines.append(f"  failed: shard {f.get('shard')}: {f.get('doc_id', '')} {f.get('reason')}")
+    if r.report_path:
+        lines.append(f"  run report: {r.report_path}")
+    return "\n".join(lines)
+
+
+@main.command()
+@click.argument("plan_file", required=False, type=click.Path(dir_okay=False))
+@CONFIG_OPTION
+@click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="JSONL queries (query, optional doc_path/relevant and evidence); default: probes from the corpus.")
+@click.option("--k", type=int, default=None, help="Comparison depth (default: cutover.k).")
+@click.option("--force", is_flag=True, help="Swap even if the gate fails (needs an approval record; logged).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int | None, force: bool, as_json: bool) -> None:
+    """Compare old and new on the same queries, gate, and move the alias atomically.
+
+    Exit codes: 0 swapped, 3 the gate failed (alias untouched), 1 error.
+
+    \b
+    Example:
+      reindex cutover plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --queries queries.jsonl
+    """
+    from reindex import api
+
+    r = api.cutover(plan_file, config_path, queries=queries, k=k, force=force)
+    if as_json:
+        _emit_json(r.as_dict())
+    else:
+        rep = r.report
+        click.echo(f"{'PASS' if r.passed else 'FAIL'}: {rep['index']}: {rep['live'] or 'no alias'} → {rep['shadow']} "
+                   f"({rep['queries_source']})")
+        for rule in rep["rules"]:
+            click.echo(f"  {'ok  ' if rule['passed'] else 'FAIL'} {rule['rule']}: {rule['detail']}")
+        if rep["evaluation"]:
+            agg = rep["evaluation"]["aggregate"]
+            kk = rep["k"]
+            click.echo(f"  overlap@{kk} {agg.get(f'overlap_at_{kk}', 0):.3f} · RBO {agg.get('rbo', 0):.3f} · latency p50 "
+                       f"{agg.get('latency_old_p50_ms', 0):.1f} → {agg.get('latency_new_p50_ms', 0):.1f} ms")
+            for m in (f"recall_at_{kk}", "mrr", "evidence_recall"):
+                if f"{m}_diff" in agg:
+                    d = agg[f"{m}_diff"]
+                    click.echo(f"  {m}: {agg[f'{m}_old']:.3f} → {agg[f'{m}_new']:.3f} "
+                               f"(Δ {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}])")
+        if rep["swap"]:
+            click.echo(f"  alias {rep['index']} → {rep['shadow']} (previous: {rep['swap']['from'] or 'none'}; "
+                       f"`reindex rollback` restores it)")
+        else:
+            click.echo("  alias not moved")
+        click.echo(f"  report: {r.report_path}")
+    if not r.report["swap"]:
+        raise click.exceptions.Exit(3)
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--to", "to", default=None, help="Collection to roll back to (default: the previous target).")
+def rollback(config_path: str, to: str | None) -> None:
+    """Swap the alias back to the previous population in one atomic call.
+
+    \b
+    Example:
+      reindex rollback -c reindex.yaml
+    """
+    from reindex import api
+
+    r = api.rollback(config_path, to=to)
+    click.echo(f"alias {r['index']}: {r['from']} → {r['to']} (rolled back)")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--older-than", default=None, help="Retention, e.g. 7d, 12h (default: cutover.retention_days).")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+@click.argument("collections", nargs=-1)
+def gc(config_path: str, older_than: str | None, dry_run: bool, collections: tuple[str, ...]) -> None:
+    """Delete retired populations past retention (or the named ones) and their state; never a live one.
+
+    \b
+    Examples:
+      reindex gc --older-than 7d --dry-run
+      reindex gc docs__1a2b3c4d5e6f
+    """
+    from reindex import api
+
+    actions = api.gc(config_path, older_than=older_than, dry_run=dry_run, names=list(collections) or None)
+    if not actions:
+        click.echo("nothing to delete")
+    for a in actions:
+        click.echo(f"{a['action']} {a['collection']} ({a['state']}, {a['age_days']} days)")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status(config_path: str, as_json: bool) -> None:
+    """Show aliases, populations (live, shadow, retired with age) and locks.
+
+    \b
+    Example:
+      reindex status -c reindex.yaml
+    """
+    from reindex import api
+
+    st = api.status(config_path)
+    if as_json:
+        _emit_json(st)
+        return
+    click.echo(f"index {st['index']}: alias → {st['aliases'].get(st['index'], 'none')}")
+    for p in st["populations"]:
+        pts = f"{p['points']:,} points" if p["points"] is not None else "deleted"
+        click.echo(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}  ({p['age_days']} days)")
+    if st["lock"]:
+        click.echo(f"  locked by {st['lock']['owner']} ({st['lock']['purpose']})")
+
+
 def _render_summary(s: Any) -> str:
     lines = [
         f"{s.chunker}",

@@ -114,6 +114,24 @@ class MarkdownChunkerConfig(_ChunkerModel):
     size: int = Field(250, gt=0, description="Token target and hard cap per chunk.")
 
 
+class AnchoredChunkerConfig(_ChunkerModel):
+    """Boundary-stable chunking: cuts only at structural candidates (heading, blank line, line
+    break, sentence end) that win a local contest decided by the candidate's level and a hash of the
+    text just before it, so an edit moves only the boundaries within one window of it."""
+
+    kind: Literal["anchored"] = "anchored"
+    size: int = Field(250, gt=0, description="Target chunk length in tokens (about the median chunk length).")
+    cap: int | None = Field(
+        None, gt=0, description="Hard limit in tokens; None = 2 × size. Longer stretches are split at the next structural level."
+    )
+
+    @model_validator(mode="after")
+    def _cap_above_size(self) -> "AnchoredChunkerConfig":
+        if self.cap is not None and self.cap < self.size:
+            raise ValueError(f"cap ({self.cap}) must be at least size ({self.size})")
+        return self
+
+
 ChunkerConfig = Annotated[
     Union[
         FixedChunkerConfig,
@@ -124,6 +142,7 @@ ChunkerConfig = Annotated[
         RecursiveChunkerConfig,
         CdcChunkerConfig,
         MarkdownChunkerConfig,
+        AnchoredChunkerConfig,
     ],
     Field(discriminator="kind"),
 ]
@@ -139,6 +158,7 @@ CHUNKER_KINDS: dict[str, type[_ChunkerModel]] = {
         RecursiveChunkerConfig,
         CdcChunkerConfig,
         MarkdownChunkerConfig,
+        AnchoredChunkerConfig,
     )
 }
 
@@ -218,8 +238,9 @@ class VectorHalf(_Model):
     """Everything that decides which vector a given text gets. Hashed into the vector id."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=VECTOR)
-    provider: Literal["sentence-transformers", "openai"] = Field(
-        "sentence-transformers", description="sentence-transformers (local, offline) or an OpenAI-compatible HTTP API."
+    provider: Literal["sentence-transformers", "openai", "hash"] = Field(
+        "sentence-transformers",
+        description="sentence-transformers (local, offline), an OpenAI-compatible HTTP API, or hash (deterministic test vectors, no model).",
     )
     model: str = Field(
         "all-MiniLM-L6-v2", description="Model id: a packaged model name, a local sentence-transformers folder, or the API's model name."
@@ -310,6 +331,22 @@ class ApplyConfig(_OpModel):
     embed_batch_size: int = Field(64, gt=0, description="Texts per embedding call.")
 
 
+class CutoverConfig(_OpModel):
+    """The gate a shadow population must pass before the alias moves, and the rollback window."""
+
+    k: int = Field(10, gt=0, description="Depth of the old-vs-new comparison (documents).")
+    probes: int = Field(50, ge=0, description="Known-item probe queries sampled from the corpus when no queries file is given.")
+    seed: int = Field(0, description="Seed for probe sampling and bootstrap intervals.")
+    min_recall_delta: float = Field(
+        -0.02, description="With labels: the lower 95 % bound of recall@k (new − old) must be at least this."
+    )
+    min_overlap: float = Field(
+        0.5, ge=0.0, le=1.0, description="Without labels: mean document overlap@k between old and new must be at least this."
+    )
+    require_exact_count: bool = Field(True, description="The shadow's point count must equal the plan's chunk count.")
+    retention_days: float = Field(7.0, ge=0.0, description="Retired populations are kept this long for rollback, then gc deletes them.")
+
+
 _INDEX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
 
@@ -327,6 +364,7 @@ class PipelineConfig(_Model):
     cost: CostConfig = Field(default_factory=CostConfig, description="Prices and rates.")
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig, description="Approval policy.")
     apply: ApplyConfig = Field(default_factory=ApplyConfig, description="Apply settings.")
+    cutover: CutoverConfig = Field(default_factory=CutoverConfig, description="Cutover gate and retention.")
 
     @field_validator("index")
     @classmethod
@@ -443,7 +481,7 @@ def default_config_yaml(index: str = "docs", source: str = "./corpus") -> str:
     lines.append(f"# [operational] {top['source'].description}")
     lines.append("source:")
     _emit(lines, SourceConfig, {"uri": source}, 1)
-    for name in ("text", "vector", "store", "state", "cost", "approval", "apply"):
+    for name in ("text", "vector", "store", "state", "cost", "approval", "apply", "cutover"):
         model = top[name].annotation
         lines.append(f"# [{field_half(model)}] {top[name].description}")
         lines.append(f"{name}:")

@@ -111,6 +111,9 @@ def resolve_config(cfg: PipelineConfig) -> PipelineConfig:
         )
         text = text.model_copy(update={"tokenizer_revision": rev})
     if vector.revision == "auto":
+        if vector.provider == "hash":
+            vector = vector.model_copy(update={"revision": "hash-v1"})
+            return cfg.model_copy(update={"text": text, "vector": vector})
         if vector.provider == "openai":
             from reindex.errors import ConfigError
 

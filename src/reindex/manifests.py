@@ -199,3 +199,92 @@ def digest_json(value: Any) -> str:
     import hashlib
 
     return hashlib.blake2b(canonical_json(value).encode(), digest_size=16).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Shard manifests: written last, after a shard's points are durably upserted. Presence = done.
+# --------------------------------------------------------------------------------------------
+
+
+def shard_name(shard: int) -> str:
+    return f"shard-{shard:04d}"
+
+
+def shard_manifest_key(index: str, collection: str, run: str, shard: int) -> str:
+    return f"{population_prefix(index, collection)}/runs/{run}/{shard_name(shard)}.json"
+
+
+def read_shard_manifest(store: ObjectStore, index: str, collection: str, run: str, shard: int) -> dict | None:
+    return _read_json(store, shard_manifest_key(index, collection, run, shard))
+
+
+def write_shard_manifest(store: ObjectStore, index: str, collection: str, run: str, shard: int, manifest: dict) -> None:
+    _write_json(store, shard_manifest_key(index, collection, run, shard), manifest)
+
+
+def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str) -> list[ManifestRow]:
+    data = store.get(f"{population_prefix(index, collection)}/chunks/{part}.parquet")
+    if data is None:
+        return []
+    table = pq.read_table(io.BytesIO(data))
+    cols = {name: table.column(name).to_pylist() for name in CHUNK_SCHEMA.names}
+    return [ManifestRow(*(cols[name][i] for name in CHUNK_SCHEMA.names)) for i in range(table.num_rows)]
+
+
+# --------------------------------------------------------------------------------------------
+# Locks: one apply per index. Owner, expiry and a heartbeat; created with a conditional write.
+# --------------------------------------------------------------------------------------------
+
+
+class LockHeld(StateError):
+    """Another apply holds the index lock."""
+
+
+@dataclass
+class IndexLock:
+    """A held lock; ``heartbeat()`` extends it, ``release()`` deletes it if still ours."""
+
+    store: ObjectStore
+    index: str
+    owner: str
+    ttl: float
+    body: dict
+
+    @property
+    def key(self) -> str:
+        return f"{index_prefix(self.index)}/lock.json"
+
+    def heartbeat(self) -> None:
+        current = _read_json(self.store, self.key)
+        if not current or current.get("owner") != self.owner:
+            raise LockHeld(f"lost the lock on index {self.index!r} (now held by {current and current.get('owner')}); stopping")
+        self.body["expires"] = time.time() + self.ttl
+        self.body["heartbeat"] = time.time()
+        _write_json(self.store, self.key, self.body)
+
+    def release(self) -> None:
+        current = _read_json(self.store, self.key)
+        if current and current.get("owner") == self.owner:
+            self.store.delete(self.key)
+
+
+def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, ttl: float = 120.0) -> IndexLock:
+    """Take the index lock or fail fast naming the holder. An expired lock is taken over."""
+    key = f"{index_prefix(index)}/lock.json"
+    now = time.time()
+    body = {"owner": owner, "purpose": purpose, "acquired": now, "expires": now + ttl, "heartbeat": now}
+    data = (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
+    if store.put_if_absent(key, data):
+        return IndexLock(store, index, owner, ttl, body)
+    current = _read_json(store, key) or {}
+    if current.get("expires", 0) < now:
+        # Expired: the holder died without releasing. Replace it, then re-check that we won.
+        store.delete(key)
+        if store.put_if_absent(key, data):
+            return IndexLock(store, index, owner, ttl, body)
+        current = _read_json(store, key) or {}
+    left = max(0, int(current.get("expires", now) - now))
+    raise LockHeld(
+        f"index {index!r} is locked by {current.get('owner', '?')} ({current.get('purpose', '?')}), "
+        f"expires in {left} s unless renewed; wait for it to finish, or delete {store.describe()}/{key} if that process is gone"
+    )

@@ -3,6 +3,7 @@ deterministic, tokenise each document once, and (except overlapping ones) partit
 
 from __future__ import annotations
 
+from reindex.chunkers.anchored import AnchoredChunker
 from reindex.chunkers.base import Chunk, Chunker
 from reindex.chunkers.cdc import CdcChunker
 from reindex.chunkers.fixed import FixedChunker
@@ -13,6 +14,7 @@ from reindex.chunkers.recursive import RecursiveChunker
 from reindex.chunkers.sentence import SentenceChunker
 from reindex.chunkers.sliding import SlidingChunker, sliding_count
 from reindex.config import (
+    AnchoredChunkerConfig,
     CdcChunkerConfig,
     FixedCharsChunkerConfig,
     FixedChunkerConfig,
@@ -27,6 +29,7 @@ from reindex.errors import ChunkerError
 from reindex.tokenizers import Tokenizer, load_tokenizer
 
 __all__ = [
+    "AnchoredChunker",
     "CdcChunker",
     "Chunk",
     "Chunker",
@@ -51,6 +54,7 @@ _CHUNKERS: dict[type, type] = {
     RecursiveChunkerConfig: RecursiveChunker,
     CdcChunkerConfig: CdcChunker,
     MarkdownChunkerConfig: MarkdownChunker,
+    AnchoredChunkerConfig: AnchoredChunker,
 }
 
 

@@ -49,7 +49,7 @@ class SlidingChunker:
             # Start and end go through the same monotone snap (the identity unless several tokens
             # share one start), so windows never leave a gap and overlap=0 tiles the document.
             a = doc.snap(k * stride)
-            b = n if k * stride + size >= n else doc.snap(k * stride + size - 1)
+            b = n if k * stride + size >= n else doc.snap(k * stride + size)
             if b <= a:
                 b = doc.snap_up(a + 1)
             spans.append((a, b))

@@ -15,4 +15,8 @@ def make_embedder(vector: VectorHalf, *, batch_size: int = 64) -> Embedder:
         from reindex.embedders.sentence_transformers import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(vector, batch_size=batch_size)
+    if vector.provider == "hash":
+        from reindex.embedders.hashing import HashEmbedder
+
+        return HashEmbedder(vector, batch_size=batch_size)
     raise ConfigError(f"vector.provider: {vector.provider!r} has no embedder in this version")

@@ -1,0 +1,292 @@
+"""Old vs new on identical queries: overlap@k, rank-biased overlap, recall@k, nDCG@k, MRR, evidence
+recall in a token budget, latency; paired bootstrap intervals for every new − old difference.
+
+The metric functions are pure; :func:`evaluate` runs queries against two collections of a store."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from reindex.errors import TerminalError
+
+BUDGET_TOKENS = 2048
+MAX_CANDIDATES = 100
+RBO_P = 0.9
+
+
+class EvaluationError(TerminalError):
+    """Queries cannot be read or run."""
+
+
+# --------------------------------------------------------------------------------------------
+# Pure metrics
+# --------------------------------------------------------------------------------------------
+
+
+def dedupe(ids: Iterable[str]) -> list[str]:
+    """First occurrence of each id, in order (chunk hits → document ranking)."""
+    seen: set[str] = set()
+    out = []
+    for i in ids:
+        if i not in seen:
+            seen.add(i)
+            out.append(i)
+    return out
+
+
+def overlap_at_k(a: Sequence[str], b: Sequence[str], k: int) -> float:
+    """|top-k(a) ∩ top-k(b)| / k."""
+    return len(set(a[:k]) & set(b[:k])) / k if k else 0.0
+
+
+def rbo(a: Sequence[str], b: Sequence[str], p: float = RBO_P, depth: int | None = None) -> float:
+    """Extrapolated rank-biased overlap (Webber, Moffat & Zobel 2010, eq. 32) at ``depth`` (default:
+    the longer list): ``(X_k/k)·p^k + (1−p)/p · Σ_{d=1..k} (X_d/d)·p^d``. 1 for identical lists."""
+    k = depth or max(len(a), len(b))
+    if k == 0:
+        return 1.0
+    total, x = 0.0, 0
+    for d in range(1, k + 1):
+        x = len(set(a[:d]) & set(b[:d]))  # agreement at depth d (k <= 100: quadratic is fine)
+        total += (x / d) * p**d
+    return (x / k) * p**k + (1 - p) / p * total
+
+
+def recall_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    return len(set(ranked[:k]) & relevant) / len(relevant) if relevant else 0.0
+
+
+def ndcg_at_k(ranked: Sequence[str], relevant: set[str], k: int) -> float:
+    """Binary-relevance nDCG@k: Σ rel_i / log2(i+1) over the ideal."""
+    dcg = sum(1.0 / math.log2(i + 2) for i, d in enumerate(ranked[:k]) if d in relevant)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(len(relevant), k)))
+    return dcg / ideal if ideal else 0.0
+
+
+def mrr(ranked: Sequence[str], relevant: set[str]) -> float:
+    for i, d in enumerate(ranked):
+        if d in relevant:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A retrieved chunk: its document, position in the document, token count and text."""
+
+    doc_id: str
+    start: int
+    end: int
+    tokens: int
+    text: str
+
+
+def pack(candidates: Sequence[Candidate], budget: int = BUDGET_TOKENS, limit: int = MAX_CANDIDATES) -> list[Candidate]:
+    """Whole chunks in rank order into a token budget, from at most ``limit`` candidates (seed 000):
+    a chunk that does not fit is skipped and later, smaller ones may still fit."""
+    used, out = 0, []
+    for c in candidates[:limit]:
+        if used + c.tokens <= budget:
+            out.append(c)
+            used += c.tokens
+    return out
+
+
+def evidence_recalled(packed: Sequence[Candidate], evidence: str) -> bool:
+    """Whether ``evidence`` is fully contained in the packed text. Packed chunks of one document
+    that are adjacent in it are joined first, so evidence across a chunk boundary counts when both
+    chunks were packed."""
+    by_doc: dict[str, list[Candidate]] = {}
+    for c in packed:
+        by_doc.setdefault(c.doc_id, []).append(c)
+    for chunks in by_doc.values():
+        chunks.sort(key=lambda c: c.start)
+        span = chunks[0].text
+        end = chunks[0].end
+        spans = []
+        for c in chunks[1:]:
+            if c.start == end:
+                span += c.text
+            elif c.start < end:  # overlapping windows: append the part not yet covered
+                span += c.text[end - c.start:]
+            else:
+                spans.append(span)
+                span = c.text
+            end = max(end, c.end)
+        spans.append(span)
+        if any(evidence in s for s in spans):
+            return True
+    return False
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    s = sorted(values)
+    pos = q * (len(s) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def paired_bootstrap(diffs: Sequence[float], *, seed: int = 0, resamples: int = 2000, confidence: float = 0.95) -> dict:
+    """Mean of per-query differences with a percentile bootstrap interval over queries."""
+    if not diffs:
+        return {"mean": 0.0, "low": 0.0, "high": 0.0, "n": 0}
+    rng = random.Random(seed)
+    n = len(diffs)
+    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
+    a = (1 - confidence) / 2
+    return {"mean": sum(diffs) / n, "low": percentile(means, a), "high": percentile(means, 1 - a), "n": n}
+
+
+# --------------------------------------------------------------------------------------------
+# Queries
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    query_id: str
+    text: str
+    relevant: frozenset[str] = frozenset()  # relevant document ids
+    evidence: tuple[str, ...] = ()
+    source: str = "file"  # file | probe
+
+
+def read_queries(path: str | Path) -> list[Query]:
+    """JSONL: ``query`` (or ``text``), optional ``query_id``, ``doc_path``/``doc_id``/``relevant`` and ``evidence``."""
+    p = Path(path)
+    if not p.is_file():
+        raise EvaluationError(f"{p}: queries file not found")
+    out = []
+    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError as err:
+            raise EvaluationError(f"{p}:{n}: invalid JSON ({err})") from None
+        text = d.get("query") or d.get("text")
+        if not text:
+            raise EvaluationError(f"{p}:{n}: a query needs a 'query' field")
+        rel = set(d.get("relevant") or [])
+        for key in ("doc_path", "doc_id"):
+            if d.get(key):
+                rel.add(d[key])
+        ev = d.get("evidence")
+        evidence = tuple(ev) if isinstance(ev, list) else ((ev,) if ev else ())
+        out.append(Query(str(d.get("query_id", f"q{n}")), text, frozenset(rel), evidence))
+    if not out:
+        raise EvaluationError(f"{p}: no queries")
+    return out
+
+
+_SENTENCE = re.compile(r"[^\n.!?。！？]{40,240}[.!?。！？]")
+
+
+def probe_queries(docs: Iterable[tuple[str, str]], n: int, seed: int) -> list[Query]:
+    """Known-item probes: one sentence of a document (seeded choice), labelled with that document."""
+    rng = random.Random(seed)
+    pool = []
+    for doc_id, text in docs:
+        sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text)]
+        if sentences:
+            pool.append((doc_id, sentences))
+    rng.shuffle(pool)
+    out = []
+    for doc_id, sentences in pool[:n]:
+        s = rng.choice(sentences)
+        out.append(Query(f"probe-{len(out) + 1}", s, frozenset({doc_id}), (), "probe"))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Running queries on two sides
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SideResult:
+    docs: list[str]
+    candidates: list[Candidate]
+    seconds: float
+    collections: set[str] = field(default_factory=set)  # pipeline ids seen in payloads
+
+
+def run_side(store: Any, collection: str, vector: Any, k: int) -> SideResult:
+    t = time.perf_counter()
+    hits = store.query(collection, vector, limit=max(k, MAX_CANDIDATES))
+    seconds = time.perf_counter() - t
+    cands = [Candidate(h.payload.get("doc_id", ""), int(h.payload.get("start", 0)), int(h.payload.get("end", 0)),
+                       int(h.payload.get("tokens", 0)), h.payload.get("text", "")) for h in hits]
+    return SideResult(dedupe(c.doc_id for c in cands), cands, seconds,
+                      {h.payload.get("pipeline_id", "") for h in hits})
+
+
+def score_query(q: Query, old: SideResult, new: SideResult, k: int) -> dict:
+    row: dict[str, Any] = {
+        "query_id": q.query_id,
+        "query": q.text,
+        f"overlap_at_{k}": overlap_at_k(old.docs, new.docs, k),
+        "rbo": rbo(old.docs[:k], new.docs[:k], depth=k),
+        "latency_old_ms": old.seconds * 1000,
+        "latency_new_ms": new.seconds * 1000,
+    }
+    if q.relevant:
+        for side, res in (("old", old), ("new", new)):
+            row[f"recall_at_{k}_{side}"] = recall_at_k(res.docs, set(q.relevant), k)
+            row[f"ndcg_at_{k}_{side}"] = ndcg_at_k(res.docs, set(q.relevant), k)
+            row[f"mrr_{side}"] = mrr(res.docs, set(q.relevant))
+    if q.evidence:
+        for side, res in (("old", old), ("new", new)):
+            packed = pack(res.candidates)
+            row[f"evidence_recall_{side}"] = sum(evidence_recalled(packed, e) for e in q.evidence) / len(q.evidence)
+    return row
+
+
+def aggregate(rows: list[dict], k: int, seed: int = 0) -> dict:
+    """Means per side and paired bootstrap intervals for new − old."""
+    agg: dict[str, Any] = {"queries": len(rows)}
+    if not rows:
+        return agg
+    for key in (f"overlap_at_{k}", "rbo"):
+        agg[key] = statistics.fmean(r[key] for r in rows)
+    for side in ("old", "new"):
+        lat = [r[f"latency_{side}_ms"] for r in rows]
+        agg[f"latency_{side}_p50_ms"] = percentile(lat, 0.5)
+        agg[f"latency_{side}_p95_ms"] = percentile(lat, 0.95)
+    for metric in (f"recall_at_{k}", f"ndcg_at_{k}", "mrr", "evidence_recall"):
+        labelled = [r for r in rows if f"{metric}_old" in r]
+        if not labelled:
+            continue
+        agg[f"{metric}_old"] = statistics.fmean(r[f"{metric}_old"] for r in labelled)
+        agg[f"{metric}_new"] = statistics.fmean(r[f"{metric}_new"] for r in labelled)
+        agg[f"{metric}_diff"] = paired_bootstrap([r[f"{metric}_new"] - r[f"{metric}_old"] for r in labelled], seed=seed)
+    return agg
+
+
+def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Callable[[list[str]], Any],
+             embed_new: Callable[[list[str]], Any], *, k: int = 10, seed: int = 0) -> dict:
+    """Run every query against ``old`` (e.g. the alias) and ``new`` with each side's query vectors."""
+    texts = [q.text for q in queries]
+    v_old = embed_old(texts)
+    v_new = v_old if embed_new is embed_old else embed_new(texts)
+    rows = []
+    pipelines: dict[str, set[str]] = {"old": set(), "new": set()}
+    for i, q in enumerate(queries):
+        o = run_side(store, old, v_old[i], k)
+        n = run_side(store, new, v_new[i], k)
+        pipelines["old"] |= o.collections
+        pipelines["new"] |= n.collections
+        rows.append(score_query(q, o, n, k))
+    return {"k": k, "rows": rows, "aggregate": aggregate(rows, k, seed),
+            "pipelines_seen": {s: sorted(v) for s, v in pipelines.items()}}

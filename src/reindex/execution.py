@@ -1,0 +1,349 @@
+"""Run one shard idempotently, sync documents in place, and catch up; no orchestration here.
+
+A shard is the documents whose ``blake2b(doc id) mod N`` is ``k``. Running a shard:
+
+1. chunk and fingerprint its documents (the plan's text half);
+2. take vectors that already exist: first the target collection itself (a resumed shard wrote them
+   before it died), then the old population's points of the *same document* with the same
+   fingerprint, found by point id from the old chunk manifest (``retrieve``, never a filtered scan);
+3. embed only the misses, each distinct text once, length-sorted;
+4. upsert with deterministic point ids, then (in place) delete the document's stale points;
+5. write the shard's chunk-manifest part, then the shard manifest, last.
+
+Every step can be repeated, so a shard killed anywhere is redone from the start without embedding
+any text twice and ends with exactly the points an uninterrupted run writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from reindex.config import PipelineConfig
+from reindex.embedders import Embedder
+from reindex.errors import ReindexError, TerminalError
+from reindex.identity import Identity
+from reindex.manifests import (
+    ManifestRow,
+    population_prefix,
+    read_chunk_manifest,
+    read_chunk_manifest_part,
+    read_shard_manifest,
+    shard_name,
+    write_chunk_manifest_part,
+    write_shard_manifest,
+)
+from reindex.pipeline import ChunkRecord, TextPipeline
+from reindex.sources import open_source
+from reindex.sources.base import BadDocument, Document, ScanReport
+from reindex.stores.objects import ObjectStore
+from reindex.stores.qdrant import Point, VectorStore
+
+DOC_BATCH = 32  # documents per store round trip
+
+
+def shard_of(doc_id: str, shards: int) -> int:
+    """Stable shard of a document: blake2b of its id, mod the shard count."""
+    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little") % shards
+
+
+def crashpoint(name: str) -> None:
+    """Test hook: ``REINDEX_CRASH_AT=name[:n]`` kills this process with SIGKILL the n-th time (default 1st)
+    execution reaches ``name``. Crash tests use it to stop a real apply at exact points."""
+    spec = os.environ.get("REINDEX_CRASH_AT")
+    if not spec:
+        return
+    target, _, nth = spec.partition(":")
+    if target != name:
+        return
+    with _CRASH_LOCK:
+        _CRASH_COUNTS[name] += 1
+        if _CRASH_COUNTS[name] >= int(nth or 1):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+_CRASH_LOCK = threading.Lock()
+_CRASH_COUNTS: dict[str, int] = defaultdict(int)
+
+
+@dataclass
+class ShardResult:
+    """What a shard did (counts are of chunks unless they say tokens)."""
+
+    shard: int
+    documents: int = 0
+    chunks: int = 0
+    reused_old: int = 0  # vectors taken from the old population
+    reused_target: int = 0  # vectors already in the target (resumed work, unchanged points)
+    embedded: int = 0  # distinct texts embedded
+    tokens_embedded: int = 0
+    truncated: int = 0
+    deleted: int = 0
+    removed_documents: int = 0
+    bad: list[dict] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    skipped: bool = False
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass
+class ApplyContext:
+    """Everything a shard needs; shared by the threads of one apply."""
+
+    index: str
+    cfg: PipelineConfig  # the plan's (resolved) config
+    identity: Identity
+    target: str  # collection written
+    old: str | None  # collection reused from (the live population), None for an initial build
+    old_shards: int | None  # shard count the old population's manifest parts were written with
+    run: str  # run id: the plan hash
+    shards: int
+    state: ObjectStore
+    store: VectorStore
+    embedder: Embedder
+    pipeline: TextPipeline
+    in_place: bool
+    progress: Callable[[dict], None] | None = None
+    embed_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def emit(self, **event: Any) -> None:
+        if self.progress:
+            self.progress(event)
+
+
+def _payload(rec: ChunkRecord, collection_pipeline: str) -> dict:
+    return {
+        "doc_id": rec.doc_id,
+        "ordinal": rec.ordinal,
+        "fingerprint": rec.fingerprint,
+        "text": rec.text,
+        "tokens": rec.tokens,
+        "start": rec.start,
+        "end": rec.end,
+        "pipeline_id": collection_pipeline,
+    }
+
+
+def _shard_docs(ctx: ApplyContext, shard: int, only: set[str] | None, result: ShardResult) -> Iterable[Document]:
+    report = ScanReport()
+    for doc in open_source(ctx.cfg.source).scan(report):
+        if shard_of(doc.doc_id, ctx.shards) == shard and (only is None or doc.doc_id in only):
+            yield doc
+    for bad in report.bad:
+        if shard_of(bad.doc_id, ctx.shards) == shard:
+            result.bad.append({"doc_id": bad.doc_id, "reason": bad.reason})
+
+
+def _old_rows(ctx: ApplyContext, collection: str, shard: int, shards: int | None) -> dict[str, list[ManifestRow]]:
+    """Manifest rows of the documents of ``shard`` in ``collection``: one part when the population
+    was written with the same shard count, else a streaming filter over all parts."""
+    rows: dict[str, list[ManifestRow]] = defaultdict(list)
+    if shards == ctx.shards:
+        source: Iterable[ManifestRow] = read_chunk_manifest_part(ctx.state, ctx.index, collection, shard_name(shard))
+    else:
+        source = (r for r in read_chunk_manifest(ctx.state, ctx.index, collection) if shard_of(r.doc_id, ctx.shards) == shard)
+    for r in source:
+        rows[r.doc_id].append(r)
+    return rows
+
+
+def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult) -> dict[str, np.ndarray]:
+    """Embed distinct texts (text → tokens in the plan's tokenizer), longest first in batches (less
+    padding), under one lock (one model). Tokens are counted in the plan's unit so that planned and
+    actual compare; truncation is counted by the embedder in the model's own tokens."""
+    order = sorted(texts, key=len, reverse=True)
+    out: dict[str, np.ndarray] = {}
+    bs = ctx.cfg.apply.embed_batch_size
+    for i in range(0, len(order), bs):
+        batch = order[i : i + bs]
+        with ctx.embed_lock:
+            res = ctx.embedder.embed(batch)
+        result.embedded += len(batch)
+        result.tokens_embedded += sum(texts[t] for t in batch)
+        result.truncated += res.truncated
+        for t, v in zip(batch, res.vectors):
+            out[t] = v
+        ctx.emit(kind="embedded", chunks=len(batch), tokens=sum(texts[t] for t in batch))
+    return out
+
+
+def _sync_batch(
+    ctx: ApplyContext, docs: list[Document], old_rows: dict[str, list[ManifestRow]], result: ShardResult,
+) -> list[ManifestRow]:
+    """Write the points of ``docs`` into the target (reuse → embed → upsert → delete stale)."""
+    records: dict[str, list[ChunkRecord]] = {}
+    hashes: dict[str, str] = {}
+    for doc in docs:
+        try:
+            records[doc.doc_id] = ctx.pipeline.chunk_document(doc)
+            hashes[doc.doc_id] = doc.content_hash
+        except ReindexError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a chunker bug on one document must not stop the shard
+            result.failures.append({"doc_id": doc.doc_id, "reason": f"chunking failed: {type(err).__name__}: {err}"})
+    new_ids = [r.point_id for recs in records.values() for r in recs]
+    vectors: dict[str, Any] = {}  # fingerprint → vector
+    if new_ids:
+        for p in ctx.store.retrieve(ctx.target, new_ids, with_vectors=True):
+            vectors[p.payload["fingerprint"]] = p.vector
+    result.reused_target += sum(1 for recs in records.values() for r in recs if r.fingerprint in vectors)
+    # Same-document reuse from the old population, by point id (never a filtered scan).
+    if ctx.old is not None:
+        wanted = []
+        for doc_id, recs in records.items():
+            need = {r.fingerprint for r in recs if r.fingerprint not in vectors}
+            wanted += [row.point_id for row in old_rows.get(doc_id, ()) if row.fingerprint in need]
+        if wanted:
+            found = ctx.store.retrieve(ctx.old, sorted(set(wanted)), with_vectors=True)
+            before = set(vectors)
+            for p in found:
+                vectors.setdefault(p.payload["fingerprint"], p.vector)
+            gained = set(vectors) - before
+            result.reused_old += sum(1 for recs in records.values() for r in recs if r.fingerprint in gained)
+    missing = {r.text: r.tokens for recs in records.values() for r in recs if r.fingerprint not in vectors}
+    if missing:
+        by_text = _embed(ctx, missing, result)
+        for recs in records.values():
+            for r in recs:
+                if r.fingerprint not in vectors:
+                    vectors[r.fingerprint] = by_text[r.text]
+    points = [
+        Point(r.point_id, vectors[r.fingerprint], _payload(r, ctx.identity.pipeline_id))
+        for recs in records.values()
+        for r in recs
+    ]
+    crashpoint("before-upsert")
+    if points:
+        ctx.store.upsert(ctx.target, points)
+    crashpoint("after-upsert")
+    result.chunks += len(points)
+    result.documents += len(records)
+    # Stale points of these documents (in place, or a resumed shadow whose documents changed).
+    keep = set(new_ids)
+    stale = [row.point_id for doc_id in records for row in old_rows.get(doc_id, ()) if row.point_id not in keep]
+    if ctx.in_place and stale:
+        ctx.store.delete_points(ctx.target, stale)
+        result.deleted += len(stale)
+    ctx.emit(kind="documents", documents=len(records), chunks=len(points))
+    return [
+        ManifestRow(r.doc_id, hashes[r.doc_id], r.ordinal, r.fingerprint, r.tokens, r.point_id)
+        for recs in records.values()
+        for r in recs
+    ]
+
+
+def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, removed: set[str] = frozenset(),
+              force: bool = False) -> ShardResult:
+    """Build (or, in place, sync) one shard. Skips a shard whose manifest exists unless ``force``."""
+    t0 = time.perf_counter()
+    result = ShardResult(shard)
+    if not force and read_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard) is not None:
+        result.skipped = True
+        ctx.emit(kind="shard-skipped", shard=shard)
+        return result
+    # In place (and in catch-up), the target's own manifest part is the "old" state of these documents.
+    part_rows = _old_rows(ctx, ctx.target, shard, ctx.shards) if ctx.in_place else {}
+    reuse_rows = part_rows if ctx.in_place else (
+        _old_rows(ctx, ctx.old, shard, ctx.old_shards) if ctx.old is not None else {}
+    )
+    rows: list[ManifestRow] = []
+    batch: list[Document] = []
+    for doc in _shard_docs(ctx, shard, only, result):
+        batch.append(doc)
+        if len(batch) >= DOC_BATCH:
+            rows += _sync_batch(ctx, batch, reuse_rows, result)
+            batch = []
+    if batch:
+        rows += _sync_batch(ctx, batch, reuse_rows, result)
+    if ctx.in_place:
+        # Documents that are gone from the source: delete all their points.
+        gone = [pid for d in removed if shard_of(d, ctx.shards) == shard for pid in (r.point_id for r in part_rows.get(d, ()))]
+        if gone:
+            ctx.store.delete_points(ctx.target, gone)
+            result.deleted += len(gone)
+        result.removed_documents = sum(1 for d in removed if shard_of(d, ctx.shards) == shard and d in part_rows)
+        touched = {r.doc_id for r in rows} | set(removed) | set(only or ())
+        rows = [r for d, rs in part_rows.items() if d not in touched for r in rs] + rows
+    rows.sort(key=lambda r: (r.doc_id, r.ordinal))
+    crashpoint("before-manifest")
+    write_chunk_manifest_part(ctx.state, ctx.index, ctx.target, shard_name(shard), rows)
+    manifest = {
+        "shard": shard,
+        "run": ctx.run,
+        "collection": ctx.target,
+        "documents": result.documents,
+        "chunks": result.chunks,
+        "reused_old": result.reused_old,
+        "reused_target": result.reused_target,
+        "embedded": result.embedded,
+        "tokens_embedded": result.tokens_embedded,
+        "deleted": result.deleted,
+        "failures": result.failures,
+        "point_ids_digest": hashlib.blake2b("\n".join(sorted(r.point_id for r in rows)).encode(), digest_size=16).hexdigest(),
+        "at": time.time(),
+    }
+    if not result.failures:
+        write_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard, manifest)
+    result.seconds = time.perf_counter() - t0
+    ctx.emit(kind="shard-done", shard=shard, result=result.as_dict())
+    return result
+
+
+def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
+    """Documents whose bytes differ from the target's chunk manifest (changed or added), and
+    documents in the manifest that are gone from the source."""
+    recorded: dict[str, str] = {}
+    for row in read_chunk_manifest(ctx.state, ctx.index, ctx.target):
+        recorded[row.doc_id] = row.content_hash
+    changed: set[str] = set()
+    seen: set[str] = set()
+    for doc in open_source(ctx.cfg.source).scan(ScanReport()):
+        seen.add(doc.doc_id)
+        if recorded.get(doc.doc_id) != doc.content_hash:
+            changed.add(doc.doc_id)
+    return changed, set(recorded) - seen
+
+
+def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
+    """Replay documents that changed since the plan into the target, in place, until nothing
+    changed or ``rounds`` is reached. Returns counts per round."""
+    history = []
+    in_place = ctx.in_place
+    ctx.in_place = True  # catch-up is a document-scoped delta, whatever built the target
+    try:
+        for n in range(rounds):
+            crashpoint("catch-up")
+            changed, removed = changed_since_manifest(ctx)
+            if not changed and not removed:
+                break
+            shards = sorted({shard_of(d, ctx.shards) for d in changed | removed})
+            results = [run_shard(ctx, s, only=changed, removed=removed, force=True) for s in shards]
+            history.append({
+                "round": n + 1,
+                "changed": len(changed - set()),
+                "removed": len(removed),
+                "embedded": sum(r.embedded for r in results),
+                "failures": [f for r in results for f in r.failures],
+            })
+    finally:
+        ctx.in_place = in_place
+    return {"rounds": history, "documents": sum(h["changed"] + h["removed"] for h in history)}
+
+
+def collection_prefix(ctx: ApplyContext) -> str:
+    return population_prefix(ctx.index, ctx.target)
+
+
+class ShardFailed(TerminalError):
+    """One or more shards failed; the others completed."""

@@ -1,0 +1,324 @@
+"""The vector store against real embedded Qdrant (local mode in tmp folders), a killed writer process,
+and a loopback HTTP server that answers like a failing Qdrant server."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reindex.errors import TransientError
+from reindex.stores.qdrant import Hit, Point, QdrantStore, VectorStore, VectorStoreError, open_vector_store
+
+DIM = 8
+
+
+def _points(n: int, *, doc: str = "doc", seed: int = 0, start: int = 0) -> list[Point]:
+    rng = np.random.default_rng(seed)
+    vecs = rng.standard_normal((n, DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return [
+        Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"{doc}/{start + i}")), vecs[i], {"doc_id": doc, "ordinal": start + i})
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[QdrantStore]:
+    s = open_vector_store(None, str(tmp_path / "qdrant"))
+    assert isinstance(s, VectorStore)
+    yield s  # type: ignore[misc]
+    s.close()
+
+
+def test_round_trip(store: QdrantStore) -> None:
+    store.create_collection("idx__a", dimension=DIM, distance="cosine", bulk=True)
+    store.create_payload_index("idx__a", "doc_id")  # a no-op in local mode, but must not fail
+    a, b = _points(5, doc="a"), _points(3, doc="b", seed=1)
+    store.upsert("idx__a", a)
+    store.upsert("idx__a", [Point(p.id, p.vector.tolist(), p.payload) for p in b])  # list vectors too
+    store.finish_bulk("idx__a")
+
+    assert store.collection_exists("idx__a") and not store.collection_exists("idx")
+    assert store.count("idx__a") == 8
+    assert store.count("idx__a", doc_id="a") == 5 and store.count("idx__a", doc_id="zzz") == 0
+    info = store.collection_info("idx__a")
+    assert (info["points_count"], info["dimension"], info["distance"]) == (8, DIM, "cosine")
+
+    missing = str(uuid.uuid4())
+    got = {p.id: p for p in store.retrieve("idx__a", [a[0].id, missing, b[2].id])}
+    assert set(got) == {a[0].id, b[2].id}
+    np.testing.assert_allclose(got[a[0].id].vector, a[0].vector, rtol=1e-6)
+    assert got[b[2].id].payload == {"doc_id": "b", "ordinal": 2}
+    assert all(p.vector is None for p in store.retrieve("idx__a", [a[0].id], with_vectors=False))
+
+    hits = store.query("idx__a", a[3].vector, limit=3)
+    assert isinstance(hits[0], Hit) and hits[0].id == a[3].id and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert len(hits) == 3 and hits[0].score >= hits[1].score >= hits[2].score
+
+    store.upsert("idx__a", [Point(a[0].id, a[1].vector, {"doc_id": "a", "ordinal": 99})])  # same id replaces
+    store.delete_points("idx__a", [a[1].id, missing])
+    scrolled = {p.id: p for p in store.scroll("idx__a", with_vectors=True, batch=3)}
+    assert len(scrolled) == 7 and a[1].id not in scrolled
+    assert scrolled[a[0].id].payload["ordinal"] == 99
+    np.testing.assert_allclose(scrolled[a[0].id].vector, a[1].vector, rtol=1e-6)
+    assert all(p.vector is None for p in store.scroll("idx__a"))
+
+
+def test_aliases_swap_atomically_and_guard_their_collection(store: QdrantStore) -> None:
+    for name in ("idx__old", "idx__new"):
+        store.create_collection(name, dimension=DIM, distance="dot")
+    store.upsert("idx__old", _points(2, doc="old"))
+    store.upsert("idx__new", _points(4, doc="new", seed=2))
+
+    store.swap_alias("idx", "idx__old", None)  # creates
+    assert store.get_alias("idx") == "idx__old" and store.count("idx") == 2
+    assert store.get_alias("idx__old") is None  # a collection is not an alias
+
+    with pytest.raises(VectorStoreError, match="points at `idx__old`, not `idx__x`"):
+        store.swap_alias("idx", "idx__new", "idx__x")
+    assert store.get_alias("idx") == "idx__old"
+
+    store.swap_alias("idx", "idx__new", "idx__old")  # moves
+    store.swap_alias("idx", "idx__new", "idx__old")  # a retried swap is a no-op
+    assert store.list_aliases() == {"idx": "idx__new"}
+    assert store.count("idx") == 4 and store.query("idx", _points(1, doc="new", seed=2)[0].vector, limit=1)
+
+    with pytest.raises(VectorStoreError, match="alias `idx` points at"):
+        store.delete_collection("idx__new")
+    store.delete_collection("idx__old")
+    store.delete_collection("idx__old")  # already gone: nothing to do
+    assert store.list_collections() == ["idx__new"]
+
+    store.delete_alias("idx")
+    store.delete_alias("idx")
+    assert store.list_aliases() == {} and store.get_alias("idx") is None
+    store.delete_collection("idx__new")
+    assert store.list_collections() == []
+
+
+def test_bad_input_is_a_one_line_error(store: QdrantStore) -> None:
+    with pytest.raises(VectorStoreError, match="Unknown distance"):
+        store.create_collection("c", dimension=DIM, distance="hamming")
+    store.create_collection("c", dimension=DIM, distance="cosine")
+    with pytest.raises(VectorStoreError, match="Unknown payload index kind"):
+        store.create_payload_index("c", "doc_id", "geo-ish")
+    with pytest.raises(VectorStoreError, match="has no vector"):
+        store.upsert("c", [Point(str(uuid.uuid4()), None, {})])
+    with pytest.raises(VectorStoreError) as err:
+        store.count("nope")
+    assert "\n" not in str(err.value) and "nope" in str(err.value)
+    # a bad point in a batch rejects the whole batch
+    good = _points(3)
+    bad = Point(str(uuid.uuid4()), np.ones(DIM + 1, dtype=np.float32), {})
+    with pytest.raises(VectorStoreError):
+        store.upsert("c", [*good, bad])
+    assert store.count("c") == 0
+
+
+def test_failed_write_rolls_back_the_whole_batch_in_memory_and_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    from qdrant_client.local.persistence import CollectionPersistence
+
+    folder = tmp_path / "q"
+    store = open_vector_store(None, str(folder))
+    store.create_collection("c", dimension=DIM, distance="cosine")
+    store.upsert("c", _points(4))
+    real, calls = CollectionPersistence.persist, [0]
+
+    def flaky(self: CollectionPersistence, point: object) -> None:
+        calls[0] += 1
+        if calls[0] == 6:
+            raise sqlite3.OperationalError("disk I/O error")
+        real(self, point)
+
+    monkeypatch.setattr(CollectionPersistence, "persist", flaky)
+    batch = _points(10, start=4)
+    with pytest.raises(TransientError, match="disk I/O error"):
+        store.upsert("c", batch)
+    assert store.count("c") == 4  # the 5 points written before the failure were undone in memory too
+    monkeypatch.setattr(CollectionPersistence, "persist", real)
+    store.upsert("c", batch)  # a retry works
+    assert store.count("c") == 14
+    store.close()
+    reopened = open_vector_store(None, str(folder))
+    assert reopened.count("c") == 14
+    reopened.close()
+
+
+def test_reopen_keeps_points_and_aliases(tmp_path: Path) -> None:
+    folder = tmp_path / "nested" / "qdrant"  # created on open
+    store = open_vector_store(None, str(folder))
+    store.create_collection("idx__a", dimension=DIM, distance="euclid")
+    pts = _points(50)
+    store.upsert("idx__a", pts)
+    store.delete_points("idx__a", [pts[0].id])
+    store.swap_alias("idx", "idx__a", None)
+    store.close()
+    store.close()  # idempotent
+
+    store = open_vector_store(None, str(folder))
+    try:
+        assert store.get_alias("idx") == "idx__a"
+        assert store.collection_info("idx")["distance"] == "euclid"
+        got = {p.id: p for p in store.retrieve("idx", [p.id for p in pts])}
+        assert len(got) == 49 and pts[0].id not in got
+        for p in pts[1:]:
+            assert np.array_equal(np.asarray(got[p.id].vector, dtype=np.float32), p.vector)
+            assert got[p.id].payload == p.payload
+        store.upsert("idx__a", _points(5, doc="later"))  # still writable after reopening
+        assert store.count("idx__a") == 54
+    finally:
+        store.close()
+
+
+def test_second_opener_gets_a_clear_error(store: QdrantStore, tmp_path: Path) -> None:
+    folder = tmp_path / "qdrant"
+    with pytest.raises(VectorStoreError) as err:
+        open_vector_store(None, str(folder))
+    message = str(err.value)
+    assert str(folder) in message and "another reindex process" in message and "\n" not in message
+
+
+def test_no_url_and_no_path_is_an_error() -> None:
+    with pytest.raises(VectorStoreError, match="store.url"):
+        open_vector_store(None, None)
+
+
+# --------------------------------------------------------------------------------------------
+# Durability: kill -9 a writer mid-way
+# --------------------------------------------------------------------------------------------
+
+BATCH = 64
+_WRITER = f"""
+import sys, uuid
+import numpy as np
+from reindex.stores.qdrant import Point, open_vector_store
+B, DIM = {BATCH}, 32
+
+def batch(b):
+    vecs = np.random.default_rng(b).standard_normal((B, DIM)).astype(np.float32)
+    return [Point(str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{{b}}.{{i}}")), vecs[i], {{"doc_id": f"d{{b}}", "i": i, "text": "x" * 1000}})
+            for i in range(B)]
+
+store = open_vector_store(None, sys.argv[1])
+if not store.collection_exists("c"):
+    store.create_collection("c", dimension=DIM, distance="dot")
+done = store.count("c")
+assert done % B == 0, done
+for b in range(done // B, 100_000):
+    store.upsert("c", batch(b))
+    print((b + 1) * B, flush=True)
+"""
+
+
+def _expected_batch(b: int) -> list[Point]:
+    vecs = np.random.default_rng(b).standard_normal((BATCH, 32)).astype(np.float32)
+    return [
+        Point(str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{b}.{i}")), vecs[i], {"doc_id": f"d{b}", "i": i, "text": "x" * 1000})
+        for i in range(BATCH)
+    ]
+
+
+def test_kill_9_loses_no_acknowledged_point_and_leaves_no_partial_batch(tmp_path: Path) -> None:
+    folder = tmp_path / "q"
+    rng = np.random.default_rng(7)
+    acked = 0
+    for _round in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None
+        target = acked + BATCH * int(rng.integers(3, 12))
+        for line in proc.stdout:
+            acked = max(acked, int(line))
+            if acked >= target:
+                break
+        proc.send_signal(signal.SIGKILL)  # most likely in the middle of the next upsert
+        rest, err = proc.communicate(timeout=30)
+        acked = max([acked, *(int(x) for x in rest.split())])
+        assert proc.returncode == -signal.SIGKILL, err[-2000:]
+
+        store = open_vector_store(None, str(folder))
+        try:
+            n = store.count("c")
+            assert n % BATCH == 0 and n >= acked, (n, acked)
+            ids = [p.id for b in range(acked // BATCH) for p in _expected_batch(b)]
+            got = {p.id: p for p in store.retrieve("c", ids)}
+            assert len(got) == acked
+            for b in range(acked // BATCH):
+                for p in _expected_batch(b):
+                    assert np.array_equal(np.asarray(got[p.id].vector, dtype=np.float32), p.vector)
+                    assert got[p.id].payload == p.payload
+        finally:
+            store.close()
+    assert acked >= 3 * 3 * BATCH
+
+
+# --------------------------------------------------------------------------------------------
+# A server URL: failures map to TransientError / VectorStoreError, the API key stays out
+# --------------------------------------------------------------------------------------------
+
+
+class _Failing(http.server.BaseHTTPRequestHandler):
+    status = 503
+
+    def _answer(self) -> None:
+        body = json.dumps({"status": {"error": "sekrit-free failure"}, "time": 0}).encode()
+        self.send_response(type(self).status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _answer
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def failing_server() -> Iterator[tuple[str, type[_Failing]]]:
+    handler = type("Handler", (_Failing,), {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_server_errors_are_classified_and_never_show_the_key(
+    failing_server: tuple[str, type[_Failing]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, handler = failing_server
+    monkeypatch.setenv("REINDEX_TEST_QDRANT_KEY", "sekrit-key-123")
+    store = open_vector_store(url, None, api_key_env="REINDEX_TEST_QDRANT_KEY")
+    try:
+        for status, kind in ((503, TransientError), (429, TransientError), (400, VectorStoreError), (404, VectorStoreError)):
+            handler.status = status
+            with pytest.raises(kind) as err:
+                store.count("idx")
+            assert str(status) in str(err.value) and "sekrit-key" not in str(err.value) and "\n" not in str(err.value)
+    finally:
+        store.close()
+
+    dead = open_vector_store("http://127.0.0.1:9", None)  # nothing listens on the discard port
+    with pytest.raises(TransientError, match="Cannot reach Qdrant"):
+        dead.list_collections()
+    dead.close()
