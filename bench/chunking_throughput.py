@@ -53,10 +53,13 @@ class Row:
     median_tokens: float
 
 
-def _time(fn: Callable[[str], list], docs: list[str], repeat: int) -> tuple[float, float, list]:
-    fn(docs[0])  # warm-up: lazy imports, regex compilation, caches of the public libraries
+def _time(make: Callable[[], Callable[[str], list]], docs: list[str], repeat: int) -> tuple[float, float, list]:
+    """Best CPU and wall seconds over ``repeat`` runs; a fresh chunker each run, so no library's
+    memo of token counts carries over from one run to the next."""
+    make()(docs[0])  # warm-up: lazy imports, regex compilation
     best_cpu, best_wall, out = float("inf"), float("inf"), []
     for _ in range(repeat):
+        fn = make()
         c0, w0 = time.process_time(), time.perf_counter()
         out = [fn(d) for d in docs]
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
@@ -64,43 +67,52 @@ def _time(fn: Callable[[str], list], docs: list[str], repeat: int) -> tuple[floa
     return best_cpu, best_wall, out
 
 
-def public_chunkers(hf) -> dict[str, Callable[[str], list[str]]]:
-    """Public token-limited chunkers with the same HF tokenizer as their length function."""
+def public_chunkers(hf) -> dict[str, Callable[[], Callable[[str], list[str]]]]:
+    """Factories of public token-limited chunkers with the same HF tokenizer as length function."""
 
     def count(text: str) -> int:
         return len(hf.encode(text, add_special_tokens=False).ids)
 
-    found: dict[str, Callable[[str], list[str]]] = {}
+    found: dict[str, Callable[[], Callable[[str], list[str]]]] = {}
     try:
         import semchunk
 
-        sc = semchunk.chunkerify(count, SIZE)
-        found["semchunk (chunkerify)"] = lambda t: sc(t)
+        def semchunk_chunker() -> Callable[[str], list[str]]:
+            # semchunk memoises token counts per counter function: a new counter per run keeps
+            # its memo from one run out of the next (within a run the memo is fair game).
+            return semchunk.chunkerify(lambda text: count(text), SIZE)
+
+        found["semchunk (chunkerify)"] = semchunk_chunker
     except Exception as err:  # noqa: BLE001 — any import/setup failure means "skip it"
         print(f"skip semchunk: {err}", file=sys.stderr)
     try:
         from chonkie import RecursiveChunker, TokenChunker
 
-        cr = RecursiveChunker(tokenizer=hf, chunk_size=SIZE)
-        ct = TokenChunker(tokenizer=hf, chunk_size=SIZE, chunk_overlap=0)
-        found["chonkie RecursiveChunker"] = lambda t: [c.text for c in cr.chunk(t)]
-        found["chonkie TokenChunker"] = lambda t: [c.text for c in ct.chunk(t)]
+        def chonkie_recursive() -> Callable[[str], list[str]]:
+            chunker = RecursiveChunker(tokenizer=hf, chunk_size=SIZE)
+            return lambda t: [c.text for c in chunker.chunk(t)]
+
+        def chonkie_token() -> Callable[[str], list[str]]:
+            chunker = TokenChunker(tokenizer=hf, chunk_size=SIZE, chunk_overlap=0)
+            return lambda t: [c.text for c in chunker.chunk(t)]
+
+        found["chonkie RecursiveChunker"] = chonkie_recursive
+        found["chonkie TokenChunker"] = chonkie_token
     except Exception as err:  # noqa: BLE001
         print(f"skip chonkie: {err}", file=sys.stderr)
     try:
         from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-        lc = RecursiveCharacterTextSplitter(chunk_size=SIZE, chunk_overlap=0, length_function=count)
-        found["langchain RecursiveCharacterTextSplitter"] = lc.split_text
+        found["langchain RecursiveCharacterTextSplitter"] = lambda: RecursiveCharacterTextSplitter(
+            chunk_size=SIZE, chunk_overlap=0, length_function=count
+        ).split_text
     except Exception as err:  # noqa: BLE001
         print(f"skip langchain-text-splitters: {err}", file=sys.stderr)
     try:
         from semantic_text_splitter import MarkdownSplitter, TextSplitter
 
-        ts = TextSplitter.from_huggingface_tokenizer(hf, SIZE)
-        ms = MarkdownSplitter.from_huggingface_tokenizer(hf, SIZE)
-        found["semantic-text-splitter TextSplitter"] = ts.chunks
-        found["semantic-text-splitter MarkdownSplitter"] = ms.chunks
+        found["semantic-text-splitter TextSplitter"] = lambda: TextSplitter.from_huggingface_tokenizer(hf, SIZE).chunks
+        found["semantic-text-splitter MarkdownSplitter"] = lambda: MarkdownSplitter.from_huggingface_tokenizer(hf, SIZE).chunks
     except Exception as err:  # noqa: BLE001
         print(f"skip semantic-text-splitter: {err}", file=sys.stderr)
     return found
@@ -145,16 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  raw tokenizer: {n_tokens} tokens", flush=True)
 
     for spec in OURS:
-        chunker = make_chunker(spec, tok)
-        cpu, wall, out = _time(chunker.chunk, docs, args.repeat)
+        cpu, wall, out = _time(lambda spec=spec: make_chunker(spec, tok).chunk, docs, args.repeat)
         toks = [c.tokens for chunks in out for c in chunks]
         rows.append(Row(f"reindex {spec}", cpu, wall, len(toks), statistics.median(toks)))
         print(f"  {rows[-1].name}: {mb / cpu:.2f} MB/s", flush=True)
 
     if not args.no_public:
-        for name, fn in public_chunkers(hf).items():
+        for name, make in public_chunkers(hf).items():
             try:
-                cpu, wall, out = _time(fn, docs, args.repeat)
+                cpu, wall, out = _time(make, docs, args.repeat)
             except Exception as err:  # noqa: BLE001
                 print(f"skip {name}: {type(err).__name__}: {err}", file=sys.stderr)
                 continue

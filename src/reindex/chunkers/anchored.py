@@ -45,6 +45,10 @@ _HASH_CHARS = 64
 # Words in the rolling hash of the word-level fallback.
 _WORD_WINDOW = 4
 _MIN_WINDOW = 4
+# How much a structural level outweighs the hash: 1.0 = a higher level always wins.
+_LEVEL_WEIGHT = 1.0
+# Minimum distance of a cut from the ends of its stretch, as a share of the window.
+_END_RATIO = 1.0
 
 LEVEL_SENTENCE, LEVEL_LINE, LEVEL_BLANK, LEVEL_HEADING = 1, 2, 3, 4
 
@@ -81,7 +85,7 @@ def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     return out
 
 
-def local_maxima(pos: np.ndarray, rank: np.ndarray, lo: int, hi: int, w: int) -> np.ndarray:
+def local_maxima(pos: np.ndarray, rank: np.ndarray, lo: int, hi: int, w: int, end: int | None = None) -> np.ndarray:
     """Positions (sorted, unique) in ``(lo, hi)`` whose rank beats every other position within ``w``
     of them and that are at least ``w`` from ``lo`` and ``hi``."""
     if pos.shape[0] == 0:
@@ -91,7 +95,8 @@ def local_maxima(pos: np.ndarray, rank: np.ndarray, lo: int, hi: int, w: int) ->
     right = np.searchsorted(pos, pos + w, "right")
     lmax = _range_max(rank, left, idx)
     rmax = _range_max(rank, idx + 1, right)
-    keep = (rank > lmax) & (rank > rmax) & (pos - lo >= w) & (hi - pos >= w)
+    end = w if end is None else end
+    keep = (rank > lmax) & (rank > rmax) & (pos - lo >= end) & (hi - pos >= end)
     return pos[keep]
 
 
@@ -159,8 +164,9 @@ class AnchoredChunker:
         hashes = np.fromiter(
             (_hash64(text[a:b]) for a, b in zip(begin, chars.tolist())), dtype=np.uint64, count=ts.shape[0]
         )
-        # Rank = position in the order (level, hash, earlier first); lexsort's last key is primary.
-        order = np.lexsort((-ts, hashes, levels))
+        # Rank = position in the order (priority, earlier first); lexsort's last key is primary.
+        prio = levels * _LEVEL_WEIGHT + (hashes >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+        order = np.lexsort((-ts, prio))
         rank = np.empty(ts.shape[0], dtype=np.int64)
         rank[order] = np.arange(ts.shape[0])
         return ts, rank
@@ -198,7 +204,8 @@ class AnchoredChunker:
         cap = self.cap
         a, b = np.searchsorted(pos, lo, "right"), np.searchsorted(pos, hi, "left")
         p, r = pos[a:b], rank[a:b]
-        cuts = local_maxima(p, r, lo, hi, w).tolist() if hi - lo > 2 * w else []
+        end = max(1, round(w * _END_RATIO))
+        cuts = local_maxima(p, r, lo, hi, w, end).tolist() if hi - lo > 2 * end else []
         bounds = [lo, *cuts, hi]
         for s, e in zip(bounds[:-1], bounds[1:]):
             if e - s <= cap:

@@ -28,7 +28,8 @@ class SlidingChunker:
     """Window ``k`` covers tokens ``[k·stride, k·stride + size)``; the last window ends at the end of
     the document, so the total of chunk tokens is seed 001's ``billed_tokens``. With ``overlap=0``
     the windows tile the document. Where several tokens share one character (BERT on Hangul), a
-    window may exceed ``size`` by the tokens of that one character."""
+    window may exceed ``size`` by the tokens of that one character, and a stride smaller than
+    that character's tokens can repeat a window."""
 
     config: SlidingChunkerConfig
     tokenizer: Tokenizer

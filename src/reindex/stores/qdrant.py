@@ -13,13 +13,14 @@ all-or-nothing on disk: its transaction either committed before the call returne
 kill -9 after ``upsert`` returns loses nothing and a kill during it leaves no partial batch. If the commit
 fails, the transaction is rolled back and the folder is reloaded so memory matches disk again.
 
-Measured on this box (``python bench/store_writes.py``, 384-dim vectors, ~1 KB payloads, batches of
-256; see bench/RESULTS.md): stock local mode on disk ~500 points/s here (the fsync per point; ~57/s on
-slower disks), this store on disk ~4,700 points/s (~9x, within ~15 % of in-memory local mode,
-~5,400/s). ``qdrant-edge-py`` (Rust engine in-process, ~8,500 points/s per ENVIRONMENT.md) was not
-chosen: it has no collections or aliases, so alias swaps would be emulated in a side file and the
-embedded cutover would no longer be the server's code path; its API is pre-1.0. Batched SQLite
-already clears the 1,500 points/s requirement ~3x while keeping one code path.
+Measured on this 2-core box (``python bench/store_writes.py``: 384-dim vectors, ~1 KB payloads, batches
+of 256; bench/RESULTS.md): stock local mode on disk 745-825 points/s here (one fsync per point; ~57/s on
+slower disks), this store on disk 4,400-4,900 points/s (5-6x stock, 3x the 1,500/s target), in-memory local
+mode 6,900-10,800 points/s. ``qdrant-edge-py`` 0.9.0 (Rust engine in-process) measured 2,800-13,900
+points/s with a flush per batch (14,000-23,000 without). It was not chosen: it has no collections or
+aliases, so embedded alias swaps would be emulated in a side file and would no longer run the server's
+code path (invariant 4 is tested on what production runs); its API is pre-1.0; and batched SQLite already
+clears the target. Its fast filtered queries make it the candidate if embedded corpora outgrow ~100k points.
 
 Local-mode limits that remain (callers must not depend on them): search is exact brute force, a
 filtered query or ``count(doc_id=…)`` scans the collection (use ``retrieve`` by point ids from the
@@ -486,7 +487,8 @@ class QdrantStore:
             ) from exc
 
     def _batch_connection(self, name: str) -> _BatchCommitConnection | None:
-        return None
+        if not self.embedded:
+            return None
         local = _local(self._client)
         collection = local.collections.get(local.aliases.get(name, name))
         storage = getattr(getattr(collection, "storage", None), "storage", None)
