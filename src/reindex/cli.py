@@ -604,6 +604,86 @@ def status(config_path: str, as_json: bool) -> None:
         click.echo(f"  locked by {st['lock']['owner']} ({st['lock']['purpose']})")
 
 
+@main.command()
+@click.option("--pairs", "pairs", default=None, type=click.Path(dir_okay=False),
+              help="Revision pairs: .parquet or .jsonl with pair_id, lang, doc_path, old_text, new_text[, edit_fraction].")
+@click.option("--from-git", "from_git", default=None, type=click.Path(file_okay=False), metavar="REPO",
+              help="Build pairs from a git repository's history instead (needs --paths).")
+@click.option("--paths", default=None, metavar="GLOB", help="Files of --from-git, a glob such as 'docs/**/*.md'.")
+@click.option("--chunker", "chunkers", multiple=True, metavar="SPEC",
+              help="A chunker to measure (repeat); default: fixed, recursive, cdc, paragraph, anchored.")
+@click.option("-c", "--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="Pipeline config: its tokenizer counts tokens, its model embeds (default: built-in defaults).")
+@click.option("--lang", default=None, metavar="LANG", help="Only pairs (and queries) of this language, e.g. en or zh.")
+@click.option("--band", "bands", multiple=True, type=click.Choice(["<=5%", "5-20%", "20-50%", ">50%"]),
+              help="Only pairs of this edit band (repeat).")
+@click.option("--limit", type=int, default=None, help="Only the first N pairs (after the filters).")
+@click.option("--calibrate", is_flag=True, help="Tune each chunker's size on held-out documents to --target-median first.")
+@click.option("--target-median", type=float, default=250, show_default=True, help="Median chunk length in tokens for --calibrate.")
+@click.option("--queries", default=None, type=click.Path(dir_okay=False), help="Queries (queries.jsonl format) for retrieval quality.")
+@click.option("--corpus", "corpus", multiple=True, type=click.Path(dir_okay=False),
+              help="Snapshot .parquet the queries refer to (repeat for several languages).")
+@click.option("--pool", type=int, default=None, help="Retrieval pool: query documents plus seeded random others, N in all (default: every document).")
+@click.option("--cache", default=".reindex/embed-cache", show_default=True, help="Embedding cache folder (by fingerprint).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and the pool sample.")
+@click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False), metavar="DIR",
+              help="Write measure.json, measure.md and measure.html here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
+def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers: tuple[str, ...], config_path: str | None,
+            lang: str | None, bands: tuple[str, ...], limit: int | None, calibrate: bool, target_median: float,
+            queries: str | None, corpus: tuple[str, ...], pool: int | None, cache: str, seed: int, report_dir: str | None,
+            as_json: bool) -> None:
+    """Measure the recompute fraction R_c of chunkers over real revision pairs (seed 000).
+
+    An input is reused only if byte-identical to an input of the old version of the same document;
+    R_c = tokens of distinct new inputs that miss / tokens of all distinct new inputs.
+
+    \b
+    Examples:
+      reindex measure --pairs revisions.parquet --calibrate --report out/
+      reindex measure --pairs revisions.parquet --chunker anchored --chunker recursive:size=300 --band '<=5%' --json
+      reindex measure --from-git ../peps --paths 'peps/*.rst' --limit 50
+      reindex measure --pairs revisions.parquet --lang en --queries queries.jsonl --corpus snapshot_new.parquet --pool 200
+    """
+    from reindex import api
+
+    def progress(line: str) -> None:
+        if not as_json:
+            click.echo(f"  {line}", err=True)
+
+    report, written = api.measure(
+        pairs=pairs, chunkers=chunkers, config_path=config_path, from_git=from_git, paths=paths, lang=lang, bands=bands,
+        limit=limit, calibrate=calibrate, target_median=target_median, queries=queries, corpus=corpus, cache=cache,
+        pool=pool, seed=seed, report_dir=report_dir, progress=progress,
+    )
+    if as_json:
+        _emit_json(report.as_dict())
+    else:
+        click.echo(_render_measure(report))
+    if written and not as_json:
+        click.echo("reports: " + ", ".join(str(p) for p in written))
+
+
+def _render_measure(r: Any) -> str:
+    lines = [f"R_c over {r.pairs} pairs ({', '.join(r.langs)}) from {r.source}; tokens of {r.tokenizer}"]
+    bands = ["<=5%", "5-20%", "20-50%", ">50%", "all"]
+    head = f"  {'chunker':<34} {'lang':<4} {'median tok':>10} " + " ".join(f"{b:>7}" for b in bands) + "  no-edit  fail"
+    lines.append(head)
+    for c in r.chunkers:
+        for lang in r.langs:
+            by = {b.band: b for b in c.bands if b.lang == lang}
+            cells = " ".join(f"{100 * by[b].rc_mean:6.1f}%" if b in by and by[b].rc_mean is not None else f"{'–':>7}" for b in bands)
+            med = c.median_by_lang.get(lang, 0.0)
+            lines.append(f"  {c.spec:<34} {lang:<4} {med:>10.0f} {cells}  {c.no_edit_rc:>7g}  {c.failures:>4}")
+        for x in c.retrieval:
+            lines.append(f"  {'':<34} {x.lang:<4} retrieval: evidence recall {100 * x.evidence_recall:.1f}%, Hit@5 "
+                         f"{100 * x.hit_at_5:.1f}%, MRR {x.mrr:.3f}, nDCG@5 {x.ndcg_at_5:.3f}" + (f" ({x.note})" if x.note else ""))
+    lines.append("  (mean of per-pair R_c by edit band; paired differences and intervals in --json / --report)")
+    for w in r.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
 def _render_summary(s: Any) -> str:
     lines = [
         f"{s.chunker}",

@@ -513,6 +513,8 @@ def _emit(lines: list[str], model: type[BaseModel], overrides: dict[str, Any], d
             lines.append(f"{pad}{fname}:")
             _emit(lines, sub, {}, depth + 1)
             continue
+        if fname == "kind" and not desc:
+            desc = (model.__doc__ or "").strip().splitlines()[0]
         lines.append(f"{pad}# [{half}] {desc}")
         lines.append(f"{pad}{fname}: {_yaml_scalar(value)}")
 

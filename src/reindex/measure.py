@@ -741,7 +741,7 @@ def length_warnings(reports: Sequence[ChunkerReport], tolerance: float = LENGTH_
     lo, hi = min(meds, key=lambda x: x[1]), max(meds, key=lambda x: x[1])
     if hi[1] > lo[1] * (1 + tolerance):
         return [f"chunk lengths are not matched: median {hi[1]:.0f} tokens ({hi[0]}) vs {lo[1]:.0f} ({lo[0]}), "
-                f"more than {tolerance:.0%} apart; R_c falls with chunk length, so compare with --calibrate"]
+                f"more than {tolerance:.0%} apart; R_c depends on chunk length, so compare with --calibrate"]
     return []
 
 
@@ -947,3 +947,37 @@ def write_measure_reports(report: MeasureReport, out_dir: str | Path) -> tuple[P
     paths[1].write_text(measure_markdown(report), encoding="utf-8")
     paths[2].write_text(measure_html(report), encoding="utf-8")
     return paths
+
+
+# --------------------------------------------------------------------------------------------
+# Configured chunkers: scaling for --calibrate
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_CHUNKERS = ("fixed", "recursive", "cdc", "paragraph", "anchored")
+
+
+def scale_chunker(cfg: Any, size: int) -> Any:
+    """``cfg`` with its size parameter set to ``size``: ``size`` for the token-window kinds (and
+    anchored's explicit ``cap`` scaled along), ``min``/``max``/``cap`` scaled together for cdc."""
+    from reindex.config import CHUNKER_KINDS
+
+    model = type(cfg)
+    data = cfg.model_dump()
+    if cfg.kind == "cdc":
+        f = size / cfg.max
+        data.update(min=max(1, round(cfg.min * f)), max=size, cap=max(size, round(cfg.cap * f)))
+    elif "size" in model.model_fields and cfg.kind != "sentence":
+        if getattr(cfg, "cap", None) is not None:
+            data["cap"] = max(size, round(cfg.cap * size / cfg.size))
+        data["size"] = size
+    else:
+        raise ChunkerError(
+            f"--calibrate cannot scale {cfg.kind} chunkers (no size parameter); calibratable kinds: "
+            f"{', '.join(k for k in sorted(CHUNKER_KINDS) if k != 'sentence')}"
+        )
+    return model.model_validate(data)
+
+
+def size_of(cfg: Any) -> int:
+    """The value --calibrate searches over (``max`` for cdc, ``size`` otherwise)."""
+    return int(cfg.max if cfg.kind == "cdc" else cfg.size)

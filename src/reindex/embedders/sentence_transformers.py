@@ -19,13 +19,26 @@ _CACHE: dict[tuple[str, str], object] = {}
 def _load(path: str, precision: str):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     with _LOCK:
         key = (path, precision)
         if key not in _CACHE:
             try:
+                import warnings
+
                 from sentence_transformers import SentenceTransformer
 
-                model = SentenceTransformer(path, device="cpu", local_files_only=True)
+                try:
+                    from transformers.utils import logging as hf_logging
+
+                    hf_logging.disable_progress_bar()
+                    hf_logging.set_verbosity_error()
+                except ImportError:  # pragma: no cover - older transformers
+                    pass
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", FutureWarning)
+                    model = SentenceTransformer(path, device="cpu", local_files_only=True)
             except Exception as err:  # noqa: BLE001 - any load failure is one clear line
                 raise ModelError(f"cannot load sentence-transformers model from {path}: {err}".splitlines()[0]) from None
             if precision == "float16":
@@ -51,7 +64,8 @@ class SentenceTransformerEmbedder:
             limit = min(limit, vector.max_tokens + 2) if limit else vector.max_tokens + 2
             self.model.max_seq_length = limit
         self.max_tokens = limit - 2 if limit else None  # [CLS] and [SEP]
-        dim = self.model.get_sentence_embedding_dimension()
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        dim = get_dim()
         if dim != vector.dimension:
             raise ConfigError(f"vector.dimension is {vector.dimension} but model {vector.model} makes {dim}-dimensional vectors")
         self.dimension = dim
