@@ -65,6 +65,7 @@ TEXT_MUTATIONS = {
         {"kind": "markdown"},
         {"kind": "sentence"},
         {"kind": "fixed_chars"},
+        {"kind": "anchored", "size": 200},
     ],
     "tokenizer": ["whitespace", "char", "/models/other"],
     "tokenizer_revision": ["sha256:other"],
