@@ -15,6 +15,7 @@ from reindex.config import (
     CdcChunkerConfig,
     CostConfig,
     CutoverConfig,
+    EmbedConfig,
     NormaliserConfig,
     PipelineConfig,
     SlidingChunkerConfig,
@@ -91,6 +92,7 @@ OPERATIONAL_MUTATIONS = {
     "approval": [ApprovalConfig(pipeline_scoped=False, max_usd=100)],
     "apply": [ApplyConfig(shards=4, embed_batch_size=8)],
     "cutover": [CutoverConfig(k=5, min_overlap=0.9, retention_days=1)],
+    "embed": [EmbedConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY", max_tokens_per_minute=1000)],
 }
 
 

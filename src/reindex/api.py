@@ -365,7 +365,7 @@ def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, se
         raise SourceError(f"{cfg.source.uri}: no chunks to calibrate on")
     rng = random.Random(seed)
     picked = rng.sample(texts, min(chunks, len(texts)))
-    emb = make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size)
+    emb = make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
     emb.embed(picked[: min(8, len(picked))])  # warm-up: first-call allocation is not throughput
     t0 = time.perf_counter()
     res = emb.embed(picked)
@@ -639,7 +639,7 @@ def apply_plan(
             now = time.time()
             write_population(state, PopulationRecord(cfg.index, target, cfg.model_dump(mode="json"), ident.as_dict(),
                                                      "building", rec.created_at if rec else now, now))
-        embedder = make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size)
+        embedder = make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
         phases["setup"] = time.perf_counter() - t
         ctx = execution.ApplyContext(
             index=cfg.index, cfg=cfg, identity=ident, target=target, old=None if in_place else old,
@@ -811,7 +811,7 @@ def cutover(
         if current is None:
             co.check_names(store, cfg.index)
         kk = k or cfg.cutover.k
-        new_emb = make_embedder(cfg.vector)
+        new_emb = make_embedder(cfg.vector, options=cfg.embed)
         embed_new = lambda texts: new_emb.embed(texts).vectors  # noqa: E731
         evaluation = None
         query_source = "none (initial build: no old population to compare)"
@@ -831,7 +831,7 @@ def cutover(
                 embed_old = embed_new
                 vectors_note = "identical on both sides (same vector half)"
             else:
-                old_emb = make_embedder(old_cfg.vector)
+                old_emb = make_embedder(old_cfg.vector, options=old_cfg.embed)
                 embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
                 vectors_note = "each side embeds queries with its own model (the vector half changed)"
             evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=kk, seed=cfg.cutover.seed)

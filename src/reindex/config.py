@@ -316,6 +316,17 @@ class CostConfig(_OpModel):
     )
 
 
+class EmbedConfig(_OpModel):
+    """How to reach an OpenAI-compatible embedding API (provider ``openai``). The key comes from the
+    environment only."""
+
+    base_url: str = Field("https://api.openai.com/v1", description="API base URL (…/v1); any OpenAI-compatible server.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    max_tokens_per_minute: float | None = Field(None, gt=0, description="Client-side rate limit in tokens per minute.")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
+    max_retries: int = Field(5, ge=0, description="Retries of a request on connection errors, timeouts, 429 and 5xx.")
+
+
 class ApprovalConfig(_OpModel):
     """Which plans need a recorded approval before apply."""
 
@@ -364,6 +375,7 @@ class PipelineConfig(_Model):
     cost: CostConfig = Field(default_factory=CostConfig, description="Prices and rates.")
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig, description="Approval policy.")
     apply: ApplyConfig = Field(default_factory=ApplyConfig, description="Apply settings.")
+    embed: EmbedConfig = Field(default_factory=EmbedConfig, description="Embedding API access (provider openai).")
     cutover: CutoverConfig = Field(default_factory=CutoverConfig, description="Cutover gate and retention.")
 
     @field_validator("index")
@@ -481,7 +493,7 @@ def default_config_yaml(index: str = "docs", source: str = "./corpus") -> str:
     lines.append(f"# [operational] {top['source'].description}")
     lines.append("source:")
     _emit(lines, SourceConfig, {"uri": source}, 1)
-    for name in ("text", "vector", "store", "state", "cost", "approval", "apply", "cutover"):
+    for name in ("text", "vector", "store", "state", "cost", "approval", "apply", "embed", "cutover"):
         model = top[name].annotation
         lines.append(f"# [{field_half(model)}] {top[name].description}")
         lines.append(f"{name}:")

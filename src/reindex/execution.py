@@ -29,7 +29,7 @@ import numpy as np
 
 from reindex.config import PipelineConfig
 from reindex.embedders import Embedder
-from reindex.errors import ReindexError, TerminalError
+from reindex.errors import ReindexError, TerminalError, TransientError
 from reindex.identity import Identity
 from reindex.manifests import (
     ManifestRow,
@@ -48,6 +48,18 @@ from reindex.stores.objects import ObjectStore
 from reindex.stores.qdrant import Point, VectorStore
 
 DOC_BATCH = 32  # documents per store round trip
+RETRY_ATTEMPTS = 5
+
+
+def retry_transient(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``; on TransientError retry with exponential backoff and jitter, at most
+    RETRY_ATTEMPTS times. Safe for our store calls: upserts by deterministic id and deletes by id
+    can be repeated."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+    retrying = Retrying(retry=retry_if_exception_type(TransientError), reraise=True,
+                        wait=wait_exponential_jitter(initial=0.05, max=2.0), stop=stop_after_attempt(RETRY_ATTEMPTS))
+    return retrying(fn, *args, **kwargs)
 
 
 def shard_of(doc_id: str, shards: int) -> int:
@@ -168,7 +180,7 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult) -> dic
     for i in range(0, len(order), bs):
         batch = order[i : i + bs]
         with ctx.embed_lock:
-            res = ctx.embedder.embed(batch)
+            res = retry_transient(ctx.embedder.embed, batch)
         result.embedded += len(batch)
         result.tokens_embedded += sum(texts[t] for t in batch)
         result.truncated += res.truncated
@@ -195,7 +207,7 @@ def _sync_batch(
     new_ids = [r.point_id for recs in records.values() for r in recs]
     vectors: dict[str, Any] = {}  # fingerprint → vector
     if new_ids:
-        for p in ctx.store.retrieve(ctx.target, new_ids, with_vectors=True):
+        for p in retry_transient(ctx.store.retrieve, ctx.target, new_ids, with_vectors=True):
             vectors[p.payload["fingerprint"]] = p.vector
     result.reused_target += sum(1 for recs in records.values() for r in recs if r.fingerprint in vectors)
     # Same-document reuse from the old population, by point id (never a filtered scan).
@@ -205,7 +217,7 @@ def _sync_batch(
             need = {r.fingerprint for r in recs if r.fingerprint not in vectors}
             wanted += [row.point_id for row in old_rows.get(doc_id, ()) if row.fingerprint in need]
         if wanted:
-            found = ctx.store.retrieve(ctx.old, sorted(set(wanted)), with_vectors=True)
+            found = retry_transient(ctx.store.retrieve, ctx.old, sorted(set(wanted)), with_vectors=True)
             before = set(vectors)
             for p in found:
                 vectors.setdefault(p.payload["fingerprint"], p.vector)
@@ -225,7 +237,7 @@ def _sync_batch(
     ]
     crashpoint("before-upsert")
     if points:
-        ctx.store.upsert(ctx.target, points)
+        retry_transient(ctx.store.upsert, ctx.target, points)
     crashpoint("after-upsert")
     result.chunks += len(points)
     result.documents += len(records)
@@ -233,7 +245,7 @@ def _sync_batch(
     keep = set(new_ids)
     stale = [row.point_id for doc_id in records for row in old_rows.get(doc_id, ()) if row.point_id not in keep]
     if ctx.in_place and stale:
-        ctx.store.delete_points(ctx.target, stale)
+        retry_transient(ctx.store.delete_points, ctx.target, stale)
         result.deleted += len(stale)
     ctx.emit(kind="documents", documents=len(records), chunks=len(points))
     return [
@@ -270,7 +282,7 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
         # Documents that are gone from the source: delete all their points.
         gone = [pid for d in removed if shard_of(d, ctx.shards) == shard for pid in (r.point_id for r in part_rows.get(d, ()))]
         if gone:
-            ctx.store.delete_points(ctx.target, gone)
+            retry_transient(ctx.store.delete_points, ctx.target, gone)
             result.deleted += len(gone)
         result.removed_documents = sum(1 for d in removed if shard_of(d, ctx.shards) == shard and d in part_rows)
         touched = {r.doc_id for r in rows} | set(removed) | set(only or ())
