@@ -422,16 +422,14 @@ def test_prefect_flow_retries_transient_faults_to_the_same_build(
     ws = Workspace(tmp_path / "flaky")
     ws.build_live()
     plan, path = ws.planned_change(size=120)
-    faults = _Faults(seed=3)
+    faults = _Faults(seed=0)  # 4 of 33 calls fail: 3 embeds, 1 store call whose reply is lost
     real_store_for, real_make = api.vector_store_for, embedders.make_embedder
     monkeypatch.setattr(api, "vector_store_for", lambda cfg: _FlakyStore(real_store_for(cfg), faults))
     monkeypatch.setattr(embedders, "make_embedder", lambda *a, **kw: _FlakyEmbedder(real_make(*a, **kw), faults))
     monkeypatch.setenv("REINDEX_SHARD_WORKERS", "4")
 
-    t0 = time.perf_counter()
     r = ws.apply(path, use_prefect=True)
     monkeypatch.undo()
-    print('FAULTS', faults.raised, faults.calls, time.perf_counter() - t0)
 
     assert faults.raised["embed"] > 0 and faults.raised["store-before"] + faults.raised["store-after"] > 0, faults.raised
     n_raised = sum(faults.raised.values())

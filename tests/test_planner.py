@@ -241,3 +241,19 @@ def test_estimate_cli_golden_seed_001() -> None:
     assert round(d["tokens_full_reembed"] / 1e9, 3) == 13.862 and round(d["tokens_to_embed"] / 1e9, 3) == 13.430
     assert d["usd"] == 268.59 and d["hours"] == 63.95 and round(d["peak_vectors"] / 1e6, 2) == 85.36
     assert round(d["chunks_no_overlap"] / 1e6, 2) == 48.16 and round(d["tail_chunks"] / 1e6, 2) == 24.64
+
+
+def test_calibrate_records_a_rate_that_plans_then_use(small: dict[str, Path]) -> None:
+    cfg = small["tmp"] / "cal.yaml"
+    cfg.write_text(small["cfg"].read_text().replace("vector: {revision: test-rev}", "vector: {provider: hash}"))
+    plan, _ = api.make_plan(cfg, out=None)
+    assert plan.body["cost"]["rate_source"] == "default"
+    result = api.calibrate(cfg, chunks=4)
+    assert result["chunks"] == 4 and result["tokens_per_minute"] > 0
+    plan, _ = api.make_plan(cfg, out=None)
+    assert plan.body["cost"]["rate_source"] == "calibration"
+    assert plan.body["cost"]["tokens_per_minute"] == result["tokens_per_minute"]
+    # A configured rate wins over the calibration.
+    cfg.write_text(cfg.read_text() + "cost: {tokens_per_minute: 1234}\n")
+    plan, _ = api.make_plan(cfg, out=None)
+    assert plan.body["cost"]["rate_source"] == "config" and plan.body["cost"]["tokens_per_minute"] == 1234

@@ -1061,3 +1061,69 @@ def _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, se
         ),
     }
     return m.with_retrieval(report, per_chunker, info)
+
+
+# --------------------------------------------------------------------------------------------
+# deploy / serve (Prefect deployments of the sync, reindex and gc flows)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeployResult:
+    """What `reindex deploy` created and the commands that come next."""
+
+    index: str
+    config: str
+    pool: str | None
+    deployments: tuple[str, ...]
+    concurrency_limit: str
+    next_commands: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        return {"index": self.index, "config": self.config, "pool": self.pool, "deployments": list(self.deployments),
+                "concurrency_limit": self.concurrency_limit, "next_commands": list(self.next_commands)}
+
+
+def _deploy_inputs(config_path: str | Path, plans_dir: str | Path | None) -> tuple[str, str, str]:
+    p = Path(config_path).resolve()
+    cfg = load_resolved(p)
+    return str(p), cfg.index, str(Path(plans_dir).resolve() if plans_dir else p.parent / "plans")
+
+
+def deploy(config_path: str | Path = DEFAULT_CONFIG, *, pool: str = "reindex", plans_dir: str | Path | None = None,
+           timezone: str = "UTC", task_runner: str = "threads", schedules: bool = True) -> DeployResult:
+    """Create (or update) the reindex-sync, reindex-reindex and reindex-gc deployments of one index
+    on a process work pool of the Prefect API in PREFECT_API_URL."""
+    from reindex import orchestration as orch
+
+    config, index, plans = _deploy_inputs(config_path, plans_dir)
+    crons = {} if schedules else {"sync_cron": None, "reindex_cron": None, "gc_cron": None}
+    names = orch.deploy_flows(config, index, plans, pool, timezone=timezone, task_runner=task_runner, **crons)
+    nxt = (
+        f"prefect worker start --pool {pool}",
+        f"prefect deployment run 'reindex-reindex/{index}'",
+        f"prefect deployment run 'reindex-sync/{index}'",
+        "prefect server start   # if no server runs yet; the UI shows paused runs under Flow Runs",
+    )
+    return DeployResult(index, config, pool, tuple(names), orch.index_limit_name(index), nxt)
+
+
+def serve_plan(config_path: str | Path = DEFAULT_CONFIG, *, plans_dir: str | Path | None = None,
+               timezone: str = "UTC", task_runner: str = "threads") -> DeployResult:
+    """What `reindex serve` will serve (no side effects)."""
+    from reindex import orchestration as orch
+
+    config, index, _ = _deploy_inputs(config_path, plans_dir)
+    names = tuple(f"{f}/{index}" for f in ("reindex-sync", "reindex-reindex", "reindex-gc"))
+    nxt = (f"prefect deployment run 'reindex-reindex/{index}'   # in another shell",
+           f"prefect deployment run 'reindex-sync/{index}'")
+    return DeployResult(index, config, None, names, orch.index_limit_name(index), nxt)
+
+
+def serve(config_path: str | Path = DEFAULT_CONFIG, *, plans_dir: str | Path | None = None, timezone: str = "UTC",
+          task_runner: str = "threads") -> None:
+    """Serve the three deployments of one index from this process until interrupted."""
+    from reindex import orchestration as orch
+
+    config, index, plans = _deploy_inputs(config_path, plans_dir)
+    orch.serve_flows(config, index, plans, timezone=timezone, task_runner=task_runner)

@@ -684,6 +684,70 @@ def _render_measure(r: Any) -> str:
     return "\n".join(lines)
 
 
+TASK_RUNNER_OPTION = click.option(
+    "--task-runner", default="threads", show_default=True, metavar="SPEC",
+    help="How apply runs shards: threads, threads:N, dask (local threads), dask-processes[:N] or dask:tcp://HOST:PORT "
+         "(process and remote Dask need a Qdrant server).",
+)
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--pool", default="reindex", show_default=True, help="Prefect process work pool (created if missing).")
+@click.option("--plans-dir", default=None, help="Plans folder (default: plans/ beside the config).")
+@click.option("--timezone", default="UTC", show_default=True, help="Time zone of the schedules (IANA name).")
+@TASK_RUNNER_OPTION
+@click.option("--no-schedules", is_flag=True, help="Create the deployments without schedules (run them by hand).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def deploy(config_path: str, pool: str, plans_dir: str | None, timezone: str, task_runner: str, no_schedules: bool,
+           as_json: bool) -> None:
+    """Create Prefect deployments (hourly sync, weekly reindex, daily gc) for the config's index.
+
+    Talks to the Prefect API in PREFECT_API_URL; prints the commands that come next.
+
+    \b
+    Example:
+      PREFECT_API_URL=http://127.0.0.1:4200/api reindex deploy -c reindex.yaml --pool reindex
+    """
+    from reindex import api
+
+    r = api.deploy(config_path, pool=pool, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner,
+                   schedules=not no_schedules)
+    if as_json:
+        _emit_json(r.as_dict())
+        return
+    click.echo(f"deployed for index {r.index} ({r.config}) on work pool {r.pool}:")
+    for name in r.deployments:
+        click.echo(f"  {name}")
+    click.echo(f"runs of {r.index} never overlap (global concurrency limit {r.concurrency_limit}, 1 slot)")
+    click.echo("next:")
+    for cmd in r.next_commands:
+        click.echo(f"  {cmd}")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--plans-dir", default=None, help="Plans folder (default: plans/ beside the config).")
+@click.option("--timezone", default="UTC", show_default=True, help="Time zone of the schedules (IANA name).")
+@TASK_RUNNER_OPTION
+def serve(config_path: str, plans_dir: str | None, timezone: str, task_runner: str) -> None:
+    """Serve the sync, reindex and gc flows of the config's index from this process (no worker needed).
+
+    Runs until Ctrl-C. Scheduled runs start here; paused runs wait for approval in the Prefect UI.
+
+    \b
+    Example:
+      reindex serve -c reindex.yaml
+    """
+    from reindex import api
+
+    r = api.serve_plan(config_path, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner)
+    click.echo(f"serving {', '.join(r.deployments)} (Ctrl-C stops); next, in another shell:")
+    for cmd in r.next_commands:
+        click.echo(f"  {cmd}")
+    api.serve(config_path, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner)
+
+
 def _render_summary(s: Any) -> str:
     lines = [
         f"{s.chunker}",

@@ -109,6 +109,520 @@ def run_apply(ctx: execution.ApplyContext, shards: list[int], *, only: list[str]
     key = f"{ctx.run}-{os.getpid()}-{threading.get_ident()}"
     register(key, ctx)
     try:
-        return apply_flow(key, shards, only, removed)
+        # The default is apply_flow itself; a task runner chosen by using_task_runner() or
+        # REINDEX_TASK_RUNNER (threads | dask | dask:ADDRESS) swaps only the runner.
+        return selected_apply_flow()(key, shards, only, removed)
     finally:
         unregister(key)
+
+
+# ============================================================================================
+# Scheduled flows (issue 7): reindex-sync, reindex-reindex, reindex-gc, their deployments, and
+# the task-runner option for apply. Tasks stay thin: one api call each. Heavy work runs through
+# api.apply_plan, whose ``reindex-apply`` flow becomes a child flow run of these flows (same API,
+# never a nested ephemeral server).
+# ============================================================================================
+
+import contextlib  # noqa: E402
+import contextvars  # noqa: E402
+import datetime as _dt  # noqa: E402
+import re  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from prefect import pause_flow_run, resume_flow_run  # noqa: E402
+from prefect.artifacts import create_link_artifact, create_table_artifact  # noqa: E402
+from prefect.exceptions import FlowPauseTimeout  # noqa: E402
+from prefect.input import RunInput  # noqa: E402
+
+INDEX_LIMIT_PREFIX = "reindex-index-"
+DEFAULT_APPROVAL_TIMEOUT_S = 7 * 86400
+# Prefect fails a run whose pause outlives its timeout; our own deadline rejects it first.
+_PAUSE_MARGIN_S = 300
+_TASK_RUNNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("reindex_task_runner", default=None)
+
+
+class ApprovalInput(RunInput):
+    """The form a paused ``reindex-reindex`` (or ``reindex-sync``) run shows in the Prefect UI."""
+
+    approve: bool
+    approver: str
+    reason: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# Task runners for apply: threads (default) or Dask
+# --------------------------------------------------------------------------------------------
+
+
+def make_task_runner(spec: str | None) -> Any:
+    """``threads`` | ``threads:N`` | ``dask`` (local cluster of threads) | ``dask-processes[:N]``
+    (local cluster of processes; needs a Qdrant server) | ``dask:tcp://host:8786`` (an existing
+    cluster; needs a Qdrant server and shared state)."""
+    spec = (spec or "threads").strip()
+    if spec == "threads" or spec.startswith("threads:"):
+        n = int(spec.split(":", 1)[1]) if ":" in spec else int(os.environ.get("REINDEX_SHARD_WORKERS", "4"))
+        return ThreadPoolTaskRunner(max_workers=n)
+    if spec == "dask" or spec.startswith(("dask:", "dask-processes")):
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError:
+            from reindex.errors import ConfigError
+
+            raise ConfigError(f"task runner {spec!r} needs prefect-dask: pip install prefect-dask") from None
+        if spec.startswith("dask:"):
+            return DaskTaskRunner(address=spec.split(":", 1)[1])
+        if spec.startswith("dask-processes"):
+            n = int(spec.split(":", 1)[1]) if ":" in spec else 2
+            return DaskTaskRunner(cluster_kwargs={"n_workers": n, "processes": True})
+        return DaskTaskRunner(cluster_kwargs={"processes": False, "n_workers": 1,
+                                              "threads_per_worker": int(os.environ.get("REINDEX_SHARD_WORKERS", "4"))})
+    from reindex.errors import ConfigError
+
+    raise ConfigError(f"task runner {spec!r}: expected threads, threads:N, dask, dask-processes[:N] or dask:ADDRESS")
+
+
+@contextlib.contextmanager
+def using_task_runner(spec: str | None):
+    """Run applies started in this context with the task runner ``spec`` (see make_task_runner)."""
+    token = _TASK_RUNNER.set(spec)
+    try:
+        yield
+    finally:
+        _TASK_RUNNER.reset(token)
+
+
+def selected_apply_flow() -> Any:
+    """``apply_flow`` with the task runner chosen by using_task_runner / REINDEX_TASK_RUNNER, if any."""
+    spec = _TASK_RUNNER.get() or os.environ.get("REINDEX_TASK_RUNNER")
+    return apply_flow if not spec else apply_flow.with_options(task_runner=make_task_runner(spec))
+
+
+# --------------------------------------------------------------------------------------------
+# One run per index: a global concurrency limit named after the index
+# --------------------------------------------------------------------------------------------
+
+
+def index_limit_name(index: str) -> str:
+    """The global concurrency limit that serialises runs of one index (``reindex-index-<index>``)."""
+    return INDEX_LIMIT_PREFIX + index
+
+
+def ensure_index_limit(index: str) -> str:
+    """Create the index's global concurrency limit (1 slot) if it does not exist."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+    name = index_limit_name(index)
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_global_concurrency_limit_by_name(name)
+        except ObjectNotFound:
+            with contextlib.suppress(ObjectAlreadyExists):
+                client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+    return name
+
+
+@contextlib.contextmanager
+def index_slot(index: str, timeout_s: float | None = None):
+    """Hold the index's single slot (waiting at most ``timeout_s``; None = as long as it takes)."""
+    from prefect.concurrency.sync import concurrency
+
+    name = ensure_index_limit(index)
+    with concurrency(name, occupy=1, timeout_seconds=timeout_s, strict=True):
+        yield
+
+
+# --------------------------------------------------------------------------------------------
+# Thin tasks
+# --------------------------------------------------------------------------------------------
+
+_TASK_OPTS: dict[str, Any] = dict(cache_policy=NO_CACHE, persist_result=False)
+
+
+@task(name="plan", retries=2, retry_delay_seconds=[2, 8], retry_condition_fn=_transient_only, **_TASK_OPTS)
+def plan_task(config: str, plans_dir: str) -> str:
+    """Plan the config against the live population; returns the plan file."""
+    from reindex import api
+
+    _, path = api.make_plan(config, out=plans_dir)
+    return str(path)
+
+
+@task(name="publish-plan", **_TASK_OPTS)
+def publish_task(plan_path: str) -> str:
+    """Publish the plan as Markdown, table and link artifacts; returns the approval description."""
+    from reindex import api
+    from reindex.reports import plan_markdown
+
+    plan = api.show_plan(plan_path)
+    key = _artifact_key("reindex-plan", plan.index)
+    create_markdown_artifact(key=key, markdown=plan_markdown(plan), description=f"reindex plan {plan.plan_hash[:12]}")
+    create_table_artifact(key=key + "-numbers", table=plan_numbers(plan), description="reindex plan: key numbers")
+    html = Path(plan_path).with_suffix(".html")
+    if html.is_file():
+        create_link_artifact(key=key + "-report", link=html.resolve().as_uri(), link_text=html.name,
+                             description="reindex plan: the HTML report (a path on the worker's disk)")
+    return approval_description(plan, plan_path)
+
+
+@task(name="record-approval", **_TASK_OPTS)
+def record_approval_task(plan_path: str, config: str, approver: str, note: str) -> str:
+    """Write the same approval record `reindex approve` writes; returns its path."""
+    from reindex import api
+
+    _, path = api.approve_plan(plan_path, approver, note, config_path=config)
+    return str(path)
+
+
+@task(name="cutover", **_TASK_OPTS)
+def cutover_task(plan_path: str, config: str) -> dict:
+    """Evaluate old vs new, gate, and swap the alias on pass."""
+    from reindex import api
+
+    return api.cutover(plan_path, config).as_dict()
+
+
+@task(name="gc", **_TASK_OPTS)
+def gc_task(config: str, older_than: str | None, dry_run: bool) -> list[dict]:
+    """Delete retired populations past retention."""
+    from reindex import api
+
+    return api.gc(config, older_than=older_than, dry_run=dry_run)
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers (pure)
+# --------------------------------------------------------------------------------------------
+
+
+def _artifact_key(prefix: str, index: str) -> str:
+    return f"{prefix}-{re.sub(r'[^a-z0-9-]+', '-', index.lower())}".strip("-")
+
+
+def _si(n: float) -> str:
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.1f}{unit}"
+    return f"{n:,.0f}"
+
+
+def _bytes(n: float) -> str:
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def plan_numbers(plan: Any) -> list[dict]:
+    """The key numbers of a plan as table rows (quantity, value)."""
+    w, c = plan.body["work"], plan.body["cost"]
+    peak = c["footprint"]["peak"]
+    rows = [
+        ("kind", plan.kind), ("plan", plan.plan_hash[:12]),
+        ("chunks old → new", f"{w['chunks_old']:,} → {w['chunks_new']:,}"),
+        ("chunks reused", f"{w['chunks_reused']:,}"), ("chunks to embed", f"{w['chunks_to_embed']:,}"),
+        ("tokens to embed", f"{w['tokens_to_embed']:,}"), ("cost (USD)", f"{c['usd']:.4f}"),
+        ("hours", f"{c['hours']:.3f}"), ("peak vectors", f"{c['peak_vectors']:,}"),
+        ("peak disk bytes", f"{peak['disk_bytes']:,}"), ("peak RAM bytes", f"{peak['ram_bytes']:,}"),
+        ("approval required", str(plan.body["approval"]["required"]).lower()),
+    ]
+    return [{"quantity": k, "value": v} for k, v in rows]
+
+
+def approval_description(plan: Any, plan_path: str, deadline: _dt.datetime | None = None) -> str:
+    """The Markdown shown above the approval form: what is asked, peak footprint, tokens, $, hours."""
+    w, c = plan.body["work"], plan.body["cost"]
+    peak = c["footprint"]["peak"]
+    reasons = "; ".join(plan.body["approval"]["reasons"]) or "policy"
+    lines = [
+        f"### Approve `{plan.kind}` reindex of `{plan.index}` (plan `{plan.plan_hash[:12]}`)",
+        "",
+        f"- **Peak footprint:** {c['peak_vectors']:,} vectors ({_si(c['peak_vectors'])}), "
+        f"{_bytes(peak['disk_bytes'])} disk / {_bytes(peak['ram_bytes'])} RAM while both populations exist",
+        f"- **Tokens to embed:** {w['tokens_to_embed']:,} ({w['chunks_to_embed']:,} of {w['chunks_new']:,} chunks; "
+        f"{w['chunks_reused']:,} reused)",
+        f"- **Cost:** ${c['usd']:,.4f}",
+        f"- **Time:** {c['hours']:,.3f} hours of embedding",
+        f"- **Why approval:** {reasons}",
+        f"- **Plan:** `{plan_path}` (report: `{Path(plan_path).with_suffix('.html')}`)",
+        "",
+        "Set **approve** to true and put your name in **approver** to build, cut over and schedule gc; "
+        "false rejects the plan and nothing changes.",
+    ]
+    if deadline is not None:
+        lines.append(f"Without a decision by {deadline:%Y-%m-%d %H:%M} UTC the plan is rejected automatically.")
+    return "\n".join(lines)
+
+
+def _flow_run_id() -> str | None:
+    from prefect.runtime import flow_run
+
+    return flow_run.id
+
+
+def _deployment_id() -> str | None:
+    from prefect.runtime import deployment
+
+    return deployment.id
+
+
+def _resolve(config: str, index: str | None, plans_dir: str | None) -> tuple[str, str, str]:
+    """Absolute config path, the index (checked against the config) and the plans folder."""
+    from reindex import api
+    from reindex.errors import ConfigError
+
+    cfg_path = Path(config).resolve()
+    cfg = api.load_resolved(cfg_path)
+    if index is not None and index != cfg.index:
+        raise ConfigError(f"parameter index={index!r} but {cfg_path} is for index {cfg.index!r}")
+    plans = Path(plans_dir).resolve() if plans_dir else cfg_path.parent / "plans"
+    return str(cfg_path), cfg.index, str(plans)
+
+
+def _auto_reject(flow_run_id: str, at: float, done: threading.Event, timeout_s: int) -> None:
+    """At the approval deadline, resume the paused run with a rejection (unless it was decided)."""
+    if done.wait(max(0.0, at - __import__("time").time())):
+        return
+    with contextlib.suppress(Exception):  # already resumed, or the run went away: nothing to do
+        resume_flow_run(flow_run_id, run_input={
+            "approve": False, "approver": "reindex (deadline)",
+            "reason": f"no decision within {timeout_s} s"})
+
+
+def _ask_approval(plan: Any, plan_path: str, timeout_s: int, poll_s: int) -> ApprovalInput | None:
+    """Pause the run until someone fills in the approval form; None if Prefect's pause timed out."""
+    import time
+
+    deadline = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=timeout_s)
+    form = ApprovalInput.with_initial_data(description=approval_description(plan, plan_path, deadline),
+                                           approve=False, approver="")
+    done = threading.Event()
+    run_id = _flow_run_id()
+    if run_id:
+        threading.Thread(target=_auto_reject, args=(run_id, time.time() + timeout_s, done, timeout_s),
+                         daemon=True, name="reindex-approval-deadline").start()
+    try:
+        return pause_flow_run(wait_for_input=form, timeout=timeout_s + _PAUSE_MARGIN_S, poll_interval=poll_s)
+    except FlowPauseTimeout:
+        return None
+    finally:
+        done.set()
+
+
+def _schedule_gc(config: str, index: str, plans_dir: str, gc_deployment: str | None) -> dict:
+    """Create a ``reindex-gc`` run at now + retention when deployed; else record the intended time."""
+    from reindex import api
+
+    cfg = api.load_resolved(config)
+    when = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(days=cfg.cutover.retention_days, minutes=1)
+    name = gc_deployment or f"reindex-gc/{index}"
+    out = {"at": when.isoformat(timespec="seconds"), "deployment": name, "flow_run_id": None,
+           "note": "no deployment context: run `reindex gc` after this time"}
+    if _deployment_id() is None:
+        return out
+    from prefect.deployments import run_deployment
+
+    try:
+        fr = run_deployment(name, parameters={"config": config, "index": index, "plans_dir": plans_dir},
+                            scheduled_time=when, timeout=0, as_subflow=False)
+    except Exception as err:  # noqa: BLE001 - gc is best effort; the retired population waits
+        out["note"] = f"could not schedule {name}: {type(err).__name__}: {err}".splitlines()[0]
+        return out
+    out.update(flow_run_id=str(fr.id), note="scheduled")
+    return out
+
+
+def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: str,
+               gc_deployment: str | None) -> dict:
+    """Apply an (approved) plan; for a new population also cut over and schedule gc."""
+    from reindex import api
+    from reindex.errors import ReindexError
+
+    logger = get_run_logger()
+    applied = api.apply_plan(plan_path, config)
+    if applied.status == "failed":
+        raise ReindexError(f"apply of {plan_path} failed: {len(applied.report['failures'])} failures; "
+                           f"see {applied.report_path}; run the flow again to resume")
+    out: dict[str, Any] = {"plan": plan_path, "kind": kind, "apply": applied.status, "collection": applied.collection}
+    if kind == "document-scoped":
+        logger.info("synced %s in place (%s)", applied.collection, applied.status)
+        return out
+    cut = cutover_task(plan_path, config)
+    out["cutover"] = {"passed": cut["passed"], "swap": cut["swap"], "report": cut["report_path"]}
+    if not cut["swap"]:
+        failed = [r for r in cut["rules"] if not r["passed"]]
+        raise ReindexError(f"cutover gate failed for {cut['shadow']}: "
+                           + "; ".join(f"{r['rule']}: {r['detail']}" for r in failed)
+                           + f"; the alias was not moved (report: {cut['report_path']})")
+    out["gc"] = _schedule_gc(config, index, plans_dir, gc_deployment)
+    logger.info("alias %s now serves %s; gc %s at %s", index, applied.collection, out["gc"]["note"], out["gc"]["at"])
+    return out
+
+
+def _review(plan_path: str, config: str, index: str, plans_dir: str, timeout_s: int, poll_s: int,
+            gc_deployment: str | None) -> dict:
+    """Publish the plan, pause for approval, and on approval record it and carry the plan out."""
+    from reindex import api
+
+    logger = get_run_logger()
+    plan = api.show_plan(plan_path)
+    publish_task(plan_path)
+    decision = _ask_approval(plan, plan_path, timeout_s, poll_s)
+    if decision is None or not decision.approve:
+        who = decision.approver if decision else "nobody"
+        why = (decision.reason if decision else f"the pause timed out after {timeout_s} s") or "no reason given"
+        msg = f"plan {plan.plan_hash[:12]} rejected by {who} ({why}); nothing changed"
+        logger.warning(msg)
+        _result_artifact(index, msg)
+        return {"plan": plan_path, "kind": plan.kind, "status": "rejected", "by": who, "reason": why, "message": msg}
+    note = f"{decision.reason} (Prefect flow run {_flow_run_id()})".strip()
+    record_approval_task(plan_path, config, decision.approver, note)
+    logger.info("plan %s approved by %s", plan.plan_hash[:12], decision.approver)
+    out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment)
+    out.update(status="done", approved_by=decision.approver)
+    return out
+
+
+def _result_artifact(index: str, text: str) -> None:
+    create_markdown_artifact(key=_artifact_key("reindex-result", index), markdown=text,
+                             description="reindex: what this run did")
+
+
+# --------------------------------------------------------------------------------------------
+# The flows
+# --------------------------------------------------------------------------------------------
+
+
+@flow(name="reindex-reindex", persist_result=False, log_prints=False)
+def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir: str | None = None,
+                 approval_timeout_s: int = DEFAULT_APPROVAL_TIMEOUT_S, poll_interval_s: int = 10,
+                 task_runner: str = "threads", gc_deployment: str | None = None) -> dict:
+    """Plan against the live index, ask a human (Prefect pause with an approval form), then apply,
+    cut over and schedule gc. One run per index at a time."""
+    config, index, plans_dir = _resolve(config, index, plans_dir)
+    with index_slot(index), using_task_runner(task_runner):
+        plan_path = plan_task(config, plans_dir)
+        from reindex import api
+
+        plan = api.show_plan(plan_path)
+        if plan.kind == "none":
+            _result_artifact(index, f"Nothing to do: plan {plan.plan_hash[:12]} is `none`.")
+            return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
+        out = _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment)
+        if out["status"] == "done":
+            _result_artifact(index, f"Plan {plan.plan_hash[:12]} ({plan.kind}) approved by {out['approved_by']}: "
+                                    f"apply {out['apply']}, collection `{out['collection']}`.")
+        return out
+
+
+@flow(name="reindex-sync", persist_result=False, log_prints=False)
+def sync_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir: str | None = None,
+              approval_timeout_s: int = DEFAULT_APPROVAL_TIMEOUT_S, poll_interval_s: int = 10,
+              busy_timeout_s: float = 60.0, task_runner: str = "threads", gc_deployment: str | None = None) -> dict:
+    """Plan against the live index: nothing → done; document-scoped within the approval policy →
+    apply in place; anything else → pause for approval like reindex-reindex. Skips (and says so)
+    when another run holds the index for longer than ``busy_timeout_s``."""
+    from reindex import api
+
+    config, index, plans_dir = _resolve(config, index, plans_dir)
+    logger = get_run_logger()
+    try:
+        slot = index_slot(index, timeout_s=busy_timeout_s)
+        slot.__enter__()
+    except TimeoutError:
+        msg = (f"skipped: another run holds index {index!r} (concurrency limit {index_limit_name(index)}) "
+               f"for more than {busy_timeout_s:g} s; the next scheduled sync catches up")
+        logger.warning(msg)
+        return {"status": "skipped", "message": msg}
+    try:
+        with using_task_runner(task_runner):
+            plan_path = plan_task(config, plans_dir)
+            plan = api.show_plan(plan_path)
+            if plan.kind == "none":
+                return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
+            if plan.kind == "document-scoped" and not plan.body["approval"]["required"]:
+                out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment)
+                out["status"] = "done"
+                _result_artifact(index, f"Synced {len(plan.body['work']['affected_documents'])} changed and "
+                                        f"{len(plan.body['work']['removed_documents'])} removed documents in place "
+                                        f"(plan {plan.plan_hash[:12]}, within the approval policy).")
+                return out
+            return _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment)
+    finally:
+        slot.__exit__(None, None, None)
+
+
+@flow(name="reindex-gc", persist_result=False, log_prints=False)
+def gc_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir: str | None = None,
+            older_than: str | None = None, dry_run: bool = False) -> list[dict]:
+    """Delete retired populations past the retention window (never one an alias points at)."""
+    config, index, _ = _resolve(config, index, plans_dir)
+    with index_slot(index):
+        deleted = gc_task(config, older_than, dry_run)
+    _result_artifact(index, "gc: " + (", ".join(f"`{d.get('collection')}` {d.get('action', '')}" for d in deleted)
+                                      or "nothing past retention"))
+    return deleted
+
+
+# --------------------------------------------------------------------------------------------
+# Deployments: `reindex deploy` and `reindex serve`
+# --------------------------------------------------------------------------------------------
+
+SYNC_CRON = "0 * * * *"
+REINDEX_CRON = "0 3 * * 6"
+GC_CRON = "30 4 * * *"
+
+
+def deployment_specs(config: str, index: str, plans_dir: str, *, timezone: str = "UTC",
+                     sync_cron: str | None = SYNC_CRON, reindex_cron: str | None = REINDEX_CRON,
+                     gc_cron: str | None = GC_CRON, task_runner: str = "threads") -> list[Any]:
+    """RunnerDeployments of the three flows for one index (module entrypoints: no code storage)."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+    from prefect.deployments.runner import EntrypointType
+    from prefect.schedules import Cron
+
+    params = {"config": config, "index": index, "plans_dir": plans_dir}
+    limit = ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.ENQUEUE)
+    out = []
+    for fl, cron, extra in ((sync_flow, sync_cron, {"task_runner": task_runner}),
+                            (reindex_flow, reindex_cron, {"task_runner": task_runner}),
+                            (gc_flow, gc_cron, {})):
+        out.append(fl.to_deployment(
+            name=index, parameters={**params, **extra}, concurrency_limit=limit, tags=["reindex", f"index:{index}"],
+            schedules=[Cron(cron, timezone=timezone)] if cron else None,
+            entrypoint_type=EntrypointType.MODULE_PATH,
+            description=f"{fl.name} for index {index} ({config})",
+        ))
+    return out
+
+
+def deploy_flows(config: str, index: str, plans_dir: str, pool: str, **kw: Any) -> list[str]:
+    """Create the process work pool if missing, the index's concurrency limit, and the three
+    deployments; returns their names (``flow/deployment``)."""
+    from prefect import deploy
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists
+    from prefect.settings import PREFECT_API_URL
+
+    if not PREFECT_API_URL.value():
+        from reindex.errors import ConfigError
+
+        raise ConfigError("reindex deploy needs a Prefect server: start one with `prefect server start` and set "
+                          "PREFECT_API_URL=http://127.0.0.1:4200/api (or use `reindex serve`)")
+    with get_client(sync_client=True) as client:
+        with contextlib.suppress(ObjectAlreadyExists):
+            client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
+    ensure_index_limit(index)
+    specs = deployment_specs(config, index, plans_dir, **kw)
+    deploy(*specs, work_pool_name=pool, build=False, push=False, print_next_steps_message=False)
+    return [f"{fl}/{index}" for fl in ("reindex-sync", "reindex-reindex", "reindex-gc")]
+
+
+def serve_flows(config: str, index: str, plans_dir: str, **kw: Any) -> None:
+    """Serve the three deployments from this process until interrupted (no work pool, no worker)."""
+    from prefect import serve
+
+    ensure_index_limit(index)
+    serve(*deployment_specs(config, index, plans_dir, **kw), print_starting_message=False)

@@ -1,0 +1,132 @@
+"""Crash safety (invariant 2): a real ``reindex apply`` process SIGKILLs itself at a named point
+(``REINDEX_CRASH_AT``), a second run resumes it, and the result must equal an uninterrupted build in
+another folder: same point ids, vectors and payloads, same chunk manifest, no duplicates, nothing
+missing, and (where the killed run's vectors had reached the store) no text embedded twice.
+
+The change under test is a pipeline-scoped/text rebuild (recursive:size=150 → 120) of the 24-PEP
+sample with 4 shards, so shards reuse vectors from the live population as well as embed. The CLI
+runs the real Prefect flow against the session's Prefect test server (``PREFECT_API_URL``) with one
+shard worker, so "the n-th time a point is reached" is one well-defined moment."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from helpers_index import REINDEX_BIN, Snapshot, Workspace, prefect_api_url, read_log, subprocess_env
+from reindex.manifests import LockHeld, read_population
+
+
+@pytest.fixture(scope="module")
+def prefect_url(request: pytest.FixtureRequest) -> str:
+    return prefect_api_url(request.config)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The same change applied without interruption, in another folder, with its embed log."""
+    ws = Workspace(tmp_path_factory.mktemp("reference") / "ws")
+    ws.build_live()
+    plan, path = ws.planned_change(size=120)
+    log = ws.root / "embed.log"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("REINDEX_EMBED_LOG", str(log))
+        r = ws.apply(path)
+    assert r.status == "done" and r.report["actual"]["reused_from_old"] > 0
+    return {"plan": plan, "collection": r.collection, "snapshot": ws.snapshot(r.collection),
+            "log": read_log(log), "rows": ws.manifest_rows(r.collection)}
+
+
+def _cli_apply(ws: Workspace, path: Path, prefect_url: str, **env: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [str(REINDEX_BIN), "apply", str(path), "-c", str(ws.config), "--no-progress"],
+        cwd=ws.root, env=subprocess_env(PREFECT_API_URL=prefect_url, REINDEX_SHARD_WORKERS="1", **env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    proc.out, proc.err = proc.communicate(timeout=240)  # type: ignore[attr-defined]
+    return proc
+
+
+# (crash point, shard manifests written before the kill, resume through, no text embedded twice)
+SCENARIOS = [
+    # Shard 2's points are upserted (durably) but it has no manifest: the resumed shard finds them all.
+    pytest.param("after-upsert:2", 1, "cli", True, id="after-upsert"),
+    # Shard 3 upserted and was about to write its chunk-manifest part and shard manifest.
+    pytest.param("before-manifest:3", 2, "api", True, id="before-manifest"),
+    # Every shard is done; killed in catch-up, before the population is marked ready.
+    pytest.param("catch-up", 4, "api", True, id="catch-up"),
+    # Shard 2 embedded its misses but the batch never reached the store (what a kill inside the
+    # all-or-nothing upsert leaves): those texts, and only those, are embedded again.
+    pytest.param("before-upsert:2", 1, "api", False, id="before-upsert"),
+]
+
+
+@pytest.mark.parametrize("crash_at, manifests_before_kill, resume_with, exactly_once", SCENARIOS)
+def test_killed_apply_resumes_to_the_uninterrupted_build(
+    crash_at: str, manifests_before_kill: int, resume_with: str, exactly_once: bool,
+    tmp_path: Path, reference: dict, prefect_url: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ws = Workspace(tmp_path / "ws")
+    old = ws.build_live()
+    plan, path = ws.planned_change(size=120)
+    target = reference["collection"]
+    assert plan.body["identity"]["new"]["collection"] == target
+    crash_log, resume_log = tmp_path / "crash.log", tmp_path / "resume.log"
+
+    killed = _cli_apply(ws, path, prefect_url, REINDEX_CRASH_AT=crash_at, REINDEX_EMBED_LOG=str(crash_log))
+    assert killed.returncode == -signal.SIGKILL, f"exit {killed.returncode}\n{killed.out}\n{killed.err[-3000:]}"
+
+    # The kill really was mid-build: not done, not ready, exactly the expected shards finished.
+    state = ws.state()
+    assert not state.exists(f"indexes/docs/runs/{plan.plan_hash}/done.json")
+    assert read_population(state, "docs", target).state == "building"
+    manifests = [k for k in state.list(f"indexes/docs/populations/{target}/runs/{plan.plan_hash}/")]
+    assert len(manifests) == manifests_before_kill, manifests
+    assert ws.alias() == old
+
+    # The dead process still holds the index lock: a resume fails fast naming it, until the operator
+    # removes the lock as the message says (or it expires).
+    holder = json.loads(ws.lock_file.read_text())["owner"]
+    assert holder.split(":")[1] == str(killed.pid)
+    with pytest.raises(LockHeld, match=f"locked by {holder} "):
+        ws.apply(path)
+    ws.lock_file.unlink()
+
+    if resume_with == "cli":
+        resumed = _cli_apply(ws, path, prefect_url, REINDEX_EMBED_LOG=str(resume_log))
+        assert resumed.returncode == 0, f"{resumed.out}\n{resumed.err[-3000:]}"
+        report = json.loads(Path(str(path).removesuffix(".json") + ".run.json").read_text())
+    else:
+        monkeypatch.setenv("REINDEX_EMBED_LOG", str(resume_log))
+        r = ws.apply(path)
+        assert r.status == "done"
+        report = r.report
+    assert report["actual"]["shards_skipped"] == manifests_before_kill
+    assert report["failures"] == []
+    assert read_population(state, "docs", target).state == "ready"
+    assert ws.alias() == old, "apply must never move the alias"
+
+    snap: Snapshot = ws.snapshot(target)
+    snap.assert_same(reference["snapshot"])
+    assert ws.manifest_rows(target) == reference["rows"]
+
+    crashed, resumed_log, want = read_log(crash_log), read_log(resume_log), reference["log"]
+    assert sum(crashed.values()) > 0 or crash_at == "catch-up"
+    both = crashed + resumed_log
+    if exactly_once:
+        assert both == want, (
+            f"embedded {sum(both.values())} texts across the two runs, the uninterrupted build "
+            f"{sum(want.values())}; twice: {sum((both - want).values())}, never: {sum((want - both).values())}"
+        )
+    else:
+        assert not (want - both), "a text was never embedded"
+        again = both - want
+        assert again, "the lost batch should have been embedded again"
+        assert all(crashed[d] and resumed_log[d] for d in again), "only the killed batch may be embedded twice"
+        assert max(resumed_log.values()) <= max(want.values())
+    assert Counter(resumed_log) <= want
