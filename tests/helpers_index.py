@@ -20,7 +20,6 @@ import reindex
 from reindex import api
 
 SAMPLE = Path(reindex.__file__).resolve().parent / "sample"
-REPO = Path(__file__).resolve().parents[1]
 REINDEX_BIN = Path(sys.executable).with_name("reindex")
 
 CONFIG = """\

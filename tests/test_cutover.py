@@ -166,7 +166,7 @@ def test_the_point_count_rule_fails_a_shadow_missing_a_point(two_populations: di
     rules = {x["rule"]: x for x in r.report["rules"]}
     n = t["plan"].body["work"]["chunks_new"]
     assert rules["point-count"] == {"rule": "point-count", "passed": False,
-                                    "detail": f"shadow holds {n - 1:,} points, the plan has {n:,} chunks"}
+                                    "detail": f"shadow holds {n - 1:,} points, its chunk manifest has {n:,} chunks"}
     assert rules["recall@10"]["passed"] and rules["no-failed-shards"]["passed"]
     assert not r.passed and r.report["swap"] is None
     assert ws.alias() == t["a"]

@@ -99,11 +99,6 @@ def test_dedupe_turns_chunk_hits_into_a_document_ranking() -> None:
     assert dedupe(["x", "y", "x", "z", "y"]) == ["x", "y", "z"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: score_query divides overlap by k and runs RBO at depth k even when both document rankings "
-    "are shorter than k (few documents, or MAX_CANDIDATES chunks from < k documents), so identical "
-    "old/new answers score overlap 0.3 and RBO 0.57 instead of 1 (3 documents, k=10); the no-label overlap gate then "
-    "fails a cutover that changes nothing"))
 def test_identical_rankings_shorter_than_k_score_full_agreement() -> None:
     side = SideResult(["A", "B", "C"], [], 0.001)
     row = score_query(Query("q", "text"), side, side, 10)

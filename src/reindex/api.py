@@ -839,8 +839,12 @@ def cutover(
         run_path = path.with_name(path.name.removesuffix(".json") + ".run.json")
         if run_path.is_file():
             run = _json.loads(run_path.read_text())
+        # The chunk manifest is what the shadow should hold: the plan's chunks plus any catch-up changes.
+        from reindex.manifests import read_chunk_manifest
+
+        expected_points = sum(1 for _ in read_chunk_manifest(state, cfg.index, shadow))
         rules = co.gate(cfg.cutover, evaluation, shadow_points=store.count(shadow),
-                        planned_chunks=plan.body["work"]["chunks_new"], failures=len(run.get("failures", [])), k=kk)
+                        planned_chunks=expected_points, failures=len(run.get("failures", [])), k=kk)
         passed = all(r.passed for r in rules)
         report = {
             "index": cfg.index, "plan_hash": plan.plan_hash, "shadow": shadow, "live": current, "k": kk,

@@ -45,7 +45,7 @@ def gate(policy: Any, evaluation: dict | None, *, shadow_points: int, planned_ch
     rules = []
     if policy.require_exact_count:
         rules.append(Rule("point-count", shadow_points == planned_chunks,
-                          f"shadow holds {shadow_points:,} points, the plan has {planned_chunks:,} chunks"))
+                          f"shadow holds {shadow_points:,} points, its chunk manifest has {planned_chunks:,} chunks"))
     rules.append(Rule("no-failed-shards", failures == 0, f"{failures} failed shards or documents"))
     if evaluation is not None:
         agg = evaluation["aggregate"]

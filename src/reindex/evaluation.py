@@ -43,8 +43,10 @@ def dedupe(ids: Iterable[str]) -> list[str]:
 
 
 def overlap_at_k(a: Sequence[str], b: Sequence[str], k: int) -> float:
-    """|top-k(a) ∩ top-k(b)| / k."""
-    return len(set(a[:k]) & set(b[:k])) / k if k else 0.0
+    """|top-k(a) ∩ top-k(b)| / depth, where depth = min(k, the longer list): identical rankings
+    shorter than k (a small index) agree fully."""
+    depth = min(k, max(len(a[:k]), len(b[:k])))
+    return len(set(a[:k]) & set(b[:k])) / depth if depth else 0.0
 
 
 def rbo(a: Sequence[str], b: Sequence[str], p: float = RBO_P, depth: int | None = None) -> float:
@@ -237,7 +239,7 @@ def score_query(q: Query, old: SideResult, new: SideResult, k: int) -> dict:
         "query_id": q.query_id,
         "query": q.text,
         f"overlap_at_{k}": overlap_at_k(old.docs, new.docs, k),
-        "rbo": rbo(old.docs[:k], new.docs[:k], depth=k),
+        "rbo": rbo(old.docs[:k], new.docs[:k], depth=min(k, max(len(old.docs[:k]), len(new.docs[:k]))) or None),
         "latency_old_ms": old.seconds * 1000,
         "latency_new_ms": new.seconds * 1000,
     }

@@ -268,6 +268,25 @@ class IndexLock:
             self.store.delete(self.key)
 
 
+def _dead_local_owner(owner: str) -> bool:
+    """Whether a lock owner ``host:pid:nonce`` is a process of this host that no longer exists
+    (killed without releasing): its lock can be taken over at once instead of after expiry."""
+    import os
+    import socket
+
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, ttl: float = 120.0) -> IndexLock:
     """Take the index lock or fail fast naming the holder. An expired lock is taken over."""
     key = f"{index_prefix(index)}/lock.json"
@@ -277,7 +296,7 @@ def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, tt
     if store.put_if_absent(key, data):
         return IndexLock(store, index, owner, ttl, body)
     current = _read_json(store, key) or {}
-    if current.get("expires", 0) < now:
+    if current.get("expires", 0) < now or _dead_local_owner(current.get("owner", "")):
         # Expired: the holder died without releasing. Replace it, then re-check that we won.
         store.delete(key)
         if store.put_if_absent(key, data):

@@ -70,9 +70,8 @@ def _runner() -> ThreadPoolTaskRunner:
     return ThreadPoolTaskRunner(max_workers=int(os.environ.get("REINDEX_SHARD_WORKERS", "4")))
 
 
-@flow(name="reindex-apply", persist_result=False, log_prints=False, task_runner=_runner())
-def apply_flow(run_key: str, shards: list[int], only: list[str] | None = None, removed: list[str] | None = None,
-               catch_up: bool = True) -> dict:
+def _apply(run_key: str, shards: list[int], only: list[str] | None = None, removed: list[str] | None = None,
+           catch_up: bool = True) -> dict:
     """Build the shadow population (or sync documents in place) shard by shard, then catch up."""
     logger = get_run_logger()
     progress_id = create_progress_artifact(progress=0.0, description=f"reindex apply: {len(shards)} shards")
@@ -95,6 +94,12 @@ def apply_flow(run_key: str, shards: list[int], only: list[str] | None = None, r
         description="reindex apply: per-shard counts",
     )
     return summary
+
+
+# Not written as a decorator, for the same reason as run_shard_task: a Dask task runner pickles the
+# flow context, and a function whose module attribute is the Flow would be pickled by value (with
+# the in-process run registry and its open store).
+apply_flow = flow(name="reindex-apply", persist_result=False, log_prints=False, task_runner=_runner())(_apply)
 
 
 def _markdown(summary: dict) -> str:
@@ -342,7 +347,8 @@ def approval_description(plan: Any, plan_path: str, deadline: _dt.datetime | Non
     lines = [
         f"### Approve `{plan.kind}` reindex of `{plan.index}` (plan `{plan.plan_hash[:12]}`)",
         "",
-        f"- **Peak footprint:** {c['peak_vectors']:,} vectors ({_si(c['peak_vectors'])}), "
+        f"- **Peak footprint:** {c['peak_vectors']:,} vectors"
+        + (f" ({_si(c['peak_vectors'])})" if c["peak_vectors"] >= 1000 else "") + ", "
         f"{_bytes(peak['disk_bytes'])} disk / {_bytes(peak['ram_bytes'])} RAM while both populations exist",
         f"- **Tokens to embed:** {w['tokens_to_embed']:,} ({w['chunks_to_embed']:,} of {w['chunks_new']:,} chunks; "
         f"{w['chunks_reused']:,} reused)",
