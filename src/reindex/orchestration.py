@@ -537,31 +537,28 @@ def sync_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir:
 
     config, index, plans_dir = _resolve(config, index, plans_dir)
     logger = get_run_logger()
-    try:
-        slot = index_slot(index, timeout_s=busy_timeout_s)
-        slot.__enter__()
-    except TimeoutError:
-        msg = (f"skipped: another run holds index {index!r} (concurrency limit {index_limit_name(index)}) "
-               f"for more than {busy_timeout_s:g} s; the next scheduled sync catches up")
-        logger.warning(msg)
-        _result_artifact(index, msg)
-        return {"status": "skipped", "message": msg}
-    try:
-        with using_task_runner(task_runner):
-            plan_path = plan_task(config, plans_dir)
-            plan = api.show_plan(plan_path)
-            if plan.kind == "none":
-                return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
-            if plan.kind == "document-scoped" and not plan.body["approval"]["required"]:
-                out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment)
-                out["status"] = "done"
-                _result_artifact(index, f"Synced {len(plan.body['work']['affected_documents'])} changed and "
-                                        f"{len(plan.body['work']['removed_documents'])} removed documents in place "
-                                        f"(plan {plan.plan_hash[:12]}, within the approval policy).")
-                return out
-            return _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment)
-    finally:
-        slot.__exit__(None, None, None)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(index_slot(index, timeout_s=busy_timeout_s))
+        except TimeoutError:
+            msg = (f"skipped: another run holds index {index!r} (concurrency limit {index_limit_name(index)}) "
+                   f"for more than {busy_timeout_s:g} s; the next scheduled sync catches up")
+            logger.warning(msg)
+            _result_artifact(index, msg)
+            return {"status": "skipped", "message": msg}
+        held.enter_context(using_task_runner(task_runner))
+        plan_path = plan_task(config, plans_dir)
+        plan = api.show_plan(plan_path)
+        if plan.kind == "none":
+            return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
+        if plan.kind == "document-scoped" and not plan.body["approval"]["required"]:
+            out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment)
+            out["status"] = "done"
+            _result_artifact(index, f"Synced {len(plan.body['work']['affected_documents'])} changed and "
+                                    f"{len(plan.body['work']['removed_documents'])} removed documents in place "
+                                    f"(plan {plan.plan_hash[:12]}, within the approval policy).")
+            return out
+        return _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment)
 
 
 @flow(name="reindex-gc", persist_result=False, log_prints=False)
