@@ -242,14 +242,12 @@ from reindex.approvals import Approval, approve as _approve, check_approval, rea
 from reindex.manifests import read_calibration, write_calibration  # noqa: E402
 from reindex.planner import (  # noqa: E402
     DEFAULT_TOKENS_PER_MINUTE,
-    Baseline,
     Plan,
     PlanError,
     PlanRequest,
     Rates,
     explicit_baseline,
     live_baseline,
-    no_baseline,
     plan_change,
     read_plan,
     write_plan,

@@ -6,7 +6,6 @@ rollback → gc. Every step is a real ``reindex`` command whose output is shown 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess

@@ -43,7 +43,7 @@ from reindex.manifests import (
 )
 from reindex.pipeline import ChunkRecord, TextPipeline
 from reindex.sources import open_source
-from reindex.sources.base import BadDocument, Document, ScanReport
+from reindex.sources.base import Document, ScanReport
 from reindex.stores.objects import ObjectStore
 from reindex.stores.qdrant import Point, VectorStore
 

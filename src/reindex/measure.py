@@ -26,14 +26,14 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from reindex.errors import ChunkerError, ReindexError, SourceError
+from reindex.errors import ChunkerError, ReindexError
 
 BANDS = ("<=5%", "5-20%", "20-50%", ">50%")
 ALL = "all"

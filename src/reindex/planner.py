@@ -16,11 +16,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from reindex import cost as costmod
 from reindex.config import PipelineConfig, chunker_spec, config_from_dict
-from reindex.errors import ReindexError, StateError, TerminalError
+from reindex.errors import TerminalError
 from reindex.identity import Identity, canonical_json, identity_of
 from reindex.manifests import digest_json, manifest_digest, read_chunk_manifest, read_live
 from reindex.pipeline import TextPipeline

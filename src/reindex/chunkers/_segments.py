@@ -13,6 +13,8 @@ tokens whose start lies inside it.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from typing import Any
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -258,3 +260,29 @@ def group_ends(
     if start < hi:
         out.append(hi)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class DocChunker:
+    """The shared shape of our chunkers: a config, a tokenizer, the canonical spec, and ``chunk``
+    that tokenises the document once and hands the :class:`Doc` to ``chunk_doc``."""
+
+    config: Any
+    tokenizer: Tokenizer
+    spec: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        from reindex.config import chunker_spec
+
+        object.__setattr__(self, "spec", chunker_spec(self.config))
+
+    def chunk(self, text: str) -> list[Chunk]:
+        """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
+        doc = Doc.of(text, self.tokenizer)
+        if doc is None:
+            return []
+        return self.chunk_doc(doc)
+
+    def chunk_doc(self, doc: "Doc") -> list[Chunk]:
+        """Chunks of a tokenised, non-blank document."""
+        raise NotImplementedError

@@ -24,16 +24,15 @@ else works on token offsets. The chunks partition the document.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from reindex.chunkers._segments import BLANK_LINE, CLAUSE_END, LINE_BREAK, Doc, windows
+from reindex.chunkers._segments import DocChunker, BLANK_LINE, CLAUSE_END, LINE_BREAK, Doc, windows
 from reindex.chunkers.base import Chunk
 from reindex.chunkers.cdc import rolling_hash, word_hashes
 from reindex.chunkers.markdown import heading_positions
-from reindex.config import AnchoredChunkerConfig, chunker_spec
-from reindex.tokenizers import Tokenizer
+from reindex.config import AnchoredChunkerConfig
 
 # The window w as a share of the target size: local maxima over ±w land about 2w apart, minus what
 # structure (blank lines beating line breaks) and the short end margins take away; 0.6 puts the
@@ -102,7 +101,7 @@ def local_maxima(pos: np.ndarray, rank: np.ndarray, lo: int, hi: int, w: int, en
 
 
 @dataclass(frozen=True, slots=True)
-class AnchoredChunker:
+class AnchoredChunker(DocChunker):
     """Cuts at structural candidates that win a local contest of level and content hash within
     ``w = 0.6 · size`` tokens either side; stretches over ``cap`` are cut again with half the window,
     then at hashed word ends. Chunks are about ``size`` tokens (median) and at most ``cap``; cuts
@@ -110,11 +109,6 @@ class AnchoredChunker:
     chunks partition the document."""
 
     config: AnchoredChunkerConfig
-    tokenizer: Tokenizer
-    spec: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", chunker_spec(self.config))
 
     @property
     def window(self) -> int:
@@ -126,11 +120,8 @@ class AnchoredChunker:
         """Hard limit in tokens."""
         return self.config.cap or 2 * self.config.size
 
-    def chunk(self, text: str) -> list[Chunk]:
-        """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
-        doc = Doc.of(text, self.tokenizer)
-        if doc is None:
-            return []
+    def chunk_doc(self, doc: Doc) -> list[Chunk]:
+        """Chunks of a tokenised, non-blank document."""
         if doc.n <= self.window:
             return doc.chunks([0, doc.n])
         pos, rank = self._candidates(doc)

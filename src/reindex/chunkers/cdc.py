@@ -3,14 +3,14 @@ only on the words just before it and an edit moves only the boundaries near it."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from reindex.chunkers._segments import Doc
+from reindex.chunkers._segments import DocChunker, Doc
 from reindex.chunkers.base import Chunk
-from reindex.config import CdcChunkerConfig, chunker_spec
-from reindex.tokenizers import Tokenizer, code_points, is_space
+from reindex.config import CdcChunkerConfig
+from reindex.tokenizers import code_points, is_space
 
 # Fixed seeds: boundaries must be the same in every process (Python's hash() is randomised).
 _CHAR_SEED = np.uint64(0x243F6A8885A308D3)
@@ -83,7 +83,7 @@ def rolling_hash(hashes: np.ndarray, window: int) -> np.ndarray:
 
 
 @dataclass(frozen=True, slots=True)
-class CdcChunker:
+class CdcChunker(DocChunker):
     """Boundaries are candidate word ends whose rolling hash (over ``window`` words) falls under a
     threshold: never before ``min`` tokens, rarely before the target ``(min + max) / 2``, often
     after it, very often after ``max``, and forced at ``cap`` (at the last word end within ``cap``
@@ -92,17 +92,9 @@ class CdcChunker:
     not depend on the tokens-per-word ratio of the language. The chunks partition the document."""
 
     config: CdcChunkerConfig
-    tokenizer: Tokenizer
-    spec: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", chunker_spec(self.config))
-
-    def chunk(self, text: str) -> list[Chunk]:
-        """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
-        doc = Doc.of(text, self.tokenizer)
-        if doc is None:
-            return []
+    def chunk_doc(self, doc: Doc) -> list[Chunk]:
+        """Chunks of a tokenised, non-blank document."""
         return doc.chunks([0, *self._ends(doc)])
 
     def _ends(self, doc: Doc) -> list[int]:

@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from reindex.chunkers._segments import Doc, windows
+from reindex.chunkers._segments import DocChunker, Doc, windows
 from reindex.chunkers.base import Chunk
-from reindex.config import FixedChunkerConfig, chunker_spec
-from reindex.tokenizers import Tokenizer
+from reindex.config import FixedChunkerConfig
 
 
 @dataclass(frozen=True, slots=True)
-class FixedChunker:
+class FixedChunker(DocChunker):
     """Cuts before token ``size``, ``2·size``, …; the chunks partition the document."""
 
     config: FixedChunkerConfig
-    tokenizer: Tokenizer
-    spec: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", chunker_spec(self.config))
-
-    def chunk(self, text: str) -> list[Chunk]:
-        """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
-        doc = Doc.of(text, self.tokenizer)
-        if doc is None:
-            return []
+    def chunk_doc(self, doc: Doc) -> list[Chunk]:
+        """Chunks of a tokenised, non-blank document."""
         return doc.chunks([0, *windows(doc, 0, doc.n, self.config.size), doc.n])

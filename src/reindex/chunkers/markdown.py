@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from reindex.chunkers._segments import CODE_FENCE, HEADING, Doc, group_ends, recursive_ends
+from reindex.chunkers._segments import DocChunker, CODE_FENCE, HEADING, Doc, group_ends, recursive_ends
 from reindex.chunkers.base import Chunk
 from reindex.chunkers.recursive import recursive_levels
-from reindex.config import MarkdownChunkerConfig, chunker_spec
-from reindex.tokenizers import Tokenizer
+from reindex.config import MarkdownChunkerConfig
 
 
 def heading_positions(text: str, start: int = 0, end: int | None = None) -> list[int]:
@@ -31,23 +30,15 @@ def heading_positions(text: str, start: int = 0, end: int | None = None) -> list
 
 
 @dataclass(frozen=True, slots=True)
-class MarkdownChunker:
+class MarkdownChunker(DocChunker):
     """Sections start at headings. Adjacent sections are merged greedily into chunks of at most
     ``size`` tokens; a section longer than ``size`` is chunked on its own with the recursive method.
     The chunks partition the document."""
 
     config: MarkdownChunkerConfig
-    tokenizer: Tokenizer
-    spec: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", chunker_spec(self.config))
-
-    def chunk(self, text: str) -> list[Chunk]:
-        """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
-        doc = Doc.of(text, self.tokenizer)
-        if doc is None:
-            return []
+    def chunk_doc(self, doc: Doc) -> list[Chunk]:
+        """Chunks of a tokenised, non-blank document."""
         size = self.config.size
         levels = recursive_levels(doc)
 

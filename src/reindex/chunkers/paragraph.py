@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from reindex.chunkers._segments import BLANK_LINE, Doc, group_ends, pattern_level, recursive_ends
+from reindex.chunkers._segments import DocChunker, BLANK_LINE, Doc, group_ends, pattern_level, recursive_ends
 from reindex.chunkers.base import Chunk
 from reindex.chunkers.recursive import recursive_levels
-from reindex.config import ParagraphChunkerConfig, chunker_spec
-from reindex.tokenizers import Tokenizer
+from reindex.config import ParagraphChunkerConfig
 
 
 @dataclass(frozen=True, slots=True)
-class ParagraphChunker:
+class ParagraphChunker(DocChunker):
     """Paragraphs (text between blank lines) are merged greedily into chunks of at most ``size``
     tokens. A paragraph longer than ``size`` is chunked on its own with the recursive method
     (line breaks → sentence ends → fixed windows) and never shares a chunk with its neighbours, so
@@ -20,17 +19,9 @@ class ParagraphChunker:
     document."""
 
     config: ParagraphChunkerConfig
-    tokenizer: Tokenizer
-    spec: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", chunker_spec(self.config))
-
-    def chunk(self, text: str) -> list[Chunk]:
-        """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
-        doc = Doc.of(text, self.tokenizer)
-        if doc is None:
-            return []
+    def chunk_doc(self, doc: Doc) -> list[Chunk]:
+        """Chunks of a tokenised, non-blank document."""
         size = self.config.size
         inner_levels = recursive_levels(doc)[1:]
         ends = group_ends(

@@ -3,12 +3,11 @@ the pieces merged greedily up to ``size`` tokens (LangChain's recursive splitter
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from reindex.chunkers._segments import BLANK_LINE, CLAUSE_END, LINE_BREAK, Doc, Level, pattern_level, recursive_ends
+from reindex.chunkers._segments import DocChunker, BLANK_LINE, CLAUSE_END, LINE_BREAK, Doc, Level, pattern_level, recursive_ends
 from reindex.chunkers.base import Chunk
-from reindex.config import RecursiveChunkerConfig, chunker_spec
-from reindex.tokenizers import Tokenizer
+from reindex.config import RecursiveChunkerConfig
 
 
 def recursive_levels(doc: Doc) -> list[Level]:
@@ -17,21 +16,13 @@ def recursive_levels(doc: Doc) -> list[Level]:
 
 
 @dataclass(frozen=True, slots=True)
-class RecursiveChunker:
+class RecursiveChunker(DocChunker):
     """Splits the document at the coarsest separator that makes every piece fit in ``size`` tokens
     (blank line → line break → sentence end, CJK-aware → fixed window), then packs adjacent pieces
     greedily into chunks of at most ``size`` tokens. The chunks partition the document."""
 
     config: RecursiveChunkerConfig
-    tokenizer: Tokenizer
-    spec: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", chunker_spec(self.config))
-
-    def chunk(self, text: str) -> list[Chunk]:
-        """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
-        doc = Doc.of(text, self.tokenizer)
-        if doc is None:
-            return []
+    def chunk_doc(self, doc: Doc) -> list[Chunk]:
+        """Chunks of a tokenised, non-blank document."""
         return doc.chunks([0, *recursive_ends(doc, 0, doc.n, self.config.size, recursive_levels(doc))])

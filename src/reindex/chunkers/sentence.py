@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from reindex.chunkers._segments import SENTENCE_END, Doc, group_ends, windows
+from reindex.chunkers._segments import DocChunker, SENTENCE_END, Doc, group_ends, windows
 from reindex.chunkers.base import Chunk
-from reindex.config import SentenceChunkerConfig, chunker_spec
-from reindex.tokenizers import Tokenizer
+from reindex.config import SentenceChunkerConfig
 
 
 @dataclass(frozen=True, slots=True)
-class SentenceChunker:
+class SentenceChunker(DocChunker):
     """A sentence ends at ``.``, ``!`` or ``?`` followed by whitespace, at ``。！？`` (no whitespace
     needed), or at a blank line. Group ``k`` holds sentences ``[k·step, k·step + sentences)`` with
     ``step = sentences - overlap``; a group over ``size`` tokens is cut into runs of whole sentences,
@@ -23,17 +22,9 @@ class SentenceChunker:
     the document."""
 
     config: SentenceChunkerConfig
-    tokenizer: Tokenizer
-    spec: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", chunker_spec(self.config))
-
-    def chunk(self, text: str) -> list[Chunk]:
-        """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
-        doc = Doc.of(text, self.tokenizer)
-        if doc is None:
-            return []
+    def chunk_doc(self, doc: Doc) -> list[Chunk]:
+        """Chunks of a tokenised, non-blank document."""
         cfg = self.config
         bounds = np.concatenate(([0], doc.pattern_cuts(SENTENCE_END, 0, doc.n), [doc.n])).tolist()
         count = len(bounds) - 1  # sentences

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from reindex.chunkers._segments import Doc
+from reindex.chunkers._segments import DocChunker, Doc
 from reindex.chunkers.base import Chunk
-from reindex.config import SlidingChunkerConfig, chunker_spec
-from reindex.tokenizers import Tokenizer
+from reindex.config import SlidingChunkerConfig
 
 
 def sliding_stride(size: int, overlap: float) -> int:
@@ -24,7 +23,7 @@ def sliding_count(doc_tokens: int, size: int, overlap: float) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class SlidingChunker:
+class SlidingChunker(DocChunker):
     """Window ``k`` covers tokens ``[k·stride, k·stride + size)``; the last window ends at the end of
     the document, so the total of chunk tokens is seed 001's ``billed_tokens``. With ``overlap=0``
     the windows tile the document. Where several tokens share one character (BERT on Hangul), a
@@ -32,17 +31,9 @@ class SlidingChunker:
     that character's tokens can repeat a window."""
 
     config: SlidingChunkerConfig
-    tokenizer: Tokenizer
-    spec: str = field(init=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "spec", chunker_spec(self.config))
-
-    def chunk(self, text: str) -> list[Chunk]:
-        """Overlapping windows of ``text`` in order; [] for an empty or whitespace-only document."""
-        doc = Doc.of(text, self.tokenizer)
-        if doc is None:
-            return []
+    def chunk_doc(self, doc: Doc) -> list[Chunk]:
+        """Overlapping windows of a tokenised, non-blank document, in order."""
         size, n = self.config.size, doc.n
         stride = sliding_stride(size, self.config.overlap)
         spans: list[tuple[int, int]] = []
