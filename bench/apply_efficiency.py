@@ -12,7 +12,7 @@
     (API up), raw encode again; the ratio uses the mean of the two raw encodes. The model is loaded
     before anything is timed (on both sides). Goal ≤ 1.10. The old population is built with the real
     model's config but fake vectors (setup only, not timed), so that only the missed texts need the model.
-(c) peak RSS of an apply (initial build, hash embedder, no Prefect, 16 shards) at 1× and 10× the corpus
+(c) peak RSS (VmHWM) of an apply (initial build, hash embedder, no Prefect, 16 shards) at 1× and 10× the corpus
     (10× = the new snapshot replicated with suffixed doc ids), each apply in a fresh process, with the
     embedded Qdrant store and with a null store (isolates the apply's own memory from local mode, which
     holds every point in memory by design).
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -85,6 +84,7 @@ def plan_apply(ws: Path, *, use_prefect: bool = False, cutover: bool = False, lo
             if plan.body["approval"]["required"]:
                 api.approve_plan(path, "bench")
             r = api.apply_plan(path, "reindex.yaml", use_prefect=use_prefect)
+            os.environ.pop("REINDEX_EMBED_LOG", None)  # cutover embeds probe queries: not apply's work
             if cutover and plan.kind not in ("none", "document-scoped"):
                 c = api.cutover(path, "reindex.yaml")
                 if not c.report["swap"]:  # hash vectors carry no meaning: the recall gate cannot pass
@@ -259,10 +259,13 @@ def part_b(work: Path, old: Path, new: Path, changes: int | None) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def rss_kb() -> int:
+def rss_kb(field: str = "VmRSS") -> int:
+    """Resident set (``VmRSS``) or its high-water mark (``VmHWM``) of this process, in KB. VmHWM, not
+    ``getrusage().ru_maxrss``: on Linux ru_maxrss survives fork+exec, so a child started by a big parent
+    reports the parent's peak."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
 
@@ -300,7 +303,7 @@ def rss_child(ws: Path, store: str) -> None:
         t = time.perf_counter()
         r = api.apply_plan(path, "reindex.yaml", use_prefect=False)
         dt = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = rss_kb("VmHWM")
     print(json.dumps({"store": store, "status": r.status, "seconds": round(dt, 1), "rss_before_mb": before / 1024,
                       "peak_mb": peak / 1024, "points": r.report["actual"]["points_in_collection"],
                       "documents": r.report["actual"]["documents"]}))

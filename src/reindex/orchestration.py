@@ -288,8 +288,13 @@ def record_approval_task(plan_path: str, config: str, approver: str, note: str) 
 def cutover_task(plan_path: str, config: str) -> dict:
     """Evaluate old vs new, gate, and swap the alias on pass."""
     from reindex import api
+    from reindex.reports_cutover import cutover_markdown
 
-    return api.cutover(plan_path, config).as_dict()
+    result = api.cutover(plan_path, config)
+    create_markdown_artifact(key=_artifact_key("reindex-cutover", result.report["index"]),
+                             markdown=cutover_markdown(result.report),
+                             description=f"reindex cutover: {'pass' if result.passed else 'fail'}")
+    return result.as_dict()
 
 
 @task(name="gc", **_TASK_OPTS)
