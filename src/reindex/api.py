@@ -661,8 +661,15 @@ def apply_plan(
 
             summary = run_apply(ctx, shards, only=only, removed=removed)
         else:
-            results = [execution.run_shard(ctx, k, only=set(only) if only is not None else None, removed=set(removed)).as_dict()
-                       for k in shards]
+            # The same shards on a plain thread pool (as Prefect's runner does), so scans and chunking
+            # of one shard overlap with another's embedding.
+            from concurrent.futures import ThreadPoolExecutor
+
+            sel = set(only) if only is not None else None
+            workers = int(os.environ.get("REINDEX_SHARD_WORKERS", "4"))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reindex-shard") as pool:
+                results = list(pool.map(
+                    lambda k: execution.run_shard(ctx, k, only=sel, removed=set(removed)).as_dict(), shards))
             summary = {"shards": results, "failed_shards": [], "catch_up": execution.catch_up(ctx)}
         phases["shards+catch-up"] = time.perf_counter() - t
         failures = summary["failed_shards"] + [
