@@ -388,3 +388,21 @@ def test_scan_memory_does_not_grow_with_corpus(tmp_path: Path) -> None:
     assert peak_big < big / 12, (peak_big, big)
     per_extra_doc = (peak_big - peak_small) / (n_big - n_small)
     assert per_extra_doc < 250, (peak_small, peak_big)  # documents are 2,000 bytes each
+
+
+def test_keep_skips_unwanted_documents_unread_but_still_reports_duplicates(tmp_path: Path) -> None:
+    from reindex.sources import open_source
+
+    p = tmp_path / "docs.jsonl"
+    rows = [{"id": "a", "text": "alpha"}, {"id": "b", "text": "beta"}, {"id": "b", "text": "again"},
+            {"id": "c", "text": "gamma"}]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = ScanReport()
+    got = [d.doc_id for d in open_source(str(p)).scan(report, keep=lambda d: d != "b")]
+    assert got == ["a", "c"]
+    assert report.documents == 2  # b was never admitted, so never read as a document
+    assert [(b.doc_id, b.kind) for b in report.bad] == [("b", "duplicate-id")]
+    # Without keep the same file yields b once and reports the duplicate too.
+    report = ScanReport()
+    assert [d.doc_id for d in open_source(str(p)).scan(report)] == ["a", "b", "c"]
+    assert [(b.doc_id, b.kind) for b in report.bad] == [("b", "duplicate-id")]

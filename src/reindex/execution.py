@@ -149,9 +149,8 @@ def _payload(rec: ChunkRecord, collection_pipeline: str) -> dict:
 
 def _shard_docs(ctx: ApplyContext, shard: int, only: set[str] | None, result: ShardResult) -> Iterable[Document]:
     report = ScanReport()
-    for doc in open_source(ctx.cfg.source).scan(report):
-        if shard_of(doc.doc_id, ctx.shards) == shard and (only is None or doc.doc_id in only):
-            yield doc
+    keep = lambda d: shard_of(d, ctx.shards) == shard and (only is None or d in only)  # noqa: E731
+    yield from open_source(ctx.cfg.source).scan(report, keep=keep)  # other shards' documents stay unread
     for bad in report.bad:
         if shard_of(bad.doc_id, ctx.shards) == shard:
             result.bad.append({"doc_id": bad.doc_id, "reason": bad.reason})

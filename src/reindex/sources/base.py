@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -139,8 +139,9 @@ class Source(Protocol):
 
     uri: str
 
-    def scan(self, report: ScanReport | None = None) -> Iterator[Document]:
-        """Documents in a stable order; bad input goes into ``report`` and the scan goes on."""
+    def scan(self, report: ScanReport | None = None, keep: Callable[[str], bool] | None = None) -> Iterator[Document]:
+        """Documents in a stable order; bad input goes into ``report`` and the scan goes on. With
+        ``keep``, only documents whose id it accepts are read (others are skipped unread)."""
         ...
 
     def describe(self) -> str:
@@ -184,10 +185,25 @@ class Admission:
     keeps the first occurrence of an id and reports later ones. Memory grows with the number of
     ids only (an id and the position it was first seen at)."""
 
-    def __init__(self, report: ScanReport | None, unit: str = "item") -> None:
+    def __init__(self, report: ScanReport | None, unit: str = "item",
+                 keep: Callable[[str], bool] | None = None) -> None:
         self.report = report if report is not None else ScanReport()
         self.unit = unit  # what positions count: "line", "row", "item"
+        self.keep = keep
         self._first_seen: dict[str, int] = {}
+
+    def skip(self, doc_id: str, position: int) -> bool:
+        """True when the scan does not want ``doc_id`` (``keep`` says no): its bytes need not be read,
+        decoded or hashed. The id still counts for duplicate detection, so a duplicate is reported
+        whichever scan holds its first occurrence."""
+        if self.keep is None or self.keep(doc_id):
+            return False
+        first = self._first_seen.get(doc_id)
+        if first is not None:
+            self.reject(doc_id, f"duplicate id (first seen at {self.unit} {first}, again at {self.unit} {position})")
+        else:
+            self._first_seen[doc_id] = position
+        return True
 
     def reject(self, doc_id: str, reason: str) -> None:
         self.report.add_bad(BadDocument(doc_id, reason))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import os
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
@@ -33,9 +35,11 @@ class DirectorySource:
     def describe(self) -> str:
         return f"directory {self.root} (include {', '.join(self.cfg.include)})"
 
-    def scan(self, report: ScanReport | None = None) -> Iterator[Document]:
-        admission = Admission(report, unit="file")
+    def scan(self, report: ScanReport | None = None, keep: Callable[[str], bool] | None = None) -> Iterator[Document]:
+        admission = Admission(report, unit="file", keep=keep)
         for n, (doc_id, path) in enumerate(self._files(admission.report), 1):
+            if admission.skip(doc_id, n):
+                continue
             try:
                 data = path.read_bytes()
             except OSError as err:

@@ -3,6 +3,8 @@ line by line."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import gzip
 import json
 from collections.abc import Iterator
@@ -37,8 +39,8 @@ class JsonlSource:
         except OSError as err:
             raise SourceError(f"cannot read source {self.path}: {err.strerror or err}") from None
 
-    def scan(self, report: ScanReport | None = None) -> Iterator[Document]:
-        admission = Admission(report, unit="line")
+    def scan(self, report: ScanReport | None = None, keep: Callable[[str], bool] | None = None) -> Iterator[Document]:
+        admission = Admission(report, unit="line", keep=keep)
         with self._open() as f:
             try:
                 for n, raw in enumerate(f, 1):
@@ -74,6 +76,8 @@ class JsonlSource:
             admission.reject(where, f"malformed: id field {id_key!r} must be a string or integer, got {type(doc_id).__name__}")
             return None
         doc_id = str(doc_id)
+        if admission.skip(doc_id, n):
+            return None
 
         text_key = pick_field(list(obj), self.cfg.text_field, TEXT_FIELDS)
         text = obj.get(text_key) if text_key is not None else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,8 +46,8 @@ class ParquetSource:
     def describe(self) -> str:
         return f"Parquet file {self.path} (id: {self.id_column}, text: {self.text_column}, {self.num_rows} rows)"
 
-    def scan(self, report: ScanReport | None = None) -> Iterator[Document]:
-        admission = Admission(report, unit="row")
+    def scan(self, report: ScanReport | None = None, keep: Callable[[str], bool] | None = None) -> Iterator[Document]:
+        admission = Admission(report, unit="row", keep=keep)
         meta_cols = [c for c in self.cfg.metadata_fields if c not in (self.id_column, self.text_column)]
         columns = [self.id_column, self.text_column, *meta_cols]
         pf = self._open()
@@ -71,6 +73,8 @@ class ParquetSource:
             admission.reject(f"row:{row}", f"missing id (null {self.id_column!r})")
             return None
         doc_id = doc_id.decode("utf-8", "replace") if isinstance(doc_id, bytes) else str(doc_id)
+        if admission.skip(doc_id, row):
+            return None
         if text is None:
             admission.reject(doc_id, f"missing text (null {self.text_column!r})")
             return None

@@ -7,6 +7,8 @@ Credentials come from the environment (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import posixpath
 from collections.abc import Iterator
 
@@ -34,8 +36,8 @@ class S3Source:
     def describe(self) -> str:
         return f"S3 {self.store.describe()} (include {', '.join(self.cfg.include)})"
 
-    def scan(self, report: ScanReport | None = None) -> Iterator[Document]:
-        admission = Admission(report, unit="object")
+    def scan(self, report: ScanReport | None = None, keep: Callable[[str], bool] | None = None) -> Iterator[Document]:
+        admission = Admission(report, unit="object", keep=keep)
         keys = self.store.iter_keys()
         n = 0
         while True:
@@ -49,6 +51,8 @@ class S3Source:
                 admission.report.skipped += 1
                 continue
             n += 1
+            if admission.skip(key, n):
+                continue
             try:
                 data = self.store.get(key)
             except ReindexError as err:
