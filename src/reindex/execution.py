@@ -29,11 +29,10 @@ import numpy as np
 
 from reindex.config import PipelineConfig
 from reindex.embedders import Embedder
-from reindex.errors import ReindexError, TerminalError, TransientError
+from reindex.errors import ReindexError, TransientError
 from reindex.identity import Identity
 from reindex.manifests import (
     ManifestRow,
-    population_prefix,
     read_chunk_manifest,
     read_chunk_manifest_part,
     read_shard_manifest,
@@ -342,7 +341,7 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
             results = [run_shard(ctx, s, only=changed, removed=removed, force=True) for s in shards]
             history.append({
                 "round": n + 1,
-                "changed": len(changed - set()),
+                "changed": len(changed),
                 "removed": len(removed),
                 "embedded": sum(r.embedded for r in results),
                 "failures": [f for r in results for f in r.failures],
@@ -350,11 +349,3 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
     finally:
         ctx.in_place = in_place
     return {"rounds": history, "documents": sum(h["changed"] + h["removed"] for h in history)}
-
-
-def collection_prefix(ctx: ApplyContext) -> str:
-    return population_prefix(ctx.index, ctx.target)
-
-
-class ShardFailed(TerminalError):
-    """One or more shards failed; the others completed."""

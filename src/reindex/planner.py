@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from reindex import cost as costmod
 from reindex.config import PipelineConfig, chunker_spec, config_from_dict
@@ -521,10 +521,6 @@ class PlanRequest:
     progress: Callable[[str, int, int | None], None] | None = None
 
 
-def _corpus_pass(source, report: ScanReport) -> Iterator[Document]:
-    yield from source.scan(report)
-
-
 def plan_change(req: PlanRequest) -> Plan:
     """Compute the plan: classification, exact work (or a sampled projection), cost, footprint."""
     cfg = req.config
@@ -559,7 +555,7 @@ def plan_change(req: PlanRequest) -> Plan:
 
     if req.sample is None:
         n = 0
-        for doc in _corpus_pass(source, report):
+        for doc in source.scan(report):
             n += 1
             digest.update(f"{doc.doc_id}\0{doc.content_hash}\n".encode())
             seen.add(doc.doc_id)
