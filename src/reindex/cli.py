@@ -403,12 +403,15 @@ class _ApplyProgress:
     def __enter__(self) -> "_ApplyProgress":
         if self.enabled:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+            console = Console(stderr=True)
+            if not console.is_terminal:
+                console.width = max(console.width, 120)  # piped (make demo, CI logs): don't truncate the line
             self.progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("docs"),
-                TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                console=Console(stderr=True), transient=False,
+                TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TextColumn("docs"),
+                TextColumn("{task.fields[detail]}"), TextColumn("ETA"), TimeRemainingColumn(),
+                console=console, transient=False,
             )
             self.progress.__enter__()
         return self
