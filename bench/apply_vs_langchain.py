@@ -148,10 +148,10 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str], ok=(0,)) -> tuple[floa
     return dt, p.stdout
 
 
-class Ours:
-    def __init__(self, root: Path, mode: str, env: dict[str, str]) -> None:
-        self.root, self.mode, self.env = root, mode, env
-        self.last_plan: Path | None = None
+class _Side:
+    """A workspace folder holding the corpus both tools index."""
+
+    root: Path
 
     def setup(self, corpus: Path, size: int) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -161,6 +161,15 @@ class Ours:
 
     def set_corpus(self, corpus: Path) -> None:
         shutil.copy(corpus, self.root / "corpus.parquet")
+
+    def set_size(self, size: int) -> None:
+        raise NotImplementedError
+
+
+class Ours(_Side):
+    def __init__(self, root: Path, mode: str, env: dict[str, str]) -> None:
+        self.root, self.mode, self.env = root, mode, env
+        self.last_plan: Path | None = None
 
     def set_size(self, size: int) -> None:
         (self.root / "reindex.yaml").write_text(CONFIG.format(size=size), encoding="utf-8")
@@ -193,19 +202,10 @@ class Ours:
         return t
 
 
-class Theirs:
+class Theirs(_Side):
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root, self.env, self.size = root, env, 250
         self.mode = "langchain"
-
-    def setup(self, corpus: Path, size: int) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-        self.root.mkdir(parents=True)
-        self.set_corpus(corpus)
-        self.set_size(size)
-
-    def set_corpus(self, corpus: Path) -> None:
-        shutil.copy(corpus, self.root / "corpus.parquet")
 
     def set_size(self, size: int) -> None:
         self.size = size

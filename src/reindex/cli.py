@@ -152,14 +152,9 @@ def _human(n: float) -> str:
     return f"{n:,.0f}"
 
 
-def _bytes(n: float) -> str:
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
 def _render_plan(plan: Any, path: Any) -> str:
+    from reindex.reports import human_bytes as _bytes
+
     b = plan.body
     w, c = b["work"], b["cost"]
     d = w["documents"]

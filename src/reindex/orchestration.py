@@ -140,6 +140,8 @@ from pathlib import Path  # noqa: E402
 
 from prefect import pause_flow_run, resume_flow_run  # noqa: E402
 from prefect.artifacts import create_link_artifact, create_table_artifact  # noqa: E402
+
+from reindex.reports import human_bytes, human_number  # noqa: E402
 from prefect.exceptions import FlowPauseTimeout  # noqa: E402
 from prefect.input import RunInput  # noqa: E402
 
@@ -314,20 +316,6 @@ def _artifact_key(prefix: str, index: str) -> str:
     return f"{prefix}-{re.sub(r'[^a-z0-9-]+', '-', index.lower())}".strip("-")
 
 
-def _si(n: float) -> str:
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= div:
-            return f"{n / div:.1f}{unit}"
-    return f"{n:,.0f}"
-
-
-def _bytes(n: float) -> str:
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= div:
-            return f"{n / div:.1f} {unit}"
-    return f"{n:,.0f} B"
-
-
 def plan_numbers(plan: Any) -> list[dict]:
     """The key numbers of a plan as table rows (quantity, value)."""
     w, c = plan.body["work"], plan.body["cost"]
@@ -353,8 +341,8 @@ def approval_description(plan: Any, plan_path: str, deadline: _dt.datetime | Non
         f"### Approve `{plan.kind}` reindex of `{plan.index}` (plan `{plan.plan_hash[:12]}`)",
         "",
         f"- **Peak footprint:** {c['peak_vectors']:,} vectors"
-        + (f" ({_si(c['peak_vectors'])})" if c["peak_vectors"] >= 1000 else "") + ", "
-        f"{_bytes(peak['disk_bytes'])} disk / {_bytes(peak['ram_bytes'])} RAM while both populations exist",
+        + (f" ({human_number(c['peak_vectors'])})" if c["peak_vectors"] >= 1000 else "") + ", "
+        f"{human_bytes(peak['disk_bytes'])} disk / {human_bytes(peak['ram_bytes'])} RAM while both populations exist",
         f"- **Tokens to embed:** {w['tokens_to_embed']:,} ({w['chunks_to_embed']:,} of {w['chunks_new']:,} chunks; "
         f"{w['chunks_reused']:,} reused)",
         f"- **Cost:** ${c['usd']:,.4f}",

@@ -66,7 +66,6 @@ class Baseline:
     docs: dict[str, DocState] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     complete: bool = True  # False when only some documents were chunked (sampled explicit baseline)
-    source_sizes: dict[str, int] = field(default_factory=dict)  # doc id → bytes (explicit baselines)
     materialize: Callable[[set[str]], None] | None = None  # chunk these ids of an incomplete baseline
 
     @property
@@ -107,16 +106,14 @@ def explicit_baseline(
     cfg: PipelineConfig, corpus_uri: str, *, only: set[str] | None = None, progress: Callable[[int], None] | None = None
 ) -> Baseline:
     """Recompute the old chunking: ``cfg`` over the corpus at ``corpus_uri`` (all documents, or
-    just the ids in ``only`` — then the baseline is incomplete and sizes of all are recorded)."""
+    just the ids in ``only`` — then the baseline is incomplete and ``materialize`` chunks more)."""
     source = open_source(cfg.source.model_copy(update={"uri": corpus_uri}))
     pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
     report = ScanReport()
     docs: dict[str, DocState] = {}
-    sizes: dict[str, int] = {}
     digest = hashlib.blake2b(digest_size=16)
     for n, doc in enumerate(source.scan(report), 1):
         digest.update(f"{doc.doc_id}\0{doc.content_hash}\n".encode())
-        sizes[doc.doc_id] = doc.size
         if only is None or doc.doc_id in only:
             recs = pipe.chunk_document(doc)
             docs[doc.doc_id] = DocState(doc.content_hash, tuple(r.fingerprint for r in recs), tuple(r.tokens for r in recs))
@@ -133,7 +130,7 @@ def explicit_baseline(
         "documents": report.documents,
         "bad_documents": len(report.bad),
     }
-    base = Baseline("explicit", cfg, docs, inputs, complete=only is None, source_sizes=sizes)
+    base = Baseline("explicit", cfg, docs, inputs, complete=only is None)
 
     def materialize(ids: set[str]) -> None:
         for doc in source.scan(ScanReport()):

@@ -41,7 +41,7 @@ def _n(value: float | int) -> str:
     return f"{round(value):,}"
 
 
-def _human(value: float) -> str:
+def human_number(value: float) -> str:
     """Compact axis/card numbers: 950, 1.2 k, 3.4 M, 5.6 B."""
     v = abs(value)
     for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
@@ -51,7 +51,7 @@ def _human(value: float) -> str:
     return f"{value:g}" if value != int(value) else str(int(value))
 
 
-def _bytes(n: float) -> str:
+def human_bytes(n: float) -> str:
     """Human bytes: 512 B, 1.5 KiB, 3.2 MiB, 1.1 GiB."""
     v = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -145,13 +145,13 @@ def _footprint_rows(plan: Plan) -> list[tuple[str, str, str, str]]:
     fp = c["footprint"]
     return [
         ("Vectors", _n(c["vectors_old"]), _n(c["vectors_new"]), _n(c["peak_vectors"])),
-        ("RAM", *(_bytes(fp[k]["ram_bytes"]) for k in ("old", "new", "peak"))),
-        ("Disk", *(_bytes(fp[k]["disk_bytes"]) for k in ("old", "new", "peak"))),
+        ("RAM", *(human_bytes(fp[k]["ram_bytes"]) for k in ("old", "new", "peak"))),
+        ("Disk", *(human_bytes(fp[k]["disk_bytes"]) for k in ("old", "new", "peak"))),
     ]
 
 
 def _projection_rows(proj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
-    fmt = lambda f, v: _bytes(v) if f == "payload_bytes" else _n(v)  # noqa: E731
+    fmt = lambda f, v: human_bytes(v) if f == "payload_bytes" else _n(v)  # noqa: E731
     return [
         (_FIELD_LABELS.get(f, f), fmt(f, iv["estimate"]), fmt(f, iv["low"]), fmt(f, iv["high"]))
         for f, iv in sorted(proj["intervals"].items(), key=lambda kv: list(_FIELD_LABELS).index(kv[0])
@@ -279,7 +279,7 @@ def _y_axis(top: float, y_of, label: str) -> list[str]:
     while v <= top + 1e-9:
         y = y_of(v)
         out.append(f'<line class="grid" x1="{_PAD_L}" x2="{_W - _PAD_R}" y1="{y:.1f}" y2="{y:.1f}"/>')
-        out.append(f'<text class="tick" x="{_PAD_L - 6}" y="{y + 3.5:.1f}" text-anchor="end">{_e(_human(v))}</text>')
+        out.append(f'<text class="tick" x="{_PAD_L - 6}" y="{y + 3.5:.1f}" text-anchor="end">{_e(human_number(v))}</text>')
         v += step
     mid = _PAD_T + (_H - _PAD_T - _PAD_B) / 2
     out.append(f'<text class="axis-label" x="14" y="{mid:.0f}" text-anchor="middle" '
@@ -292,7 +292,7 @@ def _svg(inner: Sequence[str], label: str, height: int = _H) -> str:
 
 
 def _tok(n: int) -> str:
-    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else _human(n).replace(" ", "")
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else human_number(n).replace(" ", "")
 
 
 def _bucket_label(b: str) -> str:
@@ -375,7 +375,7 @@ def _chart_token_sources(plan: Plan) -> str:
         y = 30 + row * 100
         total = sum(v for _, v, _ in items)
         out.append(f'<text class="row-label" x="{x0 - 10}" y="{y + 22}" text-anchor="end">{_e(label)}</text>')
-        out.append(f'<text class="tick" x="{x0 - 10}" y="{y + 38}" text-anchor="end">{_e(_human(total))} {unit}</text>')
+        out.append(f'<text class="tick" x="{x0 - 10}" y="{y + 38}" text-anchor="end">{_e(human_number(total))} {unit}</text>')
         out.append(f'<rect class="track" x="{x0}" y="{y}" width="{x1 - x0}" height="44" rx="6"/>')
         x = float(x0)
         for name, v, color in items:
@@ -435,7 +435,7 @@ def _chart_population(plan: Plan) -> str:
         out.append(f'<circle class="{cls}" cx="{x:.1f}" cy="{y_of(v):.1f}" r="{r}">'
                    f'<title>{_e(f"{name}: {_n(v)} vectors")}</title></circle>')
     out.append(f'<text class="peak-label" x="{x_cut - 10:.1f}" y="{yp - 10:.1f}" text-anchor="end">'
-               f'peak {_e(_human(peak))} vectors</text>')
+               f'peak {_e(human_number(peak))} vectors</text>')
     ticks = [(x_start, "start")] + ([((x_start + x_cut) / 2, _hours(hrs / 2))] if hrs > 0 else [])
     ticks += [(x_cut, f"cutover · {_hours(hrs)}")] + ([(x_ret, "old retired")] if blue_green else [])
     for x, t in ticks:
@@ -506,12 +506,12 @@ def _cards(plan: Plan) -> str:
     return '<div class="cards">' + "".join([
         _card("API spend", _usd(c["usd"]), f"${c['usd_per_mtok']:g} per million tokens"),
         _card("Wall clock", _hours(c["hours"]).split(" (")[0],
-              f"{_human(c['tokens_per_minute'])} tokens/min · {c['rate_source']}"),
-        _card("Vectors", f"{_human(c['vectors_old'])} → {_human(c['vectors_new'])}",
+              f"{human_number(c['tokens_per_minute'])} tokens/min · {c['rate_source']}"),
+        _card("Vectors", f"{human_number(c['vectors_old'])} → {human_number(c['vectors_new'])}",
               f"{_ratio(c['vectors_old'], c['vectors_new'])} · {_n(c['vectors_new'])} after", accent=True),
-        _card("Peak vectors", _human(c["peak_vectors"]),
-              f"{_bytes(fp['ram_bytes'])} RAM · {_bytes(fp['disk_bytes'])} disk"),
-        _card("Tokens to embed", _human(w["tokens_to_embed"]),
+        _card("Peak vectors", human_number(c["peak_vectors"]),
+              f"{human_bytes(fp['ram_bytes'])} RAM · {human_bytes(fp['disk_bytes'])} disk"),
+        _card("Tokens to embed", human_number(w["tokens_to_embed"]),
               f"{_n(w['chunks_to_embed'])} chunks · {_pct(w['chunks_reused'], w['chunks_new'])} reused"),
     ]) + "</div>"
 
