@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from reindex.atomic import atomic_write_text
 from reindex.config import (
     PipelineConfig,
     SourceConfig,
@@ -47,9 +48,7 @@ def init_config(path: str | Path, *, index: str = "docs", source: str = "./corpu
     import yaml
 
     config_from_dict(yaml.safe_load(text), str(p))
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
-    return p
+    return atomic_write_text(p, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -684,7 +683,7 @@ def apply_plan(
         phases["finish"] = time.perf_counter() - t
         report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
         report_path = Path(plan_path).with_name(Path(plan_path).name.removesuffix(".json") + ".run.json")
-        report_path.write_text(_json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        atomic_write_text(report_path, _json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         status = "failed" if failures else "done"
         if not failures:
             state.put(done_key, _json.dumps({**report, "collection": target}, sort_keys=True).encode())

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from reindex.atomic import atomic_write_text
 from reindex.errors import TerminalError
 from reindex.planner import Plan, PlanError
 
@@ -46,9 +47,7 @@ def approve(plan: Plan, plan_path: str | Path, by: str, note: str = "") -> tuple
     rec = Approval(plan.plan_hash, plan.index, plan.kind, by.strip(), note,
                    _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     path = approval_path(plan_path)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(rec.as_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(rec.as_dict(), indent=2, ensure_ascii=False) + "\n")
     return rec, path
 
 

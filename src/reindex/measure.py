@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from reindex.atomic import atomic_write_text
 from reindex.errors import ChunkerError, ReindexError
 
 BANDS = ("<=5%", "5-20%", "20-50%", ">50%")
@@ -943,9 +944,9 @@ def write_measure_reports(report: MeasureReport, out_dir: str | Path) -> tuple[P
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     paths = (d / "measure.json", d / "measure.md", d / "measure.html")
-    paths[0].write_text(json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths[1].write_text(measure_markdown(report), encoding="utf-8")
-    paths[2].write_text(measure_html(report), encoding="utf-8")
+    atomic_write_text(paths[0], json.dumps(report.as_dict(), indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(paths[1], measure_markdown(report))
+    atomic_write_text(paths[2], measure_html(report))
     return paths
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from reindex import cost as costmod
+from reindex.atomic import atomic_write_text
 from reindex.config import PipelineConfig, chunker_spec, config_from_dict
 from reindex.errors import TerminalError
 from reindex.identity import Identity, canonical_json, identity_of
@@ -790,10 +791,7 @@ def write_plan(plan: Plan, out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / plan_filename(plan)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(plan.body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write_text(path, json.dumps(plan.body, indent=2, ensure_ascii=False) + "\n")
 
 
 def read_plan(path: str | Path) -> Plan:

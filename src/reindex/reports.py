@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from reindex.atomic import atomic_write_text
 from reindex.planner import Plan
 
 LIST_CAP = 50  # ids shown per list before "… and N more"
@@ -601,8 +602,5 @@ def write_reports(plan: Plan, plan_path: str | Path) -> tuple[Path, Path]:
     out = []
     for suffix, text in ((".md", plan_markdown(plan)), (".html", plan_html(plan))):
         target = p.with_suffix(suffix)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)
-        out.append(target)
+        out.append(atomic_write_text(target, text))
     return out[0], out[1]

@@ -6,6 +6,7 @@ from html import escape as _e
 from pathlib import Path
 from typing import Any
 
+from reindex.atomic import atomic_write_text
 from reindex.reports import _CSS, _H, _PAD_B, _PAD_L, _PAD_R, _PAD_T, _W, _figure, _svg
 
 
@@ -95,7 +96,5 @@ def write_cutover_reports(report: dict, plan_path: str | Path) -> Path:
     base = p.with_name(stem + ".cutover")
     for suffix, text in ((".json", json.dumps(report, indent=2, ensure_ascii=False) + "\n"),
                          (".md", cutover_markdown(report)), (".html", cutover_html(report))):
-        tmp = base.with_name(base.name + suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(base.with_name(base.name + suffix))
+        atomic_write_text(base.with_name(base.name + suffix), text)
     return base.with_name(base.name + ".json")

@@ -9,7 +9,6 @@ creates a key only if nobody else has (the building block of locks).
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -25,12 +24,13 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from reindex.atomic import TMP_PREFIX, atomic_write, fsync_dir, write_temp
 from reindex.errors import StateError, TransientError
 
 T = TypeVar("T")
 
 # Temporary files of atomic local writes start with this; list() never returns them.
-_TMP_PREFIX = ".tmp-"
+_TMP_PREFIX = TMP_PREFIX
 
 
 @runtime_checkable
@@ -135,30 +135,10 @@ class LocalObjectStore:
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
-    def _write_temp(self, path: Path, data: bytes) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f"{_TMP_PREFIX}{path.name}.{uuid.uuid4().hex}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return tmp
-
     def put(self, key: str, data: bytes) -> None:
         path = self._path(key)
         try:
-            tmp = self._write_temp(path, data)
-            try:
-                os.replace(tmp, path)
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-            _fsync_dir(path.parent)
+            atomic_write(path, data)
         except OSError as err:
             raise StateError(f"cannot write {path}: {err.strerror or err}") from None
 
@@ -167,7 +147,7 @@ class LocalObjectStore:
         try:
             if path.exists():
                 return False
-            tmp = self._write_temp(path, data)
+            tmp = write_temp(path, data)
             try:
                 os.link(tmp, path)
             except FileExistsError:
@@ -178,7 +158,7 @@ class LocalObjectStore:
                 return _create_exclusive(path, data)
             finally:
                 tmp.unlink(missing_ok=True)
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
             return True
         except OSError as err:
             raise StateError(f"cannot write {path}: {err.strerror or err}") from None
@@ -222,22 +202,8 @@ def _create_exclusive(path: Path, data: bytes) -> bool:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return True
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename durable. Best effort: some platforms cannot open a folder."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------------------------
