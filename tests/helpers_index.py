@@ -17,6 +17,7 @@ from typing import Any, Iterator
 import numpy as np
 
 import reindex
+from reindex.usecases import backends
 from reindex import api
 
 SAMPLE = Path(reindex.__file__).resolve().parent / "sample"
@@ -201,7 +202,7 @@ def shared_store(monkeypatch: Any, ws: Workspace) -> Any:
     """Open ``ws``'s store once and make every ``api`` call use it (embedded Qdrant: one opener per
     folder, so reader threads must share the instance the use case writes through)."""
     store = api.vector_store_for(ws.cfg())
-    monkeypatch.setattr(api, "vector_store_for", lambda cfg: _NoClose(store))
+    monkeypatch.setattr(backends, "vector_store_for", lambda cfg: _NoClose(store))
     return store
 
 

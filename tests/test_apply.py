@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from helpers_index import Snapshot, Workspace, _NoClose, prefect_api_url, read_log
 from reindex import api
+from reindex.usecases import backends
 from reindex.approvals import ApprovalError
 from reindex.embedders import make_embedder
 from reindex.errors import TransientError
@@ -199,7 +200,7 @@ def test_readers_never_see_an_edited_document_without_chunks(
 
     store = api.vector_store_for(ws.cfg())
     watched = _WatchedStore(store, "docs", edited)
-    monkeypatch.setattr(api, "vector_store_for", lambda cfg: watched)
+    monkeypatch.setattr(backends, "vector_store_for", lambda cfg: watched)
     try:
         before = {d: store.count("docs", doc_id=d) for d in edited}
         assert all(before.values())
@@ -283,7 +284,7 @@ def test_apply_refuses_a_drifted_plan_unless_replanned(tmp_path: Path, embed_log
     plan, path = ws.plan()
     doc = ws.corpus / "pep-0212.rst"
     doc.write_bytes(doc.read_bytes() + b"\nA sentence added after planning.\n")
-    now = api.corpus_digest(ws.cfg())
+    now = api.corpus_digest_of(ws.cfg())
 
     with pytest.raises(PlanError) as err:
         ws.apply(path)
@@ -423,9 +424,9 @@ def test_prefect_flow_retries_transient_faults_to_the_same_build(
     ws.build_live()
     plan, path = ws.planned_change(size=120)
     faults = _Faults(seed=0)  # 4 of 33 calls fail: 3 embeds, 1 store call whose reply is lost
-    real_store_for, real_make = api.vector_store_for, embedders.make_embedder
-    monkeypatch.setattr(api, "vector_store_for", lambda cfg: _FlakyStore(real_store_for(cfg), faults))
-    monkeypatch.setattr(embedders, "make_embedder", lambda *a, **kw: _FlakyEmbedder(real_make(*a, **kw), faults))
+    real_store_for, real_make = backends.vector_store_for, backends.make_embedder
+    monkeypatch.setattr(backends, "vector_store_for", lambda cfg: _FlakyStore(real_store_for(cfg), faults))
+    monkeypatch.setattr(backends, "make_embedder", lambda *a, **kw: _FlakyEmbedder(real_make(*a, **kw), faults))
     monkeypatch.setenv("REINDEX_SHARD_WORKERS", "4")
 
     r = ws.apply(path, use_prefect=True)
@@ -464,7 +465,7 @@ def _edit_during_first_embed(monkeypatch: pytest.MonkeyPatch, doc: Path) -> list
             calls.append(len(texts))
             return self.inner.embed(texts)
 
-    monkeypatch.setattr(embedders, "make_embedder", lambda *a, **kw: Editing(real_make(*a, **kw)))
+    monkeypatch.setattr(backends, "make_embedder", lambda *a, **kw: Editing(real_make(*a, **kw)))
     return calls
 
 

@@ -21,7 +21,7 @@ PREFECT_YAML = REPO / "flows" / "prefect.yaml"
 # Read by the code, but only as test or demo hooks: never set on a production worker.
 TEST_HOOKS = {"REINDEX_EMBED_LOG", "REINDEX_CRASH_AT", "REINDEX_DEMO_DIR"}
 # Read by the code, optional on the worker: the flows take a `task_runner` parameter instead.
-OPTIONAL = {"REINDEX_TASK_RUNNER"}
+OPTIONAL = {"REINDEX_TASK_RUNNER", "PREFECT_PROFILE", "PREFECT_HOME", "PREFECT_PROFILES_PATH"}
 # What the worker needs that third-party libraries read (boto3, Prefect).
 THIRD_PARTY_REQUIRED = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PREFECT_API_URL"}
 SECRETS = {"QDRANT_API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "POSTGRES_PASSWORD",

@@ -11,14 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reindex.atomic import atomic_write_text
-from reindex.errors import TerminalError
+from reindex.errors import ApprovalError, TerminalError
 from reindex.planner import Plan, PlanError
 
 APPROVAL_SCHEMA = "reindex/approval/v1"
 
 
-class ApprovalError(TerminalError):
-    """A plan needs an approval it does not have."""
 
 
 @dataclass(frozen=True, slots=True)

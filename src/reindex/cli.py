@@ -5,19 +5,15 @@ Expected failures (ReindexError) print one line and exit 1; tracebacks only with
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
 import click
 
 from reindex.errors import ReindexError
+from reindex.settings import apply_offline_defaults
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+apply_offline_defaults()
 
 
 class _Group(click.Group):
@@ -388,8 +384,8 @@ def calibrate(config_path: str, chunks: int, as_json: bool) -> None:
 class _ApplyProgress:
     """A rich progress bar fed by apply's progress events (documents, reused/embedded, tokens/s, ETA)."""
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
+    def __init__(self, enabled: bool, announce: bool = True) -> None:
+        self.enabled, self.announce = enabled, announce
         self.progress = None
         self.task = None
         self.embedded = self.tokens = self.chunks = 0
@@ -418,9 +414,11 @@ class _ApplyProgress:
     def __call__(self, event: dict) -> None:
         import time
 
+        kind = event["kind"]
+        if kind == "start" and self.announce:
+            click.echo(RUNNER_LINES.get(event.get("runner", ""), f"running with {event.get('runner')}"))
         if self.progress is None:
             return
-        kind = event["kind"]
         if kind == "start":
             self.started = time.perf_counter()
             self.task = self.progress.add_task("apply", total=event.get("documents_planned") or None, detail="")
@@ -442,13 +440,18 @@ class _ApplyProgress:
 @click.argument("plan_file", type=click.Path(dir_okay=False))
 @CONFIG_OPTION
 @click.option("--replan", is_flag=True, help="If the plan's inputs drifted, plan again and apply the new plan.")
+@click.option("--prefect/--no-prefect", "prefect", default=None,
+              help="Run the shards as the Prefect flow `reindex-apply` (default: only when a Prefect API is "
+                   "configured by PREFECT_API_URL or the active Prefect profile), or force the in-process runner.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
-def apply(plan_file: str, config_path: str, replan: bool, no_progress: bool, as_json: bool) -> None:
-    """Carry out a plan with the Prefect flow `reindex-apply`: a shadow population built in resumable
-    shards with exact vector reuse, or documents synced in place.
+def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, no_progress: bool,
+          as_json: bool) -> None:
+    """Carry out a plan: a shadow population built in resumable shards with exact vector reuse, or
+    documents synced in place.
 
-    Refuses unapproved plans and plans whose inputs drifted; one apply per index at a time.
+    Refuses unapproved plans and plans whose inputs drifted; one apply per index at a time. Runs
+    in-process unless a Prefect API is configured (then as the Prefect flow `reindex-apply`).
 
     \b
     Example:
@@ -456,14 +459,20 @@ def apply(plan_file: str, config_path: str, replan: bool, no_progress: bool, as_
     """
     from reindex import api
 
-    with _ApplyProgress(enabled=not no_progress and not as_json) as bar:
-        r = api.apply_plan(plan_file, config_path, replan=replan, progress=bar)
+    with _ApplyProgress(enabled=not no_progress and not as_json, announce=not as_json) as bar:
+        r = api.apply_plan(plan_file, config_path, replan=replan, progress=bar, prefect=prefect)
     if as_json:
         _emit_json(r.as_dict())
     else:
         click.echo(_render_apply(r))
     if r.status == "failed":
         raise click.exceptions.Exit(1)
+
+
+RUNNER_LINES = {
+    "in-process": "running in-process; set PREFECT_API_URL to track runs in Prefect",
+    "prefect": "running as the Prefect flow reindex-apply",
+}
 
 
 def _render_apply(r: Any) -> str:
@@ -707,10 +716,10 @@ def deploy(config_path: str, pool: str, plans_dir: str | None, timezone: str, ta
     Example:
       PREFECT_API_URL=http://127.0.0.1:4200/api reindex deploy -c reindex.yaml --pool reindex
     """
-    from reindex import api
+    from reindex import orchestration
 
-    r = api.deploy(config_path, pool=pool, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner,
-                   schedules=not no_schedules)
+    r = orchestration.deploy(config_path, pool=pool, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner,
+                             schedules=not no_schedules)
     if as_json:
         _emit_json(r.as_dict())
         return
@@ -737,13 +746,13 @@ def serve(config_path: str, plans_dir: str | None, timezone: str, task_runner: s
     Example:
       reindex serve -c reindex.yaml
     """
-    from reindex import api
+    from reindex import orchestration
 
-    r = api.serve_plan(config_path, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner)
+    r = orchestration.serve_plan(config_path, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner)
     click.echo(f"serving {', '.join(r.deployments)} (Ctrl-C stops); next, in another shell:")
     for cmd in r.next_commands:
         click.echo(f"  {cmd}")
-    api.serve(config_path, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner)
+    orchestration.serve(config_path, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner)
 
 
 def _render_summary(s: Any) -> str:

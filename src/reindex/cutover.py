@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from reindex.errors import TerminalError
+from reindex.errors import CutoverError, TerminalError
 from reindex.manifests import (
     PopulationRecord,
     _read_json,
@@ -25,8 +25,6 @@ from reindex.manifests import (
 from reindex.stores.objects import ObjectStore
 
 
-class CutoverError(TerminalError):
-    """A cutover, rollback or gc step is refused."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-WORK = Path(os.environ.get("REINDEX_DEMO_DIR", ".demo")).resolve()
+from reindex import settings
+
+WORK = settings.demo_dir()
 
 
 def run(*args: str, ok: tuple[int, ...] = (0,)) -> str:

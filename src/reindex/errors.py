@@ -40,3 +40,35 @@ class ModelError(TerminalError):
 
 class StateError(TerminalError):
     """The state store (plans, manifests, locks) is inconsistent or unreachable."""
+
+
+class PlanError(TerminalError):
+    """A plan cannot be made, read or trusted."""
+
+
+class ApprovalError(TerminalError):
+    """A plan needs an approval it does not have."""
+
+
+class LockHeld(StateError):
+    """Another writer holds the index lock."""
+
+
+class VectorStoreError(StateError):
+    """A vector-store operation failed and retrying will not help (missing collection, refused request)."""
+
+
+class EvaluationError(TerminalError):
+    """Queries cannot be read or run."""
+
+
+class CutoverError(TerminalError):
+    """A cutover, rollback or gc step is refused."""
+
+
+class MeasureError(TerminalError):
+    """Pairs, queries or a corpus cannot be read, or the options do not fit together."""
+
+
+class RunnerError(TerminalError):
+    """The chosen shard runner cannot run (e.g. the Prefect API is unreachable)."""

@@ -15,15 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from reindex.errors import TerminalError
+from reindex.errors import EvaluationError, TerminalError
 
 BUDGET_TOKENS = 2048
 MAX_CANDIDATES = 100
 RBO_P = 0.9
 
 
-class EvaluationError(TerminalError):
-    """Queries cannot be read or run."""
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from reindex import settings
 from reindex.config import PipelineConfig
 from reindex.embedders import Embedder
 from reindex.errors import ReindexError, TransientError
@@ -69,7 +70,7 @@ def shard_of(doc_id: str, shards: int) -> int:
 def crashpoint(name: str) -> None:
     """Test hook: ``REINDEX_CRASH_AT=name[:n]`` kills this process with SIGKILL the n-th time (default 1st)
     execution reaches ``name``. Crash tests use it to stop a real apply at exact points."""
-    spec = os.environ.get("REINDEX_CRASH_AT")
+    spec = settings.crash_at()
     if not spec:
         return
     target, _, nth = spec.partition(":")

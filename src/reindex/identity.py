@@ -17,7 +17,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from reindex.config import PipelineConfig, TextHalf, VectorHalf
 from reindex.models import digest_path, find_tokenizer_file, resolve_model_path
@@ -149,3 +149,27 @@ def identity_of(cfg: PipelineConfig) -> Identity:
     tid, vid = text_id(cfg.text), vector_id(cfg.vector)
     pid = pipeline_id(cfg.text, cfg.vector)
     return Identity(tid, vid, pid, collection_name(cfg.index, pid), cfg.index)
+
+
+class CorpusDigest:
+    """The digest of a corpus as planning and the drift check see it: document ids and content hashes
+    in scan order. The one home of this formula: a plan's corpus digest and apply's drift check must agree."""
+
+    __slots__ = ("_h",)
+
+    def __init__(self) -> None:
+        self._h = hashlib.blake2b(digest_size=16)
+
+    def add(self, doc_id: str, content_hash: str) -> None:
+        self._h.update(f"{doc_id}\0{content_hash}\n".encode())
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
+def corpus_digest(documents: Iterable[tuple[str, str]]) -> str:
+    """:class:`CorpusDigest` of ``(doc id, content hash)`` pairs."""
+    d = CorpusDigest()
+    for doc_id, content_hash in documents:
+        d.add(doc_id, content_hash)
+    return d.hexdigest()

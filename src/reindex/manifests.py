@@ -22,7 +22,7 @@ from typing import Any, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reindex.errors import StateError
+from reindex.errors import LockHeld, StateError
 from reindex.identity import canonical_json
 from reindex.stores.objects import ObjectStore
 
@@ -234,10 +234,6 @@ def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, pa
 # --------------------------------------------------------------------------------------------
 # Locks: one apply per index. Owner, expiry and a heartbeat; created with a conditional write.
 # --------------------------------------------------------------------------------------------
-
-
-class LockHeld(StateError):
-    """Another apply holds the index lock."""
 
 
 @dataclass

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from reindex.atomic import atomic_write_text
-from reindex.errors import ChunkerError, ReindexError
+from reindex.errors import ChunkerError, MeasureError, ReindexError
 
 BANDS = ("<=5%", "5-20%", "20-50%", ">50%")
 ALL = "all"
@@ -46,8 +46,6 @@ PACK_CANDIDATES = 100
 BOOTSTRAP = 2000
 
 
-class MeasureError(ReindexError):
-    """Pairs, queries or a corpus cannot be read, or the options do not fit together."""
 
 
 # --------------------------------------------------------------------------------------------

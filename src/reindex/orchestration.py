@@ -1,129 +1,31 @@
-"""Prefect flows and tasks; the only module that imports prefect.
-
-Tasks are thin: one library call each, retried only on TransientError. Heavy objects (stores,
-embedders) never pass through Prefect: tasks get a run key and look the context up in-process, so
-nothing is pickled, hashed for caching or persisted as a result."""
+"""Prefect driver: the scheduled flows ``reindex-sync``, ``reindex-reindex``, ``reindex-gc``, their
+deployments and ``serve``. Like the CLI, these flows sit at the edge and call ``reindex.api``; the shard
+runner they apply with (the ``reindex-apply`` flow, a child flow run here) lives in
+:mod:`reindex.runners.prefect`. Prefect is imported only by these two modules."""
 
 from __future__ import annotations
 
-import os
 import threading
+from dataclasses import dataclass
 from typing import Any
 
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+from reindex.settings import apply_offline_defaults
+
+apply_offline_defaults()
 
 from prefect import flow, get_run_logger, task  # noqa: E402
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact  # noqa: E402
+from prefect.artifacts import create_markdown_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
-from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from reindex import execution  # noqa: E402
-from reindex.errors import TransientError  # noqa: E402
-
-_RUNS: dict[str, execution.ApplyContext] = {}
-_LOCK = threading.Lock()
-
-
-def register(key: str, ctx: execution.ApplyContext) -> None:
-    with _LOCK:
-        _RUNS[key] = ctx
-
-
-def unregister(key: str) -> None:
-    with _LOCK:
-        _RUNS.pop(key, None)
-
-
-def _transient_only(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry a task only when it failed with a TransientError."""
-    try:
-        state.result()
-    except TransientError:
-        return True
-    except Exception:  # noqa: BLE001 - anything else is terminal for this shard
-        return False
-    return False
-
-
-def _run_shard(run_key: str, shard: int, only: list[str] | None, removed: list[str]) -> dict:
-    """Build or sync one shard."""
-    return execution.run_shard(_RUNS[run_key], shard, only=set(only) if only is not None else None,
-                               removed=set(removed)).as_dict()
-
-
-# Not written as a decorator: Dask pickles the task's function by reference, which fails when the
-# module attribute of the same name is the Task rather than the function.
-run_shard_task = task(name="run-shard", retries=3, retry_delay_seconds=[1, 2, 4], retry_jitter_factor=0.5,
-                      retry_condition_fn=_transient_only, cache_policy=NO_CACHE, persist_result=False,
-                      task_run_name="shard-{shard}")(_run_shard)
-
-
-@task(name="catch-up", retries=3, retry_delay_seconds=[1, 2, 4], retry_condition_fn=_transient_only,
-      cache_policy=NO_CACHE, persist_result=False)
-def catch_up_task(run_key: str) -> dict:
-    """Replay documents that changed during the build."""
-    return execution.catch_up(_RUNS[run_key])
-
-
-def _runner() -> ThreadPoolTaskRunner:
-    return ThreadPoolTaskRunner(max_workers=int(os.environ.get("REINDEX_SHARD_WORKERS", "4")))
-
-
-def _apply(run_key: str, shards: list[int], only: list[str] | None = None, removed: list[str] | None = None,
-           catch_up: bool = True) -> dict:
-    """Build the shadow population (or sync documents in place) shard by shard, then catch up."""
-    logger = get_run_logger()
-    progress_id = create_progress_artifact(progress=0.0, description=f"reindex apply: {len(shards)} shards")
-    futures = [run_shard_task.submit(run_key, k, only, removed or []) for k in shards]
-    results, failures = [], []
-    for n, (k, fut) in enumerate(zip(shards, futures), 1):
-        try:
-            results.append(fut.result())
-        except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
-            failures.append({"shard": k, "reason": f"{type(err).__name__}: {err}".splitlines()[0]})
-            logger.error("shard %s failed: %s", k, failures[-1]["reason"])
-        update_progress_artifact(progress_id, progress=100.0 * n / max(len(shards), 1))
-    caught = {"rounds": [], "documents": 0}
-    if catch_up and not failures and not any(r["failures"] for r in results):
-        caught = catch_up_task(run_key)
-    summary = {"shards": results, "failed_shards": failures, "catch_up": caught}
-    create_markdown_artifact(
-        key="reindex-apply-report",
-        markdown=_markdown(summary),
-        description="reindex apply: per-shard counts",
-    )
-    return summary
-
-
-# Not written as a decorator, for the same reason as run_shard_task: a Dask task runner pickles the
-# flow context, and a function whose module attribute is the Flow would be pickled by value (with
-# the in-process run registry and its open store).
-apply_flow = flow(name="reindex-apply", persist_result=False, log_prints=False, task_runner=_runner())(_apply)
-
-
-def _markdown(summary: dict) -> str:
-    rows = ["| shard | docs | chunks | reused (old) | reused (target) | embedded | skipped |", "|---|---|---|---|---|---|---|"]
-    for r in summary["shards"]:
-        rows.append(f"| {r['shard']} | {r['documents']} | {r['chunks']} | {r['reused_old']} | {r['reused_target']} | "
-                    f"{r['embedded']} | {'yes' if r['skipped'] else ''} |")
-    fails = "".join(f"\n- shard {f['shard']}: {f['reason']}" for f in summary["failed_shards"])
-    return "# reindex apply\n\n" + "\n".join(rows) + (f"\n\n## Failed shards{fails}" if fails else "") + \
-        f"\n\nCatch-up: {summary['catch_up']['documents']} documents replayed.\n"
-
-
-def run_apply(ctx: execution.ApplyContext, shards: list[int], *, only: list[str] | None = None,
-              removed: list[str] | None = None) -> dict:
-    """Run the ``reindex-apply`` flow in this process (ephemeral API unless PREFECT_API_URL is set)."""
-    key = f"{ctx.run}-{os.getpid()}-{threading.get_ident()}"
-    register(key, ctx)
-    try:
-        # The default is apply_flow itself; a task runner chosen by using_task_runner() or
-        # REINDEX_TASK_RUNNER (threads | dask | dask:ADDRESS) swaps only the runner.
-        return selected_apply_flow()(key, shards, only, removed)
-    finally:
-        unregister(key)
-
+from reindex.runners.prefect import (  # noqa: E402,F401 - re-exported: the apply flow's names stay importable here
+    PrefectRunner,
+    apply_flow,
+    catch_up_task,
+    make_task_runner,
+    run_shard_task,
+    selected_apply_flow,
+    using_task_runner,
+)
 
 # ============================================================================================
 # Scheduled flows (issue 7): reindex-sync, reindex-reindex, reindex-gc, their deployments, and
@@ -133,7 +35,6 @@ def run_apply(ctx: execution.ApplyContext, shards: list[int], *, only: list[str]
 # ============================================================================================
 
 import contextlib  # noqa: E402
-import contextvars  # noqa: E402
 import datetime as _dt  # noqa: E402
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -149,7 +50,6 @@ INDEX_LIMIT_PREFIX = "reindex-index-"
 DEFAULT_APPROVAL_TIMEOUT_S = 7 * 86400
 # Prefect fails a run whose pause outlives its timeout; our own deadline rejects it first.
 _PAUSE_MARGIN_S = 300
-_TASK_RUNNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("reindex_task_runner", default=None)
 
 
 class ApprovalInput(RunInput):
@@ -158,54 +58,6 @@ class ApprovalInput(RunInput):
     approve: bool
     approver: str
     reason: str = ""
-
-
-# --------------------------------------------------------------------------------------------
-# Task runners for apply: threads (default) or Dask
-# --------------------------------------------------------------------------------------------
-
-
-def make_task_runner(spec: str | None) -> Any:
-    """``threads`` | ``threads:N`` | ``dask`` (local cluster of threads) | ``dask-processes[:N]``
-    (local cluster of processes; needs a Qdrant server) | ``dask:tcp://host:8786`` (an existing
-    cluster; needs a Qdrant server and shared state)."""
-    spec = (spec or "threads").strip()
-    if spec == "threads" or spec.startswith("threads:"):
-        n = int(spec.split(":", 1)[1]) if ":" in spec else int(os.environ.get("REINDEX_SHARD_WORKERS", "4"))
-        return ThreadPoolTaskRunner(max_workers=n)
-    if spec == "dask" or spec.startswith(("dask:", "dask-processes")):
-        try:
-            from prefect_dask import DaskTaskRunner
-        except ImportError:
-            from reindex.errors import ConfigError
-
-            raise ConfigError(f"task runner {spec!r} needs prefect-dask: pip install prefect-dask") from None
-        if spec.startswith("dask:"):
-            return DaskTaskRunner(address=spec.split(":", 1)[1])
-        if spec.startswith("dask-processes"):
-            n = int(spec.split(":", 1)[1]) if ":" in spec else 2
-            return DaskTaskRunner(cluster_kwargs={"n_workers": n, "processes": True})
-        return DaskTaskRunner(cluster_kwargs={"processes": False, "n_workers": 1,
-                                              "threads_per_worker": int(os.environ.get("REINDEX_SHARD_WORKERS", "4"))})
-    from reindex.errors import ConfigError
-
-    raise ConfigError(f"task runner {spec!r}: expected threads, threads:N, dask, dask-processes[:N] or dask:ADDRESS")
-
-
-@contextlib.contextmanager
-def using_task_runner(spec: str | None):
-    """Run applies started in this context with the task runner ``spec`` (see make_task_runner)."""
-    token = _TASK_RUNNER.set(spec)
-    try:
-        yield
-    finally:
-        _TASK_RUNNER.reset(token)
-
-
-def selected_apply_flow() -> Any:
-    """``apply_flow`` with the task runner chosen by using_task_runner / REINDEX_TASK_RUNNER, if any."""
-    spec = _TASK_RUNNER.get() or os.environ.get("REINDEX_TASK_RUNNER")
-    return apply_flow if not spec else apply_flow.with_options(task_runner=make_task_runner(spec))
 
 
 # --------------------------------------------------------------------------------------------
@@ -251,7 +103,7 @@ def index_slot(index: str, timeout_s: float | None = None):
 _TASK_OPTS: dict[str, Any] = dict(cache_policy=NO_CACHE, persist_result=False)
 
 
-@task(name="plan", retries=2, retry_delay_seconds=[2, 8], retry_condition_fn=_transient_only, **_TASK_OPTS)
+@task(name="plan", **_TASK_OPTS)
 def plan_task(config: str, plans_dir: str) -> str:
     """Plan the config against the live population; returns the plan file."""
     from reindex import api
@@ -443,7 +295,7 @@ def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: st
     from reindex.errors import ReindexError
 
     logger = get_run_logger()
-    applied = api.apply_plan(plan_path, config)
+    applied = api.apply_plan(plan_path, config, runner=PrefectRunner())  # a child flow run of this flow
     if applied.status == "failed":
         raise ReindexError(f"apply of {plan_path} failed: {len(applied.report['failures'])} failures; "
                            f"see {applied.report_path}; run the flow again to resume")
@@ -631,3 +483,65 @@ def serve_flows(config: str, index: str, plans_dir: str, **kw: Any) -> None:
 
     ensure_index_limit(index)
     serve(*deployment_specs(config, index, plans_dir, **kw), print_starting_message=False)
+
+
+# --------------------------------------------------------------------------------------------
+# deploy / serve (Prefect deployments of the sync, reindex and gc flows)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeployResult:
+    """What `reindex deploy` created and the commands that come next."""
+
+    index: str
+    config: str
+    pool: str | None
+    deployments: tuple[str, ...]
+    concurrency_limit: str
+    next_commands: tuple[str, ...]
+
+    def as_dict(self) -> dict:
+        return {"index": self.index, "config": self.config, "pool": self.pool, "deployments": list(self.deployments),
+                "concurrency_limit": self.concurrency_limit, "next_commands": list(self.next_commands)}
+
+
+def _deploy_inputs(config_path: str | Path, plans_dir: str | Path | None) -> tuple[str, str, str]:
+    p = Path(config_path).resolve()
+    from reindex import api
+
+    cfg = api.load_resolved(p)
+    return str(p), cfg.index, str(Path(plans_dir).resolve() if plans_dir else p.parent / "plans")
+
+
+def deploy(config_path: str | Path = "reindex.yaml", *, pool: str = "reindex", plans_dir: str | Path | None = None,
+           timezone: str = "UTC", task_runner: str = "threads", schedules: bool = True) -> DeployResult:
+    """Create (or update) the reindex-sync, reindex-reindex and reindex-gc deployments of one index
+    on a process work pool of the Prefect API in PREFECT_API_URL."""
+    config, index, plans = _deploy_inputs(config_path, plans_dir)
+    crons = {} if schedules else {"sync_cron": None, "reindex_cron": None, "gc_cron": None}
+    names = deploy_flows(config, index, plans, pool, timezone=timezone, task_runner=task_runner, **crons)
+    nxt = (
+        f"prefect worker start --pool {pool}",
+        f"prefect deployment run 'reindex-reindex/{index}'",
+        f"prefect deployment run 'reindex-sync/{index}'",
+        "prefect server start   # if no server runs yet; the UI shows paused runs under Flow Runs",
+    )
+    return DeployResult(index, config, pool, tuple(names), index_limit_name(index), nxt)
+
+
+def serve_plan(config_path: str | Path = "reindex.yaml", *, plans_dir: str | Path | None = None,
+               timezone: str = "UTC", task_runner: str = "threads") -> DeployResult:
+    """What `reindex serve` will serve (no side effects)."""
+    config, index, _ = _deploy_inputs(config_path, plans_dir)
+    names = tuple(f"{f}/{index}" for f in ("reindex-sync", "reindex-reindex", "reindex-gc"))
+    nxt = (f"prefect deployment run 'reindex-reindex/{index}'   # in another shell",
+           f"prefect deployment run 'reindex-sync/{index}'")
+    return DeployResult(index, config, None, names, index_limit_name(index), nxt)
+
+
+def serve(config_path: str | Path = "reindex.yaml", *, plans_dir: str | Path | None = None, timezone: str = "UTC",
+          task_runner: str = "threads") -> None:
+    """Serve the three deployments of one index from this process until interrupted."""
+    config, index, plans = _deploy_inputs(config_path, plans_dir)
+    serve_flows(config, index, plans, timezone=timezone, task_runner=task_runner)

@@ -21,8 +21,8 @@ from typing import Any, Callable, Mapping
 from reindex import cost as costmod
 from reindex.atomic import atomic_write_text
 from reindex.config import PipelineConfig, chunker_spec, config_from_dict
-from reindex.errors import TerminalError
-from reindex.identity import Identity, canonical_json, identity_of
+from reindex.errors import PlanError, TerminalError
+from reindex.identity import CorpusDigest, Identity, canonical_json, identity_of
 from reindex.manifests import digest_json, manifest_digest, read_chunk_manifest, read_live
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
@@ -40,8 +40,6 @@ DEFAULT_TOKENS_PER_MINUTE = 150_000.0
 LENGTH_EDGES = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
-class PlanError(TerminalError):
-    """A plan cannot be made, read or trusted."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,9 +110,9 @@ def explicit_baseline(
     pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
     report = ScanReport()
     docs: dict[str, DocState] = {}
-    digest = hashlib.blake2b(digest_size=16)
+    digest = CorpusDigest()
     for n, doc in enumerate(source.scan(report), 1):
-        digest.update(f"{doc.doc_id}\0{doc.content_hash}\n".encode())
+        digest.add(doc.doc_id, doc.content_hash)
         if only is None or doc.doc_id in only:
             recs = pipe.chunk_document(doc)
             docs[doc.doc_id] = DocState(doc.content_hash, tuple(r.fingerprint for r in recs), tuple(r.tokens for r in recs))
@@ -533,7 +531,7 @@ def plan_change(req: PlanRequest) -> Plan:
 
     report = ScanReport()
     t = _Totals()
-    digest = hashlib.blake2b(digest_size=16)
+    digest = CorpusDigest()
     seen: set[str] = set()
     started = time.perf_counter()
     projection = None
@@ -555,7 +553,7 @@ def plan_change(req: PlanRequest) -> Plan:
         n = 0
         for doc in source.scan(report):
             n += 1
-            digest.update(f"{doc.doc_id}\0{doc.content_hash}\n".encode())
+            digest.add(doc.doc_id, doc.content_hash)
             seen.add(doc.doc_id)
             w = work_for(doc)
             t.add(w, req.tail_tokens)
@@ -685,7 +683,7 @@ def _sampled(req: PlanRequest, source, report: ScanReport, pipe: TextPipeline, w
     same_pipeline = baseline.identity is not None and baseline.identity.pipeline_id == identity_of(req.config).pipeline_id
     sizes: dict[str, int] = {}
     for doc in source.scan(ScanReport()):
-        digest.update(f"{doc.doc_id}\0{doc.content_hash}\n".encode())
+        digest.add(doc.doc_id, doc.content_hash)
         seen.add(doc.doc_id)
         old = baseline.docs.get(doc.doc_id)
         status = "added" if old is None else ("unchanged" if old.content_hash == doc.content_hash else "edited")

@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from reindex import settings
 from reindex.config import VectorHalf
 from reindex.embedders.base import EmbedResult
 
@@ -34,7 +35,7 @@ class HashEmbedder:
         return v / np.linalg.norm(v) if self.vector.normalize else v
 
     def embed(self, texts: list[str]) -> EmbedResult:
-        log = os.environ.get("REINDEX_EMBED_LOG")
+        log = settings.embed_log()
         if log and texts:
             with _LOG_LOCK, open(log, "a", encoding="utf-8") as fh:
                 fh.write("".join(hashlib.blake2b(t.encode(), digest_size=8).hexdigest() + "\n" for t in texts))

@@ -48,7 +48,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from qdrant_client.local.persistence import CollectionPersistence
 from qdrant_client.local.qdrant_local import QdrantLocal
 
-from reindex.errors import StateError, TransientError
+from reindex.errors import StateError, TransientError, VectorStoreError
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,6 @@ _QUIET = (
 )
 
 
-class VectorStoreError(StateError):
-    """A vector-store operation failed and retrying will not help (missing collection, refused request)."""
 
 
 @dataclass(frozen=True, slots=True)

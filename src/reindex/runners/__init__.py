@@ -1,0 +1,89 @@
+"""Shard runners: how an apply's shards and its catch-up are run.
+
+A :class:`ShardRunner` runs the shards of one :class:`ShardJob` against an
+:class:`~reindex.execution.ApplyContext`, then the catch-up, and returns the summary that the run report is
+built from. Two implementations give identical populations and identical summaries:
+
+* :class:`ThreadRunner` — in this process, on a thread pool (the default: no server, no start-up cost);
+* :class:`reindex.runners.prefect.PrefectRunner` — the Prefect flow ``reindex-apply`` (a flow run with one
+  task run per shard, visible in the Prefect UI), used when a Prefect API is configured or asked for.
+
+Both follow the same rules, written once here: a shard that raises is reported as a failed shard and the
+others go on; catch-up runs only when every shard finished without failures (a failed run is resumed, and
+catch-up runs then). Retries happen once, at the call layer (see ``execution.retry_transient`` and the S3
+client), never again at the shard layer: a shard retry would repeat every call of the shard."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from reindex import execution, settings
+
+__all__ = ["ShardJob", "ShardRunner", "ThreadRunner", "failure_of", "summarize"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardJob:
+    """Which shards to run; for an in-place sync, which documents to sync and which to remove."""
+
+    shards: tuple[int, ...]
+    only: frozenset[str] | None = None
+    removed: frozenset[str] = frozenset()
+
+
+@runtime_checkable
+class ShardRunner(Protocol):
+    """Runs the shards of a job, then catch-up; returns ``{"shards", "failed_shards", "catch_up"}``."""
+
+    name: str
+
+    def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict: ...
+
+
+def failure_of(shard: int, err: BaseException) -> dict:
+    """A failed shard as the run report shows it: the shard and a one-line reason."""
+    return {"shard": shard, "reason": f"{type(err).__name__}: {err}".splitlines()[0]}
+
+
+NO_CATCH_UP = {"rounds": [], "documents": 0}
+
+
+def summarize(results: list[dict], failed: list[dict], catch_up: Callable[[], dict]) -> dict:
+    """The summary both runners return: catch-up only when every shard finished without failures."""
+    clean = not failed and not any(r["failures"] for r in results)
+    return {"shards": results, "failed_shards": failed, "catch_up": catch_up() if clean else dict(NO_CATCH_UP)}
+
+
+class ThreadRunner:
+    """Shards on a thread pool in this process: scans and chunking of one shard overlap another's
+    embedding (the embedder serialises model calls)."""
+
+    name = "in-process"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers or settings.shard_workers()
+
+    def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
+        def one(k: int) -> dict:
+            return execution.run_shard(ctx, k, only=job.only, removed=job.removed).as_dict()
+
+        results: list[dict] = []
+        failed: list[dict] = []
+        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="reindex-shard") as pool:
+            futures = [(k, pool.submit(one, k)) for k in job.shards]
+            for k, fut in futures:
+                try:
+                    results.append(fut.result())
+                except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
+                    failed.append(failure_of(k, err))
+        return summarize(results, failed, lambda: execution.catch_up(ctx))
+
+    def __repr__(self) -> str:
+        return f"ThreadRunner(workers={self.workers})"
+
+
+def describe(runner: Any) -> str:
+    """The runner's name for messages and reports."""
+    return getattr(runner, "name", type(runner).__name__)

@@ -1,0 +1,212 @@
+"""The Prefect shard runner: apply's shards as task runs of the ``reindex-apply`` flow.
+
+Tasks are thin: one library call each. Heavy objects (stores, embedders) never pass through Prefect:
+tasks get a run key and look the context up in-process, so nothing is pickled, hashed for caching or
+persisted as a result. Shard tasks are not retried by Prefect: the call layer inside a shard already
+retries transient failures (``execution.retry_transient``, the S3 client), and a second layer here
+multiplied attempts (3 × 5 × 5) without helping. A failed shard is reported; re-running the apply resumes.
+
+With no API configured, Prefect starts a temporary local server; its start-up timeout is raised to
+:data:`EPHEMERAL_STARTUP_TIMEOUT_S` (Prefect's 20 s default is exceeded on a loaded 2-core machine), and any
+failure to reach an API becomes one :class:`~reindex.errors.RunnerError` line naming the two ways out."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import threading
+from typing import Any
+
+from reindex.settings import apply_offline_defaults
+
+apply_offline_defaults()
+EPHEMERAL_STARTUP_TIMEOUT_S = 120
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", str(EPHEMERAL_STARTUP_TIMEOUT_S))
+
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+
+from reindex import execution, settings  # noqa: E402
+from reindex.errors import ConfigError, ReindexError, RunnerError  # noqa: E402
+from reindex.runners import ShardJob, failure_of, summarize  # noqa: E402
+
+__all__ = [
+    "PrefectRunner",
+    "apply_flow",
+    "catch_up_task",
+    "check_api",
+    "make_task_runner",
+    "run_shard_task",
+    "selected_apply_flow",
+    "using_task_runner",
+]
+
+_RUNS: dict[str, execution.ApplyContext] = {}
+_LOCK = threading.Lock()
+_TASK_RUNNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("reindex_task_runner", default=None)
+WAYS_OUT = ("run it in-process with `reindex apply --no-prefect PLAN`, or start a Prefect server "
+            "(`prefect server start`) and set PREFECT_API_URL to it")
+
+
+def _register(key: str, ctx: execution.ApplyContext) -> None:
+    with _LOCK:
+        _RUNS[key] = ctx
+
+
+def _unregister(key: str) -> None:
+    with _LOCK:
+        _RUNS.pop(key, None)
+
+
+def _run_shard(run_key: str, shard: int, only: list[str] | None, removed: list[str]) -> dict:
+    """Build or sync one shard."""
+    return execution.run_shard(_RUNS[run_key], shard, only=set(only) if only is not None else None,
+                               removed=set(removed)).as_dict()
+
+
+# Not written as a decorator: Dask pickles the task's function by reference, which fails when the
+# module attribute of the same name is the Task rather than the function.
+run_shard_task = task(name="run-shard", retries=0, cache_policy=NO_CACHE, persist_result=False,
+                      task_run_name="shard-{shard}")(_run_shard)
+
+
+@task(name="catch-up", retries=0, cache_policy=NO_CACHE, persist_result=False)
+def catch_up_task(run_key: str) -> dict:
+    """Replay documents that changed during the build."""
+    return execution.catch_up(_RUNS[run_key])
+
+
+def _apply(run_key: str, shards: list[int], only: list[str] | None = None, removed: list[str] | None = None) -> dict:
+    """Build the shadow population (or sync documents in place) shard by shard, then catch up."""
+    logger = get_run_logger()
+    progress_id = create_progress_artifact(progress=0.0, description=f"reindex apply: {len(shards)} shards")
+    futures = [run_shard_task.submit(run_key, k, only, removed or []) for k in shards]
+    results, failed = [], []
+    for n, (k, fut) in enumerate(zip(shards, futures), 1):
+        try:
+            results.append(fut.result())
+        except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
+            failed.append(failure_of(k, err))
+            logger.error("shard %s failed: %s", k, failed[-1]["reason"])
+        update_progress_artifact(progress_id, progress=100.0 * n / max(len(shards), 1))
+    summary = summarize(results, failed, lambda: catch_up_task(run_key))
+    create_markdown_artifact(key="reindex-apply-report", markdown=_markdown(summary),
+                             description="reindex apply: per-shard counts")
+    return summary
+
+
+# Not written as a decorator, for the same reason as run_shard_task: a Dask task runner pickles the
+# flow context, and a function whose module attribute is the Flow would be pickled by value (with
+# the in-process run registry and its open store).
+apply_flow = flow(name="reindex-apply", persist_result=False, log_prints=False,
+                  task_runner=ThreadPoolTaskRunner(max_workers=settings.shard_workers()))(_apply)
+
+
+def _markdown(summary: dict) -> str:
+    rows = ["| shard | docs | chunks | reused (old) | reused (target) | embedded | skipped |", "|---|---|---|---|---|---|---|"]
+    for r in summary["shards"]:
+        rows.append(f"| {r['shard']} | {r['documents']} | {r['chunks']} | {r['reused_old']} | {r['reused_target']} | "
+                    f"{r['embedded']} | {'yes' if r['skipped'] else ''} |")
+    fails = "".join(f"\n- shard {f['shard']}: {f['reason']}" for f in summary["failed_shards"])
+    return "# reindex apply\n\n" + "\n".join(rows) + (f"\n\n## Failed shards{fails}" if fails else "") + \
+        f"\n\nCatch-up: {summary['catch_up']['documents']} documents replayed.\n"
+
+
+def make_task_runner(spec: str | None) -> Any:
+    """``threads`` | ``threads:N`` | ``dask`` (local cluster of threads) | ``dask-processes[:N]``
+    (local cluster of processes; needs a Qdrant server) | ``dask:tcp://host:8786`` (an existing
+    cluster; needs a Qdrant server and shared state)."""
+    spec = (spec or "threads").strip()
+    if spec == "threads" or spec.startswith("threads:"):
+        n = int(spec.split(":", 1)[1]) if ":" in spec else settings.shard_workers()
+        return ThreadPoolTaskRunner(max_workers=n)
+    if spec == "dask" or spec.startswith(("dask:", "dask-processes")):
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError:
+            raise ConfigError(f"task runner {spec!r} needs prefect-dask: pip install prefect-dask") from None
+        if spec.startswith("dask:"):
+            return DaskTaskRunner(address=spec.split(":", 1)[1])
+        if spec.startswith("dask-processes"):
+            n = int(spec.split(":", 1)[1]) if ":" in spec else 2
+            return DaskTaskRunner(cluster_kwargs={"n_workers": n, "processes": True})
+        return DaskTaskRunner(cluster_kwargs={"processes": False, "n_workers": 1,
+                                              "threads_per_worker": settings.shard_workers()})
+    raise ConfigError(f"task runner {spec!r}: expected threads, threads:N, dask, dask-processes[:N] or dask:ADDRESS")
+
+
+@contextlib.contextmanager
+def using_task_runner(spec: str | None):
+    """Run applies started in this context with the task runner ``spec`` (see make_task_runner)."""
+    token = _TASK_RUNNER.set(spec)
+    try:
+        yield
+    finally:
+        _TASK_RUNNER.reset(token)
+
+
+def selected_apply_flow() -> Any:
+    """``apply_flow`` with the task runner chosen by using_task_runner / REINDEX_TASK_RUNNER, if any."""
+    spec = _TASK_RUNNER.get() or settings.task_runner_spec()
+    return apply_flow if not spec else apply_flow.with_options(task_runner=make_task_runner(spec))
+
+
+def check_api(timeout_s: float = 5.0) -> None:
+    """Fail fast, in one line, when a configured Prefect API does not answer its health check."""
+    import httpx
+
+    url = settings.prefect_api_url()
+    if not url:
+        return  # Prefect will start a temporary local server
+    try:
+        r = httpx.get(url.rstrip("/") + "/health", timeout=timeout_s)
+        r.raise_for_status()
+    except httpx.HTTPError as err:
+        raise RunnerError(f"the Prefect API at {url} does not answer ({type(err).__name__}: {err}); "
+                          f"{WAYS_OUT}".replace("\n", " ")) from None
+
+
+def _in_flow() -> bool:
+    from prefect.context import FlowRunContext
+
+    return FlowRunContext.get() is not None
+
+
+class PrefectRunner:
+    """Runs the ``reindex-apply`` flow in this process: against the configured API, as a child flow run
+    inside another flow, or on a temporary local server when no API is configured."""
+
+    name = "prefect"
+
+    def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
+        if not _in_flow():
+            check_api()
+        key = f"{ctx.run}-{os.getpid()}-{threading.get_ident()}"
+        _register(key, ctx)
+        try:
+            return selected_apply_flow()(key, list(job.shards), sorted(job.only) if job.only is not None else None,
+                                         sorted(job.removed))
+        except ReindexError:
+            raise
+        except Exception as err:  # noqa: BLE001 - Prefect's own failures (API, temporary server) become one line
+            if _is_api_failure(err):
+                raise RunnerError(f"Prefect could not run the apply: {type(err).__name__}: {err}".splitlines()[0]
+                                  + f"; {WAYS_OUT}") from None
+            raise
+        finally:
+            _unregister(key)
+
+    def __repr__(self) -> str:
+        return "PrefectRunner()"
+
+
+def _is_api_failure(err: BaseException) -> bool:
+    """Whether an exception from a flow call means Prefect's API (or its temporary server) failed."""
+    import httpx
+
+    text = str(err)
+    return (isinstance(err, (httpx.HTTPError, ConnectionError, TimeoutError))
+            or "ephemeral Prefect API server" in text or "Prefect API" in text)

@@ -1,0 +1,98 @@
+"""Environment defaults: the one place that reads ``REINDEX_*`` variables and decides whether a Prefect API
+is configured. Operational only: nothing here changes what is built (DESIGN invariant 10)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from reindex.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_SHARD_WORKERS",
+    "OFFLINE_DEFAULTS",
+    "apply_offline_defaults",
+    "crash_at",
+    "demo_dir",
+    "embed_log",
+    "prefect_api_url",
+    "shard_workers",
+    "task_runner_spec",
+]
+
+DEFAULT_SHARD_WORKERS = 4
+
+# Set before any model, tokenizer or Prefect import: nothing may download weights or phone home.
+OFFLINE_DEFAULTS = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+}
+
+
+def apply_offline_defaults() -> None:
+    """Set :data:`OFFLINE_DEFAULTS` where the user has not set them."""
+    for key, value in OFFLINE_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def shard_workers() -> int:
+    """``REINDEX_SHARD_WORKERS``: shards run at once by the in-process and Prefect thread runners (default 4)."""
+    raw = os.environ.get("REINDEX_SHARD_WORKERS", "").strip()
+    if not raw:
+        return DEFAULT_SHARD_WORKERS
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ConfigError(f"REINDEX_SHARD_WORKERS={raw!r}: expected a whole number ≥ 1")
+    return n
+
+
+def task_runner_spec() -> str | None:
+    """``REINDEX_TASK_RUNNER``: the Prefect task runner for apply (threads | dask | …), or None."""
+    return os.environ.get("REINDEX_TASK_RUNNER") or None
+
+
+def crash_at() -> str | None:
+    """``REINDEX_CRASH_AT``: test hook naming a crash point (``name[:n]``)."""
+    return os.environ.get("REINDEX_CRASH_AT") or None
+
+
+def embed_log() -> str | None:
+    """``REINDEX_EMBED_LOG``: file the hash embedder appends each embedded text's digest to."""
+    return os.environ.get("REINDEX_EMBED_LOG") or None
+
+
+def demo_dir() -> Path:
+    """``REINDEX_DEMO_DIR``: where ``make demo`` works (default ``.demo``)."""
+    return Path(os.environ.get("REINDEX_DEMO_DIR", ".demo")).resolve()
+
+
+def _profiles_file() -> Path:
+    if os.environ.get("PREFECT_PROFILES_PATH"):
+        return Path(os.environ["PREFECT_PROFILES_PATH"]).expanduser()
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    return home / "profiles.toml"
+
+
+def prefect_api_url() -> str | None:
+    """The Prefect API this process would talk to: ``PREFECT_API_URL``, else the active Prefect profile's
+    ``PREFECT_API_URL`` (read from the profiles file without importing Prefect), else None."""
+    url = os.environ.get("PREFECT_API_URL", "").strip()
+    if url:
+        return url
+    path = _profiles_file()
+    try:
+        import tomllib
+
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = os.environ.get("PREFECT_PROFILE") or data.get("active")
+    profile = (data.get("profiles") or {}).get(name or "", {})
+    value = profile.get("PREFECT_API_URL") if isinstance(profile, dict) else None
+    return str(value).strip() or None if value else None

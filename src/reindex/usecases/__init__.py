@@ -1,0 +1,1 @@
+"""Use cases: what the CLI and the flows do, one module per role. `reindex.api` re-exports the stable names."""

@@ -1,0 +1,273 @@
+"""Apply a plan: refuse drifted or unapproved plans, take the index lock, run the shards."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from reindex.atomic import atomic_write_text
+from reindex.config import (
+    PipelineConfig,
+    config_from_dict,
+)
+from reindex.errors import ReindexError
+from reindex.identity import corpus_digest, identity_of
+from reindex.pipeline import TextPipeline
+from reindex.sources import open_source
+from reindex.sources.base import ScanReport
+
+from reindex.approvals import check_approval, read_approval
+from reindex.planner import (
+    Plan,
+    PlanError,
+    read_plan,
+)
+
+
+
+from reindex import execution
+from reindex.manifests import PopulationRecord, acquire_lock, read_live, read_population, write_population
+from reindex.runners import ShardJob, ShardRunner, describe
+from reindex.usecases import backends
+from reindex.usecases.backends import DEFAULT_CONFIG
+from reindex.usecases.configure import load_resolved
+from reindex.usecases.plan import check_plan_index, make_plan
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyReport:
+    """What an apply did, planned vs actual."""
+
+    plan_hash: str
+    kind: str
+    collection: str | None
+    status: str  # done | already-applied | nothing-to-do | failed
+    report: dict
+    report_path: Path | None
+
+    def as_dict(self) -> dict:
+        return {"plan_hash": self.plan_hash, "kind": self.kind, "collection": self.collection, "status": self.status,
+                "report_path": str(self.report_path) if self.report_path else None, **self.report}
+
+
+def corpus_digest_of(cfg: PipelineConfig) -> str:
+    """The corpus digest of the config's source now (:func:`reindex.identity.corpus_digest`)."""
+    return corpus_digest((d.doc_id, d.content_hash) for d in open_source(cfg.source).scan(ScanReport()))
+
+
+def check_drift(plan: Plan, cfg: PipelineConfig, state) -> list[str]:
+    """Inputs of the plan that no longer match: config, live population, corpus."""
+    from reindex.manifests import digest_json, manifest_digest, read_live
+
+    problems = []
+    inputs = plan.body["inputs"]
+    if digest_json(cfg.model_dump(mode="json")) != inputs["config"]["digest"]:
+        problems.append(f"the config changed since the plan (digest {inputs['config']['digest'][:12]})")
+    base = inputs["baseline"]
+    live = read_live(state, cfg.index)
+    if base["kind"] == "explicit":
+        problems.append("the plan was made against an explicit baseline (--baseline-config/--baseline-corpus), "
+                        "not the live index")
+    elif base["kind"] == "none" and live is not None:
+        problems.append(f"the plan is an initial build but index {cfg.index!r} now serves {live.collection}")
+    elif base["kind"] == "live":
+        if live is None or live.collection != base["collection"]:
+            problems.append(f"the live population was {base['collection']} at planning but is now "
+                            f"{live.collection if live else 'none'}")
+        elif manifest_digest(state, cfg.index, live.collection) != base["manifest_digest"]:
+            problems.append(f"the live population {live.collection} changed since the plan")
+    now = corpus_digest_of(cfg)
+    if now != inputs["corpus"]["digest"]:
+        problems.append(f"the corpus was {inputs['corpus']['digest'][:12]} at planning but is now {now[:12]}")
+    return problems
+
+
+def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, config_path: str | Path, state,
+                      replan: bool) -> tuple[Plan, str | Path]:
+    """The plan to apply: this one if its inputs still hold, a fresh one with ``--replan``, else refuse."""
+    problems = check_drift(plan, cfg, state)
+    if problems:
+        if not replan:
+            raise PlanError(
+                f"{plan_path}: " + "; ".join(problems) + ". Run `reindex plan` again, or pass --replan"
+            )
+        plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
+    check_approval(plan, read_approval(plan_path))
+    return plan, plan_path
+
+
+@contextlib.contextmanager
+def _index_lock(state, index: str, purpose: str) -> Iterator[Any]:
+    """Hold the index lock, renewed in the background, for the duration of the block."""
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    lock = acquire_lock(state, index, owner, purpose=purpose)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(lock.ttl / 3):
+            try:
+                lock.heartbeat()
+            except ReindexError:
+                return
+
+    beater = threading.Thread(target=beat, daemon=True, name="reindex-lock-heartbeat")
+    beater.start()
+    try:
+        yield lock
+    finally:
+        stop.set()
+        lock.release()
+
+
+def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str, str | None, PipelineConfig | None]:
+    """Create the collection the plan writes (unless it exists) and record a new population as building.
+    Returns (target, old collection to reuse from, the old population's config)."""
+    ident = identity_of(cfg)
+    live = read_live(state, cfg.index)
+    in_place = plan.kind == "document-scoped"
+    target = live.collection if in_place and live else ident.collection
+    if not store.collection_exists(target):
+        store.create_collection(target, dimension=cfg.vector.dimension, distance=cfg.vector.distance, bulk=True,
+                                shard_number=cfg.store.shard_number, replication_factor=cfg.store.replication_factor)
+        for fld in ("doc_id", "fingerprint"):
+            store.create_payload_index(target, fld, "keyword")
+    if not in_place:
+        _set_population_state(state, cfg, target, "building")
+    old = live.collection if live else None
+    return target, old, config_from_dict(live.config) if live else None
+
+
+def _set_population_state(state, cfg: PipelineConfig, collection: str, value: str) -> None:
+    rec = read_population(state, cfg.index, collection)
+    now = time.time()
+    write_population(state, PopulationRecord(cfg.index, collection, cfg.model_dump(mode="json"),
+                                             identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
+
+
+def _job_of(plan: Plan, cfg: PipelineConfig) -> ShardJob:
+    """The shards a plan touches: every shard for a new population, only the affected ones in place."""
+    w = plan.body["work"]
+    if plan.kind != "document-scoped":
+        return ShardJob(tuple(range(cfg.apply.shards)))
+    affected = set(w["affected_documents"]) | set(w["removed_documents"])
+    shards = tuple(sorted({execution.shard_of(d, cfg.apply.shards) for d in affected}))
+    return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]))
+
+
+def apply_plan(
+    plan_path: str | Path,
+    config_path: str | Path = DEFAULT_CONFIG,
+    *,
+    replan: bool = False,
+    progress=None,
+    runner: ShardRunner | None = None,
+    prefect: bool | None = None,
+    use_prefect: bool | None = None,
+) -> ApplyReport:
+    """Carry out a plan: refuse drifted or unapproved plans, take the index lock, run the shards with
+    ``runner`` (default: :func:`backends.shard_runner` — Prefect when an API is configured or ``prefect``
+    is true, in-process otherwise; ``use_prefect`` is the older name of ``prefect``)."""
+    plan = read_plan(plan_path)
+    cfg = load_resolved(config_path)
+    check_plan_index(plan, cfg, plan_path)
+    state = backends.state_store(cfg)
+    done_key = f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json"
+    if state.exists(done_key):
+        prev = json.loads(state.get(done_key) or b"{}")
+        return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
+    plan, plan_path = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan)
+    if plan.kind == "none":
+        return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
+    runner = runner or backends.shard_runner(prefect if prefect is not None else use_prefect)
+    with _index_lock(state, cfg.index, f"apply {plan.plan_hash[:12]} ({plan.kind})"):
+        return _run(plan, Path(plan_path), cfg, state, runner, progress)
+
+
+def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardRunner, progress) -> ApplyReport:
+    """Build or sync under the lock and write the run report."""
+    phases: dict[str, float] = {}
+    t0 = t = time.perf_counter()
+    store = backends.vector_store_for(cfg)
+    try:
+        in_place = plan.kind == "document-scoped"
+        target, old, old_cfg = _prepare_target(plan, cfg, state, store)
+        ident = identity_of(cfg)
+        ctx = execution.ApplyContext(
+            index=cfg.index, cfg=cfg, identity=ident, target=target, old=None if in_place else old,
+            old_shards=old_cfg.apply.shards if old_cfg else None, run=plan.plan_hash, shards=cfg.apply.shards,
+            state=state, store=store,
+            embedder=backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed),
+            pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
+        )
+        phases["setup"] = time.perf_counter() - t
+        job = _job_of(plan, cfg)
+        w = plan.body["work"]
+        if progress:
+            progress({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
+                      "chunks_planned": w["chunks_new"] if not in_place else None,
+                      "tokens_planned": w["tokens_to_embed"],
+                      "documents_planned": w["documents"]["total"] if not in_place else len(job.only or ())})
+        t = time.perf_counter()
+        summary = runner.run(ctx, job)
+        phases["shards+catch-up"] = time.perf_counter() - t
+        failures = summary["failed_shards"] + [
+            {"shard": r["shard"], **f} for r in summary["shards"] for f in r["failures"]
+        ]
+        t = time.perf_counter()
+        if not failures and not in_place:
+            store.finish_bulk(target)
+            _set_population_state(state, cfg, target, "ready")
+        phases["finish"] = time.perf_counter() - t
+        report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
+        report["runner"] = describe(runner)
+        report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
+        atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        if not failures:
+            state.put(f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json",
+                      json.dumps({**report, "collection": target}, sort_keys=True).encode())
+        return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
+    finally:
+        store.close()
+
+
+def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds: float, target: str, store) -> dict:
+    shards = summary["shards"]
+    w = plan.body["work"]
+    total = lambda k: sum(r[k] for r in shards)  # noqa: E731
+    catch = summary["catch_up"]
+    actual_points = store.count(target)
+    return {
+        "collection": target,
+        "seconds": round(seconds, 3),
+        "phases": {k: round(v, 3) for k, v in phases.items()},
+        "planned": {
+            "chunks_new": w["chunks_new"],
+            "chunks_reused": w["chunks_reused"],
+            "chunks_to_embed": w["chunks_to_embed"],
+            "tokens_to_embed": w["tokens_to_embed"],
+        },
+        "actual": {
+            "documents": total("documents"),
+            "chunks_written": total("chunks"),
+            "reused_from_old": total("reused_old"),
+            "reused_from_target": total("reused_target"),
+            "embedded": total("embedded"),
+            "tokens_embedded": total("tokens_embedded"),
+            "truncated": total("truncated"),
+            "deleted": total("deleted"),
+            "points_in_collection": actual_points,
+            "shards_run": sum(1 for r in shards if not r["skipped"]),
+            "shards_skipped": sum(1 for r in shards if r["skipped"]),
+        },
+        "catch_up": catch,
+        "bad_documents": [b for r in shards for b in r["bad"]],
+        "failures": failures,
+    }

@@ -1,0 +1,52 @@
+"""The one seam between the use cases and the outside world: the state store, the vector store, the
+embedder and the shard runner of a config. Tests patch these names (and only these)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reindex.config import PipelineConfig
+from reindex.stores.objects import open_object_store
+
+__all__ = ["DEFAULT_CONFIG", "make_embedder", "shard_runner", "state_store", "vector_store_for"]
+
+DEFAULT_CONFIG = "reindex.yaml"
+
+
+def state_store(cfg: PipelineConfig):
+    """The object store holding plans' state, manifests, locks and calibration."""
+    return open_object_store(cfg.state.uri, cfg.state.endpoint_url)
+
+
+def vector_store_for(cfg: PipelineConfig):
+    """The Qdrant store of a config: a server by URL, or embedded under the state folder."""
+    from reindex.stores.qdrant import open_vector_store
+
+    path = cfg.store.path
+    if cfg.store.url is None and path is None:
+        base = cfg.state.uri if "://" not in cfg.state.uri else str(Path(".reindex").resolve())
+        path = str(Path(base) / "qdrant")
+    return open_vector_store(cfg.store.url, path, cfg.store.api_key_env)
+
+
+def make_embedder(vector, **kwargs):
+    """The embedder of a vector half (see :func:`reindex.embedders.make_embedder`)."""
+    from reindex.embedders import make_embedder as _make
+
+    return _make(vector, **kwargs)
+
+
+def shard_runner(prefect: bool | None = None):
+    """The shard runner for an apply: Prefect's ``reindex-apply`` flow when ``prefect`` is true, or when it
+    is None and a Prefect API is configured (``PREFECT_API_URL`` or the active Prefect profile); otherwise
+    the in-process thread runner. Prefect is imported only when chosen (its import alone takes seconds)."""
+    from reindex import settings
+    from reindex.runners import ThreadRunner
+
+    if prefect is None:
+        prefect = settings.prefect_api_url() is not None
+    if not prefect:
+        return ThreadRunner()
+    from reindex.runners.prefect import PrefectRunner
+
+    return PrefectRunner()

@@ -1,0 +1,153 @@
+"""Measure the recompute fraction of chunkers on revision pairs (and retrieval)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from reindex.config import (
+    PipelineConfig,
+    SourceConfig,
+    chunker_spec,
+    load_config,
+    parse_chunker_spec,
+)
+from reindex.errors import ConfigError
+from reindex.identity import resolve_config, vector_id
+
+
+
+
+from reindex.usecases import backends
+
+
+def measure(
+    *,
+    pairs: str | Path | None = None,
+    chunkers: tuple[str, ...] | list[str] = (),
+    config_path: str | Path | None = None,
+    from_git: str | Path | None = None,
+    paths: str | None = None,
+    lang: str | None = None,
+    bands: tuple[str, ...] | list[str] = (),
+    limit: int | None = None,
+    calibrate: bool = False,
+    target_median: float = 250,
+    queries: str | Path | None = None,
+    corpus: tuple[str, ...] | list[str] = (),
+    cache: str | Path | None = ".reindex/embed-cache",
+    pool: int | None = None,
+    seed: int = 0,
+    report_dir: str | Path | None = None,
+    progress=None,
+):
+    """Measure R_c of chunkers over revision pairs (a file, or built from git history), with the
+    no-edit control, bands, paired differences, optional length calibration and optional retrieval
+    quality on the same chunkings. Returns (MeasureReport, report paths or None)."""
+    from reindex import measure as m
+    from reindex.chunkers import make_chunker
+    from reindex.tokenizers import load_tokenizer
+
+    if (pairs is None) == (from_git is None):
+        raise ConfigError("give exactly one of --pairs FILE or --from-git REPO")
+    if from_git is not None and not paths:
+        raise ConfigError("--from-git needs --paths GLOB (e.g. --paths 'docs/**/*.md')")
+    if paths and from_git is None:
+        raise ConfigError("--paths only applies with --from-git")
+    if (queries is None) != (not corpus):
+        raise ConfigError("--queries and --corpus go together: give the queries file and the snapshot they refer to")
+    if target_median <= 0:
+        raise ConfigError("--target-median must be positive")
+    cfg = load_config(config_path) if config_path is not None else PipelineConfig(index="measure", source=SourceConfig(uri="."))
+    specs = [parse_chunker_spec(s) for s in (chunkers or m.DEFAULT_CHUNKERS)]
+    if calibrate:
+        for s in specs:
+            m.scale_chunker(s, m.size_of(s) if s.kind != "sentence" else 1)  # fails before any work
+    tok = load_tokenizer(cfg.text.tokenizer)
+    count = tok.count_batch
+    if pairs is not None:
+        all_pairs = m.load_pairs(pairs)
+        source = str(pairs)
+    else:
+        all_pairs = m.pairs_from_git(from_git, paths or "", lang=lang or "en")
+        source = f"git {from_git} -- {paths}"
+    selected = m.select_pairs(all_pairs, lang=lang, bands=bands, limit=None)
+    calibration = None
+    if calibrate:
+        held, selected = m.calibration_split(selected)
+        texts = list(dict.fromkeys(p.old_text for p in held))
+        if not texts:
+            raise ConfigError("--calibrate: the held-out 10 % of documents is empty; give more pairs")
+        info = {}
+        tuned = []
+        for s in specs:
+            size, med = m.calibrate_size(lambda v, s=s: make_chunker(m.scale_chunker(s, v), tok), texts, count,
+                                         target=target_median)
+            new = m.scale_chunker(s, size)
+            info[chunker_spec(new)] = {"from": chunker_spec(s), "value": size, "median": med,
+                                       "within_tolerance": abs(med - target_median) <= m.LENGTH_TOLERANCE * target_median}
+            tuned.append(new)
+        specs = tuned
+        calibration = {"target": target_median, "pairs": len(held), "documents": len({p.doc_key for p in held}),
+                       "chunkers": info}
+    if limit is not None:
+        selected = selected[:limit]
+    cands = [m.Candidate(chunker_spec(s), lambda s=s: make_chunker(s, tok)) for s in specs]
+    report = m.run_measure(cands, selected, count, tokenizer=cfg.text.tokenizer, source=source, seed=seed,
+                           target_median=target_median if calibrate else None, calibration=calibration, progress=progress)
+    if queries is not None:
+        report = _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, seed, lang, progress)
+    paths_out = m.write_measure_reports(report, report_dir) if report_dir is not None else None
+    return report, paths_out
+
+
+def _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, seed, lang, progress):
+    from reindex import measure as m
+    from reindex.chunkers import make_chunker
+    from reindex.identity import fingerprint
+
+    qs = m.load_queries(queries)
+    if lang is not None:
+        qs = [q for q in qs if q.lang == lang]
+    resolved = resolve_config(cfg)
+    vid = vector_id(resolved.vector)
+    embedder = backends.make_embedder(resolved.vector, batch_size=cfg.apply.embed_batch_size)
+    store = m.EmbeddingCache(cache, vid) if cache is not None else None
+    english_only = resolved.vector.model == "all-MiniLM-L6-v2"
+    per_chunker: list[list] = [[] for _ in specs]
+    groups = []
+    for path in corpus:
+        docs = m.load_corpus(path)
+        mine = [q for q in qs if q.doc_path in docs]
+        if not mine:
+            continue
+        q_lang = statistics.mode(q.lang for q in mine)
+        pool_paths = m.retrieval_pool(docs, mine, pool, seed)
+        note = "English-only model: Chinese retrieval is indicative only" if english_only and q_lang != "en" else ""
+        groups.append({"corpus": str(path), "lang": q_lang, "queries": len(mine), "pool_docs": len(pool_paths),
+                       "corpus_docs": len(docs)})
+        for i, s in enumerate(specs):
+            res = m.evaluate_retrieval(
+                make_chunker(s, tok), docs, pool_paths, mine, embed=lambda t: embedder.embed(t).vectors,
+                dim=embedder.dimension, fingerprint=lambda t: fingerprint(vid, t), count=tok.count_batch, cache=store,
+                lang=q_lang, note=note,
+            )
+            per_chunker[i].append(res)
+            if progress:
+                progress(f"retrieval {q_lang} {chunker_spec(s)}: recall {res.evidence_recall:.3f}, embedded {res.embedded}")
+    if not groups:
+        raise ConfigError(f"{queries}: no query refers to a document of the given --corpus file(s)")
+    info = {
+        "model": resolved.vector.model,
+        "budget_tokens": m.PACK_BUDGET,
+        "candidates": m.PACK_CANDIDATES,
+        "corpora": groups,
+        "description": (
+            f"Every pool document chunked by each chunker, embedded with {resolved.vector.model} (cached by fingerprint), "
+            f"all chunks ranked by exact dot product; whole chunks packed first-fit into {m.PACK_BUDGET} tokens from the "
+            f"top {m.PACK_CANDIDATES}; evidence recall = the evidence string lies inside the packed text of its document. "
+            "Hit@5, MRR, nDCG@5 at document level (binary relevance). Pools: "
+            + "; ".join(f"{g['lang']}: {g['pool_docs']} of {g['corpus_docs']} documents ({g['queries']} queries)" for g in groups)
+        ),
+    }
+    return m.with_retrieval(report, per_chunker, info)

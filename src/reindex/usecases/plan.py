@@ -1,0 +1,162 @@
+"""Plan, show, approve, estimate and calibrate."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from reindex.config import (
+    PipelineConfig,
+    load_config,
+    parse_chunker_spec,
+)
+from reindex.errors import ReindexError, SourceError
+from reindex.identity import identity_of
+from reindex.pipeline import TextPipeline
+from reindex.sources import open_source
+from reindex.sources.base import ScanReport
+
+from reindex import cost as costmod
+from reindex.approvals import Approval, approve as _approve, check_approval, read_approval
+from reindex.manifests import read_calibration, write_calibration
+from reindex.planner import (
+    DEFAULT_TOKENS_PER_MINUTE,
+    Plan,
+    PlanError,
+    PlanRequest,
+    Rates,
+    explicit_baseline,
+    live_baseline,
+    plan_change,
+    read_plan,
+    write_plan,
+)
+
+
+
+from reindex.usecases import backends
+from reindex.usecases.backends import DEFAULT_CONFIG
+from reindex.usecases.configure import load_resolved
+
+
+def rates_for(cfg: PipelineConfig) -> Rates:
+    """Price and throughput: config first, then the calibrated rate in the state, then a default."""
+    if cfg.cost.tokens_per_minute:
+        return Rates(cfg.cost.usd_per_mtok, cfg.cost.tokens_per_minute, "config")
+    try:
+        cal = read_calibration(backends.state_store(cfg), identity_of(cfg).vector_id)
+    except ReindexError:
+        cal = None
+    if cal:
+        return Rates(cfg.cost.usd_per_mtok, float(cal["tokens_per_minute"]), "calibration")
+    return Rates(cfg.cost.usd_per_mtok, DEFAULT_TOKENS_PER_MINUTE, "default")
+
+
+def make_plan(
+    config_path: str | Path = DEFAULT_CONFIG,
+    *,
+    baseline_config: str | Path | None = None,
+    baseline_corpus: str | None = None,
+    out: str | Path | None = "plans",
+    sample: int | None = None,
+    seed: int = 0,
+    progress=None,
+) -> tuple[Plan, Path | None]:
+    """Plan a change of ``config_path`` against the live population or an explicit baseline."""
+    cfg = load_resolved(config_path)
+    if sample is not None and sample < 2:
+        raise PlanError(f"--sample: need at least 2 documents, got {sample}")
+    if baseline_config is not None or baseline_corpus is not None:
+        old_cfg = load_resolved(baseline_config) if baseline_config is not None else cfg
+        corpus = baseline_corpus or old_cfg.source.uri
+        if "://" not in corpus and not Path(corpus).exists():
+            raise SourceError(f"--baseline-corpus {corpus}: no such file or directory")
+        baseline = explicit_baseline(old_cfg, corpus, only=set() if sample else None)
+    else:
+        baseline = live_baseline(backends.state_store(cfg), cfg.index)
+    req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg), sample=sample, seed=seed, progress=progress)
+    plan = plan_change(req)
+    path = write_plan(plan, out) if out is not None else None
+    if path is not None:
+        from reindex.reports import write_reports
+
+        write_reports(plan, path)
+    return plan, path
+
+
+def show_plan(path: str | Path) -> Plan:
+    """Read and verify a plan file."""
+    return read_plan(path)
+
+
+def check_plan_index(plan: Plan, cfg: PipelineConfig, plan_path: str | Path) -> None:
+    if plan.index != cfg.index:
+        raise PlanError(f"{plan_path}: plan is for index {plan.index!r}, but the config is for {cfg.index!r}")
+
+
+def approve_plan(path: str | Path, by: str, note: str = "", config_path: str | Path | None = None) -> tuple[Approval, Path]:
+    """Record an approval bound to the plan's hash."""
+    plan = read_plan(path)
+    if config_path is not None:
+        check_plan_index(plan, load_config(config_path), path)
+    return _approve(plan, path, by, note)
+
+
+def approval_status(path: str | Path) -> Approval | None:
+    """The approval of a plan if it has a valid one; raises ApprovalError if it needs one."""
+    plan = read_plan(path)
+    return check_approval(plan, read_approval(path))
+
+
+def estimate(
+    histogram: str | Path, old: str, new: str, *, usd_per_mtok: float = 0.02, tokens_per_minute: float = 3.5e6,
+    dimension: int = 384, precision: str = "float32",
+) -> costmod.Estimate:
+    """Histogram arithmetic for a corpus nobody has chunked yet."""
+    from reindex.histogram import read_histogram
+
+    buckets = read_histogram(histogram)
+    return costmod.estimate_histogram(
+        buckets, parse_chunker_spec(old), parse_chunker_spec(new), usd_per_mtok=usd_per_mtok,
+        tokens_per_minute=tokens_per_minute, dimension=dimension, precision=precision,
+    )
+
+
+def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, seed: int = 0) -> dict:
+    """Time the configured embedder on real chunks of the corpus; record tokens/s in the state."""
+    import platform
+    import random
+    import time
+
+    cfg = load_resolved(config_path)
+    ident = identity_of(cfg)
+    pipe = TextPipeline(cfg.text, ident.vector_id)
+    texts: list[str] = []
+    for doc in open_source(cfg.source).scan(ScanReport()):
+        texts.extend(r.text for r in pipe.chunk_document(doc))
+        if len(texts) >= chunks * 8:
+            break
+    if not texts:
+        raise SourceError(f"{cfg.source.uri}: no chunks to calibrate on")
+    rng = random.Random(seed)
+    picked = rng.sample(texts, min(chunks, len(texts)))
+    emb = backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
+    emb.embed(picked[: min(8, len(picked))])  # warm-up: first-call allocation is not throughput
+    t0 = time.perf_counter()
+    res = emb.embed(picked)
+    seconds = time.perf_counter() - t0
+    tps = res.tokens / seconds if seconds > 0 else 0.0
+    result = {
+        "vector_id": ident.vector_id,
+        "model": cfg.vector.model,
+        "chunks": len(picked),
+        "tokens": res.tokens,
+        "seconds": round(seconds, 3),
+        "tokens_per_second": round(tps, 1),
+        "tokens_per_minute": round(tps * 60, 1),
+        "truncated": res.truncated,
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "at": time.time(),
+    }
+    write_calibration(backends.state_store(cfg), ident.vector_id, result)
+    return result
