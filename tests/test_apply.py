@@ -412,7 +412,6 @@ def test_prefect_flow_retries_transient_faults_to_the_same_build(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     prefect_api_url(request.config)  # the session's Prefect test server, in this process
-    import reindex.embedders as embedders
 
     clean = Workspace(tmp_path / "clean")
     clean.build_live()

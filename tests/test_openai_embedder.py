@@ -13,7 +13,7 @@ import pytest
 
 from reindex.config import EmbedConfig, VectorHalf
 from reindex.embedders import make_embedder
-from reindex.errors import ConfigError, ModelError, TransientError
+from reindex.errors import ConfigError, ModelError
 
 KEY = "sk-test-very-secret-123"
 DIM = 8
@@ -91,9 +91,10 @@ def test_transient_errors_are_retried(api_server: str) -> None:
     assert res.vectors.shape == (1, DIM) and _Handler.calls == 3
 
 
-def test_retries_are_bounded_and_the_error_is_transient(api_server: str) -> None:
+def test_retries_are_bounded_and_then_the_error_is_terminal(api_server: str) -> None:
+    # The client is the only retry layer for API calls: once spent, nothing above may retry again.
     _Handler.fail_next = [503] * 10
-    with pytest.raises(TransientError, match="HTTP 503") as info:
+    with pytest.raises(ModelError, match="HTTP 503.*after 2 attempts") as info:
         _embedder(api_server, max_retries=1).embed(["x"])
     assert _Handler.calls == 2 and KEY not in str(info.value)
 
@@ -110,7 +111,7 @@ def test_missing_key_is_a_config_error(api_server: str, monkeypatch: pytest.Monk
         _embedder(api_server)
 
 
-def test_unreachable_server_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_server_is_reported_after_the_bounded_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TEST_EMBED_KEY", KEY)
-    with pytest.raises(TransientError, match="ConnectError"):
+    with pytest.raises(ModelError, match="ConnectError.*after 1 attempts"):
         _embedder("http://127.0.0.1:9/v1", max_retries=0, timeout_s=2).embed(["x"])

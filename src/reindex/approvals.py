@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reindex.atomic import atomic_write_text
-from reindex.errors import ApprovalError, TerminalError
+from reindex.errors import ApprovalError
 from reindex.planner import Plan, PlanError
 
 APPROVAL_SCHEMA = "reindex/approval/v1"

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from reindex.errors import ConfigError
+from reindex.stats import Interval, quantile
 
 if TYPE_CHECKING:  # only for annotations: importing config at run time would pull in pydantic
     from reindex.config import FixedChunkerConfig, SlidingChunkerConfig
@@ -581,22 +582,6 @@ def project_total(samples: Mapping[K, Sequence[float]], stratum_sizes: Mapping[K
     return math.fsum(stratum_sizes[k] * math.fsum(samples[k]) / len(samples[k]) for k in keys if stratum_sizes[k] > 0)
 
 
-@dataclass(frozen=True, slots=True)
-class Interval:
-    """A point estimate with a bootstrap interval."""
-
-    estimate: float
-    low: float
-    high: float
-    confidence: float
-    resamples: int
-    seed: int
-
-    def covers(self, value: float) -> bool:
-        """Whether ``value`` lies in ``[low, high]``."""
-        return self.low <= value <= self.high
-
-
 def bootstrap_interval(
     samples: Mapping[K, Sequence[float]],
     stratum_sizes: Mapping[K, int],
@@ -631,17 +616,9 @@ def bootstrap_interval(
     alpha = (1.0 - confidence) / 2.0
     return Interval(
         estimate=estimate,
-        low=_quantile(totals, alpha),
-        high=_quantile(totals, 1.0 - alpha),
+        low=quantile(totals, alpha),
+        high=quantile(totals, 1.0 - alpha),
         confidence=confidence,
         resamples=resamples,
         seed=seed,
     )
-
-
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    # Linear interpolation between order statistics (numpy's default, "type 7").
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from reindex.errors import CutoverError, TerminalError
+from reindex.errors import CutoverError
 from reindex.manifests import (
     PopulationRecord,
     _read_json,

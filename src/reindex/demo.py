@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 from importlib import resources
-from pathlib import Path
 
 from reindex import settings
 

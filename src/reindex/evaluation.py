@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from reindex.errors import EvaluationError, TerminalError
+from reindex.errors import EvaluationError
+from reindex.stats import paired_bootstrap, percentile
 
 BUDGET_TOKENS = 2048
 MAX_CANDIDATES = 100
@@ -125,27 +126,6 @@ def evidence_recalled(packed: Sequence[Candidate], evidence: str) -> bool:
         if any(evidence in s for s in spans):
             return True
     return False
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    if not values:
-        return 0.0
-    s = sorted(values)
-    pos = q * (len(s) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def paired_bootstrap(diffs: Sequence[float], *, seed: int = 0, resamples: int = 2000, confidence: float = 0.95) -> dict:
-    """Mean of per-query differences with a percentile bootstrap interval over queries."""
-    if not diffs:
-        return {"mean": 0.0, "low": 0.0, "high": 0.0, "n": 0}
-    rng = random.Random(seed)
-    n = len(diffs)
-    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
-    a = (1 - confidence) / 2
-    return {"mean": sum(diffs) / n, "low": percentile(means, a), "high": percentile(means, 1 - a), "n": n}
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from reindex.manifests import (
     write_shard_manifest,
 )
 from reindex.pipeline import ChunkRecord, TextPipeline
+from reindex.retry import call_with_retries
 from reindex.sources import open_source
 from reindex.sources.base import Document, ScanReport
 from reindex.stores.objects import ObjectStore
@@ -55,11 +56,8 @@ def retry_transient(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call ``fn``; on TransientError retry with exponential backoff and jitter, at most
     RETRY_ATTEMPTS times. Safe for our store calls: upserts by deterministic id and deletes by id
     can be repeated."""
-    from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
-
-    retrying = Retrying(retry=retry_if_exception_type(TransientError), reraise=True,
-                        wait=wait_exponential_jitter(initial=0.05, max=2.0), stop=stop_after_attempt(RETRY_ATTEMPTS))
-    return retrying(fn, *args, **kwargs)
+    return call_with_retries(lambda: fn(*args, **kwargs), attempts=RETRY_ATTEMPTS,
+                             retry_if=lambda e: isinstance(e, TransientError), initial_s=0.05, max_s=2.0)
 
 
 def shard_of(doc_id: str, shards: int) -> int:

@@ -13,29 +13,19 @@ and catch-up run without scrolling the vector store.
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from reindex.errors import LockHeld, StateError
 from reindex.identity import canonical_json
 from reindex.stores.objects import ObjectStore
+from reindex.tables import TableError, columns_from_parquet, parquet_from_columns
 
-CHUNK_SCHEMA = pa.schema(
-    [
-        ("doc_id", pa.string()),
-        ("content_hash", pa.string()),
-        ("ordinal", pa.int32()),
-        ("fingerprint", pa.string()),
-        ("tokens", pa.int32()),
-        ("point_id", pa.string()),
-    ]
-)
+# Column → Parquet type of a chunk manifest part.
+CHUNK_COLUMNS = {"doc_id": "string", "content_hash": "string", "ordinal": "int32", "fingerprint": "string",
+                 "tokens": "int32", "point_id": "string"}
 
 
 def index_prefix(index: str) -> str:
@@ -134,20 +124,15 @@ class ManifestRow:
 def chunk_manifest_bytes(rows: Iterable[ManifestRow]) -> bytes:
     """A Parquet file (zstd) of manifest rows."""
     rows = list(rows)
-    table = pa.table(
-        {
-            "doc_id": [r.doc_id for r in rows],
-            "content_hash": [r.content_hash for r in rows],
-            "ordinal": [r.ordinal for r in rows],
-            "fingerprint": [r.fingerprint for r in rows],
-            "tokens": [r.tokens for r in rows],
-            "point_id": [r.point_id for r in rows],
-        },
-        schema=CHUNK_SCHEMA,
-    )
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()
+    return parquet_from_columns({name: [getattr(r, name) for r in rows] for name in CHUNK_COLUMNS}, CHUNK_COLUMNS)
+
+
+def _manifest_rows(data: bytes, where: str) -> list[ManifestRow]:
+    try:
+        cols, n = columns_from_parquet(data, list(CHUNK_COLUMNS))
+    except TableError as err:
+        raise StateError(f"{where}: not a readable chunk manifest part ({err}); delete it and re-run the apply") from None
+    return [ManifestRow(*(cols[name][i] for name in CHUNK_COLUMNS)) for i in range(n)]
 
 
 def write_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str, rows: Iterable[ManifestRow]) -> str:
@@ -166,10 +151,7 @@ def read_chunk_manifest(store: ObjectStore, index: str, collection: str) -> Iter
         data = store.get(key)
         if data is None:  # deleted between list and get
             continue
-        table = pq.read_table(io.BytesIO(data))
-        cols = {name: table.column(name).to_pylist() for name in CHUNK_SCHEMA.names}
-        for i in range(table.num_rows):
-            yield ManifestRow(*(cols[name][i] for name in CHUNK_SCHEMA.names))
+        yield from _manifest_rows(data, f"{store.describe()}/{key}")
 
 
 def manifest_digest(store: ObjectStore, index: str, collection: str) -> str:
@@ -223,12 +205,11 @@ def write_shard_manifest(store: ObjectStore, index: str, collection: str, run: s
 
 
 def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str) -> list[ManifestRow]:
-    data = store.get(f"{population_prefix(index, collection)}/chunks/{part}.parquet")
+    key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
+    data = store.get(key)
     if data is None:
         return []
-    table = pq.read_table(io.BytesIO(data))
-    cols = {name: table.column(name).to_pylist() for name in CHUNK_SCHEMA.names}
-    return [ManifestRow(*(cols[name][i] for name in CHUNK_SCHEMA.names)) for i in range(table.num_rows)]
+    return _manifest_rows(data, f"{store.describe()}/{key}")
 
 
 # --------------------------------------------------------------------------------------------

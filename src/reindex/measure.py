@@ -35,6 +35,8 @@ import numpy as np
 
 from reindex.atomic import atomic_write_text
 from reindex.errors import ChunkerError, MeasureError, ReindexError
+from reindex.stats import bootstrap_mean
+from reindex.tables import TableError, read_parquet
 
 BANDS = ("<=5%", "5-20%", "20-50%", ">50%")
 ALL = "all"
@@ -111,12 +113,11 @@ def load_pairs(path: str | Path) -> list[RevisionPair]:
     if not p.is_file():
         raise MeasureError(f"{p}: pairs file not found (give a .parquet or .jsonl file of revision pairs)")
     if p.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
-
         try:
-            rows = pq.read_table(p).to_pylist()
-        except Exception as err:  # noqa: BLE001 - pyarrow raises many types
-            raise MeasureError(f"{p}: cannot read Parquet: {str(err).splitlines()[0]}") from None
+            cols = read_parquet(p)
+        except TableError as err:
+            raise MeasureError(f"{p}: cannot read Parquet: {err}") from None
+        rows = [dict(zip(cols, vals)) for vals in zip(*cols.values())]
     else:
         rows = []
         with p.open(encoding="utf-8") as fh:
@@ -327,24 +328,6 @@ def band_stats(results: Sequence[PairResult], langs: Sequence[str]) -> list[Band
     return out
 
 
-def bootstrap_mean(values: Sequence[float], groups: Sequence[str], *, reps: int = BOOTSTRAP, seed: int = 0,
-                   level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of ``values`` and a percentile interval from resampling whole groups (documents) with
-    replacement: every resample draws as many groups as there are, keeping each group's pairs."""
-    vals = np.asarray(values, dtype=np.float64)
-    if vals.shape[0] == 0:
-        return math.nan, math.nan, math.nan
-    keys, inv = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
-    sums = np.bincount(inv, weights=vals, minlength=keys.shape[0])
-    counts = np.bincount(inv, minlength=keys.shape[0]).astype(np.float64)
-    rng = np.random.default_rng(seed)
-    g = keys.shape[0]
-    draws = rng.integers(0, g, size=(reps, g))
-    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
-    alpha = (1 - level) / 2
-    return float(vals.mean()), float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
-
-
 def paired_differences(
     specs: Sequence[str], results: Sequence[Sequence[PairResult]], langs: Sequence[str], *, seed: int = 0,
     reps: int = BOOTSTRAP, all_pairs: bool = True,
@@ -458,13 +441,14 @@ def load_corpus(path: str | Path) -> dict[str, str]:
     p = Path(path)
     if not p.is_file():
         raise MeasureError(f"{p}: corpus file not found (give the snapshot .parquet the queries refer to)")
-    import pyarrow.parquet as pq
-
-    t = pq.read_table(p)
-    key = "doc_path" if "doc_path" in t.column_names else "doc_id"
-    if key not in t.column_names or "text" not in t.column_names:
+    try:
+        t = read_parquet(p)
+    except TableError as err:
+        raise MeasureError(f"{p}: cannot read Parquet: {err}") from None
+    key = "doc_path" if "doc_path" in t else "doc_id"
+    if key not in t or "text" not in t:
         raise MeasureError(f"{p}: need a doc_path (or doc_id) and a text column")
-    return dict(zip(t.column(key).to_pylist(), t.column("text").to_pylist()))
+    return dict(zip(t[key], t["text"]))
 
 
 class EmbeddingCache:

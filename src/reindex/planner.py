@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 from reindex import cost as costmod
 from reindex.atomic import atomic_write_text
 from reindex.config import PipelineConfig, chunker_spec, config_from_dict
-from reindex.errors import PlanError, TerminalError
+from reindex.errors import PlanError
 from reindex.identity import CorpusDigest, Identity, canonical_json, identity_of
 from reindex.manifests import digest_json, manifest_digest, read_chunk_manifest, read_live
 from reindex.pipeline import TextPipeline

@@ -13,8 +13,8 @@ import time
 
 import httpx
 import numpy as np
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from reindex.retry import call_with_retries
 from reindex.config import EmbedConfig, VectorHalf
 from reindex.embedders.base import EmbedResult
 from reindex.errors import ConfigError, ModelError, TransientError
@@ -84,13 +84,14 @@ class OpenAIEmbedder:
             return EmbedResult(np.zeros((0, self.dimension), dtype=np.float32), 0, 0)
         inputs = [self.vector.prefix + t for t in texts]
         self._limit.wait(sum(max(1, len(t) // 4) for t in inputs))  # ~4 characters per token until usage is known
-        retrying = Retrying(
-            retry=retry_if_exception_type(TransientError),
-            wait=wait_exponential_jitter(initial=0.5, max=20),
-            stop=stop_after_attempt(self.options.max_retries + 1),
-            reraise=True,
-        )
-        body = retrying(self._post, inputs)
+        attempts = self.options.max_retries + 1
+        try:
+            body = call_with_retries(lambda: self._post(inputs), attempts=attempts,
+                                     retry_if=lambda e: isinstance(e, TransientError), initial_s=0.5, max_s=20)
+        except TransientError as err:
+            # This client is the one retry layer for API calls: once its attempts are spent the error is
+            # terminal, so no layer above retries it again (re-running the apply resumes the shard).
+            raise ModelError(f"{err} (still failing after {attempts} attempts; re-run to resume)") from None
         data = sorted(body.get("data", []), key=lambda d: d.get("index", 0))
         if len(data) != len(inputs):
             raise ModelError(f"embedding API returned {len(data)} vectors for {len(inputs)} inputs")

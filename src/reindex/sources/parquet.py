@@ -8,11 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
+from reindex.tables import ParquetReader, TableError
 from reindex.sources.base import ID_FIELDS, TEXT_FIELDS, Admission, Document, ScanReport, encode_text, pick_field
 
 
@@ -27,8 +25,9 @@ class ParquetSource:
         self.uri = cfg.uri
         self.path = path
         pf = self._open()
-        names = pf.schema_arrow.names
-        self.num_rows = pf.metadata.num_rows
+        names = pf.names
+        self.num_rows = pf.num_rows
+        pf.close()
         self.id_column = _column(path, names, cfg.id_field, ID_FIELDS, "id", "id_field")
         self.text_column = _column(path, names, cfg.text_field, TEXT_FIELDS, "text", "text_field")
         missing = [c for c in cfg.metadata_fields if c not in names]
@@ -37,10 +36,10 @@ class ParquetSource:
                 f"{path}: metadata column(s) {', '.join(map(repr, missing))} not found; columns are {', '.join(names)}"
             )
 
-    def _open(self) -> pq.ParquetFile:
+    def _open(self) -> ParquetReader:
         try:
-            return pq.ParquetFile(self.path)
-        except (OSError, pa.ArrowException) as err:
+            return ParquetReader(self.path)
+        except TableError as err:
             raise SourceError(f"cannot read Parquet source {self.path}: {err}") from None
 
     def describe(self) -> str:
@@ -53,17 +52,17 @@ class ParquetSource:
         pf = self._open()
         row = 0
         try:
-            for batch in pf.iter_batches(batch_size=self.cfg.batch_rows, columns=columns):
-                ids = batch.column(self.id_column).to_pylist()
-                texts = batch.column(self.text_column).to_pylist()
-                metas = {c: batch.column(c).to_pylist() for c in self.cfg.metadata_fields}
+            for batch in pf.batches(list(dict.fromkeys(columns)), self.cfg.batch_rows):
+                ids = batch[self.id_column]
+                texts = batch[self.text_column]
+                metas = {c: batch[c] for c in self.cfg.metadata_fields}
                 del batch
                 for i, (doc_id, text) in enumerate(zip(ids, texts)):
                     row += 1
                     doc = self._row(admission, row, doc_id, text, {c: v[i] for c, v in metas.items()})
                     if doc is not None:
                         yield doc
-        except pa.ArrowException as err:
+        except TableError as err:
             raise SourceError(f"cannot read Parquet source {self.path} after row {row}: {err}") from None
         finally:
             pf.close()

@@ -1,0 +1,81 @@
+"""Parquet in and out: the one module that imports pyarrow.
+
+Columns travel as plain Python lists keyed by column name; pyarrow's many exception types become
+:class:`TableError` with a one-line message."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["ParquetReader", "TableError", "columns_from_parquet", "parquet_from_columns", "read_parquet"]
+
+_TYPES = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64()}
+
+
+class TableError(Exception):
+    """A Parquet file or buffer cannot be read or written (the message is one line)."""
+
+
+def _one_line(err: BaseException) -> str:
+    return (str(err).splitlines() or [type(err).__name__])[0]
+
+
+def parquet_from_columns(columns: Mapping[str, Sequence], types: Mapping[str, str]) -> bytes:
+    """A zstd-compressed Parquet file of ``columns`` typed by ``types`` (string, int32, int64, float64)."""
+    schema = pa.schema([(name, _TYPES[kind]) for name, kind in types.items()])
+    table = pa.table({name: list(columns[name]) for name in types}, schema=schema)
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def columns_from_parquet(data: bytes, names: Sequence[str]) -> tuple[dict[str, list], int]:
+    """The named columns of a Parquet buffer as lists, and its row count."""
+    try:
+        table = pq.read_table(io.BytesIO(data), columns=list(names))
+    except (OSError, pa.ArrowException) as err:
+        raise TableError(_one_line(err)) from None
+    return {name: table.column(name).to_pylist() for name in names}, table.num_rows
+
+
+def read_parquet(path: str | Path) -> dict[str, list]:
+    """Every column of a Parquet file as lists."""
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as err:
+        raise TableError(_one_line(err)) from None
+    return {name: table.column(name).to_pylist() for name in table.column_names}
+
+
+class ParquetReader:
+    """A Parquet file read in batches of rows."""
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            self._file = pq.ParquetFile(path)
+        except (OSError, pa.ArrowException) as err:
+            raise TableError(_one_line(err)) from None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._file.schema_arrow.names)
+
+    @property
+    def num_rows(self) -> int:
+        return self._file.metadata.num_rows
+
+    def batches(self, columns: Sequence[str], batch_rows: int) -> Iterator[dict[str, list]]:
+        """Batches of at most ``batch_rows`` rows, each as ``{column: values}``."""
+        try:
+            for batch in self._file.iter_batches(batch_size=batch_rows, columns=list(columns)):
+                yield {c: batch.column(c).to_pylist() for c in columns}
+        except (OSError, pa.ArrowException) as err:
+            raise TableError(_one_line(err)) from None
+
+    def close(self) -> None:
+        self._file.close()
