@@ -429,6 +429,15 @@ def config_from_dict(data: Any, origin: str = "<config>") -> PipelineConfig:
         raise ConfigError(f"{origin}: {_first_error(err)}") from None
 
 
+def config_from_yaml(text: str, origin: str = "<config>") -> PipelineConfig:
+    """Validate a config given as YAML text (``origin`` names it in messages)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{origin}: invalid YAML: {str(err).splitlines()[0]}") from None
+    return config_from_dict(data, origin)
+
+
 def load_config(path: str | Path) -> PipelineConfig:
     """Read and validate ``reindex.yaml``. Relative source/state paths are made absolute against
     the config file's folder, so a config means the same from any working directory."""

@@ -14,7 +14,7 @@ from typing import Any
 from reindex.errors import CutoverError
 from reindex.manifests import (
     PopulationRecord,
-    _read_json,
+    read_json,
     index_prefix,
     population_prefix,
     read_live,
@@ -114,7 +114,7 @@ def _set_state(state: ObjectStore, index: str, collection: str, value: str, at: 
 
 def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None) -> dict:
     """Swap the alias back to the previous population (or ``to``) in one atomic call."""
-    live = _read_json(state, f"{index_prefix(index)}/live.json")
+    live = read_json(state, f"{index_prefix(index)}/live.json")
     current = store.get_alias(index)
     target = to or (live or {}).get("previous")
     if not target:
@@ -138,7 +138,7 @@ def populations(state: ObjectStore, index: str) -> list[PopulationRecord]:
     keys = [k for k in state.list(f"{index_prefix(index)}/populations/") if k.endswith("/population.json")]
     out = []
     for k in keys:
-        d = _read_json(state, k)
+        d = read_json(state, k)
         if d:
             out.append(PopulationRecord.from_dict(d))
     return sorted(out, key=lambda r: r.created_at)

@@ -36,7 +36,7 @@ def population_prefix(index: str, collection: str) -> str:
     return f"{index_prefix(index)}/populations/{collection}"
 
 
-def _read_json(store: ObjectStore, key: str) -> dict | None:
+def read_json(store: ObjectStore, key: str) -> dict | None:
     data = store.get(key)
     if data is None:
         return None
@@ -46,7 +46,7 @@ def _read_json(store: ObjectStore, key: str) -> dict | None:
         raise StateError(f"{store.describe()}/{key}: not valid JSON ({err}); restore it or delete it") from None
 
 
-def _write_json(store: ObjectStore, key: str, value: Any) -> None:
+def write_json(store: ObjectStore, key: str, value: Any) -> None:
     store.put(key, (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
 
 
@@ -79,17 +79,17 @@ class PopulationRecord:
 
 
 def read_population(store: ObjectStore, index: str, collection: str) -> PopulationRecord | None:
-    d = _read_json(store, f"{population_prefix(index, collection)}/population.json")
+    d = read_json(store, f"{population_prefix(index, collection)}/population.json")
     return PopulationRecord.from_dict(d) if d else None
 
 
 def write_population(store: ObjectStore, record: PopulationRecord) -> None:
-    _write_json(store, f"{population_prefix(record.index, record.collection)}/population.json", record.as_dict())
+    write_json(store, f"{population_prefix(record.index, record.collection)}/population.json", record.as_dict())
 
 
 def read_live(store: ObjectStore, index: str) -> PopulationRecord | None:
     """The population the index's alias serves, per the state store (None before the first cutover)."""
-    d = _read_json(store, f"{index_prefix(index)}/live.json")
+    d = read_json(store, f"{index_prefix(index)}/live.json")
     if not d:
         return None
     rec = read_population(store, index, d["collection"])
@@ -102,7 +102,7 @@ def read_live(store: ObjectStore, index: str) -> PopulationRecord | None:
 
 
 def write_live(store: ObjectStore, index: str, collection: str, previous: str | None) -> None:
-    _write_json(store, f"{index_prefix(index)}/live.json",
+    write_json(store, f"{index_prefix(index)}/live.json",
                 {"collection": collection, "previous": previous, "at": time.time()})
 
 
@@ -170,11 +170,11 @@ def manifest_digest(store: ObjectStore, index: str, collection: str) -> str:
 
 
 def write_calibration(store: ObjectStore, vector_id: str, result: dict) -> None:
-    _write_json(store, f"calibration/{vector_id}.json", result)
+    write_json(store, f"calibration/{vector_id}.json", result)
 
 
 def read_calibration(store: ObjectStore, vector_id: str) -> dict | None:
-    return _read_json(store, f"calibration/{vector_id}.json")
+    return read_json(store, f"calibration/{vector_id}.json")
 
 
 def digest_json(value: Any) -> str:
@@ -197,11 +197,11 @@ def shard_manifest_key(index: str, collection: str, run: str, shard: int) -> str
 
 
 def read_shard_manifest(store: ObjectStore, index: str, collection: str, run: str, shard: int) -> dict | None:
-    return _read_json(store, shard_manifest_key(index, collection, run, shard))
+    return read_json(store, shard_manifest_key(index, collection, run, shard))
 
 
 def write_shard_manifest(store: ObjectStore, index: str, collection: str, run: str, shard: int, manifest: dict) -> None:
-    _write_json(store, shard_manifest_key(index, collection, run, shard), manifest)
+    write_json(store, shard_manifest_key(index, collection, run, shard), manifest)
 
 
 def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str) -> list[ManifestRow]:
@@ -232,15 +232,15 @@ class IndexLock:
         return f"{index_prefix(self.index)}/lock.json"
 
     def heartbeat(self) -> None:
-        current = _read_json(self.store, self.key)
+        current = read_json(self.store, self.key)
         if not current or current.get("owner") != self.owner:
             raise LockHeld(f"lost the lock on index {self.index!r} (now held by {current and current.get('owner')}); stopping")
         self.body["expires"] = time.time() + self.ttl
         self.body["heartbeat"] = time.time()
-        _write_json(self.store, self.key, self.body)
+        write_json(self.store, self.key, self.body)
 
     def release(self) -> None:
-        current = _read_json(self.store, self.key)
+        current = read_json(self.store, self.key)
         if current and current.get("owner") == self.owner:
             self.store.delete(self.key)
 
@@ -272,13 +272,13 @@ def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, tt
     data = (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
     if store.put_if_absent(key, data):
         return IndexLock(store, index, owner, ttl, body)
-    current = _read_json(store, key) or {}
+    current = read_json(store, key) or {}
     if current.get("expires", 0) < now or _dead_local_owner(current.get("owner", "")):
         # Expired: the holder died without releasing. Replace it, then re-check that we won.
         store.delete(key)
         if store.put_if_absent(key, data):
             return IndexLock(store, index, owner, ttl, body)
-        current = _read_json(store, key) or {}
+        current = read_json(store, key) or {}
     left = max(0, int(current.get("expires", now) - now))
     raise LockHeld(
         f"index {index!r} is locked by {current.get('owner', '?')} ({current.get('purpose', '?')}), "

@@ -10,7 +10,8 @@ import numpy as np
 from reindex.config import VectorHalf
 from reindex.embedders.base import EmbedResult
 from reindex.errors import ConfigError, ModelError
-from reindex.models import find_tokenizer_file, resolve_model_path
+from reindex.models import resolve_model_path
+from reindex.tokenizers import load_tokenizer
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple[str, str], object] = {}
@@ -69,17 +70,13 @@ class SentenceTransformerEmbedder:
         if dim != vector.dimension:
             raise ConfigError(f"vector.dimension is {vector.dimension} but model {vector.model} makes {dim}-dimensional vectors")
         self.dimension = dim
-        from tokenizers import Tokenizer
-
-        self._tok = Tokenizer.from_file(str(find_tokenizer_file(self.path)))
-        self._tok.no_truncation()
-        self._tok.no_padding()
+        self._tok = load_tokenizer(str(self.path))  # the model's own word pieces, no truncation or padding
 
     def embed(self, texts: list[str]) -> EmbedResult:
         if not texts:
             return EmbedResult(np.zeros((0, self.dimension), dtype=np.float32), 0, 0)
         inputs = [self.vector.prefix + t for t in texts] if self.vector.prefix else list(texts)
-        lengths = [len(e.ids) for e in self._tok.encode_batch(inputs, add_special_tokens=False)]
+        lengths = self._tok.count_batch(inputs)
         truncated = sum(1 for n in lengths if self.max_tokens and n > self.max_tokens)
         vecs = self.model.encode(
             inputs,

@@ -156,15 +156,16 @@ def selected_apply_flow() -> Any:
 
 def check_api(timeout_s: float = 5.0) -> None:
     """Fail fast, in one line, when a configured Prefect API does not answer its health check."""
-    import httpx
+    import urllib.error
+    import urllib.request
 
     url = settings.prefect_api_url()
     if not url:
         return  # Prefect will start a temporary local server
     try:
-        r = httpx.get(url.rstrip("/") + "/health", timeout=timeout_s)
-        r.raise_for_status()
-    except httpx.HTTPError as err:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout_s) as r:  # noqa: S310 - the user's API
+            r.read()
+    except (urllib.error.URLError, OSError, ValueError) as err:
         raise RunnerError(f"the Prefect API at {url} does not answer ({type(err).__name__}: {err}); "
                           f"{WAYS_OUT}".replace("\n", " ")) from None
 
@@ -205,8 +206,6 @@ class PrefectRunner:
 
 def _is_api_failure(err: BaseException) -> bool:
     """Whether an exception from a flow call means Prefect's API (or its temporary server) failed."""
-    import httpx
-
     text = str(err)
-    return (isinstance(err, (httpx.HTTPError, ConnectionError, TimeoutError))
+    return (type(err).__module__.startswith("httpx") or isinstance(err, (ConnectionError, TimeoutError))
             or "ephemeral Prefect API server" in text or "Prefect API" in text)

@@ -11,7 +11,7 @@ from reindex.config import (
     TextHalf,
     VectorHalf,
     chunker_spec,
-    config_from_dict,
+    config_from_yaml,
     default_config_yaml,
     load_config,
 )
@@ -32,9 +32,7 @@ def init_config(path: str | Path, *, index: str = "docs", source: str = "./corpu
         raise ConfigError(f"{p}: already exists; pass --force to overwrite it")
     text = default_config_yaml(index=index, source=source)
     # Validate what we write, so `init` can never produce a config `validate` rejects.
-    import yaml
-
-    config_from_dict(yaml.safe_load(text), str(p))
+    config_from_yaml(text, str(p))
     return atomic_write_text(p, text)
 
 

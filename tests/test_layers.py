@@ -1,0 +1,223 @@
+"""The architecture, enforced: an ``ast`` walk of ``src/reindex`` (imports inside functions count).
+
+* no import cycles between modules;
+* no upward imports: a module imports only from its own layer or the layers below (see ``LAYERS``);
+* each third-party library is imported by one module (or the one pair named in ``OWNERS`` with a reason);
+* no module imports another module's private names (``_name``), and nothing outside a package imports
+  that package's private modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# Lowest first. A module belongs to the first layer whose prefix matches its dotted name.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("errors", ("reindex.errors",)),
+    ("foundation", ("reindex.settings", "reindex.atomic", "reindex.stats", "reindex.retry", "reindex.tables",
+                    "reindex.__init__")),
+    ("config", ("reindex.config",)),
+    ("identity", ("reindex.identity", "reindex.models")),
+    ("adapters", ("reindex.sources", "reindex.chunkers", "reindex.tokenizers", "reindex.embedders",
+                  "reindex.stores")),
+    ("model", ("reindex.histogram", "reindex.pipeline", "reindex.locks", "reindex.manifests", "reindex.approvals", "reindex.cost",
+               "reindex.planner")),
+    ("engine", ("reindex.execution", "reindex.evaluation", "reindex.cutover", "reindex.measure",
+                "reindex.reports", "reindex.reports_cutover")),
+    ("runners", ("reindex.runners",)),
+    ("usecases", ("reindex.usecases",)),
+    ("api", ("reindex.api",)),
+    ("drivers", ("reindex.orchestration", "reindex.cli", "reindex.demo", "reindex.__main__")),
+]
+
+# Third-party libraries allowed in more than one module, with the reason.
+OWNERS: dict[str, tuple[set[str], str]] = {
+    "numpy": (set(), "vectors are numpy arrays across embedders, stores, execution and measure: not an I/O boundary"),
+    "httpx": ({"reindex.embedders.openai", "reindex.stores.qdrant"},
+              "the OpenAI-compatible embedder's client; qdrant-client raises httpx's errors and the store translates them"),
+    "prefect": ({"reindex.runners.prefect", "reindex.orchestration"},
+                "the Prefect shard runner and the Prefect driver (scheduled flows) are the two Prefect boundaries"),
+}
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in (SRC / "reindex").rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(importer: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = importer.split(".")
+    is_pkg = MODULES[importer].name == "__init__.py"
+    base = base if is_pkg else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(name: str) -> list[tuple[str, list[str], int]]:
+    """(imported module, names taken from it, line) for every import in ``name``, nested ones included."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, [], node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = _resolve(name, node)
+            for a in node.names:
+                sub = f"{mod}.{a.name}"
+                # `from pkg import submodule` imports the submodule
+                out.append((sub, [], node.lineno) if sub in MODULES else (mod, [a.name], node.lineno))
+    return out
+
+
+def _internal(mod: str) -> str | None:
+    """The project module an import names (the longest known prefix), or None for third-party/stdlib."""
+    parts = mod.split(".")
+    for i in range(len(parts), 0, -1):
+        cand = ".".join(parts[:i])
+        if cand in MODULES:
+            return cand
+    return None
+
+
+def layer_of(mod: str) -> int:
+    if mod == "reindex":
+        return 1  # the package's __init__: a version string
+    best, rank = -1, -1
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (mod == p or mod.startswith(p + ".")) and len(p) > best:
+                best, rank = len(p), i
+    assert rank >= 0, f"{mod} is in no layer: add it to LAYERS in tests/test_layers.py"
+    return rank
+
+
+def graph() -> dict[str, set[str]]:
+    g: dict[str, set[str]] = {m: set() for m in MODULES}
+    for m in MODULES:
+        for target, _, _ in _imports(m):
+            t = _internal(target)
+            if t is not None and t != m and not m.startswith(t + "."):  # a package's own __init__ is not an edge
+                g[m].add(t)
+    return g
+
+
+def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle in ``g`` (as a path that returns to its start), or None."""
+    colour: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        colour[n] = 1
+        stack.append(n)
+        for t in sorted(g.get(n, ())):
+            if colour.get(t) == 1:
+                return stack[stack.index(t):] + [t]
+            if colour.get(t) is None:
+                found = visit(t)
+                if found:
+                    return found
+        stack.pop()
+        colour[n] = 2
+        return None
+
+    for n in sorted(g):
+        if colour.get(n) is None:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def test_every_module_has_a_layer() -> None:
+    for m in MODULES:
+        layer_of(m)
+
+
+def test_no_import_cycles() -> None:
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " → ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_deliberate_cycle() -> None:
+    g = graph()
+    g["reindex.errors"] = g["reindex.errors"] | {"reindex.api"}  # errors → api → … → errors
+    cycle = find_cycle(g)
+    assert cycle is not None and cycle[0] == cycle[-1] and "reindex.errors" in cycle
+
+
+def test_no_upward_imports() -> None:
+    bad = []
+    for m in MODULES:
+        for target, _, line in _imports(m):
+            t = _internal(target)
+            if t is None or m.startswith(t + "."):
+                continue
+            if layer_of(t) > layer_of(m):
+                bad.append(f"{MODULES[m].relative_to(SRC)}:{line}: {m} ({LAYERS[layer_of(m)][0]}) imports {t} "
+                           f"({LAYERS[layer_of(t)][0]})")
+    assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+def test_each_third_party_library_has_one_owner() -> None:
+    users: dict[str, set[str]] = {}
+    for m in MODULES:
+        for target, _, _ in _imports(m):
+            top = target.split(".")[0]
+            if top in ("reindex", "") or top in STDLIB:
+                continue
+            users.setdefault(top, set()).add(m)
+    bad = []
+    for lib, mods in sorted(users.items()):
+        if lib in OWNERS:
+            allowed, _ = OWNERS[lib]
+            if allowed and not mods <= allowed:
+                bad.append(f"{lib}: {sorted(mods - allowed)} (allowed: {sorted(allowed)})")
+        elif len(mods) > 1:
+            bad.append(f"{lib}: imported by {sorted(mods)}")
+    assert not bad, "third-party libraries with more than one owner:\n" + "\n".join(bad)
+
+
+def test_no_private_names_across_modules() -> None:
+    bad = []
+    for m in MODULES:
+        for target, names, line in _imports(m):
+            t = _internal(target)
+            if t is None:
+                continue
+            own_package = m.rpartition(".")[0]
+            private_module = any(p.startswith("_") and p != "__init__" for p in t.split("."))
+            if private_module and not (t.startswith(m + ".") or t.rpartition(".")[0] == own_package
+                                       or t.startswith(own_package + ".")):
+                bad.append(f"{m}:{line} imports private module {t}")
+            for n in names:
+                if n.startswith("_") and not t.startswith(m + ".") and t != own_package:
+                    bad.append(f"{m}:{line} imports private name {t}.{n}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("limit", [600])
+def test_modules_over_the_size_guide_say_why(limit: int) -> None:
+    long = []
+    for m, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if text.count("\n") > limit and "lines:" not in doc.lower():
+            long.append(f"{m}: {text.count(chr(10))} lines and no 'Lines:' reason in its docstring")
+    assert not long, "\n".join(long)
