@@ -152,7 +152,7 @@ def _set_population_state(state, cfg: PipelineConfig, collection: str, value: st
                                              identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
 
 
-def _job_of(plan: Plan, cfg: PipelineConfig) -> ShardJob:
+def job_of(plan: Plan, cfg: PipelineConfig) -> ShardJob:
     """The shards a plan touches: every shard for a new population, only the affected ones in place."""
     w = plan.body["work"]
     if plan.kind != "document-scoped":
@@ -208,7 +208,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
         )
         phases["setup"] = time.perf_counter() - t
-        job = _job_of(plan, cfg)
+        job = job_of(plan, cfg)
         w = plan.body["work"]
         if progress:
             progress({"kind": "start", "runner": describe(runner), "shards": len(job.shards),

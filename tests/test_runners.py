@@ -1,0 +1,153 @@
+"""The shard-runner seam: the in-process thread runner and the Prefect flow build the same population and
+write the same run report, including a run with a per-document failure, its resume, and a catch-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers_index import Workspace, prefect_api_url
+from reindex import api
+from reindex.execution import shard_of
+from reindex.pipeline import TextPipeline
+from reindex.runners import ShardJob, ThreadRunner, summarize
+from reindex.usecases import backends
+
+EDIT = ("\n\nA paragraph added while the resumed apply runs; catch-up must replay it into the shadow "
+        "population before cutover. " * 8) + "\n"
+TIMING = {"seconds", "phases", "runner"}
+
+
+def _comparable(report: dict) -> dict:
+    """A run report without timings and the runner's name."""
+    return {k: v for k, v in report.items() if k not in TIMING}
+
+
+def _scenario(root: Path, runner: Any, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Build live; plan a chunker change; apply with one document failing to chunk (→ failed, no catch-up);
+    resume with an edit to another document made during the resumed run (→ done, catch-up replays it)."""
+    ws = Workspace(root)
+    ws.build_live()
+    plan, path = ws.planned_change(size=120)
+    docs = sorted(p.name for p in ws.corpus.iterdir())
+    broken = next(d for d in docs if shard_of(d, 4) == 1)
+    edited = next(d for d in docs if shard_of(d, 4) == 2)
+
+    real_chunk = TextPipeline.chunk_document
+
+    def failing(self: TextPipeline, doc: Any) -> Any:
+        if doc.doc_id == broken:
+            raise RuntimeError(f"injected chunker bug on {doc.doc_id}")
+        return real_chunk(self, doc)
+
+    monkeypatch.setattr(TextPipeline, "chunk_document", failing)
+    first = api.apply_plan(path, ws.config, runner=runner)
+    monkeypatch.undo()
+
+    real_make = backends.make_embedder
+
+    class Editing:  # edits a document of an already finished shard at the resumed run's first embedding
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.dimension, self.max_tokens, self.done = inner, inner.dimension, inner.max_tokens, False
+
+        def embed(self, texts: list[str]) -> Any:
+            if not self.done:
+                self.done = True
+                (ws.corpus / edited).write_bytes((ws.corpus / edited).read_bytes() + EDIT.encode())
+            return self.inner.embed(texts)
+
+    monkeypatch.setattr(backends, "make_embedder", lambda *a, **kw: Editing(real_make(*a, **kw)))
+    second = api.apply_plan(path, ws.config, runner=runner)
+    monkeypatch.undo()
+    return {"ws": ws, "first": first, "second": second, "broken": broken, "edited": edited,
+            "snapshot": ws.snapshot(second.collection),
+            "manifest": [(r.doc_id, r.ordinal, r.content_hash, r.point_id) for r in ws.manifest_rows(second.collection)]}
+
+
+def test_both_runners_build_the_same_population_and_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           request: pytest.FixtureRequest) -> None:
+    prefect_api_url(request.config)  # the session's Prefect test server
+    from reindex.runners.prefect import PrefectRunner
+
+    runs = {name: _scenario(tmp_path / name, runner, monkeypatch)
+            for name, runner in (("in-process", ThreadRunner()), ("prefect", PrefectRunner()))}
+    for name, run in runs.items():
+        first, second = run["first"], run["second"]
+        assert first.status == "failed", name
+        assert [f["doc_id"] for f in first.report["failures"]] == [run["broken"]], name
+        assert first.report["catch_up"] == {"rounds": [], "documents": 0}, name  # no catch-up after failures
+        assert first.report["runner"] == name and second.report["runner"] == name
+        assert second.status == "done", (name, second.report["failures"])
+        assert second.report["catch_up"]["documents"] == 1, (name, second.report["catch_up"])
+    a, b = runs["in-process"], runs["prefect"]
+    a["snapshot"].assert_same(b["snapshot"])
+    assert a["manifest"] == b["manifest"]
+    assert _comparable(a["first"].report) == _comparable(b["first"].report)
+    assert _comparable(a["second"].report) == _comparable(b["second"].report)
+
+
+def test_summarize_runs_catch_up_only_after_a_clean_run() -> None:
+    calls: list[int] = []
+
+    def catch_up() -> dict:
+        calls.append(1)
+        return {"rounds": [{"round": 1}], "documents": 3}
+
+    ok = [{"shard": 0, "failures": []}]
+    assert summarize(ok, [], catch_up)["catch_up"]["documents"] == 3 and calls == [1]
+    assert summarize([{"shard": 0, "failures": [{"doc_id": "x"}]}], [], catch_up)["catch_up"]["documents"] == 0
+    assert summarize(ok, [{"shard": 1, "reason": "boom"}], catch_up)["catch_up"]["documents"] == 0
+    assert calls == [1]
+
+
+def test_a_shard_that_raises_is_reported_and_the_others_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import reindex.execution as execution
+
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    real = execution.run_shard
+
+    def run_shard(ctx: Any, shard: int, **kw: Any) -> Any:
+        if shard == 2:
+            raise RuntimeError("injected: the shard's host went away")
+        return real(ctx, shard, **kw)
+
+    monkeypatch.setattr(execution, "run_shard", run_shard)
+    r = api.apply_plan(path, ws.config, runner=ThreadRunner(workers=2))
+    assert r.status == "failed"
+    assert r.report["failures"] == [{"shard": 2, "reason": "RuntimeError: injected: the shard's host went away"}]
+    assert r.report["actual"]["shards_run"] == 3
+
+
+def test_the_default_runner_is_in_process_unless_a_prefect_api_is_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect-home"))
+    monkeypatch.delenv("PREFECT_PROFILES_PATH", raising=False)
+    assert isinstance(backends.shard_runner(), ThreadRunner)
+    assert isinstance(backends.shard_runner(False), ThreadRunner)
+    # The active profile of a profiles file counts as configured, without importing Prefect.
+    (tmp_path / "prefect-home").mkdir()
+    (tmp_path / "prefect-home" / "profiles.toml").write_text(
+        'active = "local"\n[profiles.local]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n', encoding="utf-8")
+    from reindex import settings
+
+    assert settings.prefect_api_url() == "http://127.0.0.1:9/api"
+    assert type(backends.shard_runner()).__name__ == "PrefectRunner"
+    assert isinstance(backends.shard_runner(False), ThreadRunner)  # --no-prefect wins
+
+
+def test_shard_job_of_an_in_place_plan_touches_only_affected_shards(tmp_path: Path) -> None:
+    from reindex.usecases.apply import job_of
+
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    edited = ws.edit_documents()
+    plan, _ = ws.plan()
+    job = job_of(plan, ws.cfg())
+    assert job.only == frozenset(edited) and job.removed == frozenset()
+    assert job.shards == tuple(sorted({shard_of(d, 4) for d in edited}))
+    assert isinstance(job, ShardJob)
