@@ -53,3 +53,34 @@ def test_an_unreachable_prefect_api_is_one_short_error_and_no_prefect_applies(tm
     assert ok.returncode == 0, ok.stderr
     assert "in-process" in ok.stdout and "done:" in ok.stdout
 
+
+
+def test_an_unexpected_error_is_one_line_without_debug_and_a_traceback_with_it(monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from reindex import api, cli
+
+    def broken(*a, **kw):
+        raise RuntimeError("injected\nsecond line")
+
+    monkeypatch.setattr(api, "status", broken)
+    r = CliRunner().invoke(cli.main, ["status"])
+    assert r.exit_code == 1
+    assert r.output.strip() == ("error: unexpected RuntimeError: injected (run with --debug for the traceback "
+                                "and report it)")
+    d = CliRunner().invoke(cli.main, ["--debug", "status"])
+    assert isinstance(d.exception, RuntimeError)
+
+
+def test_an_os_error_names_the_file(monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from reindex import api, cli
+
+    def full(*a, **kw):
+        raise OSError(28, "No space left on device", "/data/plans/x.json")
+
+    monkeypatch.setattr(api, "status", full)
+    r = CliRunner().invoke(cli.main, ["status"])
+    assert r.exit_code == 1
+    assert r.output.strip() == "error: No space left on device (/data/plans/x.json); fix that and run the command again"

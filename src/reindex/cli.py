@@ -17,7 +17,8 @@ apply_offline_defaults()
 
 
 class _Group(click.Group):
-    """Turns ReindexError into one line on stderr and exit 1 (unless --debug)."""
+    """Turns ReindexError into one line on stderr and exit 1 (unless --debug); any other failure too, named
+    as unexpected, so that no traceback reaches the user without --debug."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -27,6 +28,21 @@ class _Group(click.Group):
                 raise
             click.echo(f"error: {err}", err=True)
             ctx.exit(err.exit_code)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except OSError as err:  # a full disk, a vanished folder: say which file and why
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            where = f" ({err.filename})" if getattr(err, "filename", None) else ""
+            click.echo(f"error: {err.strerror or err}{where}; fix that and run the command again", err=True)
+            ctx.exit(1)
+        except Exception as err:  # noqa: BLE001 - the last line of defence against tracebacks
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            first = (str(err).splitlines() or [""])[0]
+            click.echo(f"error: unexpected {type(err).__name__}: {first} (run with --debug for the traceback "
+                       "and report it)", err=True)
+            ctx.exit(1)
 
 
 def _emit_json(value: Any) -> None:
