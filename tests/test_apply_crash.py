@@ -60,9 +60,9 @@ SCENARIOS = [
     pytest.param("before-manifest:3", 2, "api", True, id="before-manifest"),
     # Every shard is done; killed in catch-up, before the population is marked ready.
     pytest.param("catch-up", 4, "api", True, id="catch-up"),
-    # Shard 2 embedded its misses but the batch never reached the store (what a kill inside the
-    # all-or-nothing upsert leaves): those texts, and only those, are embedded again.
-    pytest.param("before-upsert:2", 1, "api", False, id="before-upsert"),
+    # The first shard's second embedding batch was embedded but never reached the store (what a kill
+    # inside the all-or-nothing upsert leaves): those texts, and only those, are embedded again.
+    pytest.param("before-upsert:2", 0, "api", False, id="before-upsert"),
 ]
 
 
@@ -127,3 +127,47 @@ def test_killed_apply_resumes_to_the_uninterrupted_build(
         assert all(crashed[d] and resumed_log[d] for d in again), "only the killed batch may be embedded twice"
         assert max(resumed_log.values()) <= max(want.values())
     assert Counter(resumed_log) <= want
+
+
+# --------------------------------------------------------------------------------------------
+# Exactly-once embedding: a kill inside a shard wastes at most the one embedding batch in flight
+# --------------------------------------------------------------------------------------------
+
+SMALL_BATCHES = "apply: {shards: 4, embed_batch_size: 8}"  # operational: the same population as the reference
+
+
+@pytest.mark.parametrize("crash_at, waste_at_most", [
+    pytest.param("before-upsert:5", 8, id="killed-with-a-batch-embedded-but-not-written"),
+    pytest.param("after-batch-upsert:5", 0, id="killed-right-after-a-batch-was-written"),
+])
+def test_a_kill_inside_a_shard_wastes_at_most_one_embedding_batch(
+    crash_at: str, waste_at_most: int, tmp_path: Path, reference: dict, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.write_config(120)
+    ws.config.write_text(ws.config.read_text().replace("apply: {shards: 4}", SMALL_BATCHES), encoding="utf-8")
+    plan, path = ws.plan()
+    ws.approve(path)
+    crash_log, resume_log = tmp_path / "crash.log", tmp_path / "resume.log"
+    proc = subprocess.run(
+        [str(REINDEX_BIN), "apply", str(path), "-c", str(ws.config), "--no-progress"],
+        cwd=ws.root, env=subprocess_env(REINDEX_SHARD_WORKERS="1", REINDEX_CRASH_AT=crash_at,
+                                        REINDEX_EMBED_LOG=str(crash_log)),
+        capture_output=True, text=True, timeout=240)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    crashed = read_log(crash_log)
+    assert sum(crashed.values()) >= 4 * 8, "the kill came after several batches"
+    state = ws.state()
+    target = reference["collection"]
+    assert not state.list(f"indexes/docs/populations/{target}/runs/"), "killed inside the first shard"
+    monkeypatch.setenv("REINDEX_EMBED_LOG", str(resume_log))
+    r = ws.apply(path)
+    assert r.status == "done", r.report["failures"]
+    ws.snapshot(target).assert_same(reference["snapshot"])
+    both, want = crashed + read_log(resume_log), reference["log"]
+    assert not (want - both), "a text was never embedded"
+    wasted = sum((both - want).values())
+    assert wasted <= waste_at_most, f"{wasted} texts embedded twice; at most {waste_at_most} may be"
+    if waste_at_most:
+        assert wasted > 0, "the batch in flight at the kill is lost and embedded again"

@@ -167,7 +167,8 @@ def _old_rows(ctx: ApplyContext, collection: str, shard: int, shards: int | None
     return rows
 
 
-def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult) -> dict[str, np.ndarray]:
+def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
+           on_batch: Callable[[list[str], np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
     """Embed distinct texts (text → tokens in the plan's tokenizer), longest first in batches (less
     padding), under one lock (one model). Tokens are counted in the plan's unit so that planned and
     actual compare; truncation is counted by the embedder in the model's own tokens."""
@@ -183,8 +184,38 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult) -> dic
         result.truncated += res.truncated
         for t, v in zip(batch, res.vectors):
             out[t] = v
+        if on_batch is not None:
+            on_batch(batch, res.vectors)  # outside the model lock: other shards embed meanwhile
         ctx.emit(kind="embedded", chunks=len(batch), tokens=sum(texts[t] for t in batch))
     return out
+
+
+def _embed_missing(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], vectors: dict[str, Any],
+                   result: ShardResult) -> set[str]:
+    """Embed the texts that have no vector yet and write their points batch by batch, so that a finished
+    embedding batch is durable in the target before the next one starts: a resumed shard finds those points
+    by id and embeds only what was lost, at most one batch per worker. Returns the point ids written."""
+    waiting: dict[str, list[ChunkRecord]] = defaultdict(list)
+    for recs in records.values():
+        for r in recs:
+            if r.fingerprint not in vectors:
+                waiting[r.text].append(r)
+    written: set[str] = set()
+    if not waiting:
+        return written
+
+    def flush(batch: list[str], batch_vectors: np.ndarray) -> None:
+        points = [Point(r.point_id, v, _payload(r, ctx.identity.pipeline_id))
+                  for t, v in zip(batch, batch_vectors) for r in waiting[t]]
+        crashpoint("before-upsert")
+        retry_transient(ctx.store.upsert, ctx.target, points)
+        written.update(p.id for p in points)
+        crashpoint("after-batch-upsert")
+
+    by_text = _embed(ctx, {t: recs[0].tokens for t, recs in waiting.items()}, result, on_batch=flush)
+    for t, recs in waiting.items():
+        vectors[recs[0].fingerprint] = by_text[t]
+    return written
 
 
 def _sync_batch(
@@ -220,23 +251,18 @@ def _sync_batch(
                 vectors.setdefault(p.payload["fingerprint"], p.vector)
             gained = set(vectors) - before
             result.reused_old += sum(1 for recs in records.values() for r in recs if r.fingerprint in gained)
-    missing = {r.text: r.tokens for recs in records.values() for r in recs if r.fingerprint not in vectors}
-    if missing:
-        by_text = _embed(ctx, missing, result)
-        for recs in records.values():
-            for r in recs:
-                if r.fingerprint not in vectors:
-                    vectors[r.fingerprint] = by_text[r.text]
+    written = _embed_missing(ctx, records, vectors, result)
     points = [
         Point(r.point_id, vectors[r.fingerprint], _payload(r, ctx.identity.pipeline_id))
         for recs in records.values()
         for r in recs
+        if r.point_id not in written
     ]
     crashpoint("before-upsert")
     if points:
         retry_transient(ctx.store.upsert, ctx.target, points)
     crashpoint("after-upsert")
-    result.chunks += len(points)
+    result.chunks += len(points) + len(written)
     result.documents += len(records)
     # Stale points of these documents (in place, or a resumed shadow whose documents changed).
     keep = set(new_ids)
@@ -244,7 +270,7 @@ def _sync_batch(
     if ctx.in_place and stale:
         retry_transient(ctx.store.delete_points, ctx.target, stale)
         result.deleted += len(stale)
-    ctx.emit(kind="documents", documents=len(records), chunks=len(points))
+    ctx.emit(kind="documents", documents=len(records), chunks=len(points) + len(written))
     return [
         ManifestRow(r.doc_id, hashes[r.doc_id], r.ordinal, r.fingerprint, r.tokens, r.point_id)
         for recs in records.values()
