@@ -537,6 +537,12 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
     from reindex import api
 
     r = api.cutover(plan_file, config_path, queries=queries, k=k, force=force)
+    if r.report.get("already"):
+        if as_json:
+            _emit_json(r.as_dict())
+        else:
+            click.echo(f"already cut over: alias {r.report['index']} serves {r.report['shadow']}; nothing to do")
+        return
     if as_json:
         _emit_json(r.as_dict())
     else:
@@ -565,11 +571,21 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
         raise click.exceptions.Exit(3)
 
 
+def _recovered_line(rec: dict | None) -> str | None:
+    if not rec:
+        return None
+    return (f"recovered an interrupted {rec['recovered']}: {rec['outcome']} "
+            f"({rec.get('from') or 'none'} → {rec['to']})")
+
+
 @main.command()
 @CONFIG_OPTION
 @click.option("--to", "to", default=None, help="Collection to roll back to (default: the previous target).")
-def rollback(config_path: str, to: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def rollback(config_path: str, to: str | None, as_json: bool) -> None:
     """Swap the alias back to the previous population in one atomic call.
+
+    The target must verify first: a complete population whose point count matches its chunk manifest.
 
     \b
     Example:
@@ -578,6 +594,9 @@ def rollback(config_path: str, to: str | None) -> None:
     from reindex import api
 
     r = api.rollback(config_path, to=to)
+    if as_json:
+        _emit_json(r)
+        return
     click.echo(f"alias {r['index']}: {r['from']} → {r['to']} (rolled back)")
 
 
@@ -585,22 +604,49 @@ def rollback(config_path: str, to: str | None) -> None:
 @CONFIG_OPTION
 @click.option("--older-than", default=None, help="Retention, e.g. 7d, 12h (default: cutover.retention_days).")
 @click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+@click.option("--force", is_flag=True, help="Also delete populations live within the rollback window (cutover.retention_days).")
+@click.option("--yes", "-y", is_flag=True, help="Delete without asking (for scripts; without a terminal nothing is deleted otherwise).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.argument("collections", nargs=-1)
-def gc(config_path: str, older_than: str | None, dry_run: bool, collections: tuple[str, ...]) -> None:
+def gc(config_path: str, older_than: str | None, dry_run: bool, force: bool, yes: bool, as_json: bool,
+       collections: tuple[str, ...]) -> None:
     """Delete retired populations past retention (or the named ones) and their state; never a live one.
+
+    Asks before deleting (on a terminal); `--yes` for scripts. A population live within
+    cutover.retention_days is kept unless `--force`, whatever `--older-than` says.
 
     \b
     Examples:
       reindex gc --older-than 7d --dry-run
-      reindex gc docs__1a2b3c4d5e6f
+      reindex gc docs__1a2b3c4d5e6f --yes
     """
+    import sys
+
     from reindex import api
 
-    actions = api.gc(config_path, older_than=older_than, dry_run=dry_run, names=list(collections) or None)
-    if not actions:
-        click.echo("nothing to delete")
-    for a in actions:
-        click.echo(f"{a['action']} {a['collection']} ({a['state']}, {a['age_days']} days)")
+    def confirm(doomed: list[dict]) -> bool:
+        if yes:
+            return True
+        if not sys.stdin.isatty():
+            click.echo(f"gc: {len(doomed)} population(s) to delete and no terminal to ask; pass --yes to delete",
+                       err=True)
+            return False
+        for d in doomed:
+            click.echo(f"  {d['collection']} ({d['state']}, {d['age_days']} days)", err=True)
+        return click.confirm(f"delete {len(doomed)} population(s) and their state?", err=True)
+
+    actions = api.gc(config_path, older_than=older_than, dry_run=dry_run, names=list(collections) or None,
+                     force=force, confirm=confirm)
+    if as_json:
+        _emit_json({"actions": actions})
+    else:
+        if not actions:
+            click.echo("nothing to delete")
+        for a in actions:
+            why = f"; {a['protected']}" if a["protected"] else ""
+            click.echo(f"{a['action']} {a['collection']} ({a['state']}, {a['age_days']} days{why})")
+    if any(a["action"] == "not confirmed" for a in actions):
+        raise click.exceptions.Exit(1)
 
 
 @main.command()

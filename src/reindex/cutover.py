@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from reindex.errors import CutoverError
+from reindex.execution import crashpoint
 from reindex.manifests import (
     PopulationRecord,
-    read_json,
     index_prefix,
     population_prefix,
+    read_chunk_manifest,
+    read_json,
     read_live,
     read_population,
     write_live,
@@ -68,6 +70,105 @@ def check_names(store: Any, index: str) -> None:
         )
 
 
+# --------------------------------------------------------------------------------------------
+# Verified populations: only a complete population may go live
+# --------------------------------------------------------------------------------------------
+
+SERVABLE = ("ready", "live", "retired")
+VERIFY_SAMPLE = 32
+
+
+def verify_population(store: Any, state: ObjectStore, index: str, collection: str, *,
+                      sample: int = VERIFY_SAMPLE) -> list[str]:
+    """Why ``collection`` must not go live (empty when it may): its state record says it was built
+    completely, the collection exists, its point count equals its chunk manifest's rows, and a sample of
+    manifest rows is stored with a vector and the same fingerprint."""
+    rec = read_population(state, index, collection)
+    if rec is None:
+        return [f"{collection} has no population record: it was never built by reindex"]
+    if rec.state not in SERVABLE:
+        return [f"{collection} is {rec.state}, not a complete population"]
+    if not store.collection_exists(collection):
+        return [f"collection {collection} no longer exists (deleted by gc?)"]
+    rows = list(read_chunk_manifest(state, index, collection))
+    problems = []
+    points = store.count(collection)
+    if points != len(rows):
+        problems.append(f"{collection} holds {points:,} points but its chunk manifest has {len(rows):,} chunks")
+    if rows and not problems:
+        step = max(1, len(rows) // sample)
+        picked = rows[::step][:sample]
+        found = {p.id: p for p in store.retrieve(collection, [r.point_id for r in picked], with_vectors=True)}
+        dim = rec.config.get("vector", {}).get("dimension")
+        for r in picked:
+            p = found.get(r.point_id)
+            if p is None or p.vector is None:
+                problems.append(f"point {r.point_id} of {r.doc_id} is missing from {collection}")
+            elif p.payload.get("fingerprint") != r.fingerprint:
+                problems.append(f"point {r.point_id} of {r.doc_id} holds another text than its manifest row")
+            elif dim and len(p.vector) != dim:
+                problems.append(f"point {r.point_id} has {len(p.vector)} dimensions, not {dim}")
+            if len(problems) >= 3:
+                break
+    return problems
+
+
+def require_verified(store: Any, state: ObjectStore, index: str, collection: str, action: str) -> None:
+    """Raise CutoverError naming what is wrong unless ``collection`` verifies."""
+    problems = verify_population(store, state, index, collection)
+    if problems:
+        raise CutoverError(f"refusing to {action} {collection}: " + "; ".join(problems)
+                           + "; rebuild it with `reindex plan` and `reindex apply`")
+
+
+# --------------------------------------------------------------------------------------------
+# Intents: every alias move is recorded before it happens and completed or undone after a kill
+# --------------------------------------------------------------------------------------------
+
+
+def _intent_key(index: str) -> str:
+    return f"{index_prefix(index)}/intent.json"
+
+
+def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: str | None, at: float,
+                 extra: dict | None = None) -> dict:
+    """The bookkeeping after the alias moved: live record, population states, history, intent cleared."""
+    write_live(state, index, new, previous if op == "cutover" else None)
+    _set_state(state, index, new, "live", at)
+    if previous and previous != new:
+        _set_state(state, index, previous, "retired", at)
+    record = {"index": index, "from": previous, "to": new, "at": at, **(extra or {})}
+    state.put(f"{index_prefix(index)}/history/{int(at * 1000)}-{op}.json", json.dumps(record).encode())
+    state.delete(_intent_key(index))
+    return record
+
+
+def reconcile(store: Any, state: ObjectStore, index: str) -> dict | None:
+    """Complete or undo an alias move a killed process left behind. Returns what was done, or None.
+
+    The intent names the move; the alias says how far it got: at the new population → finish the
+    bookkeeping; still at the old one → drop the intent (nothing happened)."""
+    intent = read_json(state, _intent_key(index))
+    if not intent:
+        return None
+    current = store.get_alias(index)
+    if current == intent["to"]:
+        rec = _finish_move(state, index, intent["op"], intent["to"], intent.get("from"), time.time(),
+                           {"recovered": True})
+        return {"recovered": intent["op"], "outcome": "completed", **rec}
+    state.delete(_intent_key(index))
+    return {"recovered": intent["op"], "outcome": "undone", "index": index, "from": intent.get("from"),
+            "to": intent["to"], "alias": current}
+
+
+def _move_alias(store: Any, state: ObjectStore, index: str, op: str, new: str, current: str | None) -> None:
+    """Record the intent, then move the alias in one atomic call."""
+    state.put(_intent_key(index), json.dumps({"op": op, "from": current, "to": new, "at": time.time()}).encode())
+    crashpoint(f"{op}-before-swap")
+    store.swap_alias(index, new, current)
+    crashpoint(f"{op}-after-swap")
+
+
 def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current: str | None,
          probe_vector: Any = None) -> dict:
     """Move the alias ``index`` to ``new`` in one atomic call, verify, and record the previous target."""
@@ -79,9 +180,8 @@ def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current:
             f"alias {index!r} points to {current or 'nothing'} but the plan expected {expected_current or 'nothing'}: "
             "someone else moved it; plan again"
         )
-    if not store.collection_exists(new):
-        raise CutoverError(f"collection {new} does not exist; run `reindex apply` first")
-    store.swap_alias(index, new, current)
+    require_verified(store, state, index, new, "make live")
+    _move_alias(store, state, index, "cutover", new, current)
     resolved = store.get_alias(index)
     if resolved != new:
         raise CutoverError(f"alias {index!r} resolves to {resolved} after the swap, not {new}")
@@ -93,15 +193,9 @@ def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current:
         verified = bool(hits) and hits[0].payload.get("pipeline_id") == want
         if not verified:
             store.swap_alias(index, current, new) if current else store.delete_alias(index)
+            state.delete(_intent_key(index))
             raise CutoverError(f"a query through {index!r} did not answer from {new}; the alias was moved back")
-    now = time.time()
-    write_live(state, index, new, current)
-    _set_state(state, index, new, "live", now)
-    if current:
-        _set_state(state, index, current, "retired", now)
-    record = {"index": index, "from": current, "to": new, "at": now, "verified_query": verified}
-    state.put(f"{index_prefix(index)}/history/{int(now * 1000)}-cutover.json", json.dumps(record).encode())
-    return record
+    return _finish_move(state, index, "cutover", new, current, time.time(), {"verified_query": verified})
 
 
 def _set_state(state: ObjectStore, index: str, collection: str, value: str, at: float) -> None:
@@ -113,7 +207,7 @@ def _set_state(state: ObjectStore, index: str, collection: str, value: str, at: 
 
 
 def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None) -> dict:
-    """Swap the alias back to the previous population (or ``to``) in one atomic call."""
+    """Swap the alias back to the previous population (or ``to``) in one atomic call, after verifying it."""
     live = read_json(state, f"{index_prefix(index)}/live.json")
     current = store.get_alias(index)
     target = to or (live or {}).get("previous")
@@ -123,15 +217,9 @@ def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None) 
         raise CutoverError(f"cannot roll back to {target}: the collection no longer exists (deleted by gc?)")
     if target == current:
         raise CutoverError(f"alias {index!r} already points to {target}")
-    store.swap_alias(index, target, current)
-    now = time.time()
-    write_live(state, index, target, None)
-    _set_state(state, index, target, "live", now)
-    if current:
-        _set_state(state, index, current, "retired", now)
-    record = {"index": index, "from": current, "to": target, "at": now}
-    state.put(f"{index_prefix(index)}/history/{int(now * 1000)}-rollback.json", json.dumps(record).encode())
-    return record
+    require_verified(store, state, index, target, "roll back to")
+    _move_alias(store, state, index, "rollback", target, current)
+    return _finish_move(state, index, "rollback", target, current, time.time())
 
 
 def populations(state: ObjectStore, index: str) -> list[PopulationRecord]:
@@ -144,14 +232,16 @@ def populations(state: ObjectStore, index: str) -> list[PopulationRecord]:
     return sorted(out, key=lambda r: r.created_at)
 
 
-def gc(store: Any, state: ObjectStore, index: str, *, older_than_s: float, dry_run: bool,
-       names: list[str] | None = None) -> list[dict]:
-    """Delete retired populations past retention (or the named ones) and their state; never an alias target."""
-    targets = set(store.list_aliases().values())
+def gc_candidates(store: Any, state: ObjectStore, index: str, *, older_than_s: float, retention_s: float,
+                  force: bool, names: list[str] | None = None) -> list[dict]:
+    """What gc would delete: retired populations past ``older_than_s`` (or the named ones), never one an
+    alias points at, never one that was live within ``retention_s`` unless ``force``; plus populations a
+    killed gc left half-deleted. Each entry: collection, state, age_days, protected (reason or None)."""
+    protected = set(store.list_aliases().values())
     live = read_live(state, index)
-    protected = targets | ({live.collection} if live else set())
+    if live:
+        protected.add(live.collection)
     now = time.time()
-    actions = []
     recs = {r.collection: r for r in populations(state, index)}
     if names:
         for n in names:
@@ -159,20 +249,36 @@ def gc(store: Any, state: ObjectStore, index: str, *, older_than_s: float, dry_r
                 raise CutoverError(f"{n} is served by an alias (live); gc never deletes a live population")
             if n not in recs and not store.collection_exists(n):
                 raise CutoverError(f"{n}: no such population of index {index!r}")
-        chosen = names
+        chosen = list(names)
     else:
-        chosen = [c for c, r in recs.items()
-                  if r.state == "retired" and now - r.updated_at >= older_than_s and c not in protected]
+        chosen = [c for c, r in recs.items() if c not in protected and (
+            r.state == "deleting" or (r.state == "retired" and now - r.updated_at >= older_than_s))]
+    out = []
     for c in chosen:
         rec = recs.get(c)
         age = (now - rec.updated_at) / 86400 if rec else None
-        actions.append({"collection": c, "state": rec.state if rec else "unknown",
-                        "age_days": round(age, 2) if age is not None else None,
-                        "action": "would delete" if dry_run else "deleted"})
-        if dry_run:
-            continue
-        if store.collection_exists(c):
-            store.delete_collection(c)
-        for key in state.list(population_prefix(index, c) + "/"):
-            state.delete(key)
-    return actions
+        why = None
+        if rec and rec.state == "retired" and now - rec.updated_at < retention_s and not force:
+            why = (f"live until {age:.2f} days ago, within the {retention_s / 86400:g}-day rollback window; "
+                   "pass --force to delete it anyway")
+        out.append({"collection": c, "state": rec.state if rec else "unknown",
+                    "age_days": round(age, 2) if age is not None else None, "protected": why})
+    return out
+
+
+def delete_population(store: Any, state: ObjectStore, index: str, collection: str) -> None:
+    """Delete a population in two recoverable steps: mark it ``deleting`` (it can never go live again),
+    delete the collection, then its state. A kill between the steps leaves a ``deleting`` record that the
+    next gc finishes; it never leaves a half-deleted collection that looks valid."""
+    if collection in set(store.list_aliases().values()):
+        raise CutoverError(f"{collection} is served by an alias (live); gc never deletes a live population")
+    _set_state(state, index, collection, "deleting", time.time())
+    crashpoint("gc-marked")
+    if store.collection_exists(collection):
+        store.delete_collection(collection)
+    crashpoint("gc-collection-deleted")
+    keys = state.list(population_prefix(index, collection) + "/")
+    record = f"{population_prefix(index, collection)}/population.json"
+    for key in sorted(k for k in keys if k != record):
+        state.delete(key)
+    state.delete(record)  # last: until it is gone the population stays marked deleting

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import os
+import json
+import logging
+from typing import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from reindex.planner import (
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
+from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index
 
 
@@ -60,6 +63,67 @@ def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Pa
     raise PlanError(f"no plan in {plans_dir}/ builds {coll}; give the plan file")
 
 
+def _queries_for(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list, str]:
+    """The cutover's queries: a file's, or known-item probes sampled from the corpus."""
+    from reindex import evaluation as ev
+
+    if queries:
+        return ev.read_queries(queries), str(queries)
+    pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
+    docs = ((d.doc_id, pipe.document_text(d)) for d in open_source(cfg.source).scan(ScanReport()))
+    qs = ev.probe_queries(docs, cfg.cutover.probes, cfg.cutover.seed)
+    return qs, f"{len(qs)} known-item probes sampled from the corpus (seed {cfg.cutover.seed})"
+
+
+def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: list, embed_new, k: int):
+    """Old vs new on identical queries; each side embeds queries with its own model if the vector half changed."""
+    from reindex import evaluation as ev
+    from reindex.manifests import read_live
+
+    live = read_live(state, cfg.index)
+    old_cfg = config_from_dict(live.config) if live else cfg
+    if identity_of(old_cfg).vector_id == identity_of(cfg).vector_id:
+        embed_old, note = embed_new, "identical on both sides (same vector half)"
+    else:
+        old_emb = backends.make_embedder(old_cfg.vector, options=old_cfg.embed)
+        embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
+        note = "each side embeds queries with its own model (the vector half changed)"
+    return ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed), note
+
+
+def _gate(store, state, cfg: PipelineConfig, path: Path, shadow: str, evaluation, k: int) -> list:
+    """The gate's rules against the shadow's chunk manifest and the apply's run report."""
+    from reindex import cutover as co
+    from reindex.manifests import read_chunk_manifest
+
+    run_path = path.with_name(path.name.removesuffix(".json") + ".run.json")
+    run = json.loads(run_path.read_text()) if run_path.is_file() else {}
+    # The chunk manifest is what the shadow should hold: the plan's chunks plus any catch-up changes.
+    expected_points = sum(1 for _ in read_chunk_manifest(state, cfg.index, shadow))
+    return co.gate(cfg.cutover, evaluation, shadow_points=store.count(shadow), planned_chunks=expected_points,
+                   failures=len(run.get("failures", [])), k=k)
+
+
+def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, state) -> str:
+    """The shadow the plan built; refuses in-place plans, unbuilt shadows and unapproved --force."""
+    from reindex import cutover as co
+    from reindex.manifests import read_population
+
+    check_plan_index(plan, cfg, path)
+    if plan.kind in ("document-scoped", "none"):
+        raise co.CutoverError(f"{path}: a {plan.kind} plan is applied in place; there is nothing to cut over")
+    if force:
+        approval = read_approval(path)
+        if approval is None or approval.plan_hash != plan.plan_hash:
+            raise co.CutoverError(f"--force needs an approval record for plan {plan.plan_hash[:12]}: "
+                                  f"run `reindex approve {path} --by NAME` first")
+    shadow = plan.body["identity"]["new"]["collection"]
+    rec = read_population(state, cfg.index, shadow)
+    if rec is None or rec.state not in ("ready", "live", "retired"):
+        raise co.CutoverError(f"population {shadow} is not built ({rec.state if rec else 'absent'}); run `reindex apply {path}`")
+    return shadow
+
+
 def cutover(
     plan_path: str | Path | None = None,
     config_path: str | Path = DEFAULT_CONFIG,
@@ -69,113 +133,78 @@ def cutover(
     force: bool = False,
     by: str | None = None,
 ) -> CutoverReport:
-    """Evaluate old vs new on identical queries, gate, and swap the alias atomically on pass."""
-    import json as _json
-    import logging
-    import socket
-    import uuid
-
+    """Evaluate old vs new on identical queries, gate, and swap the alias atomically on pass. Re-running a
+    finished cutover is a no-op; a cutover killed after the swap is completed first."""
     from reindex import cutover as co
-    from reindex import evaluation as ev
-    from reindex.manifests import acquire_lock, read_live, read_population
     from reindex.reports_cutover import write_cutover_reports
 
     cfg = load_resolved(config_path)
     path = Path(plan_path) if plan_path else _latest_plan_for(cfg)
     plan = read_plan(path)
-    check_plan_index(plan, cfg, path)
-    if plan.kind in ("document-scoped", "none"):
-        raise co.CutoverError(f"{path}: a {plan.kind} plan is applied in place; there is nothing to cut over")
-    if force:
-        approval = read_approval(path)
-        if approval is None or approval.plan_hash != plan.plan_hash:
-            raise co.CutoverError(f"--force needs an approval record for plan {plan.plan_hash[:12]}: "
-                                  f"run `reindex approve {path} --by NAME` first")
     state = backends.state_store(cfg)
-    shadow = plan.body["identity"]["new"]["collection"]
-    rec = read_population(state, cfg.index, shadow)
-    if rec is None or rec.state not in ("ready", "live", "retired"):
-        raise co.CutoverError(f"population {shadow} is not built ({rec.state if rec else 'absent'}); run `reindex apply {path}`")
+    shadow = _check_cutover_plan(cfg, path, plan, force, state)
     expected = plan.body["inputs"]["baseline"].get("collection")
-    lock = acquire_lock(state, cfg.index, f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
-                        purpose=f"cutover to {shadow}")
-    store = backends.vector_store_for(cfg)
-    try:
-        current = store.get_alias(cfg.index)
-        if current != expected:
-            raise co.CutoverError(
-                f"alias {cfg.index!r} points to {current or 'nothing'} but the plan was made against "
-                f"{expected or 'no alias'}: someone else moved it; run `reindex plan` again"
-            )
-        if current is None:
-            co.check_names(store, cfg.index)
-        kk = k or cfg.cutover.k
-        new_emb = backends.make_embedder(cfg.vector, options=cfg.embed)
-        embed_new = lambda texts: new_emb.embed(texts).vectors  # noqa: E731
-        evaluation = None
-        query_source = "none (initial build: no old population to compare)"
-        vectors_note = None
-        if queries:
-            qs = ev.read_queries(queries)
-            query_source = str(queries)
-        else:
-            pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
-            docs = ((d.doc_id, pipe.document_text(d)) for d in open_source(cfg.source).scan(ScanReport()))
-            qs = ev.probe_queries(docs, cfg.cutover.probes, cfg.cutover.seed)
-            query_source = f"{len(qs)} known-item probes sampled from the corpus (seed {cfg.cutover.seed})"
-        if current is not None:
-            live = read_live(state, cfg.index)
-            old_cfg = config_from_dict(live.config) if live else cfg
-            if identity_of(old_cfg).vector_id == identity_of(cfg).vector_id:
-                embed_old = embed_new
-                vectors_note = "identical on both sides (same vector half)"
-            else:
-                old_emb = backends.make_embedder(old_cfg.vector, options=old_cfg.embed)
-                embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
-                vectors_note = "each side embeds queries with its own model (the vector half changed)"
-            evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=kk, seed=cfg.cutover.seed)
-        run = {}
-        run_path = path.with_name(path.name.removesuffix(".json") + ".run.json")
-        if run_path.is_file():
-            run = _json.loads(run_path.read_text())
-        # The chunk manifest is what the shadow should hold: the plan's chunks plus any catch-up changes.
-        from reindex.manifests import read_chunk_manifest
-
-        expected_points = sum(1 for _ in read_chunk_manifest(state, cfg.index, shadow))
-        rules = co.gate(cfg.cutover, evaluation, shadow_points=store.count(shadow),
-                        planned_chunks=expected_points, failures=len(run.get("failures", [])), k=kk)
-        passed = all(r.passed for r in rules)
-        report = {
-            "index": cfg.index, "plan_hash": plan.plan_hash, "shadow": shadow, "live": current, "k": kk,
-            "queries_source": query_source, "query_vectors": vectors_note,
-            "rules": [r.as_dict() for r in rules], "passed": passed, "evaluation": evaluation,
-            "swap": None, "forced_by": None,
-        }
-        if passed or force:
-            if not passed:
-                approval = read_approval(path)
-                report["forced_by"] = approval.by if approval else by
-                logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", shadow,
-                                                     report["forced_by"])
-            probe = embed_new([qs[0].text])[0] if qs else None
-            report["swap"] = co.swap(store, state, cfg.index, shadow, current, probe)
-        report_path = write_cutover_reports(report, path)
-        return CutoverReport(report, report_path)
-    finally:
-        store.close()
-        lock.release()
+    with holding_index_lock(state, cfg.index, f"cutover to {shadow}") as lock:
+        store = backends.vector_store_for(cfg)
+        try:
+            recovered = co.reconcile(store, state, cfg.index)
+            current = store.get_alias(cfg.index)
+            if current == shadow:
+                report = {"index": cfg.index, "plan_hash": plan.plan_hash, "shadow": shadow, "live": current,
+                          "passed": True, "swap": None, "already": True, "recovered": recovered, "rules": [],
+                          "evaluation": None, "forced_by": None, "k": k or cfg.cutover.k,
+                          "queries_source": None, "query_vectors": None}
+                return CutoverReport(report, None)
+            if current != expected:
+                raise co.CutoverError(
+                    f"alias {cfg.index!r} points to {current or 'nothing'} but the plan was made against "
+                    f"{expected or 'no alias'}: someone else moved it; run `reindex plan` again"
+                )
+            if current is None:
+                co.check_names(store, cfg.index)
+            kk = k or cfg.cutover.k
+            new_emb = backends.make_embedder(cfg.vector, options=cfg.embed)
+            embed_new = lambda texts: new_emb.embed(texts).vectors  # noqa: E731
+            qs, query_source = _queries_for(cfg, queries)
+            evaluation, vectors_note = None, None
+            if current is not None:
+                evaluation, vectors_note = _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk)
+            lock.check()
+            rules = _gate(store, state, cfg, path, shadow, evaluation, kk)
+            passed = all(r.passed for r in rules)
+            report = {
+                "index": cfg.index, "plan_hash": plan.plan_hash, "shadow": shadow, "live": current, "k": kk,
+                "queries_source": query_source if qs or current is not None else "none (initial build)",
+                "query_vectors": vectors_note, "rules": [r.as_dict() for r in rules], "passed": passed,
+                "evaluation": evaluation, "swap": None, "forced_by": None, "already": False, "recovered": recovered,
+            }
+            if passed or force:
+                if not passed:
+                    approval = read_approval(path)
+                    report["forced_by"] = approval.by if approval else by
+                    logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", shadow,
+                                                         report["forced_by"])
+                probe = embed_new([qs[0].text])[0] if qs else None
+                lock.check()
+                report["swap"] = co.swap(store, state, cfg.index, shadow, current, probe)
+            return CutoverReport(report, write_cutover_reports(report, path))
+        finally:
+            store.close()
 
 
 def rollback(config_path: str | Path = DEFAULT_CONFIG, *, to: str | None = None) -> dict:
-    """Swap the alias back to the previous population."""
+    """Swap the alias back to the previous population (verified first), under the index lock."""
     from reindex import cutover as co
 
     cfg = load_resolved(config_path)
-    store = backends.vector_store_for(cfg)
-    try:
-        return co.rollback(store, backends.state_store(cfg), cfg.index, to)
-    finally:
-        store.close()
+    state = backends.state_store(cfg)
+    with holding_index_lock(state, cfg.index, "rollback"):
+        store = backends.vector_store_for(cfg)
+        try:
+            co.reconcile(store, state, cfg.index)
+            return co.rollback(store, state, cfg.index, to)
+        finally:
+            store.close()
 
 
 def parse_age(text: str) -> float:
@@ -189,17 +218,40 @@ def parse_age(text: str) -> float:
 
 
 def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = None, dry_run: bool = False,
-       names: list[str] | None = None) -> list[dict]:
-    """Delete retired populations past retention; never one an alias points at."""
+       names: list[str] | None = None, force: bool = False,
+       confirm: Callable[[list[dict]], bool] | None = None) -> list[dict]:
+    """Delete retired populations past retention (or the named ones), under the index lock. Never one an
+    alias points at; never one live within ``cutover.retention_days`` unless ``force``. ``confirm`` sees the
+    deletions first and may refuse them all (the CLI asks on a terminal; unattended callers pass None)."""
     from reindex import cutover as co
 
     cfg = load_resolved(config_path)
-    age = parse_age(older_than) if older_than else cfg.cutover.retention_days * 86400
-    store = backends.vector_store_for(cfg)
-    try:
-        return co.gc(store, backends.state_store(cfg), cfg.index, older_than_s=age, dry_run=dry_run, names=names)
-    finally:
-        store.close()
+    retention = cfg.cutover.retention_days * 86400
+    age = parse_age(older_than) if older_than else retention
+    state = backends.state_store(cfg)
+    with holding_index_lock(state, cfg.index, "gc"):
+        store = backends.vector_store_for(cfg)
+        try:
+            co.reconcile(store, state, cfg.index)
+            found = co.gc_candidates(store, state, cfg.index, older_than_s=age, retention_s=retention, force=force,
+                                     names=names)
+            doomed = [c for c in found if not c["protected"]]
+            go = not dry_run and bool(doomed) and (confirm is None or confirm(doomed))
+            actions = []
+            for c in found:
+                if c["protected"]:
+                    action = "kept"
+                elif dry_run:
+                    action = "would delete"
+                elif go:
+                    co.delete_population(store, state, cfg.index, c["collection"])
+                    action = "deleted"
+                else:
+                    action = "not confirmed"
+                actions.append({**c, "action": action})
+            return actions
+        finally:
+            store.close()
 
 
 def status(config_path: str | Path = DEFAULT_CONFIG) -> dict:
