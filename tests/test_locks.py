@@ -245,6 +245,23 @@ def test_expiry_without_renewal_is_detected_by_check(make_store: MakeStore) -> N
     assert read_lock(make_store(), "docs").nonce == a.nonce, "nobody else wrote"
 
 
+def test_the_holder_stops_before_contenders_may_take_over(make_store: MakeStore) -> None:
+    """The holder's lease ends ttl/10 before the expiry contenders read, so its last write comes
+    before anyone can take over (on clocks that agree to within that margin)."""
+    store, other = make_store(), make_store()
+    a = acquire_lock(store, "docs", "a:1:x", purpose="apply", ttl=1.0)
+    while True:
+        try:
+            a.check()
+        except LockLost:
+            break
+        time.sleep(0.002)
+    info = read_lock(store, "docs")
+    assert info.owner == "a:1:x" and not info.expired(), "a contender could take over while the holder still wrote"
+    with pytest.raises(LockHeld):
+        acquire_lock(other, "docs", "b:2:y", purpose="apply")
+
+
 def test_a_heartbeat_that_cannot_renew_marks_the_lease_lost(make_store: MakeStore) -> None:
     store = FlakyStore(make_store())
     a = acquire_lock(store, "docs", "a:1:x", purpose="apply", ttl=0.9)
