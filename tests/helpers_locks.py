@@ -70,12 +70,16 @@ class FlakyStore:
 
 
 def _rendezvous(folder: Path, round_no: str, name: str, timeout: float = 30.0) -> None:
+    """Wait until both contenders have read the lock; then, in every other round, one of them
+    waits 20 ms more (p0 in rounds 1, 5, 9, …; p1 in rounds 3, 7, 11, …)."""
     (folder / f"{round_no}-{name}").touch()
     deadline = time.monotonic() + timeout
     while len(list(folder.glob(f"{round_no}-*"))) < 2:
         if time.monotonic() > deadline:
             raise TimeoutError(f"round {round_no}: the other contender never read the lock")
         time.sleep(0.001)
+    if int(round_no) % 4 == (1 if name == "p0" else 3):
+        time.sleep(0.02)
 
 
 def _contend(state_dir: str, name: str, rendezvous: str) -> None:

@@ -73,10 +73,17 @@ def _wait_for(cond: Callable[[], object], timeout: float) -> bool:
 
 def test_two_contenders_paused_between_read_and_takeover_exactly_one_wins(make_store: MakeStore) -> None:
     """The issue's race: both read the same lock (absent, free or expired), both wait until the other
-    has read it too, then both write. Delete-then-put gave two holders in 63 of 100 such rounds."""
+    has read it too, then both write, at once or one 20 ms after the other. Delete-then-put gave
+    two holders in 63 of 100 such rounds."""
     setup = make_store()
     barrier = threading.Barrier(2, timeout=30)
-    stores = [PausingStore(make_store(), barrier.wait) for _ in range(2)]
+    delay = [0.0, 0.0]
+
+    def pause(i: int) -> None:
+        barrier.wait()  # both have read the same version
+        time.sleep(delay[i])  # in some rounds one of them writes 20 ms after the other
+
+    stores = [PausingStore(make_store(), lambda i=i: pause(i)) for i in range(2)]
     rounds, starts = 100, {"absent": 0, "free": 0, "expired": 0}
     for r in range(rounds):
         start = ("absent", "free", "expired")[r % 3]
@@ -90,6 +97,7 @@ def test_two_contenders_paused_between_read_and_takeover_exactly_one_wins(make_s
         else:
             token = r
             _put_held(setup, token)
+        delay[:] = [0.02 if r % 4 == 1 else 0.0, 0.02 if r % 4 == 3 else 0.0]
         results: list[IndexLock | LockHeld] = [LockHeld("unset"), LockHeld("unset")]
 
         def contend(i: int) -> None:
@@ -117,7 +125,8 @@ def test_two_contenders_paused_between_read_and_takeover_exactly_one_wins(make_s
 
 def test_two_processes_paused_between_read_and_takeover_exactly_one_wins(tmp_path: Path) -> None:
     """The same race between two real processes on one state folder (the flock guard is what
-    serialises them), 100 rounds of an expired lock being taken over."""
+    serialises them), 100 rounds of an expired lock being taken over; in half of them one process
+    writes 20 ms after the other."""
     state, meet = tmp_path / "state", tmp_path / "meet"
     meet.mkdir()
     setup = open_object_store(str(state))
