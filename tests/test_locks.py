@@ -15,7 +15,7 @@ from pathlib import Path
 
 import botocore.exceptions as bex
 import pytest
-from helpers_locks import FlakyStore, PausingStore
+from helpers_locks import FlakyStore, PausingStore, serialise_moto_writes
 
 import reindex
 from reindex.errors import StateError, TransientError
@@ -41,6 +41,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> MakeStore:
         return lambda: open_object_store(str(tmp_path / "state"))
     endpoint = request.getfixturevalue("s3_server")
     bucket = request.getfixturevalue("s3_bucket")
+    serialise_moto_writes(request.getfixturevalue("monkeypatch"))
     return lambda: open_object_store(f"s3://{bucket}/team/state", endpoint_url=endpoint)
 
 
@@ -364,9 +365,11 @@ def test_a_lost_reply_to_our_conditional_put_is_reported_as_ours(make_store: Mak
     assert read_lock(store, "docs").state == "free"
 
 
-def test_s3_a_retried_conditional_put_after_a_lost_reply_is_ours(s3_server: str, s3_bucket: str) -> None:
+def test_s3_a_retried_conditional_put_after_a_lost_reply_is_ours(s3_server: str, s3_bucket: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The issue's S3 case through the real retry layer: the put reaches the server, the reply times
     out, tenacity retries, the server answers 412; the lock is still ours, not someone else's."""
+    serialise_moto_writes(monkeypatch)
     store = S3ObjectStore(s3_bucket, "p", endpoint_url=s3_server, backoff_s=0.01)
     real = store._client
     lose = {"n": 0}

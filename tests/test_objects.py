@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers_locks import serialise_moto_writes
 
 from reindex.errors import StateError, TransientError
 from reindex.stores.objects import (
@@ -24,6 +25,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
         return open_object_store(str(tmp_path / "state"))
     endpoint = request.getfixturevalue("s3_server")
     bucket = request.getfixturevalue("s3_bucket")
+    serialise_moto_writes(request.getfixturevalue("monkeypatch"))  # atomic conditional writes, as on S3
     return open_object_store(f"s3://{bucket}/team/state", endpoint_url=endpoint)
 
 
