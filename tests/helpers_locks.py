@@ -64,6 +64,7 @@ class FlakyStore:
     """A real store whose conditional puts misbehave on demand.
 
     ``fail_puts``: that many conditional puts raise TransientError without writing (-1: all of them).
+    ``fail_gets``: that many versioned reads raise TransientError.
     ``lose_replies``: that many conditional puts write, then answer as a retried S3 call would after
     a lost reply (``"precondition"``: None, i.e. "the key has moved on") or raise (``"error"``)."""
 
@@ -72,10 +73,17 @@ class FlakyStore:
         self.fail_puts = 0
         self.lose_replies = 0
         self.lost_reply_as = "precondition"
+        self.fail_gets = 0
         self.put_calls = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        if self.fail_gets > 0:
+            self.fail_gets -= 1
+            raise TransientError(f"get {key!r}: connection reset (injected)")
+        return self._inner.get_versioned(key)
 
     def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
         self.put_calls += 1

@@ -101,14 +101,14 @@ def test_two_contenders_paused_between_read_and_takeover_exactly_one_wins(make_s
         delay[:] = [0.02 if r % 4 == 1 else 0.0, 0.02 if r % 4 == 3 else 0.0]
         results: list[IndexLock | LockHeld] = [LockHeld("unset"), LockHeld("unset")]
 
-        def contend(i: int) -> None:
+        def contend(i: int, r: int, results: list[IndexLock | LockHeld]) -> None:
             stores[i].armed = True
             try:
                 results[i] = acquire_lock(stores[i], "docs", f"host{i}:{r}:c{i}", purpose=f"round {r}")
             except LockHeld as err:
                 results[i] = err
 
-        threads = [threading.Thread(target=contend, args=(i,)) for i in range(2)]
+        threads = [threading.Thread(target=contend, args=(i, r, results)) for i in range(2)]
         for t in threads:
             t.start()
         for t in threads:
@@ -363,6 +363,21 @@ def test_a_lost_reply_to_our_conditional_put_is_reported_as_ours(make_store: Mak
     lock.heartbeat()  # and the version it read back is the one the next renewal swaps from
     lock.release()
     assert read_lock(store, "docs").state == "free"
+
+
+def test_a_renewal_whose_outcome_never_arrived_is_adopted_by_the_next(make_store: MakeStore) -> None:
+    """A renewal lands, its reply is lost and the read-back fails too: the call raises and the holder
+    does not know its own version. The next renewal finds its own nonce and carries on."""
+    store = FlakyStore(make_store())
+    lock = acquire_lock(store, "docs", "me:1:x", purpose="apply")
+    store.lose_replies, store.lost_reply_as, store.fail_gets = 1, "error", 1
+    with pytest.raises(TransientError, match="injected"):
+        lock.heartbeat()
+    assert store.lose_replies == 0 and store.fail_gets == 0 and lock.lost is None
+    assert json.loads(store.get(KEY) or b"{}")["beat"] == 1, "the renewal did land"
+    lock.heartbeat()
+    assert json.loads(store.get(KEY) or b"{}")["beat"] == 2
+    lock.check(confirm=True)
 
 
 def test_s3_a_retried_conditional_put_after_a_lost_reply_is_ours(s3_server: str, s3_bucket: str,

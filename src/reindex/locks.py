@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from reindex.errors import ReindexError, StateError, TerminalError, TransientError
 from reindex.stores.objects import ObjectStore
@@ -234,8 +234,10 @@ class IndexLock:
         self._version = version
         self._deadline = sent_at + ttl - ttl / 10
         self._lost: str | None = None
+        self._lost_guard = threading.Lock()  # apart from _mutex, so check() never waits for a renewal's I/O
         self._released = False
-        self._mutex = threading.RLock()
+        self._mutex = threading.RLock()  # one renewal or release at a time
+        self._attempts = 0  # renewal attempts: each writes a new "beat", so no two bodies are equal
         self._beater: Heartbeat | None = None
 
     @property
@@ -296,7 +298,7 @@ class IndexLock:
         return "the lock file was released or removed by someone else"
 
     def _mark_lost(self, reason: str) -> None:
-        with self._mutex:
+        with self._lost_guard:
             if self._lost is None:
                 self._lost = reason
 
@@ -314,10 +316,21 @@ class IndexLock:
         with self._mutex:
             self.check()
             now, sent = time.time(), time.monotonic()
-            body = {**self._body, "beat": int(self._body["beat"]) + 1, "heartbeat": now, "expires": now + self.ttl}
-            new = _swap(self.store, self.key, _encode(body), self._version)
+            self._attempts += 1
+            body = {**self._body, "beat": self._attempts, "heartbeat": now, "expires": now + self.ttl}
+            data = _encode(body)
+            new = _swap(self.store, self.key, data, self._version)
             if new is None:
-                self._mark_lost(self._moved_on(read_lock(self.store, self.index)))
+                current = self.store.get_versioned(self.key)
+                info = parse_lock(current[0] if current is not None else None)
+                if current is not None and self._is_ours(info):
+                    # Our nonce is still there: an earlier renewal of ours landed but its outcome
+                    # never reached us (it raised). Nobody else writes our nonce, so swap from there.
+                    new = _swap(self.store, self.key, data, current[1])
+                    if new is None:
+                        info = read_lock(self.store, self.index)
+            if new is None:
+                self._mark_lost(self._moved_on(info))
                 raise LockLost(self._message())
             self._body, self._version = body, new
             self._deadline = sent + self.ttl - self.ttl / 10
@@ -342,17 +355,15 @@ class IndexLock:
         with self._mutex:
             if self._released:
                 return
-            self._released = True
-            if self._lost is None:
-                self._lost = "this process released it"
+            self._mark_lost("this process released it")
             current = self.store.get_versioned(self.key)
-            if current is None or not self._is_ours(parse_lock(current[0])):
-                return
-            free = {"v": LOCK_FORMAT, "state": "free", "token": self.token, "nonce": self.nonce,
-                    "released_by": self.owner, "released": time.time()}
-            _swap(self.store, self.key, _encode(free), current[1])
+            if current is not None and self._is_ours(parse_lock(current[0])):
+                free = {"v": LOCK_FORMAT, "state": "free", "token": self.token, "nonce": self.nonce,
+                        "released_by": self.owner, "released": time.time()}
+                _swap(self.store, self.key, _encode(free), current[1])
+            self._released = True  # only now: a release that failed on the store can be called again
 
-    def __enter__(self) -> IndexLock:
+    def __enter__(self) -> Self:
         self.start_heartbeat()
         return self
 
@@ -390,7 +401,7 @@ class Heartbeat:
         if self.thread is not threading.current_thread() and self.thread.ident is not None:
             self.thread.join()
 
-    def __enter__(self) -> Heartbeat:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

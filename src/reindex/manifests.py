@@ -235,7 +235,7 @@ def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, pa
 # Locks live in reindex.locks (fencing lease, compare-and-swap); these names stay importable here.
 # --------------------------------------------------------------------------------------------
 
-from reindex.locks import (  # noqa: E402
+from reindex.locks import (  # noqa: F401 - re-exported so `from reindex.manifests import acquire_lock` keeps working
     IndexLock,
     LockHeld,
     LockInfo,

@@ -16,8 +16,8 @@ import fcntl
 import hashlib
 import os
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import boto3
