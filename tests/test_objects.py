@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers_locks import serialise_moto_writes
 
 from reindex.errors import StateError, TransientError
 from reindex.stores.objects import (
@@ -24,6 +25,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
         return open_object_store(str(tmp_path / "state"))
     endpoint = request.getfixturevalue("s3_server")
     bucket = request.getfixturevalue("s3_bucket")
+    serialise_moto_writes(request.getfixturevalue("monkeypatch"))  # atomic conditional writes, as on S3
     return open_object_store(f"s3://{bucket}/team/state", endpoint_url=endpoint)
 
 
@@ -79,6 +81,45 @@ def test_put_if_absent_has_one_winner_under_contention(store: ObjectStore) -> No
     assert winner is not None and winner.startswith(b"owner-")
 
 
+def test_compare_and_swap(store: ObjectStore) -> None:
+    assert store.get_versioned("locks/l") is None
+    assert store.put_if_version("locks/l", b"a", "no-such-version") is None
+    assert store.get("locks/l") is None
+    v1 = store.put_if_version("locks/l", b"a", None)  # None: only if absent
+    assert v1 is not None and store.get_versioned("locks/l") == (b"a", v1)
+    assert store.put_if_version("locks/l", b"b", None) is None
+    v2 = store.put_if_version("locks/l", b"b", v1)
+    assert v2 is not None and v2 != v1 and store.get_versioned("locks/l") == (b"b", v2)
+    assert store.put_if_version("locks/l", b"c", v1) is None, "a stale version must not write"
+    assert store.get("locks/l") == b"b"
+    assert store.delete_if_version("locks/l", v1) is False
+    assert store.get("locks/l") == b"b"
+    assert store.delete_if_version("locks/l", v2) is True
+    assert store.get_versioned("locks/l") is None
+    assert store.delete_if_version("locks/l", v2) is False
+    assert store.list() == [], "guard files must not show up as keys"
+
+
+def test_compare_and_swap_has_one_winner_under_contention(store: ObjectStore) -> None:
+    base = store.put_if_version("locks/cas", b"base", None)
+    results: list[str | None] = []
+    barrier = threading.Barrier(8)
+
+    def contend(i: int) -> None:
+        barrier.wait()
+        results.append(store.put_if_version("locks/cas", f"owner-{i}".encode(), base))
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [r for r in results if r is not None]
+    assert len(won) == 1 and len(results) == 8
+    got = store.get_versioned("locks/cas")
+    assert got is not None and got[1] == won[0] and got[0].startswith(b"owner-")
+
+
 def test_delete_is_idempotent(store: ObjectStore) -> None:
     store.put("a/b", b"x")
     store.delete("a/b")
@@ -87,7 +128,7 @@ def test_delete_is_idempotent(store: ObjectStore) -> None:
     assert store.list() == []
 
 
-@pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a//b", "./a", "a\\b", "a/.tmp-x"])
+@pytest.mark.parametrize("key", ["", "/abs", "a/../b", "a//b", "./a", "a\\b", "a/.tmp-x", "a/.cas-x"])
 def test_bad_keys_are_refused(store: ObjectStore, key: str) -> None:
     with pytest.raises(StateError, match="invalid object key"):
         store.put(key, b"x")

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-from reindex.errors import LockHeld, StateError
+from reindex.errors import StateError
 from reindex.identity import canonical_json
 from reindex.stores.objects import ObjectStore
 from reindex.tables import TableError, columns_from_parquet, parquet_from_columns
@@ -213,74 +213,14 @@ def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, pa
 
 
 # --------------------------------------------------------------------------------------------
-# Locks: one apply per index. Owner, expiry and a heartbeat; created with a conditional write.
+# Locks live in reindex.locks (fencing lease, compare-and-swap); these names stay importable here.
 # --------------------------------------------------------------------------------------------
 
-
-@dataclass
-class IndexLock:
-    """A held lock; ``heartbeat()`` extends it, ``release()`` deletes it if still ours."""
-
-    store: ObjectStore
-    index: str
-    owner: str
-    ttl: float
-    body: dict
-
-    @property
-    def key(self) -> str:
-        return f"{index_prefix(self.index)}/lock.json"
-
-    def heartbeat(self) -> None:
-        current = read_json(self.store, self.key)
-        if not current or current.get("owner") != self.owner:
-            raise LockHeld(f"lost the lock on index {self.index!r} (now held by {current and current.get('owner')}); stopping")
-        self.body["expires"] = time.time() + self.ttl
-        self.body["heartbeat"] = time.time()
-        write_json(self.store, self.key, self.body)
-
-    def release(self) -> None:
-        current = read_json(self.store, self.key)
-        if current and current.get("owner") == self.owner:
-            self.store.delete(self.key)
-
-
-def _dead_local_owner(owner: str) -> bool:
-    """Whether a lock owner ``host:pid:nonce`` is a process of this host that no longer exists
-    (killed without releasing): its lock can be taken over at once instead of after expiry."""
-    import os
-    import socket
-
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
-def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, ttl: float = 120.0) -> IndexLock:
-    """Take the index lock or fail fast naming the holder. An expired lock is taken over."""
-    key = f"{index_prefix(index)}/lock.json"
-    now = time.time()
-    body = {"owner": owner, "purpose": purpose, "acquired": now, "expires": now + ttl, "heartbeat": now}
-    data = (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
-    if store.put_if_absent(key, data):
-        return IndexLock(store, index, owner, ttl, body)
-    current = read_json(store, key) or {}
-    if current.get("expires", 0) < now or _dead_local_owner(current.get("owner", "")):
-        # Expired: the holder died without releasing. Replace it, then re-check that we won.
-        store.delete(key)
-        if store.put_if_absent(key, data):
-            return IndexLock(store, index, owner, ttl, body)
-        current = read_json(store, key) or {}
-    left = max(0, int(current.get("expires", now) - now))
-    raise LockHeld(
-        f"index {index!r} is locked by {current.get('owner', '?')} ({current.get('purpose', '?')}), "
-        f"expires in {left} s unless renewed; wait for it to finish, or delete {store.describe()}/{key} if that process is gone"
-    )
+from reindex.locks import (  # noqa: F401 - re-exported so `from reindex.manifests import acquire_lock` keeps working
+    IndexLock,
+    LockHeld,
+    LockInfo,
+    LockLost,
+    acquire_lock,
+    read_lock,
+)

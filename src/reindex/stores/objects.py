@@ -2,14 +2,21 @@
 S3 prefix. This is the only module that imports boto3.
 
 Keys are relative POSIX paths (``plans/2026-01-01.json``). Both backends give the same guarantees:
-``put`` is atomic (readers see the old bytes or the new bytes, never a mix) and ``put_if_absent``
-creates a key only if nobody else has (the building block of locks).
+``put`` is atomic (readers see the old bytes or the new bytes, never a mix), ``put_if_absent``
+creates a key only if nobody else has, and ``get_versioned`` / ``put_if_version`` /
+``delete_if_version`` are compare-and-swap on a version (the building blocks of fencing locks).
+
+A version is opaque: the S3 ETag, or a digest of the file's bytes for the folder. Equal versions
+mean equal bytes, so callers that need to tell two writes apart put a fresh nonce in the bytes.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -31,6 +38,9 @@ T = TypeVar("T")
 
 # Temporary files of atomic local writes start with this; list() never returns them.
 _TMP_PREFIX = TMP_PREFIX
+# The folder backend's compare-and-swap guard files start with this; list() never returns them.
+_CAS_PREFIX = ".cas-"
+_HIDDEN = (_TMP_PREFIX, _CAS_PREFIX)
 
 
 @runtime_checkable
@@ -47,6 +57,19 @@ class ObjectStore(Protocol):
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """Store ``data`` under ``key`` only if the key does not exist; True if this call created it."""
+        ...
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        """The bytes under ``key`` and their version, or None if there are none."""
+        ...
+
+    def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
+        """Store ``data`` under ``key`` only if the key is still at ``version`` (``None``: only if the
+        key is absent). Returns the new version, or None when the key has moved on (nothing written)."""
+        ...
+
+    def delete_if_version(self, key: str, version: str) -> bool:
+        """Remove ``key`` only if it is still at ``version``; True if this call removed it."""
         ...
 
     def delete(self, key: str) -> None:
@@ -96,11 +119,11 @@ def check_key(key: str) -> str:
         or "\\" in key
         or "\0" in key
         or any(p in ("", ".", "..") for p in parts)
-        or parts[-1].startswith(_TMP_PREFIX)
+        or parts[-1].startswith(_HIDDEN)
     ):
         raise StateError(
-            f"invalid object key {key!r}: use a relative path like 'plans/x.json' "
-            f"(no leading '/', no '.' or '..' parts, no empty parts, no names starting with {_TMP_PREFIX!r})"
+            f"invalid object key {key!r}: use a relative path like 'plans/x.json' (no leading '/', "
+            f"no '.' or '..' parts, no empty parts, no names starting with {_TMP_PREFIX!r} or {_CAS_PREFIX!r})"
         )
     return key
 
@@ -112,7 +135,17 @@ def check_key(key: str) -> str:
 
 class LocalObjectStore:
     """Objects as files under a folder. Atomic puts via temp file + fsync + rename; create-if-absent
-    via a hard link of a fully written temp file (the link fails if the name exists)."""
+    via a hard link of a fully written temp file (the link fails if the name exists).
+
+    Compare-and-swap: a key's version is a digest of its bytes. ``put_if_version`` and
+    ``delete_if_version`` hold an exclusive ``flock`` on a guard file beside the key (``.cas-<name>``)
+    from reading the current bytes until the rename or unlink is done. Every conditional write of that
+    key takes the same guard, so none can slip in between another's compare and its swap: the guard
+    serialises them across threads and processes (``flock`` belongs to the open file, and each call
+    opens the guard afresh). Guard files are never deleted (deleting one would let two writers each
+    lock a different file). Plain ``put`` and ``delete`` do not take the guard: a key used for
+    compare-and-swap must only be written with the conditional calls. Needs a filesystem where
+    ``flock`` excludes other processes (any local one; NFS only with working lock support)."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(os.path.expanduser(root))
@@ -163,6 +196,39 @@ class LocalObjectStore:
         except OSError as err:
             raise StateError(f"cannot write {path}: {err.strerror or err}") from None
 
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        # A rename replaces the file whole, so one read sees one version's bytes; no guard needed.
+        data = self.get(key)
+        return None if data is None else (data, _digest(data))
+
+    def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
+        path = self._path(key)
+        try:
+            with _cas_guard(path):
+                if version is None:
+                    # The hard link also excludes put_if_absent, which does not take the guard.
+                    return _digest(data) if self.put_if_absent(key, data) else None
+                current = self.get(key)
+                if current is None or _digest(current) != version:
+                    return None
+                atomic_write(path, data)
+                return _digest(data)
+        except OSError as err:
+            raise StateError(f"cannot write {path}: {err.strerror or err}") from None
+
+    def delete_if_version(self, key: str, version: str) -> bool:
+        path = self._path(key)
+        try:
+            with _cas_guard(path):
+                current = self.get(key)
+                if current is None or _digest(current) != version:
+                    return False
+                path.unlink()
+                fsync_dir(path.parent)
+                return True
+        except OSError as err:
+            raise StateError(f"cannot delete {path}: {err.strerror or err}") from None
+
     def delete(self, key: str) -> None:
         path = self._path(key)
         try:
@@ -186,11 +252,28 @@ class LocalObjectStore:
             dirnames.sort()
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             for name in filenames:
-                if name.startswith(_TMP_PREFIX):
+                if name.startswith(_HIDDEN):
                     continue
                 key = name if rel_dir == "." else f"{rel_dir}/{name}"
                 if key.startswith(prefix):
                     yield key
+
+
+def _digest(data: bytes) -> str:
+    """The folder backend's version of some bytes (like an ETag: equal bytes, equal version)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@contextmanager
+def _cas_guard(path: Path) -> Iterator[None]:
+    """Hold the exclusive ``flock`` of ``path``'s guard file; released when the file is closed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent / f"{_CAS_PREFIX}{path.name}", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _create_exclusive(path: Path, data: bytes) -> bool:
@@ -351,6 +434,53 @@ class S3ObjectStore:
             return True
 
         return self._call(f"conditional put {key!r}", op)
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        full = self._key(key)
+
+        def op() -> tuple[bytes, str] | None:
+            try:
+                resp = self._client.get_object(Bucket=self.bucket, Key=full)
+            except bex.ClientError as err:
+                if _code(err) in _NOT_FOUND:
+                    return None
+                raise
+            with resp["Body"] as body:
+                return body.read(), resp["ETag"]
+
+        return self._call(f"get {key!r}", op)
+
+    def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
+        # If-Match / If-None-Match on PUT: S3 compares and writes in one step on the server. A retry
+        # after a lost reply answers "precondition failed" for a write that did land: callers that
+        # must know read the key back and look for their own bytes.
+        full = self._key(key)
+        cond = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+
+        def op() -> str | None:
+            try:
+                resp = self._client.put_object(Bucket=self.bucket, Key=full, Body=data, **cond)
+            except bex.ClientError as err:
+                if _code(err) in _PRECONDITION or _code(err) in _NOT_FOUND:
+                    return None
+                raise
+            return str(resp["ETag"])
+
+        return self._call(f"conditional put {key!r}", op)
+
+    def delete_if_version(self, key: str, version: str) -> bool:
+        full = self._key(key)
+
+        def op() -> bool:
+            try:
+                self._client.delete_object(Bucket=self.bucket, Key=full, IfMatch=version)
+            except bex.ClientError as err:
+                if _code(err) in _PRECONDITION or _code(err) in _NOT_FOUND:
+                    return False
+                raise
+            return True
+
+        return self._call(f"conditional delete {key!r}", op)
 
     def delete(self, key: str) -> None:
         full = self._key(key)

@@ -1,0 +1,474 @@
+"""The index lock: one writer per index, with a lease, compare-and-swap renewal and a fencing token.
+
+The lock is one object, ``indexes/<index>/lock.json``, changed only by compare-and-swap on its
+version (the S3 ETag, or a digest of the file's bytes for a folder; see ``stores.objects``):
+
+- *acquire*: read the lock and its version; if it is absent, released ("free"), expired, or left by
+  a dead process of this host, write a held body from exactly that version (``If-None-Match: *``
+  when absent, ``If-Match: <version>`` otherwise). Of two contenders that read the same version, the
+  store lets one write through; the other re-reads and fails fast naming the winner. Never
+  delete-then-create.
+- *renew* (``heartbeat``): a compare-and-swap from the version we last wrote, pushing ``expires``
+  forward. If the lock moved on, someone took it over: the lease is marked lost.
+- *release*: a compare-and-swap to a "free" body that keeps the token, only if the lock is still
+  ours. The object is never deleted, so the token can only grow.
+
+Every held body carries a **fencing token**: the previous token plus one, on every acquisition and
+takeover. It names one lease; a writer compares it (and its nonce) with the stored lock to know it
+still holds the index.
+
+A holder stops before its next write when ``check()`` raises ``LockLost``: after a takeover or a
+release seen by a renewal, after renewals kept failing until the lease ran out, or when its own
+lease (measured on its monotonic clock from the moment it sent the last successful renewal, less a
+margin of ttl/10) has run out. Contenders judge expiry by their wall clock against the ``expires``
+the holder wrote, so the guarantee assumes clocks across hosts agree to within ttl/10. A write that
+is already under way when the lease ends is not stopped: the vector store does not check the token.
+
+A conditional write whose reply is lost (and whose retry then reports "precondition failed", or
+which fails for good) is resolved by reading the lock back: if it holds our exact bytes (owner,
+nonce, token, renewal count), the write is ours.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal, Self
+
+from reindex.errors import ReindexError, StateError, TerminalError, TransientError
+from reindex.stores.objects import ObjectStore
+
+__all__ = [
+    "LOCK_FORMAT",
+    "Heartbeat",
+    "IndexLock",
+    "LockHeld",
+    "LockInfo",
+    "LockLost",
+    "acquire_lock",
+    "lock_key",
+    "parse_lock",
+    "read_lock",
+]
+
+LOCK_FORMAT = 2
+# How many times acquire re-reads the lock after losing a compare-and-swap to a change that left it
+# takeable (a release, say) before giving up; each lost round means another writer made progress.
+_ACQUIRE_ROUNDS = 5
+
+
+class LockHeld(StateError):
+    """Another command holds the index lock."""
+
+
+class LockLost(TerminalError):
+    """This process no longer holds the index lock it took; it must not write again."""
+
+
+def lock_key(index: str) -> str:
+    """The object key of an index's lock."""
+    return f"indexes/{index}/lock.json"
+
+
+# --------------------------------------------------------------------------------------------
+# What a lock object says
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LockInfo:
+    """What the lock object of an index says. ``state``: ``absent`` (never taken), ``free``
+    (released; keeps the last token), ``held``, or ``corrupt`` (unreadable; ``reason`` says why)."""
+
+    state: Literal["absent", "free", "held", "corrupt"]
+    token: int = 0
+    owner: str | None = None
+    purpose: str | None = None
+    expires: float | None = None
+    nonce: str | None = None
+    reason: str | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.state == "held"
+
+    @property
+    def corrupt(self) -> bool:
+        return self.state == "corrupt"
+
+    def expired(self, now: float | None = None) -> bool:
+        """Whether a held lock's expiry (the holder's wall clock) has passed on ours."""
+        return self.held and (self.expires or 0.0) < (time.time() if now is None else now)
+
+    def describe(self, where: str = "") -> str | None:
+        """One line for ``reindex status``; None when nobody holds the lock."""
+        if self.corrupt:
+            return (f"lock file {where or 'lock.json'} is corrupt ({self.reason}); if no reindex command "
+                    "is running for this index, delete it")
+        if not self.held:
+            return None
+        left = (self.expires or 0.0) - time.time()
+        when = f"expires in {int(left)} s" if left >= 0 else f"expired {int(-left)} s ago"
+        return f"locked by {self.owner} ({self.purpose}), token {self.token}, {when}"
+
+    def as_status(self) -> dict[str, Any] | None:
+        """The ``lock`` entry of ``api.status()``: None when free; ``owner`` and ``purpose`` always
+        present (for a corrupt file, ``?`` and the reason) so a one-line renderer never fails."""
+        if self.corrupt:
+            return {"owner": "?", "purpose": f"corrupt lock file: {self.reason}", "corrupt": True,
+                    "reason": self.reason, "token": None, "expires": None}
+        if not self.held:
+            return None
+        return {"owner": self.owner, "purpose": self.purpose, "corrupt": False, "reason": None,
+                "token": self.token, "expires": self.expires}
+
+
+def parse_lock(data: bytes | None) -> LockInfo:
+    """Read a lock object's bytes; anything unreadable is ``corrupt`` with the reason, never raised."""
+    if data is None:
+        return LockInfo("absent")
+    try:
+        body = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return LockInfo("corrupt", reason="not UTF-8 text")
+    except json.JSONDecodeError as err:
+        return LockInfo("corrupt", reason=f"not JSON: {err.msg} at line {err.lineno} column {err.colno}")
+    if not isinstance(body, dict):
+        return LockInfo("corrupt", reason=f"a JSON {type(body).__name__}, not an object")
+    token = body.get("token", 0)  # format 1 (before fencing) had no token: count it as 0
+    if not _is_int(token) or token < 0:
+        return LockInfo("corrupt", reason=f"token {token!r} is not a whole number >= 0")
+    nonce = body.get("nonce")
+    if nonce is not None and not isinstance(nonce, str):
+        return LockInfo("corrupt", reason=f"nonce {nonce!r} is not text")
+    if body.get("state") == "free":
+        return LockInfo("free", token=token, nonce=nonce)
+    if body.get("state", "held") != "held":
+        return LockInfo("corrupt", reason=f"unknown state {body.get('state')!r}")
+    owner, purpose, expires = body.get("owner"), body.get("purpose", "?"), body.get("expires")
+    if not isinstance(owner, str) or not owner:
+        return LockInfo("corrupt", reason="no owner")
+    if not isinstance(purpose, str):
+        return LockInfo("corrupt", reason=f"purpose {purpose!r} is not text")
+    if not _is_number(expires):
+        return LockInfo("corrupt", reason=f"expiry {expires!r} is not a number")
+    return LockInfo("held", token=token, owner=owner, purpose=purpose, expires=float(expires), nonce=nonce)
+
+
+def read_lock(store: ObjectStore, index: str) -> LockInfo:
+    """What the lock of ``index`` says now. A corrupt file is reported, not raised; an unreachable
+    store raises its StateError or TransientError."""
+    return parse_lock(store.get(lock_key(index)))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) and math.isfinite(value)
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
+
+
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _dead_local_owner(owner: str) -> bool:
+    """Whether a lock owner ``host:pid:nonce`` is a process of this host that no longer exists
+    (killed without releasing): its lock can be taken over at once instead of after expiry."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _swap(store: ObjectStore, key: str, data: bytes, version: str | None) -> str | None:
+    """Compare-and-swap ``data`` in from ``version``; the new version, or None if the lock moved on.
+    A write whose reply was lost is recognised by reading our exact bytes back."""
+    try:
+        new = store.put_if_version(key, data, version)
+    except TransientError:
+        now = store.get_versioned(key)  # raises in turn if the store is still unreachable
+        if now is not None and now[0] == data:
+            return now[1]
+        raise
+    if new is not None:
+        return new
+    now = store.get_versioned(key)
+    return now[1] if now is not None and now[0] == data else None
+
+
+# --------------------------------------------------------------------------------------------
+# A held lock
+# --------------------------------------------------------------------------------------------
+
+
+class IndexLock:
+    """A held lease on an index. ``check()`` before every write; keep it renewed with
+    ``start_heartbeat()`` (or ``with lock:``); ``release()`` when done. Made by ``acquire_lock``."""
+
+    def __init__(self, store: ObjectStore, index: str, owner: str, ttl: float, body: dict[str, Any],
+                 version: str, sent_at: float) -> None:
+        self.store = store
+        self.index = index
+        self.owner = owner
+        self.ttl = ttl
+        self._body = dict(body)
+        self._version = version
+        self._deadline = sent_at + ttl - ttl / 10
+        self._lost: str | None = None
+        self._lost_guard = threading.Lock()  # apart from _mutex, so check() never waits for a renewal's I/O
+        self._released = False
+        self._mutex = threading.RLock()  # one renewal or release at a time
+        self._attempts = 0  # renewal attempts: each writes a new "beat", so no two bodies are equal
+        self._beater: Heartbeat | None = None
+
+    @property
+    def key(self) -> str:
+        return lock_key(self.index)
+
+    @property
+    def token(self) -> int:
+        """The fencing token of this lease (grows on every acquisition and takeover of the lock)."""
+        return int(self._body["token"])
+
+    @property
+    def nonce(self) -> str:
+        return str(self._body["nonce"])
+
+    @property
+    def purpose(self) -> str:
+        return str(self._body["purpose"])
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """A copy of the body last written."""
+        return dict(self._body)
+
+    @property
+    def lost(self) -> str | None:
+        """Why the lease is lost, or None while it holds."""
+        return self._lost
+
+    def remaining(self) -> float:
+        """Seconds left on this holder's lease (its monotonic clock, margin included)."""
+        return self._deadline - time.monotonic()
+
+    # ---- fencing ------------------------------------------------------------------------------
+
+    def check(self, *, confirm: bool = False) -> None:
+        """Raise ``LockLost`` unless this lease still holds. Without ``confirm`` it reads no state
+        (cheap enough for every write); with ``confirm`` it also reads the lock and compares owner,
+        nonce and token (use it before a step that cannot be undone, such as an alias swap)."""
+        if self._lost is None and self.remaining() <= 0:
+            self._mark_lost(f"its lease ran out {-self.remaining():.1f} s ago without a renewal "
+                            "(the process was paused, or the heartbeat was not running or could not reach the state store)")
+        if self._lost is None and confirm:
+            info = read_lock(self.store, self.index)
+            if not self._is_ours(info):
+                self._mark_lost(self._moved_on(info))
+        if self._lost is not None:
+            raise LockLost(self._message())
+
+    def _is_ours(self, info: LockInfo) -> bool:
+        return info.held and info.nonce == self.nonce and info.owner == self.owner and info.token == self.token
+
+    def _moved_on(self, info: LockInfo) -> str:
+        if info.held:
+            return f"it is now held by {info.owner} ({info.purpose}, token {info.token})"
+        if info.corrupt:
+            return f"the lock file was overwritten and is now unreadable ({info.reason})"
+        return "the lock file was released or removed by someone else"
+
+    def _mark_lost(self, reason: str) -> None:
+        with self._lost_guard:
+            if self._lost is None:
+                self._lost = reason
+
+    def _message(self) -> str:
+        return (f"lost the lock on index {self.index!r} (token {self.token}, {self.purpose}): {self._lost}; "
+                "stopped before the next write. Check `reindex status`, then run the command again "
+                "(work already recorded is kept)")
+
+    # ---- renewal ------------------------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        """Renew the lease by compare-and-swap. ``LockLost`` (and the lease marked lost) if the lock
+        was taken over or released; a state-store error is raised as it is and leaves the lease as
+        it was (``start_heartbeat`` retries it while the lease lasts)."""
+        with self._mutex:
+            self.check()
+            now, sent = time.time(), time.monotonic()
+            self._attempts += 1
+            body = {**self._body, "beat": self._attempts, "heartbeat": now, "expires": now + self.ttl}
+            data = _encode(body)
+            new = _swap(self.store, self.key, data, self._version)
+            if new is None:
+                current = self.store.get_versioned(self.key)
+                info = parse_lock(current[0] if current is not None else None)
+                if current is not None and self._is_ours(info):
+                    # Our nonce is still there: an earlier renewal of ours landed but its outcome
+                    # never reached us (it raised). Nobody else writes our nonce, so swap from there.
+                    new = _swap(self.store, self.key, data, current[1])
+                    if new is None:
+                        info = read_lock(self.store, self.index)
+            if new is None:
+                self._mark_lost(self._moved_on(info))
+                raise LockLost(self._message())
+            self._body, self._version = body, new
+            self._deadline = sent + self.ttl - self.ttl / 10
+
+    def start_heartbeat(self, interval: float | None = None) -> Heartbeat:
+        """Renew in a background thread every ``interval`` (ttl/3). A failed renewal is retried until
+        the lease runs out, then the lease is marked lost: ``check()`` raises from then on."""
+        with self._mutex:
+            if self._beater is None or not self._beater.alive:
+                self._beater = Heartbeat(self, interval if interval is not None else self.ttl / 3)
+                self._beater.start()
+            return self._beater
+
+    # ---- release ------------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Stop renewing and mark the lock free, only if it is still ours (a compare-and-swap: a lock
+        someone else took over is never touched). The token stays in the free lock. Idempotent."""
+        beater = self._beater
+        if beater is not None and beater.thread is not threading.current_thread():
+            beater.stop()
+        with self._mutex:
+            if self._released:
+                return
+            self._mark_lost("this process released it")
+            current = self.store.get_versioned(self.key)
+            if current is not None and self._is_ours(parse_lock(current[0])):
+                free = {"v": LOCK_FORMAT, "state": "free", "token": self.token, "nonce": self.nonce,
+                        "released_by": self.owner, "released": time.time()}
+                _swap(self.store, self.key, _encode(free), current[1])
+            self._released = True  # only now: a release that failed on the store can be called again
+
+    def __enter__(self) -> Self:
+        self.start_heartbeat()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc is None:
+            self.release()
+            return
+        try:
+            self.release()
+        except ReindexError:
+            pass  # the original error matters more; an unreleased lock expires after ttl
+
+
+class Heartbeat:
+    """The background renewal of one lease (a daemon thread); ``stop()`` ends it."""
+
+    def __init__(self, lock: IndexLock, interval: float) -> None:
+        self.lock = lock
+        self.interval = interval
+        self.retry_every = max(min(interval / 4, 5.0), 0.01)
+        self.renewals = 0
+        self.last_error: str | None = None
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"reindex-lock-{lock.index}")
+
+    @property
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.thread is not threading.current_thread() and self.thread.ident is not None:
+            self.thread.join()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            if not self._renew():
+                return
+
+    def _renew(self) -> bool:
+        """One renewal, retried while the lease lasts; False when the lease is lost or we stop."""
+        failed: str | None = None
+        while True:
+            if failed is not None and self.lock.remaining() <= 0:
+                self.lock._mark_lost(f"could not renew it before the lease ran out (last error: {failed})")
+                return False
+            try:
+                self.lock.heartbeat()
+                self.renewals += 1
+                return True
+            except LockLost:
+                return False
+            except Exception as err:  # noqa: BLE001 - any failure to renew must end in a lost lease, never silence
+                failed = self.last_error = _one_line(err)
+            if self._stop.wait(max(0.0, min(self.retry_every, self.lock.remaining()))):
+                return False
+
+
+# --------------------------------------------------------------------------------------------
+# Acquisition
+# --------------------------------------------------------------------------------------------
+
+
+def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, ttl: float = 120.0) -> IndexLock:
+    """Take the index lock or fail fast naming the holder (``LockHeld``). A free, expired or
+    dead-local-owner lock is taken over by compare-and-swap from the exact version read; the new
+    lease's fencing token is the old one plus one."""
+    key = lock_key(index)
+    nonce = uuid.uuid4().hex
+    info = LockInfo("absent")
+    for _ in range(_ACQUIRE_ROUNDS):
+        current = store.get_versioned(key)
+        version = current[1] if current is not None else None
+        info = parse_lock(current[0] if current is not None else None)
+        if info.corrupt:
+            raise StateError(
+                f"the lock of index {index!r} ({store.describe()}/{key}) is corrupt: {info.reason}; "
+                "if no reindex command is running for this index, delete that file and run again"
+            )
+        if info.held and not info.expired() and not _dead_local_owner(info.owner or ""):
+            break
+        now, sent = time.time(), time.monotonic()
+        body = {"v": LOCK_FORMAT, "state": "held", "owner": owner, "purpose": purpose, "nonce": nonce,
+                "token": info.token + 1, "beat": 0, "ttl": ttl, "acquired": now, "heartbeat": now,
+                "expires": now + ttl}
+        new = _swap(store, key, _encode(body), version)
+        if new is not None:
+            return IndexLock(store, index, owner, ttl, body, new, sent)
+        # Someone changed the lock between our read and our write: read it again.
+    else:
+        raise LockHeld(
+            f"index {index!r}: lost the race for its lock {_ACQUIRE_ROUNDS} times in a row to other commands "
+            f"taking and releasing it; run `reindex status` to see who, and run again"
+        )
+    left = max(0, int((info.expires or 0.0) - time.time()))
+    raise LockHeld(
+        f"index {index!r} is locked by {info.owner or '?'} ({info.purpose or '?'}), "
+        f"expires in {left} s unless renewed; wait for it to finish, or delete {store.describe()}/{key} if that process is gone"
+    )

@@ -1,0 +1,138 @@
+"""Fault injection around a real object store, for the lock tests, and a lock contender that runs as
+its own process (``python helpers_locks.py STATE_DIR NAME RENDEZVOUS_DIR``).
+
+The contender reads ``go ROUND`` lines on stdin; for each it tries ``acquire_lock`` once, pausing
+after its first read of the lock until the other contender has read it too (a file rendezvous), so
+both hold the same version when they write. It answers ``won TOKEN NONCE`` or ``held`` on stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from reindex.errors import TransientError
+
+
+def serialise_moto_writes(monkeypatch: Any) -> None:
+    """Make the in-process moto server's conditional writes atomic, as real S3's are.
+
+    moto 5.2.5 honours ``If-Match`` / ``If-None-Match`` on PUT and ``If-Match`` on DELETE, but checks
+    the condition and then writes in two unsynchronised steps (``moto/s3/responses.py``,
+    ``S3Response.put_object`` and ``delete_object``): two requests that arrive together can both pass
+    the check. Seen once in 100 forced-race rounds on a loaded box. Holding one lock around each
+    PUT and DELETE handler gives the server-side atomicity real S3 documents, so the tests exercise
+    the lock protocol and not moto's race."""
+    from moto.s3.responses import S3Response
+
+    gate = threading.Lock()
+    for name in ("put_object", "delete_object"):
+        real = getattr(S3Response, name)
+
+        def serialised(self: Any, *args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            with gate:
+                return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(S3Response, name, serialised)
+
+
+class PausingStore:
+    """A real store whose next ``get_versioned`` (once armed) calls ``hook`` after reading: the
+    caller then holds a version that someone else may change before the caller writes."""
+
+    def __init__(self, inner: Any, hook: Callable[[], None]) -> None:
+        self._inner = inner
+        self._hook = hook
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        got = self._inner.get_versioned(key)
+        if self.armed:
+            self.armed = False
+            self._hook()
+        return got
+
+
+class FlakyStore:
+    """A real store whose conditional puts misbehave on demand.
+
+    ``fail_puts``: that many conditional puts raise TransientError without writing (-1: all of them).
+    ``fail_gets``: that many versioned reads raise TransientError.
+    ``lose_replies``: that many conditional puts write, then answer as a retried S3 call would after
+    a lost reply (``"precondition"``: None, i.e. "the key has moved on") or raise (``"error"``)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.fail_puts = 0
+        self.lose_replies = 0
+        self.lost_reply_as = "precondition"
+        self.fail_gets = 0
+        self.put_calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        if self.fail_gets > 0:
+            self.fail_gets -= 1
+            raise TransientError(f"get {key!r}: connection reset (injected)")
+        return self._inner.get_versioned(key)
+
+    def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
+        self.put_calls += 1
+        if self.fail_puts != 0:
+            if self.fail_puts > 0:
+                self.fail_puts -= 1
+            raise TransientError(f"conditional put {key!r}: connection reset (injected)")
+        new = self._inner.put_if_version(key, data, version)
+        if self.lose_replies and new is not None:
+            self.lose_replies -= 1
+            if self.lost_reply_as == "error":
+                raise TransientError(f"conditional put {key!r}: read timeout (injected, after the write)")
+            return None
+        return new
+
+
+def _rendezvous(folder: Path, round_no: str, name: str, timeout: float = 30.0) -> None:
+    """Wait until both contenders have read the lock; then, in every other round, one of them
+    waits 20 ms more (p0 in rounds 1, 5, 9, …; p1 in rounds 3, 7, 11, …)."""
+    (folder / f"{round_no}-{name}").touch()
+    deadline = time.monotonic() + timeout
+    while len(list(folder.glob(f"{round_no}-*"))) < 2:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"round {round_no}: the other contender never read the lock")
+        time.sleep(0.001)
+    if int(round_no) % 4 == (1 if name == "p0" else 3):
+        time.sleep(0.02)
+
+
+def _contend(state_dir: str, name: str, rendezvous: str) -> None:
+    from reindex.locks import LockHeld, acquire_lock
+    from reindex.stores.objects import LocalObjectStore
+
+    folder = Path(rendezvous)
+    current = {"round": ""}
+    store = PausingStore(LocalObjectStore(state_dir), lambda: _rendezvous(folder, current["round"], name))
+    for line in sys.stdin:
+        cmd, _, arg = line.strip().partition(" ")
+        if cmd != "go":
+            break
+        current["round"] = arg
+        store.armed = True
+        try:
+            lock = acquire_lock(store, "docs", f"{name}-host:{arg}:{name}", purpose=f"round {arg}", ttl=60)
+        except LockHeld:
+            print("held", flush=True)
+        else:
+            print(f"won {lock.token} {lock.nonce}", flush=True)
+
+
+if __name__ == "__main__":
+    _contend(*sys.argv[1:4])

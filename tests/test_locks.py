@@ -1,0 +1,492 @@
+"""The fencing index lock on a real folder and on the loopback S3 server, with the same tests:
+races forced by pausing a contender between its read of the lock and its write, lost replies,
+failed renewals, expiry, release, tokens and corrupt lock files."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import botocore.exceptions as bex
+import pytest
+from helpers_locks import FlakyStore, PausingStore, serialise_moto_writes
+
+import reindex
+from reindex.errors import StateError, TransientError
+from reindex.locks import (
+    IndexLock,
+    LockHeld,
+    LockLost,
+    acquire_lock,
+    lock_key,
+    parse_lock,
+    read_lock,
+)
+from reindex.stores.objects import ObjectStore, S3ObjectStore, open_object_store
+
+KEY = lock_key("docs")
+MakeStore = Callable[[], ObjectStore]
+
+
+@pytest.fixture(params=["folder", "s3"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> MakeStore:
+    """Opens a new store (its own client) on one shared location each time it is called."""
+    if request.param == "folder":
+        return lambda: open_object_store(str(tmp_path / "state"))
+    endpoint = request.getfixturevalue("s3_server")
+    bucket = request.getfixturevalue("s3_bucket")
+    serialise_moto_writes(request.getfixturevalue("monkeypatch"))
+    return lambda: open_object_store(f"s3://{bucket}/team/state", endpoint_url=endpoint)
+
+
+def _put_held(store: ObjectStore, token: int, owner: str = "gone-host:4242:dead", *, expires_in: float = -5.0,
+              purpose: str = "apply (stale)") -> None:
+    """Write a held lock in one plain put: by default one whose holder stopped renewing it (test
+    setup, or a takeover by a contender whose clock runs ahead)."""
+    body = {"v": 2, "state": "held", "owner": owner, "purpose": purpose, "nonce": f"n{token}-{owner}",
+            "token": token, "beat": 7, "ttl": 120, "acquired": 1.0, "heartbeat": 2.0, "expires": time.time() + expires_in}
+    store.put(KEY, json.dumps(body).encode())
+
+
+def _free_lock(store: ObjectStore, token: int) -> None:
+    store.put(KEY, json.dumps({"v": 2, "state": "free", "token": token, "nonce": "x", "released_by": "a"}).encode())
+
+
+def _wait_for(cond: Callable[[], object], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return bool(cond())
+
+
+# --------------------------------------------------------------------------------------------
+# Two contenders, one winner
+# --------------------------------------------------------------------------------------------
+
+
+def test_two_contenders_paused_between_read_and_takeover_exactly_one_wins(make_store: MakeStore) -> None:
+    """The issue's race: both read the same lock (absent, free or expired), both wait until the other
+    has read it too, then both write, at once or one 20 ms after the other. Delete-then-put gave
+    two holders in 63 of 100 such rounds."""
+    setup = make_store()
+    barrier = threading.Barrier(2, timeout=30)
+    delay = [0.0, 0.0]
+
+    def pause(i: int) -> None:
+        barrier.wait()  # both have read the same version
+        time.sleep(delay[i])  # in some rounds one of them writes 20 ms after the other
+
+    stores = [PausingStore(make_store(), lambda i=i: pause(i)) for i in range(2)]
+    rounds, starts = 100, {"absent": 0, "free": 0, "expired": 0}
+    for r in range(rounds):
+        start = ("absent", "free", "expired")[r % 3]
+        starts[start] += 1
+        token = 0
+        if start == "absent":
+            setup.delete(KEY)
+        elif start == "free":
+            token = r
+            _free_lock(setup, token)
+        else:
+            token = r
+            _put_held(setup, token)
+        delay[:] = [0.02 if r % 4 == 1 else 0.0, 0.02 if r % 4 == 3 else 0.0]
+        results: list[IndexLock | LockHeld] = [LockHeld("unset"), LockHeld("unset")]
+
+        def contend(i: int, r: int, results: list[IndexLock | LockHeld]) -> None:
+            stores[i].armed = True
+            try:
+                results[i] = acquire_lock(stores[i], "docs", f"host{i}:{r}:c{i}", purpose=f"round {r}")
+            except LockHeld as err:
+                results[i] = err
+
+        threads = [threading.Thread(target=contend, args=(i, r, results)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [x for x in results if isinstance(x, IndexLock)]
+        assert len(winners) == 1, f"round {r} ({start}): {results}"
+        (winner,) = winners
+        loser = results[1 - results.index(winner)]
+        assert f"locked by {winner.owner} (round {r})" in str(loser)
+        stored = read_lock(setup, "docs")
+        assert stored.held and stored.nonce == winner.nonce and stored.token == winner.token == token + 1
+        winner.check(confirm=True)
+    assert starts == {"absent": 34, "free": 33, "expired": 33}
+
+
+def test_two_processes_paused_between_read_and_takeover_exactly_one_wins(tmp_path: Path) -> None:
+    """The same race between two real processes on one state folder (the flock guard is what
+    serialises them), 100 rounds of an expired lock being taken over; in half of them one process
+    writes 20 ms after the other."""
+    state, meet = tmp_path / "state", tmp_path / "meet"
+    meet.mkdir()
+    setup = open_object_store(str(state))
+    env_path = str(Path(reindex.__file__).resolve().parents[1])
+    helper = Path(__file__).with_name("helpers_locks.py")
+    procs = [
+        subprocess.Popen([sys.executable, str(helper), str(state), name, str(meet)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"})
+        for name in ("p0", "p1")
+    ]
+    try:
+        for r in range(100):
+            _put_held(setup, token=r)
+            for p in procs:
+                assert p.stdin is not None
+                p.stdin.write(f"go {r}\n")
+                p.stdin.flush()
+            answers = [p.stdout.readline().split() for p in procs if p.stdout is not None]
+            won = [a for a in answers if a and a[0] == "won"]
+            assert len(won) == 1 and sorted(a[0] for a in answers) == ["held", "won"], f"round {r}: {answers}"
+            stored = read_lock(setup, "docs")
+            assert stored.nonce == won[0][2] and stored.token == int(won[0][1]) == r + 1
+    finally:
+        for p in procs:
+            if p.stdin is not None:
+                p.stdin.close()
+            p.wait(timeout=30)
+    assert [p.returncode for p in procs] == [0, 0]
+
+
+def test_a_live_lock_is_never_taken_over(make_store: MakeStore) -> None:
+    store = make_store()
+    held = acquire_lock(store, "docs", "other-host:4242:deadbeef", purpose="apply 0123456789ab (initial)")
+    with pytest.raises(LockHeld) as err:
+        acquire_lock(make_store(), "docs", "me:1:x", purpose="apply")
+    msg = str(err.value)
+    assert msg.startswith("index 'docs' is locked by other-host:4242:deadbeef (apply 0123456789ab (initial)), expires in ")
+    assert "wait for it to finish" in msg and "lock.json" in msg and "\n" not in msg
+    held.check(confirm=True)
+
+
+def test_a_dead_local_owners_lock_is_taken_over_by_compare_and_swap(make_store: MakeStore) -> None:
+    store = make_store()
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that existed and is gone
+    gone = acquire_lock(store, "docs", f"{socket.gethostname()}:{dead.pid}:abc", purpose="apply (killed)", ttl=3600)
+    lock = acquire_lock(make_store(), "docs", "me:1:x", purpose="resume")
+    assert lock.token == gone.token + 1
+    with pytest.raises(LockLost, match="now held by me:1:x"):
+        gone.check(confirm=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Fencing: a holder that lost its lease stops before its next write
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_takeover_stops_the_old_holder_before_its_next_write(make_store: MakeStore) -> None:
+    """A holder renews every ttl/3 and checks before each write. Someone takes the lock over (here
+    a contender whose clock runs ahead, so it thought the lease had expired): the holder's next
+    renewal sees it, and no write follows."""
+    a = acquire_lock(make_store(), "docs", "a:1:x", purpose="apply", ttl=1.2)
+    writes: list[float] = []
+    stopped: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            while True:
+                a.check()
+                writes.append(time.monotonic())
+                time.sleep(0.005)
+        except LockLost as err:
+            stopped.append(err)
+
+    with a.start_heartbeat():
+        t = threading.Thread(target=writer)
+        t.start()
+        time.sleep(0.5)  # at least one renewal happens in here
+        assert a.lost is None and not stopped
+        other = make_store()
+        body = json.loads(other.get(KEY) or b"{}")
+        assert body["beat"] >= 1, "the heartbeat did not renew"
+        _put_held(other, token=body["token"] + 1, owner="b:2:y", purpose="apply 2", expires_in=60)
+        taken = time.monotonic()
+        t.join(timeout=5)
+    assert not t.is_alive() and stopped, "the old holder kept writing"
+    assert "now held by b:2:y (apply 2, token 2)" in str(stopped[0])
+    assert "stopped before the next write" in str(stopped[0])
+    # Detected by the next renewal (every 0.4 s), long before the 1.2 s lease would have run out.
+    assert writes[-1] - taken < 0.4 + 0.3
+    assert read_lock(other, "docs").owner == "b:2:y", "the old holder overwrote the new one"
+
+
+def test_check_with_confirm_sees_a_takeover_at_once(make_store: MakeStore) -> None:
+    a = acquire_lock(make_store(), "docs", "a:1:x", purpose="apply", ttl=60)
+    a.check(confirm=True)
+    _put_held(make_store(), token=2, owner="b:2:y", purpose="cutover", expires_in=60)
+    a.check()  # reads nothing: cannot know yet
+    with pytest.raises(LockLost) as err:
+        a.check(confirm=True)
+    assert str(err.value) == (
+        "lost the lock on index 'docs' (token 1, apply): it is now held by b:2:y (cutover, token 2); "
+        "stopped before the next write. Check `reindex status`, then run the command again (work already recorded is kept)"
+    )
+    with pytest.raises(LockLost, match="now held by b:2:y"):
+        a.check()  # lost stays lost
+    with pytest.raises(LockLost):
+        a.heartbeat()
+    a.release()
+    assert read_lock(make_store(), "docs").owner == "b:2:y"
+
+
+def test_expiry_without_renewal_is_detected_by_check(make_store: MakeStore) -> None:
+    """The issue's "apply whose lock expired during a long pause also carried on": nobody took
+    the lock, yet the holder's own lease ran out, so it must stop."""
+    a = acquire_lock(make_store(), "docs", "a:1:x", purpose="apply", ttl=0.5)
+    a.check()
+    time.sleep(0.5)  # lease 0.5 s less a 0.05 s margin
+    with pytest.raises(LockLost, match="its lease ran out .* without a renewal"):
+        a.check()
+    with pytest.raises(LockLost):
+        a.check()  # lost stays lost
+    with pytest.raises(LockLost):
+        a.heartbeat()  # and cannot be revived
+    assert read_lock(make_store(), "docs").nonce == a.nonce, "nobody else wrote"
+
+
+def test_the_holder_stops_before_contenders_may_take_over(make_store: MakeStore) -> None:
+    """The holder's lease ends ttl/10 before the expiry contenders read, so its last write comes
+    before anyone can take over (on clocks that agree to within that margin)."""
+    store, other = make_store(), make_store()
+    a = acquire_lock(store, "docs", "a:1:x", purpose="apply", ttl=1.0)
+    while True:
+        try:
+            a.check()
+        except LockLost:
+            break
+        time.sleep(0.002)
+    info = read_lock(store, "docs")
+    assert info.owner == "a:1:x" and not info.expired(), "a contender could take over while the holder still wrote"
+    with pytest.raises(LockHeld):
+        acquire_lock(other, "docs", "b:2:y", purpose="apply")
+
+
+def test_a_heartbeat_that_cannot_renew_marks_the_lease_lost(make_store: MakeStore) -> None:
+    store = FlakyStore(make_store())
+    a = acquire_lock(store, "docs", "a:1:x", purpose="apply", ttl=0.9)
+    store.fail_puts = -1  # the state store stops answering
+    beat = a.start_heartbeat()
+    assert _wait_for(lambda: a.lost is not None, timeout=3.0)
+    assert _wait_for(lambda: not beat.alive, timeout=1.0), "the heartbeat thread kept running"
+    assert "could not renew it before the lease ran out (last error: conditional put" in (a.lost or "")
+    assert store.put_calls >= 3, "the renewal was not retried within the lease"
+    with pytest.raises(LockLost, match="could not renew"):
+        a.check()
+    store.fail_puts = 0
+    a.release()
+    assert read_lock(store, "docs").state == "free"
+
+
+def test_a_renewal_that_fails_briefly_is_retried_and_keeps_the_lease(make_store: MakeStore) -> None:
+    store = FlakyStore(make_store())
+    a = acquire_lock(store, "docs", "a:1:x", purpose="apply", ttl=0.9)
+    store.fail_puts = 2
+    with a.start_heartbeat() as beat:
+        assert _wait_for(lambda: beat.renewals >= 3, timeout=3.0)
+        a.check(confirm=True)
+    assert a.lost is None and store.fail_puts == 0 and beat.last_error is not None
+
+
+def test_with_block_renews_and_releases(make_store: MakeStore) -> None:
+    store = make_store()
+    with acquire_lock(store, "docs", "a:1:x", purpose="gc", ttl=0.6) as lock:
+        time.sleep(0.9)  # longer than the lease: only renewals keep it
+        lock.check(confirm=True)
+    assert read_lock(store, "docs").state == "free"
+    with pytest.raises(LockLost, match="this process released it"):
+        lock.check()
+
+
+# --------------------------------------------------------------------------------------------
+# Tokens, lost replies, release, corrupt files
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_fencing_token_grows_on_every_acquisition_and_takeover(make_store: MakeStore) -> None:
+    store = make_store()
+    tokens = []
+    first = acquire_lock(store, "docs", "a:1:x", purpose="p")  # absent → 1
+    tokens.append(first.token)
+    first.release()
+    again = acquire_lock(store, "docs", "b:1:x", purpose="p", ttl=0.05)  # free → 2
+    tokens.append(again.token)
+    time.sleep(0.1)
+    expired = acquire_lock(store, "docs", "c:1:x", purpose="p", ttl=3600)  # expired → 3
+    tokens.append(expired.token)
+    again.release()  # not ours any more: leaves token 3 alone
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    _put_held(store, token=expired.token, owner=f"{socket.gethostname()}:{dead.pid}:z", expires_in=3600)
+    tokens.append(acquire_lock(store, "docs", "d:1:x", purpose="p").token)  # dead local owner → 4
+    assert tokens == [1, 2, 3, 4]
+    assert read_lock(store, "docs").token == 4
+
+
+def test_a_lock_in_the_format_before_fencing_is_understood(make_store: MakeStore) -> None:
+    store = make_store()
+    old = {"owner": "old-host:1:abc", "purpose": "apply (v1)", "acquired": 1.0, "heartbeat": 1.0}
+    store.put(KEY, json.dumps({**old, "expires": time.time() + 60}).encode())
+    with pytest.raises(LockHeld, match="locked by old-host:1:abc"):
+        acquire_lock(store, "docs", "me:1:x", purpose="p")
+    store.put(KEY, json.dumps({**old, "expires": time.time() - 1}).encode())
+    assert acquire_lock(store, "docs", "me:1:x", purpose="p").token == 1
+
+
+@pytest.mark.parametrize("start", ["absent", "expired"])
+@pytest.mark.parametrize("reply", ["precondition", "error"])
+def test_a_lost_reply_to_our_conditional_put_is_reported_as_ours(make_store: MakeStore, start: str, reply: str) -> None:
+    """The write landed but its answer did not: a retry then reports "precondition failed" (or the
+    call fails for good). The lock is read back and recognised by its exact bytes."""
+    store = FlakyStore(make_store())
+    if start == "expired":
+        _put_held(store, token=5)
+    store.lose_replies, store.lost_reply_as = 1, reply
+    lock = acquire_lock(store, "docs", "me:1:x", purpose="apply")
+    assert store.lose_replies == 0, "no reply was lost"
+    assert lock.token == (6 if start == "expired" else 1)
+    lock.check(confirm=True)
+    store.lose_replies = 1
+    lock.heartbeat()  # a renewal whose reply is lost is a renewal too
+    assert store.lose_replies == 0
+    lock.check(confirm=True)
+    lock.heartbeat()  # and the version it read back is the one the next renewal swaps from
+    lock.release()
+    assert read_lock(store, "docs").state == "free"
+
+
+def test_a_renewal_whose_outcome_never_arrived_is_adopted_by_the_next(make_store: MakeStore) -> None:
+    """A renewal lands, its reply is lost and the read-back fails too: the call raises and the holder
+    does not know its own version. The next renewal finds its own nonce and carries on."""
+    store = FlakyStore(make_store())
+    lock = acquire_lock(store, "docs", "me:1:x", purpose="apply")
+    store.lose_replies, store.lost_reply_as, store.fail_gets = 1, "error", 1
+    with pytest.raises(TransientError, match="injected"):
+        lock.heartbeat()
+    assert store.lose_replies == 0 and store.fail_gets == 0 and lock.lost is None
+    assert json.loads(store.get(KEY) or b"{}")["beat"] == 1, "the renewal did land"
+    lock.heartbeat()
+    assert json.loads(store.get(KEY) or b"{}")["beat"] == 2
+    lock.check(confirm=True)
+
+
+def test_s3_a_retried_conditional_put_after_a_lost_reply_is_ours(s3_server: str, s3_bucket: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's S3 case through the real retry layer: the put reaches the server, the reply times
+    out, tenacity retries, the server answers 412; the lock is still ours, not someone else's."""
+    serialise_moto_writes(monkeypatch)
+    store = S3ObjectStore(s3_bucket, "p", endpoint_url=s3_server, backoff_s=0.01)
+    real = store._client
+    lose = {"n": 0}
+
+    class LostReply:
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(real, name)
+
+        def put_object(self, **kwargs):  # type: ignore[no-untyped-def]
+            resp = real.put_object(**kwargs)
+            if lose["n"]:
+                lose["n"] -= 1
+                raise bex.ReadTimeoutError(endpoint_url=s3_server)
+            return resp
+
+    store._client = LostReply()
+    lose["n"] = 1
+    lock = acquire_lock(store, "docs", "me:1:x", purpose="apply")  # create (If-None-Match) lost reply
+    assert lose["n"] == 0 and lock.token == 1
+    lose["n"] = 1
+    lock.heartbeat()  # renewal (If-Match) lost reply
+    assert lose["n"] == 0
+    lock.check(confirm=True)
+    _put_held(store, token=lock.token)
+    lose["n"] = 1
+    other = acquire_lock(store, "docs", "other:2:y", purpose="takeover")  # takeover (If-Match) lost reply
+    assert lose["n"] == 0 and other.token == 2
+    with pytest.raises(LockLost, match="now held by other:2:y"):
+        lock.heartbeat()
+
+
+def test_release_never_touches_someone_elses_lock(make_store: MakeStore) -> None:
+    store = make_store()
+    a = acquire_lock(store, "docs", "a:1:x", purpose="apply", ttl=0.05)
+    time.sleep(0.1)
+    b = acquire_lock(make_store(), "docs", "b:2:y", purpose="apply 2")
+    a.release()
+    assert read_lock(store, "docs").nonce == b.nonce
+    b.check(confirm=True)
+
+
+def test_release_loses_a_race_with_a_takeover_cleanly(make_store: MakeStore) -> None:
+    """``a`` reads its (expired) lock to release it; ``b`` takes it over before ``a`` writes."""
+    base = make_store()
+    holder: dict[str, IndexLock] = {}
+    pausing = PausingStore(base, lambda: holder.update(b=acquire_lock(make_store(), "docs", "b:2:y", purpose="p")))
+    a = acquire_lock(pausing, "docs", "a:1:x", purpose="apply", ttl=0.05)
+    time.sleep(0.1)
+    pausing.armed = True
+    a.release()
+    assert "b" in holder, "the hook did not run"
+    info = read_lock(base, "docs")
+    assert info.held and info.nonce == holder["b"].nonce
+    holder["b"].check(confirm=True)
+
+
+def test_a_contended_acquire_fails_fast(make_store: MakeStore) -> None:
+    store = make_store()
+    acquire_lock(store, "docs", "a:1:x", purpose="apply")
+    t0 = time.perf_counter()
+    with pytest.raises(LockHeld):
+        acquire_lock(make_store(), "docs", "b:1:x", purpose="apply")
+    assert time.perf_counter() - t0 < 2
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b'{"owner": "a:1:x", "expires', "not JSON: Unterminated string"),
+        (b"\xff\xfe\x00", "not UTF-8 text"),
+        (b"[1, 2]", "a JSON list, not an object"),
+        (b'{"purpose": "apply", "expires": 1.0}', "no owner"),
+        (b'{"owner": "a:1:x", "expires": "soon"}', "expiry 'soon' is not a number"),
+        (b'{"owner": "a:1:x", "expires": 1.0, "token": -3}', "token -3 is not a whole number"),
+        (b'{"state": "stuck", "token": 1}', "unknown state 'stuck'"),
+    ],
+)
+def test_a_corrupt_lock_file_is_reported_not_raised(make_store: MakeStore, data: bytes, reason: str) -> None:
+    store = make_store()
+    store.put(KEY, data)
+    info = read_lock(store, "docs")
+    assert info.corrupt and reason in (info.reason or "")
+    status = info.as_status()
+    assert status is not None and status["corrupt"] and f"locked by {status['owner']} ({status['purpose']})".count("\n") == 0
+    line = info.describe(f"{store.describe()}/{KEY}") or ""
+    assert line.startswith("lock file ") and "is corrupt (" in line and "delete it" in line and "\n" not in line
+    with pytest.raises(StateError, match=r"the lock of index 'docs' .* is corrupt: .*delete that file") as err:
+        acquire_lock(store, "docs", "me:1:x", purpose="p")
+    assert not isinstance(err.value, LockHeld) and "\n" not in str(err.value)
+
+
+def test_status_lines() -> None:
+    assert parse_lock(None).as_status() is None and parse_lock(None).describe() is None
+    free = parse_lock(b'{"state": "free", "token": 4}')
+    assert free.state == "free" and free.token == 4 and free.as_status() is None
+    held = parse_lock(json.dumps({"owner": "h:1:x", "purpose": "apply", "expires": time.time() + 30.5, "token": 3}).encode())
+    assert held.as_status() == {"owner": "h:1:x", "purpose": "apply", "corrupt": False, "reason": None,
+                                "token": 3, "expires": held.expires}
+    assert held.describe() == "locked by h:1:x (apply), token 3, expires in 30 s"
+
+
+def test_an_unreachable_store_is_an_error_not_a_corrupt_lock() -> None:
+    store = S3ObjectStore("bucket", "x", endpoint_url="http://127.0.0.1:9", attempts=1, backoff_s=0.01)
+    with pytest.raises(TransientError):
+        read_lock(store, "docs")
