@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from reindex.errors import CutoverError
 from reindex.execution import crashpoint
@@ -161,8 +161,11 @@ def reconcile(store: Any, state: ObjectStore, index: str) -> dict | None:
             "to": intent["to"], "alias": current}
 
 
-def _move_alias(store: Any, state: ObjectStore, index: str, op: str, new: str, current: str | None) -> None:
-    """Record the intent, then move the alias in one atomic call."""
+def _move_alias(store: Any, state: ObjectStore, index: str, op: str, new: str, current: str | None,
+                fence: Callable[[], None] | None) -> None:
+    """Confirm this writer still holds the index lock, record the intent, then move the alias in one atomic call."""
+    if fence is not None:
+        fence()
     state.put(_intent_key(index), json.dumps({"op": op, "from": current, "to": new, "at": time.time()}).encode())
     crashpoint(f"{op}-before-swap")
     store.swap_alias(index, new, current)
@@ -170,7 +173,7 @@ def _move_alias(store: Any, state: ObjectStore, index: str, op: str, new: str, c
 
 
 def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current: str | None,
-         probe_vector: Any = None) -> dict:
+         probe_vector: Any = None, fence: Callable[[], None] | None = None) -> dict:
     """Move the alias ``index`` to ``new`` in one atomic call, verify, and record the previous target."""
     current = store.get_alias(index)
     if current is None:
@@ -181,7 +184,7 @@ def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current:
             "someone else moved it; plan again"
         )
     require_verified(store, state, index, new, "make live")
-    _move_alias(store, state, index, "cutover", new, current)
+    _move_alias(store, state, index, "cutover", new, current, fence)
     resolved = store.get_alias(index)
     if resolved != new:
         raise CutoverError(f"alias {index!r} resolves to {resolved} after the swap, not {new}")
@@ -206,7 +209,8 @@ def _set_state(state: ObjectStore, index: str, collection: str, value: str, at: 
                                              rec.created_at, at))
 
 
-def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None) -> dict:
+def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None,
+             fence: Callable[[], None] | None = None) -> dict:
     """Swap the alias back to the previous population (or ``to``) in one atomic call, after verifying it."""
     live = read_json(state, f"{index_prefix(index)}/live.json")
     current = store.get_alias(index)
@@ -218,7 +222,7 @@ def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None) 
     if target == current:
         raise CutoverError(f"alias {index!r} already points to {target}")
     require_verified(store, state, index, target, "roll back to")
-    _move_alias(store, state, index, "rollback", target, current)
+    _move_alias(store, state, index, "rollback", target, current, fence)
     return _finish_move(state, index, "rollback", target, current, time.time())
 
 

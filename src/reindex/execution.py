@@ -125,6 +125,7 @@ class ApplyContext:
     pipeline: TextPipeline
     in_place: bool
     progress: Callable[[dict], None] | None = None
+    fence: Callable[[], None] = lambda: None  # raises when this writer lost the index lock (lock.check)
     embed_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def emit(self, **event: Any) -> None:
@@ -208,6 +209,7 @@ def _embed_missing(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], vec
         points = [Point(r.point_id, v, _payload(r, ctx.identity.pipeline_id))
                   for t, v in zip(batch, batch_vectors) for r in waiting[t]]
         crashpoint("before-upsert")
+        ctx.fence()
         retry_transient(ctx.store.upsert, ctx.target, points)
         written.update(p.id for p in points)
         crashpoint("after-batch-upsert")
@@ -260,6 +262,7 @@ def _sync_batch(
     ]
     crashpoint("before-upsert")
     if points:
+        ctx.fence()
         retry_transient(ctx.store.upsert, ctx.target, points)
     crashpoint("after-upsert")
     result.chunks += len(points) + len(written)
@@ -268,6 +271,7 @@ def _sync_batch(
     keep = set(new_ids)
     stale = [row.point_id for doc_id in records for row in old_rows.get(doc_id, ()) if row.point_id not in keep]
     if ctx.in_place and stale:
+        ctx.fence()
         retry_transient(ctx.store.delete_points, ctx.target, stale)
         result.deleted += len(stale)
     ctx.emit(kind="documents", documents=len(records), chunks=len(points) + len(written))
@@ -305,6 +309,7 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
         # Documents that are gone from the source: delete all their points.
         gone = [pid for d in removed if shard_of(d, ctx.shards) == shard for pid in (r.point_id for r in part_rows.get(d, ()))]
         if gone:
+            ctx.fence()
             retry_transient(ctx.store.delete_points, ctx.target, gone)
             result.deleted += len(gone)
         result.removed_documents = sum(1 for d in removed if shard_of(d, ctx.shards) == shard and d in part_rows)
@@ -312,6 +317,7 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
         rows = [r for d, rs in part_rows.items() if d not in touched for r in rs] + rows
     rows.sort(key=lambda r: (r.doc_id, r.ordinal))
     crashpoint("before-manifest")
+    ctx.fence()
     write_chunk_manifest_part(ctx.state, ctx.index, ctx.target, shard_name(shard), rows)
     manifest = {
         "shard": shard,
@@ -329,6 +335,7 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
         "at": time.time(),
     }
     if not result.failures:
+        ctx.fence()
         write_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard, manifest)
     result.seconds = time.perf_counter() - t0
     ctx.emit(kind="shard-done", shard=shard, result=result.as_dict())

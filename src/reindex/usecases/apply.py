@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import socket
-import threading
 import time
-import uuid
-from typing import Any, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +12,6 @@ from reindex.config import (
     PipelineConfig,
     config_from_dict,
 )
-from reindex.errors import ReindexError
 from reindex.identity import corpus_digest, identity_of
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
@@ -34,11 +27,12 @@ from reindex.planner import (
 
 
 from reindex import execution
-from reindex.manifests import PopulationRecord, acquire_lock, read_live, read_population, write_population
+from reindex.manifests import PopulationRecord, read_live, read_population, write_population
 from reindex.runners import ShardJob, ShardRunner, describe
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
+from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index, make_plan
 
 
@@ -104,29 +98,6 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
     return plan, plan_path
 
 
-@contextlib.contextmanager
-def _index_lock(state, index: str, purpose: str) -> Iterator[Any]:
-    """Hold the index lock, renewed in the background, for the duration of the block."""
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    lock = acquire_lock(state, index, owner, purpose=purpose)
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(lock.ttl / 3):
-            try:
-                lock.heartbeat()
-            except ReindexError:
-                return
-
-    beater = threading.Thread(target=beat, daemon=True, name="reindex-lock-heartbeat")
-    beater.start()
-    try:
-        yield lock
-    finally:
-        stop.set()
-        lock.release()
-
-
 def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str, str | None, PipelineConfig | None]:
     """Create the collection the plan writes (unless it exists) and record a new population as building.
     Returns (target, old collection to reuse from, the old population's config)."""
@@ -187,11 +158,11 @@ def apply_plan(
     if plan.kind == "none":
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
     runner = runner or backends.shard_runner(prefect if prefect is not None else use_prefect)
-    with _index_lock(state, cfg.index, f"apply {plan.plan_hash[:12]} ({plan.kind})"):
-        return _run(plan, Path(plan_path), cfg, state, runner, progress)
+    with holding_index_lock(state, cfg.index, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
+        return _run(plan, Path(plan_path), cfg, state, runner, progress, lock)
 
 
-def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardRunner, progress) -> ApplyReport:
+def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardRunner, progress, lock) -> ApplyReport:
     """Build or sync under the lock and write the run report."""
     phases: dict[str, float] = {}
     t0 = t = time.perf_counter()
@@ -206,6 +177,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             state=state, store=store,
             embedder=backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
+            fence=lock.check,
         )
         phases["setup"] = time.perf_counter() - t
         job = job_of(plan, cfg)
@@ -223,6 +195,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         ]
         t = time.perf_counter()
         if not failures and not in_place:
+            lock.check()
             store.finish_bulk(target)
             _set_population_state(state, cfg, target, "ready")
         phases["finish"] = time.perf_counter() - t

@@ -169,7 +169,6 @@ def cutover(
             evaluation, vectors_note = None, None
             if current is not None:
                 evaluation, vectors_note = _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk)
-            lock.check()
             rules = _gate(store, state, cfg, path, shadow, evaluation, kk)
             passed = all(r.passed for r in rules)
             report = {
@@ -185,8 +184,8 @@ def cutover(
                     logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", shadow,
                                                          report["forced_by"])
                 probe = embed_new([qs[0].text])[0] if qs else None
-                lock.check()
-                report["swap"] = co.swap(store, state, cfg.index, shadow, current, probe)
+                report["swap"] = co.swap(store, state, cfg.index, shadow, current, probe,
+                                         fence=lambda: lock.check(confirm=True))
             return CutoverReport(report, write_cutover_reports(report, path))
         finally:
             store.close()
@@ -198,11 +197,11 @@ def rollback(config_path: str | Path = DEFAULT_CONFIG, *, to: str | None = None)
 
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
-    with holding_index_lock(state, cfg.index, "rollback"):
+    with holding_index_lock(state, cfg.index, "rollback") as lock:
         store = backends.vector_store_for(cfg)
         try:
             co.reconcile(store, state, cfg.index)
-            return co.rollback(store, state, cfg.index, to)
+            return co.rollback(store, state, cfg.index, to, fence=lambda: lock.check(confirm=True))
         finally:
             store.close()
 
@@ -229,7 +228,7 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
     retention = cfg.cutover.retention_days * 86400
     age = parse_age(older_than) if older_than else retention
     state = backends.state_store(cfg)
-    with holding_index_lock(state, cfg.index, "gc"):
+    with holding_index_lock(state, cfg.index, "gc") as lock:
         store = backends.vector_store_for(cfg)
         try:
             co.reconcile(store, state, cfg.index)
@@ -244,6 +243,7 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
                 elif dry_run:
                     action = "would delete"
                 elif go:
+                    lock.check(confirm=True)
                     co.delete_population(store, state, cfg.index, c["collection"])
                     action = "deleted"
                 else:

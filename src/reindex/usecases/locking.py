@@ -6,11 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import threading
 import uuid
 from typing import Any, Iterator
 
-from reindex.errors import ReindexError
 from reindex.manifests import acquire_lock
 
 __all__ = ["holding_index_lock", "lock_owner"]
@@ -23,21 +21,8 @@ def lock_owner() -> str:
 
 @contextlib.contextmanager
 def holding_index_lock(state: Any, index: str, purpose: str) -> Iterator[Any]:
-    """Hold the index lock, renewed in the background, for the duration of the block."""
+    """Hold the index lock for the duration of the block, renewed in the background; a writer calls
+    ``lock.check()`` before each write and stops when the lease is lost (see :mod:`reindex.locks`)."""
     lock = acquire_lock(state, index, lock_owner(), purpose=purpose)
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(lock.ttl / 3):
-            try:
-                lock.heartbeat()
-            except ReindexError:
-                return
-
-    beater = threading.Thread(target=beat, daemon=True, name="reindex-lock-heartbeat")
-    beater.start()
-    try:
+    with lock:
         yield lock
-    finally:
-        stop.set()
-        lock.release()
