@@ -41,7 +41,13 @@ from reindex.cost._money import (
     usd,
     vector_bytes,
 )
-from reindex.cost._sampling import STRATUM_EDGES, allocate_sample, bootstrap_interval, project_total, stratum_of
+from reindex.cost._sampling import (
+    STRATUM_EDGES,
+    allocate_sample,
+    bootstrap_interval,
+    project_total,
+    stratum_of,
+)
 from reindex.cost._window import Window, billed_tokens, chunk_count, window_of
 
 __all__ = [

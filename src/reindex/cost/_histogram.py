@@ -8,10 +8,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reindex.errors import ConfigError
-
 from reindex.cost._money import Cost, Footprint, Precision, Work, payload_bytes, price
 from reindex.cost._window import Window, billed_tokens, chunk_count, window_of
+from reindex.errors import ConfigError
 
 if TYPE_CHECKING:  # only for annotations: importing config at run time would pull in pydantic
     from reindex.config import FixedChunkerConfig, SlidingChunkerConfig

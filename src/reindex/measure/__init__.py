@@ -46,7 +46,13 @@ from reindex.measure._rc import (
     recompute,
     recompute_fraction,
 )
-from reindex.measure._render import BAND_HEAD, measure_html, measure_markdown, rc_chart_svg, write_measure_reports
+from reindex.measure._render import (
+    BAND_HEAD,
+    measure_html,
+    measure_markdown,
+    rc_chart_svg,
+    write_measure_reports,
+)
 from reindex.measure._report import (
     LENGTH_TOLERANCE,
     ChunkerReport,

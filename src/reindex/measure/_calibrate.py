@@ -9,7 +9,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from reindex.errors import ChunkerError
-
 from reindex.measure._pairs import RevisionPair
 from reindex.measure._rc import AnyChunker, Counter, chunk_texts
 

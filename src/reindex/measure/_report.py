@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from reindex.errors import ChunkerError, MeasureError, ReindexError
-
 from reindex.measure._pairs import RevisionPair
 from reindex.measure._rc import Candidate, Counter, PairResult, measure_pair
 from reindex.measure._retrieval import RetrievalResult

@@ -15,10 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from reindex.errors import MeasureError
-from reindex.tables import TableError, read_parquet
-
 from reindex.measure._rc import AnyChunker, Counter
 from reindex.measure._stats import rounded
+from reindex.tables import TableError, read_parquet
 
 __all__ = ["PACK_BUDGET", "PACK_CANDIDATES", "EmbeddingCache", "Query", "RetrievalResult", "chunk_spans",
            "embed_cached", "evaluate_retrieval", "load_corpus", "load_queries", "retrieval_pool"]

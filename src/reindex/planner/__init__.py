@@ -11,13 +11,33 @@ its files), ``_request`` (``PlanRequest``), ``_sampled`` (sampled projection), `
 """
 
 from reindex.errors import PlanError
-from reindex.planner._baseline import Baseline, DocState, explicit_baseline, live_baseline, no_baseline
+from reindex.planner._baseline import (
+    Baseline,
+    DocState,
+    explicit_baseline,
+    live_baseline,
+    no_baseline,
+)
 from reindex.planner._change import plan_change
 from reindex.planner._classify import KINDS, approval_needed, classify, explain_changes
-from reindex.planner._plan import PLAN_SCHEMA, Plan, hash_body, plan_filename, read_plan, seal, write_plan
+from reindex.planner._plan import (
+    PLAN_SCHEMA,
+    Plan,
+    hash_body,
+    plan_filename,
+    read_plan,
+    seal,
+    write_plan,
+)
 from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import SAMPLE_STRATA, SAMPLED_FIELDS
-from reindex.planner._work import DEFAULT_TOKENS_PER_MINUTE, LENGTH_EDGES, DocWork, Rates, doc_work
+from reindex.planner._work import (
+    DEFAULT_TOKENS_PER_MINUTE,
+    LENGTH_EDGES,
+    DocWork,
+    Rates,
+    doc_work,
+)
 
 __all__ = [
     "DEFAULT_TOKENS_PER_MINUTE",

@@ -8,7 +8,12 @@ from typing import Any, Callable
 
 from reindex.config import PipelineConfig, config_from_dict
 from reindex.identity import CorpusDigest, Identity, identity_of
-from reindex.manifests import digest_json, manifest_digest, read_chunk_manifest, read_live
+from reindex.manifests import (
+    digest_json,
+    manifest_digest,
+    read_chunk_manifest,
+    read_live,
+)
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport

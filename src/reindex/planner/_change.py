@@ -12,9 +12,6 @@ from reindex.errors import PlanError
 from reindex.identity import CorpusDigest, Identity, identity_of
 from reindex.manifests import digest_json
 from reindex.pipeline import TextPipeline
-from reindex.sources import open_source
-from reindex.sources.base import Document, ScanReport
-
 from reindex.planner._baseline import Baseline
 from reindex.planner._classify import approval_needed, classify, explain_changes
 from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
@@ -32,6 +29,8 @@ from reindex.planner._work import (
     what_if,
     whole_doc_tokens,
 )
+from reindex.sources import open_source
+from reindex.sources.base import Document, ScanReport
 
 __all__ = ["plan_change"]
 

@@ -7,7 +7,6 @@ from typing import Any
 
 from reindex.config import PipelineConfig
 from reindex.identity import Identity
-
 from reindex.planner._baseline import Baseline
 
 __all__ = ["KINDS", "approval_needed", "classify", "explain_changes"]

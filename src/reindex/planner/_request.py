@@ -7,7 +7,6 @@ from typing import Callable
 
 from reindex import cost as costmod
 from reindex.config import PipelineConfig
-
 from reindex.planner._baseline import Baseline
 from reindex.planner._work import Rates
 

@@ -10,11 +10,10 @@ from typing import Callable
 
 from reindex import cost as costmod
 from reindex.identity import CorpusDigest, identity_of
-from reindex.sources.base import Document, ScanReport
-
 from reindex.planner._baseline import Baseline
 from reindex.planner._request import PlanRequest
 from reindex.planner._work import DocWork, Totals, bucket, payload_old
+from reindex.sources.base import Document, ScanReport
 
 __all__ = ["SAMPLED_FIELDS", "SAMPLE_STRATA", "sampled_projection"]
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from reindex import cost as costmod
 from reindex.config import PipelineConfig
 from reindex.pipeline import TextPipeline
-
 from reindex.planner._baseline import Baseline, DocState
 
 __all__ = [

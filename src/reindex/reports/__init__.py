@@ -7,7 +7,11 @@ functions that touch the disk. Private modules by role: ``_format`` (numbers peo
 (CSS), ``_plan_html``, ``_write``, ``_cutover``, ``_text`` (the CLI's terminal text).
 """
 
-from reindex.reports._cutover import cutover_html, cutover_markdown, write_cutover_reports
+from reindex.reports._cutover import (
+    cutover_html,
+    cutover_markdown,
+    write_cutover_reports,
+)
 from reindex.reports._format import LIST_CAP, human_bytes, human_number
 from reindex.reports._plan_html import plan_html
 from reindex.reports._plan_md import plan_markdown

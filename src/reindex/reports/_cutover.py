@@ -7,7 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from reindex.atomic import atomic_write_text
-from reindex.reports._charts import CHART_H, CHART_W, PAD_B, PAD_L, PAD_R, PAD_T, figure_html, svg_doc
+from reindex.reports._charts import (
+    CHART_H,
+    CHART_W,
+    PAD_B,
+    PAD_L,
+    PAD_R,
+    PAD_T,
+    figure_html,
+    svg_doc,
+)
 from reindex.reports._style import CSS
 
 __all__ = ["cutover_html", "cutover_markdown", "write_cutover_reports"]

@@ -6,8 +6,22 @@ import html
 from typing import Sequence
 
 from reindex.planner import Plan
-from reindex.reports._charts import chart_chunks_per_bucket, chart_doc_length, chart_population, chart_token_sources
-from reindex.reports._format import capped, duration, human_bytes, human_number, num, pct, ratio, usd
+from reindex.reports._charts import (
+    chart_chunks_per_bucket,
+    chart_doc_length,
+    chart_population,
+    chart_token_sources,
+)
+from reindex.reports._format import (
+    capped,
+    duration,
+    human_bytes,
+    human_number,
+    num,
+    pct,
+    ratio,
+    usd,
+)
 from reindex.reports._plan_facts import (
     baseline_line,
     change_lines,
