@@ -41,10 +41,12 @@ def test_cutover_text_fail_without_evaluation() -> None:
 def test_status_text() -> None:
     st = {"index": "kb", "aliases": {"kb": "kb__a"}, "lock": {"owner": "host:1", "purpose": "apply"},
           "populations": [{"state": "live", "collection": "kb__a", "points": 1234, "chunker": "fixed:size=3", "age_days": 1.5},
+                          {"state": "shadow", "collection": "kb__c", "points": 0, "chunker": "fixed:size=5", "age_days": 0.0},
                           {"state": "retired", "collection": "kb__b", "points": None, "chunker": "fixed:size=4", "age_days": 9}]}
     assert status_text(st) == (
         "index kb: alias → kb__a\n"
         "  live      kb__a  1,234 points  fixed:size=3  (1.5 days)\n"
+        "  shadow    kb__c  0 points  fixed:size=5  (0.0 days)\n"
         "  retired   kb__b  deleted  fixed:size=4  (9 days)\n"
         "  locked by host:1 (apply)"
     )
