@@ -15,7 +15,6 @@ from reindex.chunkers.markdown import heading_positions
 from reindex.config import (
     CdcChunkerConfig,
     FixedChunkerConfig,
-    RecursiveChunkerConfig,
     SentenceChunkerConfig,
     SlidingChunkerConfig,
     chunker_spec,

@@ -166,7 +166,7 @@ def _final(c: Any, fr: Any) -> Any:
 
 
 def _artifact(flow_run_id: Any, key_prefix: str) -> str:
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId, FlowRunFilter
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
     with _client() as c:
         arts = c.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))
@@ -288,7 +288,7 @@ def test_thread_and_dask_runners_build_the_identical_population(tmp_path: Path, 
             r = api.apply_plan(path, ws.config, use_prefect=True)
         assert r.status == "done", r.report
         built[runner] = (plan.plan_hash, r.collection, ws.snapshot(r.collection))
-    (h1, c1, s1), (h2, c2, s2) = built["threads"], built["dask"]
+    (_h1, c1, s1), (_h2, c2, s2) = built["threads"], built["dask"]
     assert c1 == c2
     assert len(s1.ids) == plan.body["work"]["chunks_new"]
     s1.assert_same(s2)

@@ -1,6 +1,8 @@
 """The ``reindex`` command line: parse options, make one ``api`` call, render the result.
 
-Expected failures (ReindexError) print one line and exit 1; tracebacks only with ``--debug``."""
+Expected failures (ReindexError) print one line and exit 1; tracebacks only with ``--debug``.
+The terminal text of each result is rendered by :mod:`reindex.reports` (plain strings, no click);
+this module holds only the click commands, their options and help, and apply's progress bar."""
 
 from __future__ import annotations
 
@@ -98,24 +100,13 @@ def validate(config_path: str, as_json: bool) -> None:
       reindex validate -c reindex.yaml --json
     """
     from reindex import api
+    from reindex.reports import validation_text
 
     v = api.validate_config(config_path)
     if as_json:
         _emit_json(v.as_dict())
         return
-    click.echo(f"{config_path}: valid")
-    rows = [
-        ("index (alias)", v.identity.index),
-        ("collection", v.identity.collection),
-        ("chunker", v.chunker),
-        ("text id", v.identity.text_id),
-        ("vector id", v.identity.vector_id),
-        ("pipeline id", v.identity.pipeline_id),
-    ]
-    for key, value in rows:
-        click.echo(f"  {key:<14} {value}")
-    for w in v.warnings:
-        click.echo(f"  warning: {w}")
+    click.echo(validation_text(config_path, v))
 
 
 @main.command()
@@ -137,13 +128,14 @@ def chunk(path: str, config_path: str | None, chunker: str | None, summary: bool
       reindex chunk ./corpus --summary --chunker cdc:min=176,max=352,cap=512
     """
     from reindex import api
+    from reindex.reports import chunk_summary_text
 
     if summary:
         s = api.summarize_chunks(path, config_path=config_path, chunker=chunker)
         if as_json:
             _emit_json(s.as_dict())
             return
-        click.echo(_render_summary(s))
+        click.echo(chunk_summary_text(s))
         return
     records, report, _cfg = api.chunk_path(path, config_path=config_path, chunker=chunker)
     if as_json:
@@ -155,57 +147,6 @@ def chunk(path: str, config_path: str | None, chunker: str | None, summary: bool
             click.echo(f"{r.ordinal:>4}  {r.start:>7}-{r.end:<7} {r.tokens:>4} tok  {r.fingerprint[:12]}  {preview}")
     for bad in report.bad:
         click.echo(f"skipped {bad.doc_id}: {bad.reason}", err=True)
-
-
-def _human(n: float) -> str:
-    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:,.0f}"
-
-
-def _render_plan(plan: Any, path: Any) -> str:
-    from reindex.reports import human_bytes as _bytes
-
-    b = plan.body
-    w, c = b["work"], b["cost"]
-    d = w["documents"]
-    lines = [f"{b['kind']}  ·  index {b['index']}  ·  plan {plan.plan_hash[:12]}"]
-    for e in b["explanation"]:
-        lines.append(f"  {e}")
-    lines.append(
-        f"  documents: {d['added']:,} added, {d['edited']:,} edited, {d['removed']:,} removed, "
-        f"{d['unchanged']:,} unchanged, {d['bad']:,} bad"
-    )
-    ratio = f" (×{w['chunks_new'] / w['chunks_old']:.2f})" if w["chunks_old"] else ""
-    lines.append(f"  chunks: {w['chunks_old']:,} → {w['chunks_new']:,}{ratio}; reused {w['chunks_reused']:,}, to embed {w['chunks_to_embed']:,}")
-    lines.append(
-        f"  tokens to embed: {w['tokens_to_embed']:,}  ·  ${c['usd']:,.2f}  ·  {c['hours']:.2f} h at "
-        f"{c['tokens_per_minute']:,.0f} tokens/min ({c['rate_source']})"
-    )
-    if w["cross_document"]["chunks"]:
-        lines.append(f"  cross-document reuse would save {w['cross_document']['chunks']:,} more chunks ({w['cross_document']['tokens']:,} tokens)")
-    peak = c["footprint"]["peak"]
-    lines.append(
-        f"  vectors: {c['vectors_old']:,} → {c['vectors_new']:,}, peak {c['peak_vectors']:,} "
-        f"(RAM {_bytes(peak['ram_bytes'])}, disk {_bytes(peak['disk_bytes'])} at the peak)"
-    )
-    if b["projection"]:
-        p = b["projection"]
-        iv = p["intervals"]
-        lines.append(
-            f"  projected from a sample of {p['sample']} of {p['population']} documents (seed {p['seed']}): "
-            f"chunks {iv['chunks_new']['estimate']:,.0f} [{iv['chunks_new']['low']:,.0f}, {iv['chunks_new']['high']:,.0f}], "
-            f"tokens to embed {iv['tokens_to_embed']['estimate']:,.0f} [{iv['tokens_to_embed']['low']:,.0f}, {iv['tokens_to_embed']['high']:,.0f}]"
-        )
-    if b["approval"]["required"]:
-        lines.append("  approval required: " + "; ".join(b["approval"]["reasons"]))
-    if w["affected_documents"]:
-        ids = w["affected_documents"]
-        lines.append(f"  affected: {', '.join(ids[:8])}" + (f" … and {len(ids) - 8} more" if len(ids) > 8 else ""))
-    if path is not None:
-        lines.append(f"  plan: {path}")
-    return "\n".join(lines)
 
 
 @main.command()
@@ -230,13 +171,14 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
       reindex plan -c new.yaml --baseline-config old.yaml --baseline-corpus old.parquet --json
     """
     from reindex import api
+    from reindex.reports import plan_text
 
     p, path = api.make_plan(config_path, baseline_config=baseline_config, baseline_corpus=baseline_corpus,
                             out=out, sample=sample, seed=seed)
     if as_json:
         _emit_json({**p.summary(), "plan_file": str(path)})
     else:
-        click.echo(_render_plan(p, path))
+        click.echo(plan_text(p, path))
     ctx.exit(0 if p.kind == "none" else 2)
 
 
@@ -251,12 +193,13 @@ def show(plan_file: str, as_json: bool) -> None:
       reindex show plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json
     """
     from reindex import api
+    from reindex.reports import plan_text
 
     p = api.show_plan(plan_file)
     if as_json:
         _emit_json(dict(p.body))
     else:
-        click.echo(_render_plan(p, plan_file))
+        click.echo(plan_text(p, plan_file))
 
 
 @main.command()
@@ -296,38 +239,14 @@ def estimate(histogram: str, old: str, new: str, usd_per_mtok: float, tokens_per
       reindex estimate --histogram buckets.csv --from sliding:size=512,overlap=0.1 --to sliding:size=256,overlap=0.2
     """
     from reindex import api
+    from reindex.reports import estimate_json, estimate_text
 
     e = api.estimate(histogram, old, new, usd_per_mtok=usd_per_mtok, tokens_per_minute=tokens_per_minute,
                      dimension=dimension)
-    data = {
-        "documents": e.documents,
-        "chunks_old": e.chunks_old,
-        "chunks_new": e.chunks_new,
-        "ratio": round(e.ratio, 4),
-        "tokens_billed_old": e.tokens_billed_old,
-        "tokens_full_reembed": e.tokens_full_reembed,
-        "tokens_reused": e.tokens_reused,
-        "tokens_to_embed": e.tokens_to_embed,
-        "usd": round(e.usd, 2),
-        "hours": round(e.hours, 2),
-        "vectors_old": e.chunks_old,
-        "vectors_new": e.chunks_new,
-        "peak_vectors": e.peak_vectors,
-        "peak_bytes": e.footprint.peak.ram_bytes + e.footprint.peak.disk_bytes,
-        "chunks_no_overlap": e.sensitivity.chunks_no_overlap,
-        "tail_chunks": e.sensitivity.tail_chunks,
-        "tail_chunk_share": round(e.sensitivity.tail_chunk_share, 4),
-    }
     if as_json:
-        _emit_json(data)
+        _emit_json(estimate_json(e))
         return
-    click.echo(f"{old} → {new} over {e.documents:,} documents")
-    click.echo(f"  vectors {_human(e.chunks_old)} → {_human(e.chunks_new)} (×{e.ratio:.2f}), peak {_human(e.peak_vectors)} during cutover")
-    click.echo(f"  tokens: {_human(e.tokens_full_reembed)} for a full re-embed, {_human(e.tokens_to_embed)} after reusing single-chunk documents")
-    click.echo(f"  ${e.usd:,.2f} at ${usd_per_mtok}/M tokens · {e.hours:,.2f} h at {_human(tokens_per_minute)} tokens/min")
-    click.echo(f"  at 0 % overlap: {_human(e.sensitivity.chunks_no_overlap)} chunks; documents over "
-               f"{e.sensitivity.tail_tokens:,} tokens make {_human(e.sensitivity.tail_chunks)} chunks "
-               f"({e.sensitivity.tail_chunk_share:.0%})")
+    click.echo(estimate_text(e, old, new, usd_per_mtok, tokens_per_minute))
 
 
 @main.command()
@@ -350,30 +269,14 @@ def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: i
       reindex classify --fixture tests/fixture --base main.yaml --head pr.yaml --scale-to 8000000 --format md
     """
     from reindex import api
+    from reindex.reports import classification_text
 
     r = api.classify_change(fixture, base, head, scale_to=scale_to, histogram=histogram)
     if fmt == "json":
         _emit_json(r.as_dict())
     else:
-        click.echo(_render_classification(r))
+        click.echo(classification_text(r))
     ctx.exit(r.exit_code)
-
-
-def _render_classification(r: Any) -> str:
-    icon = {"safe": "✅", "text-affecting": "⚠️", "structural": "🛑"}[r.outcome]
-    lines = [f"### reindex: {icon} {r.outcome} ({r.kind})", ""]
-    lines += [f"- `{e}`" for e in r.explanation] or ["- no config field changed"]
-    lines += ["", f"Fixture of {r.fixture_documents:,} documents: {r.chunks_base:,} → {r.chunks_head:,} chunks, "
-              f"{r.fingerprints_changed:,} new chunk texts, {r.tokens_base:,} → {r.tokens_head:,} tokens."]
-    p = r.projection
-    if p:
-        pct = f", {p['change_pct']:+.0f} %" if p.get("change_pct") is not None else ""
-        tokens = p.get("tokens_to_embed", p.get("tokens_to_embed_max", 0))
-        lines += ["", f"**Projected:** {_human(p['chunks_head'])} chunks{pct}, {_human(tokens)} tokens to re-embed "
-                  f"({p['method']})."]
-        if "usd" in p:
-            lines[-1] += f" ${p['usd']:,.2f}, {p['hours']:,.1f} h, peak {_human(p['peak_vectors'])} vectors."
-    return "\n".join(lines)
 
 
 @main.command()
@@ -474,13 +377,14 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
       reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json -c reindex.yaml
     """
     from reindex import api
+    from reindex.reports import apply_text
 
     with _ApplyProgress(enabled=not no_progress and not as_json, announce=not as_json) as bar:
         r = api.apply_plan(plan_file, config_path, replan=replan, progress=bar, prefect=prefect)
     if as_json:
         _emit_json(r.as_dict())
     else:
-        click.echo(_render_apply(r))
+        click.echo(apply_text(r))
     if r.status == "failed":
         raise click.exceptions.Exit(1)
 
@@ -489,32 +393,6 @@ RUNNER_LINES = {
     "in-process": "running in-process; set PREFECT_API_URL to track runs in Prefect",
     "prefect": "running as the Prefect flow reindex-apply",
 }
-
-
-def _render_apply(r: Any) -> str:
-    if r.status == "nothing-to-do":
-        return "nothing to do: the plan is `none`"
-    if r.status == "already-applied":
-        return f"plan {r.plan_hash[:12]} was already applied to {r.collection}; nothing changed"
-    rep = r.report
-    a, p = rep["actual"], rep["planned"]
-    lines = [
-        f"{r.status}: {r.kind} → {r.collection} in {rep['seconds']:.1f} s",
-        f"  chunks written {a['chunks_written']:,} (planned {p['chunks_new']:,}); reused {a['reused_from_old']:,} from the old "
-        f"population, {a['reused_from_target']:,} already in place; embedded {a['embedded']:,} texts "
-        f"({a['tokens_embedded']:,} tokens; planned {p['chunks_to_embed']:,} / {p['tokens_to_embed']:,})",
-        f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
-        f"skipped {a['shards_skipped']}",
-    ]
-    if a["truncated"]:
-        lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")
-    if rep["catch_up"]["documents"]:
-        lines.append(f"  catch-up replayed {rep['catch_up']['documents']} documents that changed during the build")
-    for f in rep["failures"][:10]:
-        lines.append(f"  failed: shard {f.get('shard')}: {f.get('doc_id', '')} {f.get('reason')}")
-    if r.report_path:
-        lines.append(f"  run report: {r.report_path}")
-    return "\n".join(lines)
 
 
 @main.command()
@@ -535,6 +413,7 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
       reindex cutover plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --queries queries.jsonl
     """
     from reindex import api
+    from reindex.reports import cutover_text
 
     r = api.cutover(plan_file, config_path, queries=queries, k=k, force=force)
     if r.report.get("already"):
@@ -546,27 +425,7 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
     if as_json:
         _emit_json(r.as_dict())
     else:
-        rep = r.report
-        click.echo(f"{'PASS' if r.passed else 'FAIL'}: {rep['index']}: {rep['live'] or 'no alias'} → {rep['shadow']} "
-                   f"({rep['queries_source']})")
-        for rule in rep["rules"]:
-            click.echo(f"  {'ok  ' if rule['passed'] else 'FAIL'} {rule['rule']}: {rule['detail']}")
-        if rep["evaluation"]:
-            agg = rep["evaluation"]["aggregate"]
-            kk = rep["k"]
-            click.echo(f"  overlap@{kk} {agg.get(f'overlap_at_{kk}', 0):.3f} · RBO {agg.get('rbo', 0):.3f} · latency p50 "
-                       f"{agg.get('latency_old_p50_ms', 0):.1f} → {agg.get('latency_new_p50_ms', 0):.1f} ms")
-            for m in (f"recall_at_{kk}", "mrr", "evidence_recall"):
-                if f"{m}_diff" in agg:
-                    d = agg[f"{m}_diff"]
-                    click.echo(f"  {m}: {agg[f'{m}_old']:.3f} → {agg[f'{m}_new']:.3f} "
-                               f"(Δ {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}])")
-        if rep["swap"]:
-            click.echo(f"  alias {rep['index']} → {rep['shadow']} (previous: {rep['swap']['from'] or 'none'}; "
-                       f"`reindex rollback` restores it)")
-        else:
-            click.echo("  alias not moved")
-        click.echo(f"  report: {r.report_path}")
+        click.echo(cutover_text(r))
     if not r.report["swap"]:
         raise click.exceptions.Exit(3)
 
@@ -660,17 +519,13 @@ def status(config_path: str, as_json: bool) -> None:
       reindex status -c reindex.yaml
     """
     from reindex import api
+    from reindex.reports import status_text
 
     st = api.status(config_path)
     if as_json:
         _emit_json(st)
         return
-    click.echo(f"index {st['index']}: alias → {st['aliases'].get(st['index'], 'none')}")
-    for p in st["populations"]:
-        pts = f"{p['points']:,} points" if p["points"] is not None else "deleted"
-        click.echo(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}  ({p['age_days']} days)")
-    if st["lock"]:
-        click.echo(f"  locked by {st['lock']['owner']} ({st['lock']['purpose']})")
+    click.echo(status_text(st))
 
 
 @main.command()
@@ -715,6 +570,7 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
       reindex measure --pairs revisions.parquet --lang en --queries queries.jsonl --corpus snapshot_new.parquet --pool 200
     """
     from reindex import api
+    from reindex.reports import measure_text
 
     def progress(line: str) -> None:
         if not as_json:
@@ -728,29 +584,9 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
     if as_json:
         _emit_json(report.as_dict())
     else:
-        click.echo(_render_measure(report))
+        click.echo(measure_text(report))
     if written and not as_json:
         click.echo("reports: " + ", ".join(str(p) for p in written))
-
-
-def _render_measure(r: Any) -> str:
-    lines = [f"R_c over {r.pairs} pairs ({', '.join(r.langs)}) from {r.source}; tokens of {r.tokenizer}"]
-    bands = ["<=5%", "5-20%", "20-50%", ">50%", "all"]
-    head = f"  {'chunker':<34} {'lang':<4} {'median tok':>10} " + " ".join(f"{b:>7}" for b in bands) + "  no-edit  fail"
-    lines.append(head)
-    for c in r.chunkers:
-        for lang in r.langs:
-            by = {b.band: b for b in c.bands if b.lang == lang}
-            cells = " ".join(f"{100 * by[b].rc_mean:6.1f}%" if b in by and by[b].rc_mean is not None else f"{'–':>7}" for b in bands)
-            med = c.median_by_lang.get(lang, 0.0)
-            lines.append(f"  {c.spec:<34} {lang:<4} {med:>10.0f} {cells}  {c.no_edit_rc:>7g}  {c.failures:>4}")
-        for x in c.retrieval:
-            lines.append(f"  {'':<34} {x.lang:<4} retrieval: evidence recall {100 * x.evidence_recall:.1f}%, Hit@5 "
-                         f"{100 * x.hit_at_5:.1f}%, MRR {x.mrr:.3f}, nDCG@5 {x.ndcg_at_5:.3f}" + (f" ({x.note})" if x.note else ""))
-    lines.append("  (mean of per-pair R_c by edit band; paired differences and intervals in --json / --report)")
-    for w in r.warnings:
-        lines.append(f"warning: {w}")
-    return "\n".join(lines)
 
 
 TASK_RUNNER_OPTION = click.option(
@@ -815,20 +651,6 @@ def serve(config_path: str, plans_dir: str | None, timezone: str, task_runner: s
     for cmd in r.next_commands:
         click.echo(f"  {cmd}")
     orchestration.serve(config_path, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner)
-
-
-def _render_summary(s: Any) -> str:
-    lines = [
-        f"{s.chunker}",
-        f"  documents {s.documents:,}   chunks {s.chunks:,}   tokens {s.tokens:,}",
-        f"  chunk tokens: p10 {s.p10_tokens:.0f} · median {s.median_tokens:.0f} · p90 {s.p90_tokens:.0f} · max {s.max_tokens}",
-    ]
-    if s.over_model_limit:
-        lines.append(f"  {s.over_model_limit:,} chunks exceed the model's input limit and would be truncated")
-    if s.bad_documents:
-        reasons = ", ".join(f"{k}: {v}" for k, v in s.bad_reasons.items())
-        lines.append(f"  bad documents: {s.bad_documents} ({reasons})")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -48,7 +48,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from qdrant_client.local.persistence import CollectionPersistence
 from qdrant_client.local.qdrant_local import QdrantLocal
 
-from reindex.errors import StateError, TransientError, VectorStoreError
+from reindex.errors import TransientError, VectorStoreError
 
 log = logging.getLogger(__name__)
 

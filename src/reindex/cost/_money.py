@@ -1,0 +1,175 @@
+"""Money, time and bytes: dollars and hours of tokens, vector and payload bytes, the RAM/disk usage
+of a population, and the pricing of exact work computed by the planner."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["BYTES_PER_COMPONENT", "INDEX_OVERHEAD", "PAYLOAD_FIELD_BYTES", "Cost", "Footprint", "Precision", "Usage",
+           "Work", "hours", "payload_bytes", "population_usage", "price", "usd", "vector_bytes"]
+
+Precision = Literal["float32", "float16", "int8"]
+
+#: Bytes per stored vector component. ``int8`` is scalar quantisation: one byte per component
+#: searched in RAM, with the float32 originals kept on disk for rescoring.
+BYTES_PER_COMPONENT: dict[str, int] = {"float32": 4, "float16": 2, "int8": 1}
+
+#: Qdrant's capacity-planning rule of thumb (Qdrant docs, "Capacity planning"):
+#: ``memory_size = number_of_vectors * vector_dimension * 4 bytes * 1.5``; the extra 50 % covers
+#: metadata (indexes such as the HNSW graph, point versions) and temporary segments created
+#: during optimisation.
+INDEX_OVERHEAD = 1.5
+
+#: Payload fields stored with every chunk besides its text (doc id, ordinal, fingerprint, token
+#: count, offsets, pipeline id), in bytes. An estimate; the planner passes measured sizes when
+#: it has them.
+PAYLOAD_FIELD_BYTES = 200
+
+
+def usd(tokens: int, usd_per_mtok: float) -> float:
+    """API spend: ``tokens / 1e6 × usd_per_mtok``."""
+    if usd_per_mtok < 0:
+        raise ValueError(f"usd_per_mtok must be >= 0, got {usd_per_mtok}")
+    return tokens / 1e6 * usd_per_mtok
+
+
+def hours(tokens: int, tokens_per_minute: float) -> float:
+    """Wall clock at a sustained throughput: ``tokens / tokens_per_minute / 60``."""
+    if not tokens_per_minute > 0:
+        raise ValueError(f"tokens_per_minute must be > 0, got {tokens_per_minute}")
+    return tokens / tokens_per_minute / 60.0
+
+
+def vector_bytes(n_vectors: int, dimension: int, bytes_per_component: int) -> int:
+    """Raw size of ``n_vectors`` vectors: ``n × dimension × bytes_per_component``."""
+    return n_vectors * dimension * bytes_per_component
+
+
+def payload_bytes(chunks: int, text_bytes: int, *, field_bytes: int = PAYLOAD_FIELD_BYTES) -> int:
+    """Estimated payload of ``chunks`` points: their text plus ``field_bytes`` of fields each."""
+    return text_bytes + chunks * field_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """RAM and disk of one population (or of several together)."""
+
+    ram_bytes: int
+    disk_bytes: int
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(self.ram_bytes + other.ram_bytes, self.disk_bytes + other.disk_bytes)
+
+
+def population_usage(n_vectors: int, dimension: int, payload: int, precision: Precision = "float32") -> Usage:
+    """RAM and disk of one population in Qdrant, by one documented formula.
+
+    With ``b`` the bytes per component searched in RAM (``BYTES_PER_COMPONENT``: float32 4,
+    float16 2, int8 scalar quantisation 1) and ``INDEX_OVERHEAD`` = 1.5, Qdrant's capacity-planning
+    rule of thumb (``memory_size = number_of_vectors * vector_dimension * 4 bytes * 1.5``, Qdrant
+    docs, "Capacity planning"; the 1.5 covers metadata such as the HNSW index and point versions,
+    and temporary optimisation segments) generalised to other precisions:
+
+    * ``ram  = ceil(1.5 × n × d × b)``: the searched vectors with their index; payload is on disk.
+    * ``disk = ceil(1.5 × n × d × s) + q × n × d + payload``: the stored vectors with their
+      persisted index and segments, where ``s`` is the stored precision (4 for float32 and for
+      int8, whose float32 originals stay on disk for rescoring; 2 for float16) and ``q`` is 1 for
+      int8 (the quantised copy is persisted too) else 0.
+    """
+    if precision not in BYTES_PER_COMPONENT:
+        raise ValueError(f"precision must be one of {', '.join(BYTES_PER_COMPONENT)}, got {precision!r}")
+    if n_vectors < 0 or dimension <= 0 or payload < 0:
+        raise ValueError(f"need n_vectors >= 0, dimension > 0, payload >= 0 (got {n_vectors}, {dimension}, {payload})")
+    searched = vector_bytes(n_vectors, dimension, BYTES_PER_COMPONENT[precision])
+    stored = vector_bytes(n_vectors, dimension, 4 if precision == "int8" else BYTES_PER_COMPONENT[precision])
+    quantised = searched if precision == "int8" else 0
+    # ceil: a byte estimate should never round a requirement down.
+    return Usage(
+        ram_bytes=math.ceil(searched * INDEX_OVERHEAD),
+        disk_bytes=math.ceil(stored * INDEX_OVERHEAD) + quantised + payload,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """RAM and disk before (old population), after (new population) and at the peak during the
+    build and cutover, when both populations exist at once."""
+
+    old: Usage
+    new: Usage
+    peak: Usage
+
+
+# --------------------------------------------------------------------------------------------
+# Pricing exact work
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """What a change does, as computed by the planner (exactly or as a sampled projection).
+
+    ``chunks_reused`` chunks of the new population take their vector from the old one;
+    ``tokens_to_embed`` are the tokens of the rest. ``precision`` is how vectors are *stored*
+    (float32, float16, or int8 scalar quantisation), not the inference precision of the model.
+    ``dimension_old``/``precision_old`` default to the new values (only a vector-half change
+    moves them).
+    """
+
+    chunks_old: int
+    chunks_new: int
+    chunks_reused: int
+    tokens_to_embed: int
+    payload_bytes_old: int
+    payload_bytes_new: int
+    dimension: int
+    precision: Precision = "float32"
+    dimension_old: int | None = None
+    precision_old: Precision | None = None
+
+    def __post_init__(self) -> None:
+        counts = (self.chunks_old, self.chunks_new, self.chunks_reused, self.tokens_to_embed, self.payload_bytes_old, self.payload_bytes_new)
+        if min(counts) < 0:
+            raise ValueError(f"work counts must be >= 0, got {counts}")
+        if self.chunks_reused > self.chunks_new:
+            raise ValueError(f"chunks_reused ({self.chunks_reused}) exceeds chunks_new ({self.chunks_new})")
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """The price of some work: dollars, wall clock, vectors and bytes."""
+
+    tokens_to_embed: int
+    usd: float
+    hours: float
+    usd_per_mtok: float
+    tokens_per_minute: float
+    vectors_old: int
+    vectors_new: int
+    vectors_embedded: int
+    vectors_peak: int
+    footprint: Footprint
+
+
+def price(work: Work, *, usd_per_mtok: float, tokens_per_minute: float) -> Cost:
+    """Price ``work``: ``usd = tokens/1e6 × usd_per_mtok``, ``hours = tokens / tokens_per_minute / 60``,
+    peak vectors = old + new (the new population is complete, reused points included, before the
+    old one is retired), bytes by ``population_usage``."""
+    old = population_usage(
+        work.chunks_old, work.dimension_old or work.dimension, work.payload_bytes_old, work.precision_old or work.precision
+    )
+    new = population_usage(work.chunks_new, work.dimension, work.payload_bytes_new, work.precision)
+    return Cost(
+        tokens_to_embed=work.tokens_to_embed,
+        usd=usd(work.tokens_to_embed, usd_per_mtok),
+        hours=hours(work.tokens_to_embed, tokens_per_minute),
+        usd_per_mtok=usd_per_mtok,
+        tokens_per_minute=tokens_per_minute,
+        vectors_old=work.chunks_old,
+        vectors_new=work.chunks_new,
+        vectors_embedded=work.chunks_new - work.chunks_reused,
+        vectors_peak=work.chunks_old + work.chunks_new,
+        footprint=Footprint(old=old, new=new, peak=old + new),
+    )

@@ -1,0 +1,69 @@
+"""Classify a change and compute its exact work (or a sampled projection); pure over its inputs.
+
+Inputs: the proposed (resolved) config, the corpus, and a baseline — the live population (its
+recorded config and chunk manifest), an explicit old config + old corpus, or nothing (initial build).
+Output: a :class:`Plan`, an immutable JSON document with a hash over its contents.
+
+Private modules by role: ``_baseline`` (baselines), ``_classify`` (kind, explanation, approval
+policy), ``_work`` (per-document work, totals, pricing, what-if), ``_plan`` (the plan document and
+its files), ``_request`` (``PlanRequest``), ``_sampled`` (sampled projection), ``_change``
+(``plan_change``).
+"""
+
+from reindex.errors import PlanError
+from reindex.planner._baseline import (
+    Baseline,
+    DocState,
+    explicit_baseline,
+    live_baseline,
+    no_baseline,
+)
+from reindex.planner._change import plan_change
+from reindex.planner._classify import KINDS, approval_needed, classify, explain_changes
+from reindex.planner._plan import (
+    PLAN_SCHEMA,
+    Plan,
+    hash_body,
+    plan_filename,
+    read_plan,
+    seal,
+    write_plan,
+)
+from reindex.planner._request import PlanRequest
+from reindex.planner._sampled import SAMPLE_STRATA, SAMPLED_FIELDS
+from reindex.planner._work import (
+    DEFAULT_TOKENS_PER_MINUTE,
+    LENGTH_EDGES,
+    DocWork,
+    Rates,
+    doc_work,
+)
+
+__all__ = [
+    "DEFAULT_TOKENS_PER_MINUTE",
+    "KINDS",
+    "LENGTH_EDGES",
+    "PLAN_SCHEMA",
+    "SAMPLED_FIELDS",
+    "SAMPLE_STRATA",
+    "Baseline",
+    "DocState",
+    "DocWork",
+    "Plan",
+    "PlanError",
+    "PlanRequest",
+    "Rates",
+    "approval_needed",
+    "classify",
+    "doc_work",
+    "explain_changes",
+    "explicit_baseline",
+    "hash_body",
+    "live_baseline",
+    "no_baseline",
+    "plan_change",
+    "plan_filename",
+    "read_plan",
+    "seal",
+    "write_plan",
+]

@@ -1,0 +1,118 @@
+"""Baselines: what a change is measured against (nothing, the live population, or an explicit old
+config over an old corpus)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from reindex.config import PipelineConfig, config_from_dict
+from reindex.identity import CorpusDigest, Identity, identity_of
+from reindex.manifests import (
+    digest_json,
+    manifest_digest,
+    read_chunk_manifest,
+    read_live,
+)
+from reindex.pipeline import TextPipeline
+from reindex.sources import open_source
+from reindex.sources.base import ScanReport
+from reindex.stores.objects import ObjectStore
+
+__all__ = ["Baseline", "DocState", "explicit_baseline", "live_baseline", "no_baseline"]
+
+
+@dataclass(frozen=True, slots=True)
+class DocState:
+    """One document as chunked by the baseline."""
+
+    content_hash: str
+    fingerprints: tuple[str, ...]
+    tokens: tuple[int, ...]
+
+
+@dataclass
+class Baseline:
+    """What the change is measured against."""
+
+    kind: str  # none | live | explicit
+    config: PipelineConfig | None
+    docs: dict[str, DocState] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    complete: bool = True  # False when only some documents were chunked (sampled explicit baseline)
+    materialize: Callable[[set[str]], None] | None = None  # chunk these ids of an incomplete baseline
+
+    @property
+    def identity(self) -> Identity | None:
+        return identity_of(self.config) if self.config is not None else None
+
+
+def no_baseline() -> Baseline:
+    """An initial build: nothing exists yet."""
+    return Baseline("none", None, inputs={"kind": "none"})
+
+
+def live_baseline(store: ObjectStore, index: str) -> Baseline:
+    """The live population recorded in the state store, or ``no_baseline()`` before any cutover."""
+    rec = read_live(store, index)
+    if rec is None:
+        return no_baseline()
+    cfg = config_from_dict(rec.config, f"{store.describe()} population {rec.collection}")
+    docs: dict[str, list] = {}
+    for row in read_chunk_manifest(store, index, rec.collection):
+        entry = docs.setdefault(row.doc_id, [row.content_hash, [], []])
+        entry[1].append((row.ordinal, row.fingerprint, row.tokens))
+    states = {}
+    for doc_id, (chash, _, _) in docs.items():
+        rows = sorted(docs[doc_id][1])
+        states[doc_id] = DocState(chash, tuple(r[1] for r in rows), tuple(r[2] for r in rows))
+    inputs = {
+        "kind": "live",
+        "collection": rec.collection,
+        "pipeline_id": rec.identity["pipeline_id"],
+        "config_digest": digest_json(rec.config),
+        "manifest_digest": manifest_digest(store, index, rec.collection),
+    }
+    return Baseline("live", cfg, states, inputs)
+
+
+def explicit_baseline(
+    cfg: PipelineConfig, corpus_uri: str, *, only: set[str] | None = None, progress: Callable[[int], None] | None = None
+) -> Baseline:
+    """Recompute the old chunking: ``cfg`` over the corpus at ``corpus_uri`` (all documents, or
+    just the ids in ``only`` — then the baseline is incomplete and ``materialize`` chunks more)."""
+    source = open_source(cfg.source.model_copy(update={"uri": corpus_uri}))
+    pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
+    report = ScanReport()
+    docs: dict[str, DocState] = {}
+    digest = CorpusDigest()
+    for n, doc in enumerate(source.scan(report), 1):
+        digest.add(doc.doc_id, doc.content_hash)
+        if only is None or doc.doc_id in only:
+            recs = pipe.chunk_document(doc)
+            docs[doc.doc_id] = DocState(doc.content_hash, tuple(r.fingerprint for r in recs), tuple(r.tokens for r in recs))
+        else:
+            docs[doc.doc_id] = DocState(doc.content_hash, (), ())
+        if progress:
+            progress(n)
+    inputs = {
+        "kind": "explicit",
+        "corpus": source.describe(),
+        "corpus_digest": digest.hexdigest(),
+        "config_digest": digest_json(cfg.model_dump(mode="json")),
+        "pipeline_id": identity_of(cfg).pipeline_id,
+        "documents": report.documents,
+        "bad_documents": len(report.bad),
+    }
+    base = Baseline("explicit", cfg, docs, inputs, complete=only is None)
+
+    def materialize(ids: set[str]) -> None:
+        for doc in source.scan(ScanReport()):
+            if doc.doc_id in ids:
+                recs = pipe.chunk_document(doc)
+                base.docs[doc.doc_id] = DocState(
+                    doc.content_hash, tuple(r.fingerprint for r in recs), tuple(r.tokens for r in recs)
+                )
+
+    base.materialize = materialize
+    return base

@@ -1,0 +1,212 @@
+"""``plan_change``: classification, exact work (or a sampled projection), cost and footprint,
+assembled into a sealed :class:`Plan`."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from typing import Any, Callable
+
+from reindex.config import chunker_spec
+from reindex.errors import PlanError
+from reindex.identity import CorpusDigest, Identity, identity_of
+from reindex.manifests import digest_json
+from reindex.pipeline import TextPipeline
+from reindex.planner._baseline import Baseline
+from reindex.planner._classify import approval_needed, classify, explain_changes
+from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
+from reindex.planner._request import PlanRequest
+from reindex.planner._sampled import sampled_projection
+from reindex.planner._work import (
+    DocWork,
+    Totals,
+    bucket,
+    bucket_order,
+    doc_hist,
+    doc_work,
+    payload_old,
+    price_work,
+    what_if,
+    whole_doc_tokens,
+)
+from reindex.sources import open_source
+from reindex.sources.base import Document, ScanReport
+
+__all__ = ["plan_change"]
+
+
+def plan_change(req: PlanRequest) -> Plan:
+    """Compute the plan: classification, exact work (or a sampled projection), cost, footprint."""
+    cfg = req.config
+    ident = identity_of(cfg)
+    baseline = req.baseline
+    source = open_source(cfg.source if req.corpus_uri is None else cfg.source.model_copy(update={"uri": req.corpus_uri}))
+    work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document)
+
+    report = ScanReport()
+    t = Totals()
+    digest = CorpusDigest()
+    seen: set[str] = set()
+    started = time.perf_counter()
+    projection = None
+    if req.sample is None:
+        _scan_exact(req, source, report, work_for, t, digest, seen)
+    else:
+        projection = sampled_projection(req, source, report, work_for, t, digest, seen)
+
+    _count_removed(baseline, seen, t)
+    if req.sample is None:
+        _count_old(baseline, t)
+    documents_changed = bool(t.docs["added"] or t.docs["edited"] or t.docs["removed"])
+    kind = classify(baseline, ident, documents_changed)
+    if kind == "none":
+        t.affected = []
+    elapsed = time.perf_counter() - started
+    return seal(_plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, digest))
+
+
+def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool) -> Callable[[Document], DocWork]:
+    """The function that computes one document's work against ``baseline``."""
+    same_pipeline = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
+    old_fps_global: set[str] | None = None
+    if cross_document and baseline.config is not None:
+        old_fps_global = {fp for d in baseline.docs.values() for fp in d.fingerprints}
+
+    def work_for(doc: Document) -> DocWork:
+        old = baseline.docs.get(doc.doc_id)
+        status = "added" if old is None else ("unchanged" if old.content_hash == doc.content_hash else "edited")
+        if same_pipeline and status == "unchanged":
+            # Same pipeline, same bytes: the same chunks. No need to cut the document again.
+            return DocWork(doc.doc_id, status, len(old.fingerprints), len(old.fingerprints), len(old.fingerprints), 0,
+                           sum(old.tokens), 0, 0, 0, sum(old.tokens), 0, old.tokens)
+        text = pipe.document_text(doc)
+        recs = pipe.chunk_text(doc.doc_id, text)
+        toks = [r.tokens for r in recs]
+        return doc_work(doc.doc_id, status, old, [r.fingerprint for r in recs], toks,
+                        [len(r.text.encode()) for r in recs], whole_doc_tokens(pipe, text, toks), old_fps_global)
+
+    return work_for
+
+
+def _scan_exact(
+    req: PlanRequest, source, report: ScanReport, work_for: Callable[[Document], DocWork], t: Totals,
+    digest: CorpusDigest, seen: set[str],
+) -> None:
+    """Every document of the new corpus, its work computed exactly."""
+    n = 0
+    for doc in source.scan(report):
+        n += 1
+        digest.add(doc.doc_id, doc.content_hash)
+        seen.add(doc.doc_id)
+        w = work_for(doc)
+        t.add(w, req.tail_tokens)
+        if w.status != "unchanged":
+            t.affected.append(doc.doc_id)
+        if req.progress and n % 50 == 0:
+            req.progress("chunking", n, None)
+
+
+def _count_removed(baseline: Baseline, seen: set[str], t: Totals) -> None:
+    """Baseline documents that are no longer in the corpus."""
+    for doc_id in baseline.docs:
+        if doc_id not in seen:
+            t.removed.append(doc_id)
+            t.docs["removed"] += 1
+
+
+def _count_old(baseline: Baseline, t: Totals) -> None:
+    """The old population's totals (exact plans only; a sampled plan projects them)."""
+    if not baseline.complete:
+        raise PlanError("an incomplete (sampled) baseline needs --sample")
+    t.chunks_old = sum(len(d.fingerprints) for d in baseline.docs.values())
+    for d in baseline.docs.values():
+        for tok in d.tokens:
+            t.chunk_len_old[bucket(tok)] += 1
+    t.payload_old = payload_old(baseline)
+
+
+def _plan_body(
+    req: PlanRequest, kind: str, documents_changed: bool, t: Totals, projection: dict | None, elapsed: float,
+    source, report: ScanReport, digest: CorpusDigest,
+) -> dict[str, Any]:
+    """The plan document, before sealing."""
+    cfg, baseline = req.config, req.baseline
+    c = price_work(kind, t, cfg, baseline, req.rates)
+    needs, reasons = approval_needed(kind, cfg, t.tokens_to_embed, c["usd"])
+    explanation = explain_changes(baseline.config, cfg) if baseline.config is not None else []
+    docs_total = sum(t.docs[s] for s in ("added", "edited", "unchanged"))
+    return {
+        "schema": PLAN_SCHEMA,
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "index": cfg.index,
+        "kind": kind,
+        "documents_changed": documents_changed,
+        "explanation": [e["line"] for e in explanation],
+        "changes": explanation,
+        "identity": {"new": identity_of(cfg).as_dict(),
+                     "old": baseline.identity.as_dict() if baseline.identity else None},
+        "chunker": {"new": chunker_spec(cfg.text.chunker),
+                    "old": chunker_spec(baseline.config.text.chunker) if baseline.config else None},
+        "inputs": {
+            "config": {"path": req.config_path, "digest": digest_json(cfg.model_dump(mode="json"))},
+            "baseline": baseline.inputs,
+            "corpus": {"uri": source.describe(), "digest": digest.hexdigest(), "documents": report.documents,
+                       "bytes": report.bytes},
+        },
+        "config": cfg.model_dump(mode="json"),
+        "work": _work_section(t, report, kind, docs_total),
+        "projection": projection,
+        "cost": c,
+        "sensitivity": _sensitivity_section(req, t),
+        "charts": _charts_section(t),
+        "approval": {"required": needs, "reasons": reasons},
+        "timing": {"planning_seconds": round(elapsed, 3),
+                   "documents_per_second": round(docs_total / elapsed, 1) if elapsed else None},
+    }
+
+
+def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int) -> dict[str, Any]:
+    """The plan's ``work`` section."""
+    return {
+        "documents": {
+            "total": docs_total,
+            "added": t.docs["added"],
+            "edited": t.docs["edited"],
+            "removed": t.docs["removed"],
+            "unchanged": t.docs["unchanged"],
+            "bad": len(report.bad),
+        },
+        "bad_documents": [{"doc_id": b.doc_id, "reason": b.reason} for b in report.bad],
+        "chunks_old": t.chunks_old,
+        "chunks_new": t.chunks_new,
+        "chunks_reused": t.chunks_reused,
+        "chunks_to_embed": t.chunks_to_embed,
+        "tokens_new": t.tokens_new,
+        "tokens_to_embed": t.tokens_to_embed,
+        "cross_document": {"chunks": t.cross_doc_chunks, "tokens": t.cross_doc_tokens},
+        "affected_documents": sorted(t.affected) if kind == "document-scoped" else [],
+        "removed_documents": sorted(t.removed),
+    }
+
+
+def _sensitivity_section(req: PlanRequest, t: Totals) -> dict[str, Any]:
+    """The plan's ``sensitivity`` section: the long-document tail and the what-if table."""
+    tail_share = t.tail_chunks / t.chunks_new if t.chunks_new else 0.0
+    return {
+        "tail_tokens": req.tail_tokens,
+        "tail_documents": t.tail_docs,
+        "tail_chunks": t.tail_chunks,
+        "tail_chunk_share": round(tail_share, 6),
+        "what_if": what_if(req.config, t.doc_tokens, t, req.rates),
+    }
+
+
+def _charts_section(t: Totals) -> dict[str, Any]:
+    """The plan's ``charts`` section: length histograms and tokens by status."""
+    return {
+        "length_buckets": bucket_order(),
+        "doc_length_histogram": doc_hist(t.doc_tokens),
+        "chunks_per_bucket": {"old": [t.chunk_len_old.get(b, 0) for b in bucket_order()],
+                              "new": [t.chunk_len_new.get(b, 0) for b in bucket_order()]},
+        "tokens_to_embed_by_status": {k: t.embed_by_status.get(k, 0) for k in ("added", "edited", "unchanged")},
+    }

@@ -1,0 +1,104 @@
+"""The plan document: an immutable, hashed JSON body; sealing, reading, verifying and naming plan files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from reindex.atomic import atomic_write_text
+from reindex.errors import PlanError
+from reindex.identity import canonical_json
+
+__all__ = ["PLAN_SCHEMA", "Plan", "hash_body", "plan_filename", "read_plan", "seal", "write_plan"]
+
+PLAN_SCHEMA = "reindex/plan/v1"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An immutable plan: ``body`` is the JSON document; ``plan_hash`` covers all of it."""
+
+    body: Mapping[str, Any]
+
+    @property
+    def plan_hash(self) -> str:
+        return self.body["plan_hash"]
+
+    @property
+    def kind(self) -> str:
+        return self.body["kind"]
+
+    @property
+    def index(self) -> str:
+        return self.body["index"]
+
+    def summary(self) -> dict[str, Any]:
+        """The key numbers scripts read (``reindex plan --json``)."""
+        w, c = self.body["work"], self.body["cost"]
+        return {
+            "kind": self.kind,
+            "index": self.index,
+            "plan_hash": self.plan_hash,
+            "documents_changed": self.body["documents_changed"],
+            "documents": w["documents"],
+            "chunks_old": w["chunks_old"],
+            "chunks_new": w["chunks_new"],
+            "chunks_reused": w["chunks_reused"],
+            "chunks_to_embed": w["chunks_to_embed"],
+            "tokens_to_embed": w["tokens_to_embed"],
+            "usd": c["usd"],
+            "hours": c["hours"],
+            "vectors_old": c["vectors_old"],
+            "vectors_new": c["vectors_new"],
+            "peak_vectors": c["peak_vectors"],
+            "peak_bytes": c["footprint"]["peak"]["ram_bytes"] + c["footprint"]["peak"]["disk_bytes"],
+            "approval_required": self.body["approval"]["required"],
+            "sampled": self.body["projection"] is not None,
+        }
+
+
+def hash_body(body: Mapping[str, Any]) -> str:
+    """The plan's own hash: canonical JSON of every field but ``plan_hash``."""
+    data = {k: v for k, v in body.items() if k != "plan_hash"}
+    return hashlib.blake2b(canonical_json(data).encode(), digest_size=16).hexdigest()
+
+
+def seal(body: dict[str, Any]) -> Plan:
+    body = json.loads(canonical_json(body))  # plain JSON types only, so the hash is reproducible
+    body["plan_hash"] = hash_body(body)
+    return Plan(body)
+
+
+def plan_filename(plan: Plan) -> str:
+    date = plan.body["created_at"][:10]
+    return f"{date}-{plan.index}-{plan.kind.replace('/', '-')}-{plan.plan_hash[:8]}.json"
+
+
+def write_plan(plan: Plan, out_dir: str | Path) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / plan_filename(plan)
+    return atomic_write_text(path, json.dumps(plan.body, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_plan(path: str | Path) -> Plan:
+    """Load a plan file and verify its hash (a tampered plan is refused)."""
+    p = Path(path)
+    if not p.is_file():
+        raise PlanError(f"{p}: plan file not found")
+    try:
+        body = json.loads(p.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise PlanError(f"{p}: not a plan file (invalid JSON: {err})") from None
+    if not isinstance(body, dict) or body.get("schema") != PLAN_SCHEMA:
+        raise PlanError(f"{p}: not a plan file (schema is not {PLAN_SCHEMA})")
+    expected = hash_body(body)
+    if body.get("plan_hash") != expected:
+        raise PlanError(
+            f"{p}: plan hash mismatch (file says {str(body.get('plan_hash'))[:12]}…, contents hash to {expected[:12]}…): "
+            "the plan was edited after it was made; run `reindex plan` again"
+        )
+    return Plan(body)

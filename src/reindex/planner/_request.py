@@ -1,0 +1,29 @@
+"""The inputs of a plan (:class:`PlanRequest`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from reindex import cost as costmod
+from reindex.config import PipelineConfig
+from reindex.planner._baseline import Baseline
+from reindex.planner._work import Rates
+
+__all__ = ["PlanRequest"]
+
+
+@dataclass
+class PlanRequest:
+    """Everything a plan is computed from."""
+
+    config: PipelineConfig  # resolved
+    config_path: str
+    baseline: Baseline
+    rates: Rates
+    sample: int | None = None
+    seed: int = 0
+    cross_document: bool = True
+    tail_tokens: int = costmod.TAIL_TOKENS
+    corpus_uri: str | None = None  # default: config.source.uri
+    progress: Callable[[str, int, int | None], None] | None = None

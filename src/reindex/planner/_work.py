@@ -1,0 +1,276 @@
+"""The work of a change: per-document reuse, running totals and distributions, pricing of the
+totals (dollars, hours, footprint) and the what-if table of other chunker sizes."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from reindex import cost as costmod
+from reindex.config import PipelineConfig
+from reindex.pipeline import TextPipeline
+from reindex.planner._baseline import Baseline, DocState
+
+__all__ = [
+    "DEFAULT_TOKENS_PER_MINUTE",
+    "LENGTH_EDGES",
+    "DocWork",
+    "Rates",
+    "Totals",
+    "bucket",
+    "bucket_order",
+    "doc_hist",
+    "doc_work",
+    "payload_old",
+    "price_work",
+    "what_if",
+    "whole_doc_tokens",
+]
+
+#: Embedding throughput assumed when neither config nor calibration gives one: all-MiniLM-L6-v2 on
+#: two CPU cores measured ~2,000–2,800 tokens/s (ENVIRONMENT.md); 150,000 tokens/min is that middle.
+DEFAULT_TOKENS_PER_MINUTE = 150_000.0
+
+#: Document lengths (tokens) bucket edges for the report's histogram charts.
+LENGTH_EDGES = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
+@dataclass(frozen=True, slots=True)
+class DocWork:
+    """The work for one document of the new corpus."""
+
+    doc_id: str
+    status: str  # added | edited | unchanged
+    chunks_old: int
+    chunks_new: int
+    chunks_reused: int
+    chunks_to_embed: int  # distinct new texts of this document that miss
+    tokens_new: int  # tokens of all new chunks
+    tokens_to_embed: int
+    cross_doc_chunks: int  # misses whose text exists in another document's old population
+    cross_doc_tokens: int
+    doc_tokens: int
+    payload_bytes: int
+    chunk_tokens: tuple[int, ...]
+
+
+def doc_work(
+    doc_id: str, status: str, old: DocState | None, fps: list[str], toks: list[int], text_bytes: list[int],
+    doc_tokens: int, old_fps_global: set[str] | None,
+) -> DocWork:
+    """Same-document reuse by fingerprint: a new chunk reuses a vector iff its fingerprint is among
+    the old population's fingerprints of the same document; each distinct missing text is embedded once."""
+    old_set = set(old.fingerprints) if old else set()
+    reused = sum(1 for fp in fps if fp in old_set)
+    missing: dict[str, int] = {}
+    for fp, t in zip(fps, toks):
+        if fp not in old_set:
+            missing.setdefault(fp, t)
+    cross = [fp for fp in missing if old_fps_global is not None and fp in old_fps_global]
+    return DocWork(
+        doc_id=doc_id,
+        status=status,
+        chunks_old=len(old.fingerprints) if old else 0,
+        chunks_new=len(fps),
+        chunks_reused=reused,
+        chunks_to_embed=len(missing),
+        tokens_new=sum(toks),
+        tokens_to_embed=sum(missing.values()),
+        cross_doc_chunks=len(cross),
+        cross_doc_tokens=sum(missing[fp] for fp in cross),
+        doc_tokens=doc_tokens,
+        payload_bytes=sum(text_bytes) + len(fps) * costmod.PAYLOAD_FIELD_BYTES,
+        chunk_tokens=tuple(toks),
+    )
+
+
+def whole_doc_tokens(pipe: TextPipeline, text: str, chunk_tokens: list[int]) -> int:
+    """Tokens of the whole document without tokenising it again: the sum of chunk tokens for
+    partitioning chunkers; window arithmetic for sliding windows (window k starts at k·stride)."""
+    c = pipe.text.chunker
+    overlap = getattr(c, "overlap", 0) or 0
+    if not overlap or not chunk_tokens:
+        return sum(chunk_tokens)
+    if c.kind == "sliding":
+        from reindex.chunkers.sliding import sliding_stride
+
+        return sliding_stride(c.size, c.overlap) * (len(chunk_tokens) - 1) + chunk_tokens[-1]
+    return pipe.tokenizer.count(text)
+
+
+@dataclass
+class Totals:
+    """Running totals and distributions of a plan's work (mutable while the corpus is scanned)."""
+
+    docs: Counter = field(default_factory=Counter)
+    chunks_old: int = 0
+    chunks_new: int = 0
+    chunks_reused: int = 0
+    chunks_to_embed: int = 0
+    tokens_new: int = 0
+    tokens_to_embed: int = 0
+    cross_doc_chunks: int = 0
+    cross_doc_tokens: int = 0
+    payload_old: int = 0
+    payload_new: int = 0
+    affected: list = field(default_factory=list)
+    removed: list = field(default_factory=list)
+    # distributions for the report and sensitivity tables
+    doc_tokens: list = field(default_factory=list)
+    chunk_len_old: Counter = field(default_factory=Counter)
+    chunk_len_new: Counter = field(default_factory=Counter)
+    embed_by_status: Counter = field(default_factory=Counter)
+    tail_chunks: int = 0
+    tail_docs: int = 0
+
+    def add(self, w: DocWork, tail_tokens: int) -> None:
+        self.docs[w.status] += 1
+        self.chunks_old += w.chunks_old
+        self.chunks_new += w.chunks_new
+        self.chunks_reused += w.chunks_reused
+        self.chunks_to_embed += w.chunks_to_embed
+        self.tokens_new += w.tokens_new
+        self.tokens_to_embed += w.tokens_to_embed
+        self.cross_doc_chunks += w.cross_doc_chunks
+        self.cross_doc_tokens += w.cross_doc_tokens
+        self.payload_new += w.payload_bytes
+        self.doc_tokens.append(w.doc_tokens)
+        for t in w.chunk_tokens:
+            self.chunk_len_new[bucket(t)] += 1
+        self.embed_by_status[w.status] += w.tokens_to_embed
+        if w.doc_tokens > tail_tokens:
+            self.tail_docs += 1
+            self.tail_chunks += w.chunks_new
+
+
+def bucket(tokens: int) -> str:
+    """The length bucket (``LENGTH_EDGES``) a token count falls in, e.g. ``"128-255"``."""
+    lo = 0
+    for edge in LENGTH_EDGES:
+        if tokens < edge:
+            return f"{lo}-{edge - 1}"
+        lo = edge
+    return f"{lo}+"
+
+
+def bucket_order() -> list[str]:
+    """All length buckets, shortest first."""
+    out, lo = [], 0
+    for edge in LENGTH_EDGES:
+        out.append(f"{lo}-{edge - 1}")
+        lo = edge
+    return out + [f"{lo}+"]
+
+
+def doc_hist(doc_tokens: list[int]) -> list[int]:
+    """Documents per length bucket, in ``bucket_order()``."""
+    counts = Counter(bucket(n) for n in doc_tokens)
+    return [counts.get(b, 0) for b in bucket_order()]
+
+
+def payload_old(baseline: Baseline) -> int:
+    """The old population's payload bytes."""
+    # Its chunk texts are not in the manifest; estimate from tokens.
+    return sum(
+        int(sum(d.tokens) * costmod.BYTES_PER_TOKEN) + len(d.fingerprints) * costmod.PAYLOAD_FIELD_BYTES
+        for d in baseline.docs.values()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    usd_per_mtok: float
+    tokens_per_minute: float
+    source: str  # config | calibration | default
+
+
+def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, rates: Rates) -> dict:
+    """The plan's ``cost`` section: dollars, hours, vectors and footprint of the totals."""
+    dim_old = baseline.config.vector.dimension if baseline.config else cfg.vector.dimension
+    prec_old = baseline.config.vector.precision if baseline.config else cfg.vector.precision
+    work = costmod.Work(
+        chunks_old=t.chunks_old,
+        chunks_new=t.chunks_new,
+        chunks_reused=t.chunks_reused,
+        tokens_to_embed=t.tokens_to_embed,
+        payload_bytes_old=t.payload_old,
+        payload_bytes_new=t.payload_new,
+        dimension=cfg.vector.dimension,
+        precision=cfg.vector.precision,
+        dimension_old=dim_old,
+        precision_old=prec_old,
+    )
+    c = costmod.price(work, usd_per_mtok=rates.usd_per_mtok, tokens_per_minute=rates.tokens_per_minute)
+    fp = c.footprint
+    peak_vectors, peak = c.vectors_peak, fp.peak
+    if kind in ("document-scoped", "none"):
+        # In place: new points of the affected documents are written before their stale points are
+        # deleted, so the peak is the old population plus the points that are new (not overwritten).
+        added_points = t.chunks_to_embed
+        peak_vectors = t.chunks_old + added_points
+        extra = costmod.population_usage(added_points, cfg.vector.dimension, 0, cfg.vector.precision)
+        peak = costmod.Usage(fp.old.ram_bytes + extra.ram_bytes, fp.old.disk_bytes + extra.disk_bytes)
+        peak = costmod.Usage(max(peak.ram_bytes, fp.new.ram_bytes), max(peak.disk_bytes, fp.new.disk_bytes))
+        peak_vectors = max(peak_vectors, t.chunks_new)
+    elif kind == "initial":
+        peak_vectors, peak = t.chunks_new, fp.new
+
+    def usage(u: costmod.Usage) -> dict:
+        return {"ram_bytes": u.ram_bytes, "disk_bytes": u.disk_bytes}
+
+    return {
+        "usd": round(c.usd, 6),
+        "hours": round(c.hours, 6),
+        "usd_per_mtok": rates.usd_per_mtok,
+        "tokens_per_minute": rates.tokens_per_minute,
+        "rate_source": rates.source,
+        "vectors_old": c.vectors_old,
+        "vectors_new": c.vectors_new,
+        "vectors_embedded": t.chunks_to_embed,
+        "peak_vectors": peak_vectors,
+        "footprint": {"old": usage(fp.old), "new": usage(fp.new), "peak": usage(peak)},
+        "formula": (
+            "ram = ceil(1.5 × vectors × dimension × bytes/component); disk = ceil(1.5 × vectors × dimension × stored bytes) "
+            "+ quantised copy + payload (Qdrant capacity-planning rule: vectors × dimension × 4 B × 1.5)"
+        ),
+    }
+
+
+def what_if(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates) -> list[dict]:
+    """Other sizes/overlaps of the same chunker family. Window kinds (fixed, sliding): exact seed-001
+    arithmetic over the documents' token lengths. Other kinds: scaled by size (stated as such)."""
+    c = cfg.text.chunker
+    rows = []
+    if c.kind in ("fixed", "sliding"):
+        overlaps = costmod.WHAT_IF_OVERLAPS if c.kind == "sliding" else (0.0,)
+        for size in sorted(set(costmod.WHAT_IF_SIZES) | {c.size}):
+            for ov in sorted(set(overlaps) | {getattr(c, "overlap", 0.0)}):
+                chunks = sum(costmod.chunk_count(n, size, ov) for n in doc_tokens if n > 0)
+                tokens = sum(costmod.billed_tokens(n, size, ov) for n in doc_tokens if n > 0)
+                rows.append({
+                    "chunker": f"{c.kind}:size={size}" + (f",overlap={ov:g}" if c.kind == "sliding" else ""),
+                    "chunks": chunks,
+                    "tokens_full_reembed": tokens,
+                    "usd": round(costmod.usd(tokens, rates.usd_per_mtok), 6),
+                    "hours": round(costmod.hours(tokens, rates.tokens_per_minute), 6),
+                    "method": "exact window arithmetic",
+                    "current": size == c.size and math.isclose(ov, getattr(c, "overlap", 0.0)),
+                })
+    else:
+        size = getattr(c, "size", None) or getattr(c, "max", None)
+        if size:
+            for factor in (0.5, 0.75, 1.0, 1.5, 2.0):
+                s = max(1, int(size * factor))
+                # Documents shorter than the target stay one chunk; longer ones scale with 1/size.
+                chunks = sum(1 if n <= s else math.ceil(n / s) for n in doc_tokens if n > 0)
+                rows.append({
+                    "chunker": f"{c.kind}:size≈{s}",
+                    "chunks": chunks,
+                    "tokens_full_reembed": t.tokens_new,
+                    "usd": round(costmod.usd(t.tokens_new, rates.usd_per_mtok), 6),
+                    "hours": round(costmod.hours(t.tokens_new, rates.tokens_per_minute), 6),
+                    "method": "approximate (ceil(doc tokens / size)); measure with `reindex chunk --summary`",
+                    "current": factor == 1.0,
+                })
+    return rows

@@ -1,0 +1,116 @@
+"""What both plan documents (Markdown and HTML) say: the change lines, key numbers, footprint,
+projection, tail and what-if rows, title and baseline line."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from reindex.planner import Plan
+from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
+
+__all__ = ["baseline_line", "change_lines", "footprint_rows", "key_rows", "peak_note", "plan_title", "projection_rows",
+           "tail_line", "what_if_rows"]
+
+FIELD_LABELS = {
+    "chunks_old": "chunks (old population)",
+    "chunks_new": "chunks (new population)",
+    "chunks_reused": "chunks reused",
+    "chunks_to_embed": "chunks to embed",
+    "tokens_new": "tokens (new population)",
+    "tokens_to_embed": "tokens to embed",
+    "payload_bytes": "payload bytes (new)",
+}
+RATE_SOURCES = {
+    "config": "from the config (cost.tokens_per_minute)",
+    "calibration": "measured by `reindex calibrate`",
+    "default": "a default assumption; run `reindex calibrate` to measure it",
+}
+
+
+def change_lines(plan: Plan) -> list[str]:
+    """The "What changes" lines."""
+    b = plan.body
+    d = b["work"]["documents"]
+    lines = list(b.get("explanation") or [])
+    moved = f"{num(d['added'])} documents added, {num(d['edited'])} edited, {num(d['removed'])} removed"
+    if plan.kind == "initial":
+        lines.insert(0, f"Initial build: {num(d['total'])} documents, no live population yet")
+    elif plan.kind == "none":
+        lines.insert(0, "Nothing changes: the config and every document match the baseline")
+    elif plan.kind == "document-scoped" or b.get("documents_changed"):
+        lines.append(moved)
+    return lines
+
+
+def key_rows(plan: Plan) -> list[tuple[str, str]]:
+    w, c = plan.body["work"], plan.body["cost"]
+    d = w["documents"]
+    return [
+        ("Documents", " · ".join(f"{k} {num(d[k])}" for k in ("added", "edited", "removed", "unchanged", "bad"))),
+        ("Chunks", f"{num(w['chunks_old'])} → {num(w['chunks_new'])} ({ratio(w['chunks_old'], w['chunks_new'])})"),
+        ("Chunks reused", f"{num(w['chunks_reused'])} ({pct(w['chunks_reused'], w['chunks_new'])} of new)"),
+        ("Chunks to embed", num(w["chunks_to_embed"])),
+        ("Tokens to embed", f"{num(w['tokens_to_embed'])} of {num(w['tokens_new'])}"),
+        ("API spend", f"{usd(c['usd'])} at ${c['usd_per_mtok']:g} per million tokens"),
+        ("Wall clock", f"{duration(c['hours'])} at {num(c['tokens_per_minute'])} tokens/min "
+                       f"(rate source: {RATE_SOURCES.get(c['rate_source'], c['rate_source'])})"),
+        ("Vectors", f"{num(c['vectors_old'])} → {num(c['vectors_new'])} ({ratio(c['vectors_old'], c['vectors_new'])})"),
+        ("Peak vectors", f"{num(c['peak_vectors'])} ({peak_note(plan)})"),
+    ]
+
+
+def peak_note(plan: Plan) -> str:
+    if plan.kind.startswith("pipeline-scoped"):
+        return "at cutover, old and new populations both live"
+    if plan.kind == "initial":
+        return "the new population"
+    if plan.kind == "none":
+        return "nothing to build"
+    return "in place: new points are written before stale ones are deleted"
+
+
+def footprint_rows(plan: Plan) -> list[tuple[str, str, str, str]]:
+    c = plan.body["cost"]
+    fp = c["footprint"]
+    return [
+        ("Vectors", num(c["vectors_old"]), num(c["vectors_new"]), num(c["peak_vectors"])),
+        ("RAM", *(human_bytes(fp[k]["ram_bytes"]) for k in ("old", "new", "peak"))),
+        ("Disk", *(human_bytes(fp[k]["disk_bytes"]) for k in ("old", "new", "peak"))),
+    ]
+
+
+def projection_rows(proj: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    fmt = lambda f, v: human_bytes(v) if f == "payload_bytes" else num(v)  # noqa: E731
+    return [
+        (FIELD_LABELS.get(f, f), fmt(f, iv["estimate"]), fmt(f, iv["low"]), fmt(f, iv["high"]))
+        for f, iv in sorted(proj["intervals"].items(), key=lambda kv: list(FIELD_LABELS).index(kv[0])
+                            if kv[0] in FIELD_LABELS else len(FIELD_LABELS))
+    ]
+
+
+def tail_line(plan: Plan) -> str:
+    s = plan.body["sensitivity"]
+    return (f"{num(s['tail_documents'])} documents longer than {num(s['tail_tokens'])} tokens produce "
+            f"{num(s['tail_chunks'])} chunks: {100 * s['tail_chunk_share']:.1f} % of the new population")
+
+
+def what_if_rows(plan: Plan) -> list[tuple[str, ...]]:
+    return [
+        (r["chunker"] + (" (current)" if r.get("current") else ""), num(r["chunks"]), num(r["tokens_full_reembed"]),
+         usd(r["usd"]), duration(r["hours"]), r["method"])
+        for r in plan.body["sensitivity"].get("what_if", [])
+    ]
+
+
+def plan_title(plan: Plan) -> str:
+    return f"Reindex plan: {plan.index} · {plan.kind} · {plan.plan_hash[:12]}"
+
+
+def baseline_line(plan: Plan) -> str:
+    base = plan.body["inputs"]["baseline"]
+    kind = base.get("kind")
+    if kind == "live":
+        return f"live population `{base.get('collection')}`"
+    if kind == "explicit":
+        return f"explicit baseline over `{base.get('corpus')}`"
+    return "nothing (initial build)"

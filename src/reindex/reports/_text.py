@@ -1,0 +1,247 @@
+"""Terminal text of the CLI's results: plain strings, no click, so the CLI only parses, calls and echoes.
+
+Each function returns the lines one command prints (joined with newlines); ``--json`` output is not
+rendered here except ``estimate_json`` (the estimate's key numbers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reindex.reports._format import human_bytes
+
+__all__ = [
+    "apply_text",
+    "chunk_summary_text",
+    "classification_text",
+    "cutover_text",
+    "estimate_json",
+    "estimate_text",
+    "measure_text",
+    "plan_text",
+    "status_text",
+    "validation_text",
+]
+
+
+def _compact(n: float) -> str:
+    """Compact counts for terminal lines: 1.23 B, 4.50 M, 7.00 k, 950."""
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:,.0f}"
+
+
+def plan_text(plan: Any, path: Any) -> str:
+    """The plan summary ``reindex plan`` and ``reindex show`` print (``path``: the plan file, or None)."""
+    b = plan.body
+    w, c = b["work"], b["cost"]
+    d = w["documents"]
+    lines = [f"{b['kind']}  ·  index {b['index']}  ·  plan {plan.plan_hash[:12]}"]
+    for e in b["explanation"]:
+        lines.append(f"  {e}")
+    lines.append(
+        f"  documents: {d['added']:,} added, {d['edited']:,} edited, {d['removed']:,} removed, "
+        f"{d['unchanged']:,} unchanged, {d['bad']:,} bad"
+    )
+    ratio = f" (×{w['chunks_new'] / w['chunks_old']:.2f})" if w["chunks_old"] else ""
+    lines.append(f"  chunks: {w['chunks_old']:,} → {w['chunks_new']:,}{ratio}; reused {w['chunks_reused']:,}, to embed {w['chunks_to_embed']:,}")
+    lines.append(
+        f"  tokens to embed: {w['tokens_to_embed']:,}  ·  ${c['usd']:,.2f}  ·  {c['hours']:.2f} h at "
+        f"{c['tokens_per_minute']:,.0f} tokens/min ({c['rate_source']})"
+    )
+    if w["cross_document"]["chunks"]:
+        lines.append(f"  cross-document reuse would save {w['cross_document']['chunks']:,} more chunks ({w['cross_document']['tokens']:,} tokens)")
+    peak = c["footprint"]["peak"]
+    lines.append(
+        f"  vectors: {c['vectors_old']:,} → {c['vectors_new']:,}, peak {c['peak_vectors']:,} "
+        f"(RAM {human_bytes(peak['ram_bytes'])}, disk {human_bytes(peak['disk_bytes'])} at the peak)"
+    )
+    if b["projection"]:
+        p = b["projection"]
+        iv = p["intervals"]
+        lines.append(
+            f"  projected from a sample of {p['sample']} of {p['population']} documents (seed {p['seed']}): "
+            f"chunks {iv['chunks_new']['estimate']:,.0f} [{iv['chunks_new']['low']:,.0f}, {iv['chunks_new']['high']:,.0f}], "
+            f"tokens to embed {iv['tokens_to_embed']['estimate']:,.0f} [{iv['tokens_to_embed']['low']:,.0f}, {iv['tokens_to_embed']['high']:,.0f}]"
+        )
+    if b["approval"]["required"]:
+        lines.append("  approval required: " + "; ".join(b["approval"]["reasons"]))
+    if w["affected_documents"]:
+        ids = w["affected_documents"]
+        lines.append(f"  affected: {', '.join(ids[:8])}" + (f" … and {len(ids) - 8} more" if len(ids) > 8 else ""))
+    if path is not None:
+        lines.append(f"  plan: {path}")
+    return "\n".join(lines)
+
+
+def classification_text(r: Any) -> str:
+    """The Markdown comment ``reindex classify --format md`` prints (for a CI job)."""
+    icon = {"safe": "✅", "text-affecting": "⚠️", "structural": "🛑"}[r.outcome]
+    lines = [f"### reindex: {icon} {r.outcome} ({r.kind})", ""]
+    lines += [f"- `{e}`" for e in r.explanation] or ["- no config field changed"]
+    lines += ["", f"Fixture of {r.fixture_documents:,} documents: {r.chunks_base:,} → {r.chunks_head:,} chunks, "
+              f"{r.fingerprints_changed:,} new chunk texts, {r.tokens_base:,} → {r.tokens_head:,} tokens."]
+    p = r.projection
+    if p:
+        pct = f", {p['change_pct']:+.0f} %" if p.get("change_pct") is not None else ""
+        tokens = p.get("tokens_to_embed", p.get("tokens_to_embed_max", 0))
+        lines += ["", f"**Projected:** {_compact(p['chunks_head'])} chunks{pct}, {_compact(tokens)} tokens to re-embed "
+                  f"({p['method']})."]
+        if "usd" in p:
+            lines[-1] += f" ${p['usd']:,.2f}, {p['hours']:,.1f} h, peak {_compact(p['peak_vectors'])} vectors."
+    return "\n".join(lines)
+
+
+def apply_text(r: Any) -> str:
+    """What ``reindex apply`` prints about a finished (or refused) run."""
+    if r.status == "nothing-to-do":
+        return "nothing to do: the plan is `none`"
+    if r.status == "already-applied":
+        return f"plan {r.plan_hash[:12]} was already applied to {r.collection}; nothing changed"
+    rep = r.report
+    a, p = rep["actual"], rep["planned"]
+    lines = [
+        f"{r.status}: {r.kind} → {r.collection} in {rep['seconds']:.1f} s",
+        f"  chunks written {a['chunks_written']:,} (planned {p['chunks_new']:,}); reused {a['reused_from_old']:,} from the old "
+        f"population, {a['reused_from_target']:,} already in place; embedded {a['embedded']:,} texts "
+        f"({a['tokens_embedded']:,} tokens; planned {p['chunks_to_embed']:,} / {p['tokens_to_embed']:,})",
+        f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
+        f"skipped {a['shards_skipped']}",
+    ]
+    if a["truncated"]:
+        lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")
+    if rep["catch_up"]["documents"]:
+        lines.append(f"  catch-up replayed {rep['catch_up']['documents']} documents that changed during the build")
+    for f in rep["failures"][:10]:
+        lines.append(f"  failed: shard {f.get('shard')}: {f.get('doc_id', '')} {f.get('reason')}")
+    if r.report_path:
+        lines.append(f"  run report: {r.report_path}")
+    return "\n".join(lines)
+
+
+def measure_text(r: Any) -> str:
+    """The R_c table ``reindex measure`` prints."""
+    lines = [f"R_c over {r.pairs} pairs ({', '.join(r.langs)}) from {r.source}; tokens of {r.tokenizer}"]
+    bands = ["<=5%", "5-20%", "20-50%", ">50%", "all"]
+    head = f"  {'chunker':<34} {'lang':<4} {'median tok':>10} " + " ".join(f"{b:>7}" for b in bands) + "  no-edit  fail"
+    lines.append(head)
+    for c in r.chunkers:
+        for lang in r.langs:
+            by = {b.band: b for b in c.bands if b.lang == lang}
+            cells = " ".join(f"{100 * by[b].rc_mean:6.1f}%" if b in by and by[b].rc_mean is not None else f"{'–':>7}" for b in bands)
+            med = c.median_by_lang.get(lang, 0.0)
+            lines.append(f"  {c.spec:<34} {lang:<4} {med:>10.0f} {cells}  {c.no_edit_rc:>7g}  {c.failures:>4}")
+        for x in c.retrieval:
+            lines.append(f"  {'':<34} {x.lang:<4} retrieval: evidence recall {100 * x.evidence_recall:.1f}%, Hit@5 "
+                         f"{100 * x.hit_at_5:.1f}%, MRR {x.mrr:.3f}, nDCG@5 {x.ndcg_at_5:.3f}" + (f" ({x.note})" if x.note else ""))
+    lines.append("  (mean of per-pair R_c by edit band; paired differences and intervals in --json / --report)")
+    for w in r.warnings:
+        lines.append(f"warning: {w}")
+    return "\n".join(lines)
+
+
+def chunk_summary_text(s: Any) -> str:
+    """The chunk-length summary ``reindex chunk --summary`` prints."""
+    lines = [
+        f"{s.chunker}",
+        f"  documents {s.documents:,}   chunks {s.chunks:,}   tokens {s.tokens:,}",
+        f"  chunk tokens: p10 {s.p10_tokens:.0f} · median {s.median_tokens:.0f} · p90 {s.p90_tokens:.0f} · max {s.max_tokens}",
+    ]
+    if s.over_model_limit:
+        lines.append(f"  {s.over_model_limit:,} chunks exceed the model's input limit and would be truncated")
+    if s.bad_documents:
+        reasons = ", ".join(f"{k}: {v}" for k, v in s.bad_reasons.items())
+        lines.append(f"  bad documents: {s.bad_documents} ({reasons})")
+    return "\n".join(lines)
+
+
+def validation_text(config_path: str, v: Any) -> str:
+    """What ``reindex validate`` prints: the identities of a valid config and its warnings."""
+    lines = [f"{config_path}: valid"]
+    rows = [
+        ("index (alias)", v.identity.index),
+        ("collection", v.identity.collection),
+        ("chunker", v.chunker),
+        ("text id", v.identity.text_id),
+        ("vector id", v.identity.vector_id),
+        ("pipeline id", v.identity.pipeline_id),
+    ]
+    for key, value in rows:
+        lines.append(f"  {key:<14} {value}")
+    for w in v.warnings:
+        lines.append(f"  warning: {w}")
+    return "\n".join(lines)
+
+
+def estimate_json(e: Any) -> dict[str, Any]:
+    """The key numbers of a histogram estimate (``reindex estimate --json``)."""
+    return {
+        "documents": e.documents,
+        "chunks_old": e.chunks_old,
+        "chunks_new": e.chunks_new,
+        "ratio": round(e.ratio, 4),
+        "tokens_billed_old": e.tokens_billed_old,
+        "tokens_full_reembed": e.tokens_full_reembed,
+        "tokens_reused": e.tokens_reused,
+        "tokens_to_embed": e.tokens_to_embed,
+        "usd": round(e.usd, 2),
+        "hours": round(e.hours, 2),
+        "vectors_old": e.chunks_old,
+        "vectors_new": e.chunks_new,
+        "peak_vectors": e.peak_vectors,
+        "peak_bytes": e.footprint.peak.ram_bytes + e.footprint.peak.disk_bytes,
+        "chunks_no_overlap": e.sensitivity.chunks_no_overlap,
+        "tail_chunks": e.sensitivity.tail_chunks,
+        "tail_chunk_share": round(e.sensitivity.tail_chunk_share, 4),
+    }
+
+
+def estimate_text(e: Any, old: str, new: str, usd_per_mtok: float, tokens_per_minute: float) -> str:
+    """What ``reindex estimate`` prints."""
+    return "\n".join([
+        f"{old} → {new} over {e.documents:,} documents",
+        f"  vectors {_compact(e.chunks_old)} → {_compact(e.chunks_new)} (×{e.ratio:.2f}), peak {_compact(e.peak_vectors)} during cutover",
+        f"  tokens: {_compact(e.tokens_full_reembed)} for a full re-embed, {_compact(e.tokens_to_embed)} after reusing single-chunk documents",
+        f"  ${e.usd:,.2f} at ${usd_per_mtok}/M tokens · {e.hours:,.2f} h at {_compact(tokens_per_minute)} tokens/min",
+        f"  at 0 % overlap: {_compact(e.sensitivity.chunks_no_overlap)} chunks; documents over "
+        f"{e.sensitivity.tail_tokens:,} tokens make {_compact(e.sensitivity.tail_chunks)} chunks "
+        f"({e.sensitivity.tail_chunk_share:.0%})",
+    ])
+
+
+def cutover_text(r: Any) -> str:
+    """What ``reindex cutover`` prints: verdict, gate rules, metrics, the alias move and the report path."""
+    rep = r.report
+    lines = [f"{'PASS' if r.passed else 'FAIL'}: {rep['index']}: {rep['live'] or 'no alias'} → {rep['shadow']} "
+             f"({rep['queries_source']})"]
+    for rule in rep["rules"]:
+        lines.append(f"  {'ok  ' if rule['passed'] else 'FAIL'} {rule['rule']}: {rule['detail']}")
+    if rep["evaluation"]:
+        agg = rep["evaluation"]["aggregate"]
+        kk = rep["k"]
+        lines.append(f"  overlap@{kk} {agg.get(f'overlap_at_{kk}', 0):.3f} · RBO {agg.get('rbo', 0):.3f} · latency p50 "
+                     f"{agg.get('latency_old_p50_ms', 0):.1f} → {agg.get('latency_new_p50_ms', 0):.1f} ms")
+        for m in (f"recall_at_{kk}", "mrr", "evidence_recall"):
+            if f"{m}_diff" in agg:
+                d = agg[f"{m}_diff"]
+                lines.append(f"  {m}: {agg[f'{m}_old']:.3f} → {agg[f'{m}_new']:.3f} "
+                             f"(Δ {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}])")
+    if rep["swap"]:
+        lines.append(f"  alias {rep['index']} → {rep['shadow']} (previous: {rep['swap']['from'] or 'none'}; "
+                     f"`reindex rollback` restores it)")
+    else:
+        lines.append("  alias not moved")
+    lines.append(f"  report: {r.report_path}")
+    return "\n".join(lines)
+
+
+def status_text(st: dict[str, Any]) -> str:
+    """What ``reindex status`` prints: the alias, every population and the lock."""
+    lines = [f"index {st['index']}: alias → {st['aliases'].get(st['index'], 'none')}"]
+    for p in st["populations"]:
+        pts = f"{p['points']:,} points" if p["points"] is not None else "deleted"
+        lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}  ({p['age_days']} days)")
+    if st["lock"]:
+        lines.append(f"  locked by {st['lock']['owner']} ({st['lock']['purpose']})")
+    return "\n".join(lines)
