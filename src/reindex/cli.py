@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from reindex.errors import ReindexError
+from reindex.progress import ApplyProgress
 from reindex.settings import apply_offline_defaults
 
 apply_offline_defaults()
@@ -300,61 +301,6 @@ def calibrate(config_path: str, chunks: int, as_json: bool) -> None:
                    f"{r['chunks']} chunks, {r['tokens']:,} tokens in {r['seconds']} s; recorded for plans")
 
 
-class _ApplyProgress:
-    """A rich progress bar fed by apply's progress events (documents, reused/embedded, tokens/s, ETA)."""
-
-    def __init__(self, enabled: bool, announce: bool = True) -> None:
-        self.enabled, self.announce = enabled, announce
-        self.progress = None
-        self.task = None
-        self.embedded = self.tokens = self.chunks = 0
-        self.started = None
-
-    def __enter__(self) -> "_ApplyProgress":
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            console = Console(stderr=True)
-            if not console.is_terminal:
-                console.width = max(console.width, 120)  # piped (make demo, CI logs): don't truncate the line
-            self.progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(), TextColumn("docs"),
-                TextColumn("{task.fields[detail]}"), TextColumn("ETA"), TimeRemainingColumn(),
-                console=console, transient=False,
-            )
-            self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.progress is not None:
-            self.progress.__exit__(*exc)
-
-    def __call__(self, event: dict) -> None:
-        import time
-
-        kind = event["kind"]
-        if kind == "start" and self.announce:
-            click.echo(RUNNER_LINES.get(event.get("runner", ""), f"running with {event.get('runner')}"))
-        if self.progress is None:
-            return
-        if kind == "start":
-            self.started = time.perf_counter()
-            self.task = self.progress.add_task("apply", total=event.get("documents_planned") or None, detail="")
-            return
-        if self.task is None:
-            return
-        if kind == "embedded":
-            self.embedded += event["chunks"]
-            self.tokens += event["tokens"]
-        elif kind == "documents":
-            self.chunks += event["chunks"]
-            self.progress.advance(self.task, event["documents"])
-        rate = self.tokens / max(time.perf_counter() - (self.started or time.perf_counter()), 1e-9)
-        self.progress.update(self.task, detail=f"· {self.chunks:,} chunks · {self.chunks - self.embedded:,} reused · "
-                             f"{self.embedded:,} embedded · {rate:,.0f} tok/s")
-
-
 @main.command()
 @click.argument("plan_file", type=click.Path(dir_okay=False))
 @CONFIG_OPTION
@@ -379,7 +325,7 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
     from reindex import api
     from reindex.reports import apply_text
 
-    with _ApplyProgress(enabled=not no_progress and not as_json, announce=not as_json) as bar:
+    with ApplyProgress(enabled=not no_progress and not as_json, announce=not as_json) as bar:
         r = api.apply_plan(plan_file, config_path, replan=replan, progress=bar, prefect=prefect)
     if as_json:
         _emit_json(r.as_dict())
@@ -389,10 +335,6 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
         raise click.exceptions.Exit(1)
 
 
-RUNNER_LINES = {
-    "in-process": "running in-process; set PREFECT_API_URL to track runs in Prefect",
-    "prefect": "running as the Prefect flow reindex-apply",
-}
 
 
 @main.command()
@@ -420,6 +362,11 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
         if as_json:
             _emit_json(r.as_dict())
         else:
+            from reindex.reports import recovered_text
+
+            line = recovered_text(r.report.get("recovered"))
+            if line:
+                click.echo(line)
             click.echo(f"already cut over: alias {r.report['index']} serves {r.report['shadow']}; nothing to do")
         return
     if as_json:
@@ -429,12 +376,6 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
     if not r.report["swap"]:
         raise click.exceptions.Exit(3)
 
-
-def _recovered_line(rec: dict | None) -> str | None:
-    if not rec:
-        return None
-    return (f"recovered an interrupted {rec['recovered']}: {rec['outcome']} "
-            f"({rec.get('from') or 'none'} → {rec['to']})")
 
 
 @main.command()

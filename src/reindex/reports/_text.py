@@ -245,3 +245,11 @@ def status_text(st: dict[str, Any]) -> str:
     if st["lock"]:
         lines.append(f"  locked by {st['lock']['owner']} ({st['lock']['purpose']})")
     return "\n".join(lines)
+
+
+def recovered_text(rec: dict | None) -> str | None:
+    """One line about an alias move a killed process left behind and this command completed or undid."""
+    if not rec:
+        return None
+    return (f"recovered an interrupted {rec['recovered']}: {rec['outcome']} "
+            f"({rec.get('from') or 'none'} → {rec['to']})")
