@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from helpers_index import Snapshot, Workspace, _NoClose, prefect_api_url, read_log
 from reindex import api
+from reindex.locks import read_lock
 from reindex.usecases import backends
 from reindex.approvals import ApprovalError
 from reindex.embedders import make_embedder
@@ -268,7 +269,7 @@ def test_apply_refuses_an_unapproved_pipeline_scoped_plan(tmp_path: Path, embed_
     assert read_log(embed_log) == before
     with ws.store() as s:
         assert s.list_collections() == [old]
-    assert not ws.lock_file.exists()
+    assert not read_lock(ws.state(), "docs").held
 
     # An approval of another plan does not count either.
     other_plan, other_path = ws.planned_change(size=100)
@@ -295,7 +296,7 @@ def test_apply_refuses_a_drifted_plan_unless_replanned(tmp_path: Path, embed_log
     assert read_log(embed_log) == {}
     with ws.store() as s:
         assert s.list_collections() == []
-    assert not ws.lock_file.exists()
+    assert not read_lock(ws.state(), "docs").held
 
     r = ws.apply(path, replan=True)
     assert r.status == "done" and r.plan_hash != plan.plan_hash

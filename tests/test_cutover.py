@@ -182,8 +182,11 @@ def test_rollback_gc_and_retention(two_populations: dict) -> None:
     # gc never deletes what an alias points at, even by name.
     with pytest.raises(CutoverError, match=f"{b} is served by an alias"):
         api.gc(ws.config, names=[b])
-    # --dry-run lists without deleting.
-    listed = api.gc(ws.config, older_than="0s", dry_run=True)
+    # A was live a moment ago: --older-than 0s keeps it (the rollback window); --force lists it;
+    # --dry-run deletes nothing.
+    kept = api.gc(ws.config, older_than="0s", dry_run=True)
+    assert [(x["collection"], x["state"], x["action"]) for x in kept] == [(a, "retired", "kept")]
+    listed = api.gc(ws.config, older_than="0s", dry_run=True, force=True)
     assert [(x["collection"], x["state"], x["action"]) for x in listed] == [(a, "retired", "would delete")]
     with ws.store() as s:
         assert s.collection_exists(a) and s.collection_exists(b)

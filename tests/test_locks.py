@@ -189,7 +189,9 @@ def test_a_takeover_stops_the_old_holder_before_its_next_write(make_store: MakeS
     """A holder renews every ttl/3 and checks before each write. Someone takes the lock over (here
     a contender whose clock runs ahead, so it thought the lease had expired): the holder's next
     renewal sees it, and no write follows."""
-    a = acquire_lock(make_store(), "docs", "a:1:x", purpose="apply", ttl=1.2)
+    # ttl 6 s (renewal every 2 s): long enough that a loaded 2-core machine still renews in time, so
+    # what stops the holder is the takeover, not its own lease running out.
+    a = acquire_lock(make_store(), "docs", "a:1:x", purpose="apply", ttl=6.0)
     writes: list[float] = []
     stopped: list[BaseException] = []
 
@@ -205,19 +207,19 @@ def test_a_takeover_stops_the_old_holder_before_its_next_write(make_store: MakeS
     with a.start_heartbeat():
         t = threading.Thread(target=writer)
         t.start()
-        time.sleep(0.5)  # at least one renewal happens in here
+        time.sleep(2.5)  # at least one renewal happens in here
         assert a.lost is None and not stopped
         other = make_store()
         body = json.loads(other.get(KEY) or b"{}")
         assert body["beat"] >= 1, "the heartbeat did not renew"
         _put_held(other, token=body["token"] + 1, owner="b:2:y", purpose="apply 2", expires_in=60)
         taken = time.monotonic()
-        t.join(timeout=5)
+        t.join(timeout=10)
     assert not t.is_alive() and stopped, "the old holder kept writing"
     assert "now held by b:2:y (apply 2, token 2)" in str(stopped[0])
     assert "stopped before the next write" in str(stopped[0])
-    # Detected by the next renewal (every 0.4 s), long before the 1.2 s lease would have run out.
-    assert writes[-1] - taken < 0.4 + 0.3
+    # Detected by the next renewal (every 2 s), long before the 6 s lease would have run out.
+    assert writes[-1] - taken < 2.0 + 1.5
     assert read_lock(other, "docs").owner == "b:2:y", "the old holder overwrote the new one"
 
 

@@ -143,6 +143,11 @@ def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: st
     return record
 
 
+def pending_intent(state: ObjectStore, index: str) -> dict | None:
+    """An alias move that was started and not finished (a killed cutover or rollback), if any."""
+    return read_json(state, _intent_key(index))
+
+
 def reconcile(store: Any, state: ObjectStore, index: str) -> dict | None:
     """Complete or undo an alias move a killed process left behind. Returns what was done, or None.
 

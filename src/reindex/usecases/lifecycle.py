@@ -30,6 +30,7 @@ from reindex.planner import (
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
+from reindex.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index
 
@@ -256,7 +257,6 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
 
 def status(config_path: str | Path = DEFAULT_CONFIG) -> dict:
     """Aliases, populations (live, shadow, retired with age), locks."""
-    import json as _json
     import time
 
     from reindex import cutover as co
@@ -273,8 +273,7 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> dict:
                          "points": store.count(r.collection) if exists else None,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
                          "chunker": chunker_spec(config_from_dict(r.config).text.chunker), "exists": exists})
-        lock = state.get(f"indexes/{cfg.index}/lock.json")
         return {"index": cfg.index, "aliases": aliases, "populations": pops,
-                "lock": _json.loads(lock) if lock else None}
+                "lock": read_lock(state, cfg.index).as_status(), "pending": co.pending_intent(state, cfg.index)}
     finally:
         store.close()
