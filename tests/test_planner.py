@@ -48,7 +48,8 @@ def test_document_scoped_work_is_exact_on_a_hand_checked_corpus(small: dict[str,
     plan, path = api.make_plan(small["cfg"], baseline_corpus=str(small["old"]), out=small["tmp"] / "plans")
     w = plan.body["work"]
     assert plan.kind == "document-scoped"
-    assert w["documents"] == {"total": 3, "added": 1, "edited": 1, "removed": 1, "unchanged": 1, "bad": 0}
+    assert w["documents"] == {"total": 3, "added": 1, "edited": 1, "removed": 1, "unchanged": 1, "bad": 0,
+                              "unreadable": 0, "live": 3}
     assert (w["chunks_old"], w["chunks_new"], w["chunks_reused"], w["chunks_to_embed"]) == (4, 4, 2, 2)
     assert w["tokens_to_embed"] == 5
     assert w["affected_documents"] == ["a", "c"] and w["removed_documents"] == ["r"]
@@ -134,10 +135,15 @@ def test_approval_is_bound_to_the_plan_hash(small: dict[str, Path]) -> None:
 
 
 def test_small_document_scoped_plan_needs_no_approval(small: dict[str, Path]) -> None:
-    plan, path = api.make_plan(small["cfg"], baseline_corpus=str(small["old"]), out=small["tmp"] / "plans")
+    # Removing 1 of 3 documents is a mass removal under the default policy (5 %) ...
+    plan, _ = api.make_plan(small["cfg"], baseline_corpus=str(small["old"]), out=None)
+    assert plan.body["approval"]["reasons"] == ["removes 1 of 3 live documents (33% > approval.max_removed_share 5%)"]
+    # ... and, with removals allowed, a small edit needs no approval; above max_tokens it does.
+    lax = _config(small["tmp"] / "lax.yaml", small["new"], extra="approval: {max_removed_share: 0.5}\n")
+    plan, path = api.make_plan(lax, baseline_corpus=str(small["old"]), out=small["tmp"] / "plans")
     assert not plan.body["approval"]["required"]
     assert api.approval_status(path) is None
-    cfg = _config(small["tmp"] / "strict.yaml", small["new"], extra="approval: {max_tokens: 2}\n")
+    cfg = _config(small["tmp"] / "strict.yaml", small["new"], extra="approval: {max_tokens: 2, max_removed_share: 0.5}\n")
     strict, _ = api.make_plan(cfg, baseline_corpus=str(small["old"]), out=None)
     assert strict.body["approval"]["reasons"] == ["5 tokens to embed exceed approval.max_tokens (2)"]
 

@@ -60,11 +60,16 @@ def read_approval(plan_path: str | Path) -> Approval | None:
         raise PlanError(f"{path}: not a valid approval record ({err})") from None
 
 
-def check_approval(plan: Plan, approval: Approval | None) -> Approval | None:
-    """Raise ApprovalError unless the plan needs no approval or ``approval`` is bound to it."""
-    if not plan.body["approval"]["required"]:
+def check_approval(plan: Plan, approval: Approval | None,
+                   required: tuple[bool, list[str]] | None = None) -> Approval | None:
+    """Raise ApprovalError unless the plan needs no approval or ``approval`` is bound to it. ``required``
+    is the policy re-derived from the config in force (apply passes it; the plan's own ``approval``
+    field is only a report and is used when nothing else is given)."""
+    needs, why = required if required is not None else (plan.body["approval"]["required"],
+                                                           plan.body["approval"]["reasons"])
+    if not needs:
         return approval
-    reasons = "; ".join(plan.body["approval"]["reasons"])
+    reasons = "; ".join(why)
     if approval is None:
         raise ApprovalError(
             f"plan {plan.plan_hash[:12]} ({plan.kind}) needs approval ({reasons}); run `reindex approve PLAN --by NAME`"

@@ -333,6 +333,8 @@ class ApprovalConfig(_OpModel):
     pipeline_scoped: bool = Field(True, description="Every pipeline-scoped plan needs approval.")
     max_tokens: int | None = Field(1_000_000, ge=0, description="Document-scoped plans above this many tokens need approval.")
     max_usd: float | None = Field(1.0, ge=0.0, description="Document-scoped plans above this many dollars need approval.")
+    max_removed_share: float = Field(0.05, ge=0.0, le=1.0, description="Plans removing more than this share of the live documents need approval.")
+    min_readable_share: float = Field(0.5, ge=0.0, le=1.0, description="Plans whose scan could read less than this share of the live documents need approval (an unmounted or emptied source).")
 
 
 class ApplyConfig(_OpModel):

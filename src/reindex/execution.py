@@ -30,7 +30,7 @@ import numpy as np
 from reindex import settings
 from reindex.config import PipelineConfig
 from reindex.embedders import Embedder
-from reindex.errors import ReindexError, TransientError
+from reindex.errors import ApprovalError, ReindexError, TransientError
 from reindex.identity import Identity
 from reindex.manifests import (
     ManifestRow,
@@ -126,6 +126,8 @@ class ApplyContext:
     in_place: bool
     progress: Callable[[dict], None] | None = None
     fence: Callable[[], None] = lambda: None  # raises when this writer lost the index lock (lock.check)
+    token_budget: int | None = None  # tokens this run may embed without an approval (None: unbounded)
+    tokens_spent: int = 0
     embed_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def emit(self, **event: Any) -> None:
@@ -179,6 +181,12 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
     for i in range(0, len(order), bs):
         batch = order[i : i + bs]
         with ctx.embed_lock:
+            cost = sum(texts[t] for t in batch)
+            if ctx.token_budget is not None and ctx.tokens_spent + cost > ctx.token_budget:
+                raise ApprovalError(
+                    f"this apply would embed more than approval.max_tokens ({ctx.token_budget:,}) tokens without "
+                    "an approval (the plan's numbers understate its work); run `reindex plan` again and approve it")
+            ctx.tokens_spent += cost
             res = retry_transient(ctx.embedder.embed, batch)
         result.embedded += len(batch)
         result.tokens_embedded += sum(texts[t] for t in batch)
@@ -342,6 +350,20 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     return result
 
 
+def delete_unlisted_points(ctx: ApplyContext) -> int:
+    """Delete points of the target that its chunk manifest does not list: left by a resumed build whose
+    documents changed, or by a retained population rebuilt for reuse. Counts first; scrolls only when the
+    count disagrees. Returns how many were deleted."""
+    listed = {r.point_id for r in read_chunk_manifest(ctx.state, ctx.index, ctx.target)}
+    if ctx.store.count(ctx.target) == len(listed):
+        return 0
+    extra = [p.id for p in ctx.store.scroll(ctx.target) if p.id not in listed]
+    for i in range(0, len(extra), 1024):
+        ctx.fence()
+        retry_transient(ctx.store.delete_points, ctx.target, extra[i : i + 1024])
+    return len(extra)
+
+
 def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
     """Documents whose bytes differ from the target's chunk manifest (changed or added), and
     documents in the manifest that are gone from the source."""
@@ -350,10 +372,12 @@ def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
         recorded[row.doc_id] = row.content_hash
     changed: set[str] = set()
     seen: set[str] = set()
-    for doc in open_source(ctx.cfg.source).scan(ScanReport()):
+    report = ScanReport()
+    for doc in open_source(ctx.cfg.source).scan(report):
         seen.add(doc.doc_id)
         if recorded.get(doc.doc_id) != doc.content_hash:
             changed.add(doc.doc_id)
+    seen |= {b.doc_id for b in report.bad}  # unreadable now is not removed: its points stay
     return changed, set(recorded) - seen
 
 

@@ -19,7 +19,7 @@ from reindex.planner._baseline import (
     no_baseline,
 )
 from reindex.planner._change import plan_change
-from reindex.planner._classify import KINDS, approval_needed, classify, explain_changes
+from reindex.planner._classify import KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes
 from reindex.planner._plan import (
     PLAN_SCHEMA,
     Plan,
@@ -53,7 +53,9 @@ __all__ = [
     "PlanError",
     "PlanRequest",
     "Rates",
+    "approval_counts",
     "approval_needed",
+    "approval_of_plan",
     "classify",
     "doc_work",
     "explain_changes",

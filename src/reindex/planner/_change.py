@@ -13,7 +13,7 @@ from reindex.identity import CorpusDigest, Identity, identity_of
 from reindex.manifests import digest_json
 from reindex.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline
-from reindex.planner._classify import approval_needed, classify, explain_changes
+from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes
 from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
 from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import sampled_projection
@@ -54,7 +54,7 @@ def plan_change(req: PlanRequest) -> Plan:
     else:
         projection = sampled_projection(req, source, report, work_for, t, digest, seen)
 
-    _count_removed(baseline, seen, t)
+    _count_removed(baseline, seen, {b.doc_id for b in report.bad}, t)
     if req.sample is None:
         _count_old(baseline, t)
     documents_changed = bool(t.docs["added"] or t.docs["edited"] or t.docs["removed"])
@@ -106,12 +106,17 @@ def _scan_exact(
             req.progress("chunking", n, None)
 
 
-def _count_removed(baseline: Baseline, seen: set[str], t: Totals) -> None:
-    """Baseline documents that are no longer in the corpus."""
+def _count_removed(baseline: Baseline, seen: set[str], bad: set[str], t: Totals) -> None:
+    """Baseline documents that are no longer in the corpus. A document the scan found but could not
+    read (an I/O error, now empty or binary) is not removed: its live points stay, and the plan lists it."""
     for doc_id in baseline.docs:
-        if doc_id not in seen:
-            t.removed.append(doc_id)
-            t.docs["removed"] += 1
+        if doc_id in seen:
+            continue
+        if doc_id in bad:
+            t.unreadable.append(doc_id)
+            continue
+        t.removed.append(doc_id)
+        t.docs["removed"] += 1
 
 
 def _count_old(baseline: Baseline, t: Totals) -> None:
@@ -132,7 +137,9 @@ def _plan_body(
     """The plan document, before sealing."""
     cfg, baseline = req.config, req.baseline
     c = price_work(kind, t, cfg, baseline, req.rates)
-    needs, reasons = approval_needed(kind, cfg, t.tokens_to_embed, c["usd"])
+    needs, reasons = approval_needed(kind, cfg, t.tokens_to_embed, c["usd"], **approval_counts(
+        len(baseline.docs) if baseline.config is not None else 0, t.docs["removed"],
+        sum(t.docs[s] for s in ("added", "edited", "unchanged")), len(t.unreadable)))
     explanation = explain_changes(baseline.config, cfg) if baseline.config is not None else []
     docs_total = sum(t.docs[s] for s in ("added", "edited", "unchanged"))
     return {
@@ -154,7 +161,7 @@ def _plan_body(
                        "bytes": report.bytes},
         },
         "config": cfg.model_dump(mode="json"),
-        "work": _work_section(t, report, kind, docs_total),
+        "work": _work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0),
         "projection": projection,
         "cost": c,
         "sensitivity": _sensitivity_section(req, t),
@@ -165,7 +172,7 @@ def _plan_body(
     }
 
 
-def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int) -> dict[str, Any]:
+def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, live: int) -> dict[str, Any]:
     """The plan's ``work`` section."""
     return {
         "documents": {
@@ -175,6 +182,8 @@ def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int) -> 
             "removed": t.docs["removed"],
             "unchanged": t.docs["unchanged"],
             "bad": len(report.bad),
+            "unreadable": len(t.unreadable),
+            "live": live,
         },
         "bad_documents": [{"doc_id": b.doc_id, "reason": b.reason} for b in report.bad],
         "chunks_old": t.chunks_old,
@@ -186,6 +195,7 @@ def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int) -> 
         "cross_document": {"chunks": t.cross_doc_chunks, "tokens": t.cross_doc_tokens},
         "affected_documents": sorted(t.affected) if kind == "document-scoped" else [],
         "removed_documents": sorted(t.removed),
+        "unreadable_documents": sorted(t.unreadable),
     }
 
 

@@ -9,7 +9,7 @@ from reindex.config import PipelineConfig
 from reindex.identity import Identity
 from reindex.planner._baseline import Baseline
 
-__all__ = ["KINDS", "approval_needed", "classify", "explain_changes"]
+__all__ = ["KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes"]
 
 KINDS = ("none", "initial", "document-scoped", "pipeline-scoped/text", "pipeline-scoped/vector")
 
@@ -68,10 +68,24 @@ def classify(baseline: Baseline, new_identity: Identity, documents_changed: bool
     return "document-scoped" if documents_changed else "none"
 
 
-def approval_needed(kind: str, cfg: PipelineConfig, tokens: int, usd: float) -> tuple[bool, list[str]]:
-    """Policy: which plans need a recorded approval before apply."""
+def approval_needed(kind: str, cfg: PipelineConfig, tokens: int, usd: float, *, live_documents: int = 0,
+                    removed: int = 0, readable: int | None = None, unreadable: int = 0) -> tuple[bool, list[str]]:
+    """Policy: which plans need a recorded approval before apply. ``live_documents`` is the live
+    population's document count, ``readable`` the documents the scan could read, ``unreadable`` the live
+    documents it could not (kept, not removed). Apply re-derives this from the config in force."""
     pol = cfg.approval
     reasons = []
+    if readable == 0:
+        reasons.append("the source yielded no readable document (empty, unmounted or unreadable?)")
+    elif readable is not None and live_documents and readable < pol.min_readable_share * live_documents:
+        reasons.append(f"only {readable:,} documents could be read against {live_documents:,} live "
+                       f"({readable / live_documents:.0%} < approval.min_readable_share {pol.min_readable_share:.0%})")
+    if live_documents and removed > pol.max_removed_share * live_documents:
+        reasons.append(f"removes {removed:,} of {live_documents:,} live documents "
+                       f"({removed / live_documents:.0%} > approval.max_removed_share {pol.max_removed_share:.0%})")
+    if unreadable and kind.startswith("pipeline-scoped"):
+        # In place, an unreadable document simply keeps its live points; a new population would lack it.
+        reasons.append(f"{unreadable:,} live documents could not be read and would be missing from the new population")
     if kind.startswith("pipeline-scoped") and pol.pipeline_scoped:
         reasons.append(f"{kind} plans need approval (approval.pipeline_scoped)")
     if kind in ("document-scoped", "initial"):
@@ -80,3 +94,21 @@ def approval_needed(kind: str, cfg: PipelineConfig, tokens: int, usd: float) -> 
         if pol.max_usd is not None and usd > pol.max_usd:
             reasons.append(f"${usd:,.2f} exceeds approval.max_usd (${pol.max_usd:,.2f})")
     return bool(reasons), reasons
+
+
+def approval_counts(live_documents: int, removed: int, readable: int, unreadable: int) -> dict[str, int]:
+    """The keyword arguments of :func:`approval_needed` that describe the corpus against the live index."""
+    return {"live_documents": live_documents, "removed": removed, "readable": readable, "unreadable": unreadable}
+
+
+def approval_of_plan(body: dict, cfg: PipelineConfig, kind: str) -> tuple[bool, list[str]]:
+    """The approval a plan needs under the config in force, from the plan's own work section (never from
+    its ``approval`` field, which a plan file could claim anything in)."""
+    w = body["work"]
+    docs = w["documents"]
+    tokens = int(w["tokens_to_embed"])
+    usd = tokens / 1e6 * cfg.cost.usd_per_mtok
+    readable = int(docs.get("added", 0)) + int(docs.get("edited", 0)) + int(docs.get("unchanged", 0))
+    return approval_needed(kind, cfg, tokens, usd, **approval_counts(
+        int(docs.get("live", 0)), len(w.get("removed_documents", ())), readable,
+        len(w.get("unreadable_documents", ()))))

@@ -116,6 +116,7 @@ class Totals:
     payload_new: int = 0
     affected: list = field(default_factory=list)
     removed: list = field(default_factory=list)
+    unreadable: list = field(default_factory=list)  # live documents the scan could not read: kept
     # distributions for the report and sensitivity tables
     doc_tokens: list = field(default_factory=list)
     chunk_len_old: Counter = field(default_factory=Counter)

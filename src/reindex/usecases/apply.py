@@ -18,6 +18,7 @@ from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
 from reindex.approvals import check_approval, read_approval
+from reindex.planner import approval_of_plan
 from reindex.planner import (
     Plan,
     PlanError,
@@ -94,8 +95,28 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
                 f"{plan_path}: " + "; ".join(problems) + ". Run `reindex plan` again, or pass --replan"
             )
         plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
-    check_approval(plan, read_approval(plan_path))
+    kind = kind_in_force(plan, cfg, state)
+    check_approval(plan, read_approval(plan_path), approval_of_plan(plan.body, cfg, kind))
     return plan, plan_path
+
+
+def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> str:
+    """The plan's kind as the live index and the config in force make it; a plan file claiming another
+    kind (an edited plan whose hash was recomputed) is refused."""
+    live = read_live(state, cfg.index)
+    ident = identity_of(cfg)
+    if live is None:
+        kind = "initial"
+    elif live.identity["vector_id"] != ident.vector_id:
+        kind = "pipeline-scoped/vector"
+    elif live.identity["text_id"] != ident.text_id:
+        kind = "pipeline-scoped/text"
+    else:
+        kind = plan.kind if plan.kind in ("document-scoped", "none") else "document-scoped"
+    if kind != plan.kind:
+        raise PlanError(f"the plan says {plan.kind} but the live index and the config make it {kind}; "
+                        "run `reindex plan` again")
+    return kind
 
 
 def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str, str | None, PipelineConfig | None]:
@@ -123,13 +144,25 @@ def _set_population_state(state, cfg: PipelineConfig, collection: str, value: st
                                              identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
 
 
-def job_of(plan: Plan, cfg: PipelineConfig) -> ShardJob:
-    """The shards a plan touches: every shard for a new population, only the affected ones in place."""
+def _token_budget(plan: Plan, plan_path: Path, cfg: PipelineConfig) -> int | None:
+    """Tokens an apply may embed without an approval record: ``approval.max_tokens`` for a plan the policy
+    lets through unapproved, none (unbounded) for an approved one. A guard against a plan file whose work
+    numbers were edited: the embedder stops before the batch that would exceed it."""
+    if plan.kind not in ("document-scoped", "initial") or cfg.approval.max_tokens is None:
+        return None
+    approval = read_approval(plan_path)
+    return None if approval is not None and approval.plan_hash == plan.plan_hash else cfg.approval.max_tokens
+
+
+def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJob:
+    """The shards a plan touches: every shard for a new population, only the affected ones in place
+    (``shards``: the layout to use, default ``apply.shards``)."""
     w = plan.body["work"]
+    n = shards or cfg.apply.shards
     if plan.kind != "document-scoped":
-        return ShardJob(tuple(range(cfg.apply.shards)))
+        return ShardJob(tuple(range(n)))
     affected = set(w["affected_documents"]) | set(w["removed_documents"])
-    shards = tuple(sorted({execution.shard_of(d, cfg.apply.shards) for d in affected}))
+    shards = tuple(sorted({execution.shard_of(d, n) for d in affected}))
     return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]))
 
 
@@ -171,16 +204,19 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         in_place = plan.kind == "document-scoped"
         target, old, old_cfg = _prepare_target(plan, cfg, state, store)
         ident = identity_of(cfg)
+        # In place, shards follow the layout the live population's manifest was written with (recorded in
+        # its population record), whatever apply.shards says now: operational fields are free to change.
+        shards = old_cfg.apply.shards if in_place and old_cfg else cfg.apply.shards
         ctx = execution.ApplyContext(
             index=cfg.index, cfg=cfg, identity=ident, target=target, old=None if in_place else old,
-            old_shards=old_cfg.apply.shards if old_cfg else None, run=plan.plan_hash, shards=cfg.apply.shards,
+            old_shards=old_cfg.apply.shards if old_cfg else None, run=plan.plan_hash, shards=shards,
             state=state, store=store,
             embedder=backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
-            fence=lock.check,
+            fence=lock.check, token_budget=_token_budget(plan, plan_path, cfg),
         )
         phases["setup"] = time.perf_counter() - t
-        job = job_of(plan, cfg)
+        job = job_of(plan, cfg, shards)
         w = plan.body["work"]
         if progress:
             progress({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
@@ -196,11 +232,14 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         t = time.perf_counter()
         if not failures and not in_place:
             lock.check()
+            report_stale = execution.delete_unlisted_points(ctx)
             store.finish_bulk(target)
             _set_population_state(state, cfg, target, "ready")
         phases["finish"] = time.perf_counter() - t
         report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
         report["runner"] = describe(runner)
+        if not failures and not in_place:
+            report["actual"]["deleted"] += report_stale
         report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
