@@ -16,6 +16,14 @@ from reindex.cutover import CutoverError
 from reindex.manifests import PopulationRecord, read_live, read_population, write_population
 
 
+@pytest.fixture
+def embed_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every text the hash embedder embeds in this process is logged here (one digest a line)."""
+    path = tmp_path / "embed.log"
+    monkeypatch.setenv("REINDEX_EMBED_LOG", str(path))
+    return path
+
+
 def _cli(ws: Workspace, *args: str, crash_at: str | None = None, stdin: str | None = None) -> subprocess.CompletedProcess:
     env = subprocess_env(**({"REINDEX_CRASH_AT": crash_at} if crash_at else {}))
     env.pop("PREFECT_API_URL", None)
@@ -139,3 +147,181 @@ def test_a_kill_inside_gc_never_leaves_a_population_that_can_go_live(switched: d
     with ws.store() as s:
         assert not s.collection_exists(a)
     assert ws.state().list(f"indexes/docs/populations/{a}/") == []
+
+
+# --------------------------------------------------------------------------------------------
+# Read errors, emptied sources, operational fields, self-approved plans, reuse after a rollback
+# --------------------------------------------------------------------------------------------
+
+
+def _points_of(ws: Workspace, doc_id: str) -> int:
+    alias = ws.alias()
+    with ws.store() as s:
+        return s.count(alias, doc_id=doc_id)
+
+
+def test_an_unreadable_empty_or_binary_document_keeps_its_live_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    docs = sorted(p.name for p in ws.corpus.iterdir())
+    eio, empty, binary = docs[0], docs[1], docs[2]
+    before = {d: _points_of(ws, d) for d in (eio, empty, binary)}
+    assert all(before.values())
+    (ws.corpus / empty).write_bytes(b"")
+    (ws.corpus / binary).write_bytes(b"\x00\x01\x02binary\x00" * 10)
+    edited = ws.edit_documents()  # a real change beside them, so the plan is applied in place
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == eio:
+            raise OSError(5, "Input/output error", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    plan, path = ws.plan()
+    w = plan.body["work"]
+    assert plan.kind == "document-scoped"
+    assert w["removed_documents"] == [] and w["documents"]["removed"] == 0
+    assert w["unreadable_documents"] == sorted([eio, empty, binary])
+    reasons = {b["doc_id"]: b["reason"] for b in w["bad_documents"]}
+    assert "Input/output error" in reasons[eio] and reasons[empty].startswith("empty")
+    assert reasons[binary].startswith("binary")
+    assert not plan.body["approval"]["required"], plan.body["approval"]
+    r = ws.apply(path)
+    assert r.status == "done" and r.report["actual"]["deleted"] >= 0
+    monkeypatch.undo()
+    assert {d: _points_of(ws, d) for d in (eio, empty, binary)} == before
+    assert all(_points_of(ws, d) for d in edited)
+
+
+def test_an_emptied_source_cannot_be_applied_without_approval(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    for f in ws.corpus.iterdir():
+        f.unlink()
+    plan, path = ws.plan()
+    assert plan.kind == "document-scoped" and len(plan.body["work"]["removed_documents"]) == 24
+    reasons = plan.body["approval"]["reasons"]
+    assert plan.body["approval"]["required"]
+    assert any("no readable document" in x for x in reasons) and any("removes 24 of 24" in x for x in reasons)
+    r = _cli(ws, "apply", str(path), "--no-progress")
+    assert r.returncode == 1 and "needs approval" in r.stderr
+    with ws.store() as s:
+        assert s.count("docs") > 0
+
+
+def test_an_empty_source_never_plans_an_initial_build_silently(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    for f in ws.corpus.iterdir():
+        f.unlink()
+    plan, _ = ws.plan()
+    assert plan.kind == "initial" and plan.body["approval"]["required"]
+    assert any("no readable document" in x for x in plan.body["approval"]["reasons"])
+
+
+OPERATIONAL = ("apply: {shards: 5, embed_batch_size: 7}\n"
+               "cost: {usd_per_mtok: 0.5, tokens_per_minute: 1000}\n"
+               "approval: {max_tokens: 5000000, max_usd: 100.0, max_removed_share: 0.5}\n"
+               "cutover: {k: 5, probes: 8, retention_days: 1.0}\n"
+               "embed: {max_retries: 1}\n")
+
+
+def test_operational_fields_change_nothing_that_is_built(tmp_path: Path) -> None:
+    """Every operational field changes between two runs: the unchanged corpus re-plans as none, and an
+    in-place sync under the new shard count gives the population the old settings would have."""
+    ref = Workspace(tmp_path / "ref")
+    ref.build_live()
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.config.write_text(ws.config.read_text().replace("apply: {shards: 4}\n", "") + OPERATIONAL, encoding="utf-8")
+    plan, _ = ws.plan()
+    assert plan.kind == "none", plan.body["explanation"]
+    gone = sorted(p.name for p in ws.corpus.iterdir())[5]
+    for w in (ws, ref):
+        w.edit_documents()
+        (w.corpus / gone).unlink()
+        plan, path = w.plan()
+        assert plan.kind == "document-scoped"
+        if plan.body["approval"]["required"]:
+            w.approve(path)
+        r = w.apply(path)
+        assert r.status == "done", r.report["failures"]
+        assert r.report["actual"]["deleted"] > 0
+    ws.snapshot(ws.alias()).assert_same(ref.snapshot(ref.alias()))
+    assert [(x.doc_id, x.ordinal, x.point_id) for x in ws.manifest_rows(ws.alias())] == \
+        [(x.doc_id, x.ordinal, x.point_id) for x in ref.manifest_rows(ref.alias())]
+    again, _ = ws.plan()
+    assert again.kind == "none"
+
+
+def _tamper(path: Path, edit) -> None:
+    from reindex.planner import seal
+
+    body = json.loads(path.read_text(encoding="utf-8"))
+    body.pop("plan_hash")
+    edit(body)
+    path.write_text(json.dumps(seal(body).body, indent=2), encoding="utf-8")
+
+
+def test_a_self_approved_plan_file_is_refused(tmp_path: Path) -> None:
+    from reindex.approvals import ApprovalError
+    from reindex.errors import PlanError
+
+    ws = Workspace(tmp_path / "ws")
+    old = ws.build_live()
+    ws.write_config(120)
+    plan, path = ws.plan()
+    assert plan.body["approval"]["required"]
+
+    def no_approval(body: dict) -> None:
+        body["approval"] = {"required": False, "reasons": []}
+        body["config"]["approval"]["pipeline_scoped"] = False
+
+    _tamper(path, no_approval)
+    with pytest.raises(ApprovalError, match="pipeline-scoped/text plans need approval"):
+        ws.apply(path)
+    _tamper(path, lambda b: b.update(kind="document-scoped"))
+    with pytest.raises(PlanError, match="the plan says document-scoped but the live index and the config make it "
+                                        "pipeline-scoped/text"):
+        ws.apply(path)
+    with ws.store() as s:
+        assert s.list_collections() == [old]
+
+
+def test_an_understated_document_scoped_plan_stops_at_the_token_limit(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.write_config(150, extra="approval: {max_tokens: 50}")
+    ws.edit_documents()
+    plan, path = ws.plan()
+    assert plan.body["approval"]["required"]  # far more than 50 tokens to embed
+    _tamper(path, lambda b: (b["work"].update(tokens_to_embed=10), b.update(approval={"required": False, "reasons": []})))
+    r = ws.apply(path)  # the check at apply passes (10 tokens) but the embedder stops at the limit
+    assert r.status == "failed"
+    assert r.report["failures"] and all("more than approval.max_tokens (50)" in f["reason"] for f in r.report["failures"])
+    assert r.report["actual"]["tokens_embedded"] <= 50
+
+
+def test_a_rollback_then_the_same_config_reuses_the_retained_population(tmp_path: Path, embed_log: Path) -> None:
+    from helpers_index import read_log
+
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    a = ws.build_live()
+    plan, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    b = ws.apply(path).collection
+    assert ws.cutover(path).report["swap"]
+    api.rollback(ws.config)
+    assert ws.alias() == a
+    before = sum(read_log(embed_log).values())
+    again, again_path = ws.plan()
+    assert again.kind == "pipeline-scoped/text"
+    assert again.body["work"]["tokens_to_embed"] == 0 and again.body["work"]["reuses_retained_population"] == b
+    assert any("reuses the retained population" in line for line in again.body["explanation"])
+    ws.approve(again_path)
+    r = ws.apply(again_path)
+    assert r.status == "done" and r.report["actual"]["embedded"] == 0
+    assert sum(read_log(embed_log).values()) == before
+    assert ws.cutover(again_path).report["swap"]
+    assert ws.alias() == b

@@ -173,3 +173,19 @@ def corpus_digest(documents: Iterable[tuple[str, str]]) -> str:
     for doc_id, content_hash in documents:
         d.add(doc_id, content_hash)
     return d.hexdigest()
+
+
+def digest_json(value: Any) -> str:
+    """A short digest of a JSON-able value in canonical form."""
+    return hashlib.blake2b(canonical_json(value).encode(), digest_size=16).hexdigest()
+
+
+# Config sections that only say how a run goes (prices, approval policy, parallelism, batch sizes, API
+# access, the cutover gate): a plan stays valid when they change (DESIGN invariant 10).
+RUN_ONLY_SECTIONS = ("cost", "approval", "apply", "embed", "cutover")
+
+
+def config_digest(cfg: PipelineConfig) -> str:
+    """What a plan records of its config and apply compares: everything but :data:`RUN_ONLY_SECTIONS`."""
+    data = cfg.model_dump(mode="json")
+    return digest_json({k: v for k, v in data.items() if k not in RUN_ONLY_SECTIONS})

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from reindex.errors import StateError
-from reindex.identity import canonical_json
+from reindex.identity import digest_json as _digest_json
 from reindex.stores.objects import ObjectStore
 from reindex.tables import TableError, columns_from_parquet, parquet_from_columns
 
@@ -178,9 +178,8 @@ def read_calibration(store: ObjectStore, vector_id: str) -> dict | None:
 
 
 def digest_json(value: Any) -> str:
-    import hashlib
-
-    return hashlib.blake2b(canonical_json(value).encode(), digest_size=16).hexdigest()
+    """:func:`reindex.identity.digest_json` (kept importable here)."""
+    return _digest_json(value)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ its files), ``_request`` (``PlanRequest``), ``_sampled`` (sampled projection), `
 
 from reindex.errors import PlanError
 from reindex.planner._baseline import (
+    attach_retained,
     Baseline,
     DocState,
     explicit_baseline,
@@ -40,6 +41,7 @@ from reindex.planner._work import (
 )
 
 __all__ = [
+    "attach_retained",
     "DEFAULT_TOKENS_PER_MINUTE",
     "KINDS",
     "LENGTH_EDGES",

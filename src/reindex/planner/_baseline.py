@@ -19,7 +19,7 @@ from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 from reindex.stores.objects import ObjectStore
 
-__all__ = ["Baseline", "DocState", "explicit_baseline", "live_baseline", "no_baseline"]
+__all__ = ["Baseline", "DocState", "attach_retained", "explicit_baseline", "live_baseline", "no_baseline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,9 @@ class Baseline:
     inputs: dict[str, Any] = field(default_factory=dict)
     complete: bool = True  # False when only some documents were chunked (sampled explicit baseline)
     materialize: Callable[[set[str]], None] | None = None  # chunk these ids of an incomplete baseline
+    # A retained (ready or retired) population built with the new pipeline: its vectors are reused too.
+    retained_collection: str | None = None
+    retained: dict[str, frozenset[str]] = field(default_factory=dict)  # doc id → fingerprints
 
     @property
     def identity(self) -> Identity | None:
@@ -116,3 +119,26 @@ def explicit_baseline(
 
     base.materialize = materialize
     return base
+
+
+def attach_retained(baseline: Baseline, store: ObjectStore, index: str, pipeline_id: str) -> Baseline:
+    """Let ``baseline`` reuse a retained population of ``pipeline_id`` (one not live, fully built: ready
+    or retired), e.g. the population a rollback left: its fingerprints per document count as reusable."""
+    from reindex.manifests import read_population
+
+    live = baseline.inputs.get("collection")
+    for key in store.list(f"indexes/{index}/populations/"):
+        if not key.endswith("/population.json"):
+            continue
+        rec = read_population(store, index, key.split("/")[-2])
+        if rec is None or rec.collection == live or rec.state not in ("ready", "retired"):
+            continue
+        if rec.identity.get("pipeline_id") != pipeline_id:
+            continue
+        fps: dict[str, set[str]] = {}
+        for row in read_chunk_manifest(store, index, rec.collection):
+            fps.setdefault(row.doc_id, set()).add(row.fingerprint)
+        baseline.retained_collection = rec.collection
+        baseline.retained = {d: frozenset(f) for d, f in fps.items()}
+        break
+    return baseline

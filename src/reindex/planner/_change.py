@@ -9,8 +9,7 @@ from typing import Any, Callable
 
 from reindex.config import chunker_spec
 from reindex.errors import PlanError
-from reindex.identity import CorpusDigest, Identity, identity_of
-from reindex.manifests import digest_json
+from reindex.identity import CorpusDigest, Identity, config_digest, identity_of
 from reindex.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes
@@ -83,7 +82,8 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
         recs = pipe.chunk_text(doc.doc_id, text)
         toks = [r.tokens for r in recs]
         return doc_work(doc.doc_id, status, old, [r.fingerprint for r in recs], toks,
-                        [len(r.text.encode()) for r in recs], whole_doc_tokens(pipe, text, toks), old_fps_global)
+                        [len(r.text.encode()) for r in recs], whole_doc_tokens(pipe, text, toks), old_fps_global,
+                        baseline.retained.get(doc.doc_id, frozenset()))
 
     return work_for
 
@@ -148,20 +148,23 @@ def _plan_body(
         "index": cfg.index,
         "kind": kind,
         "documents_changed": documents_changed,
-        "explanation": [e["line"] for e in explanation],
+        "explanation": [e["line"] for e in explanation] + (
+            [f"reuses the retained population {baseline.retained_collection} (built with this pipeline before): "
+             "its vectors are taken, not embedded again"] if baseline.retained_collection else []),
         "changes": explanation,
         "identity": {"new": identity_of(cfg).as_dict(),
                      "old": baseline.identity.as_dict() if baseline.identity else None},
         "chunker": {"new": chunker_spec(cfg.text.chunker),
                     "old": chunker_spec(baseline.config.text.chunker) if baseline.config else None},
         "inputs": {
-            "config": {"path": req.config_path, "digest": digest_json(cfg.model_dump(mode="json"))},
+            "config": {"path": req.config_path, "digest": config_digest(cfg)},
             "baseline": baseline.inputs,
             "corpus": {"uri": source.describe(), "digest": digest.hexdigest(), "documents": report.documents,
                        "bytes": report.bytes},
         },
         "config": cfg.model_dump(mode="json"),
-        "work": _work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0),
+        "work": _work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,
+                              baseline.retained_collection),
         "projection": projection,
         "cost": c,
         "sensitivity": _sensitivity_section(req, t),
@@ -172,7 +175,8 @@ def _plan_body(
     }
 
 
-def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, live: int) -> dict[str, Any]:
+def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, live: int,
+                  retained: str | None = None) -> dict[str, Any]:
     """The plan's ``work`` section."""
     return {
         "documents": {
@@ -196,6 +200,7 @@ def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, liv
         "affected_documents": sorted(t.affected) if kind == "document-scoped" else [],
         "removed_documents": sorted(t.removed),
         "unreadable_documents": sorted(t.unreadable),
+        "reuses_retained_population": retained,
     }
 
 

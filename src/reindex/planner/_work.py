@@ -57,11 +57,11 @@ class DocWork:
 
 def doc_work(
     doc_id: str, status: str, old: DocState | None, fps: list[str], toks: list[int], text_bytes: list[int],
-    doc_tokens: int, old_fps_global: set[str] | None,
+    doc_tokens: int, old_fps_global: set[str] | None, retained: frozenset[str] = frozenset(),
 ) -> DocWork:
     """Same-document reuse by fingerprint: a new chunk reuses a vector iff its fingerprint is among
     the old population's fingerprints of the same document; each distinct missing text is embedded once."""
-    old_set = set(old.fingerprints) if old else set()
+    old_set = (set(old.fingerprints) if old else set()) | retained
     reused = sum(1 for fp in fps if fp in old_set)
     missing: dict[str, int] = {}
     for fp, t in zip(fps, toks):

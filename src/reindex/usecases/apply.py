@@ -60,11 +60,12 @@ def corpus_digest_of(cfg: PipelineConfig) -> str:
 
 def check_drift(plan: Plan, cfg: PipelineConfig, state) -> list[str]:
     """Inputs of the plan that no longer match: config, live population, corpus."""
-    from reindex.manifests import digest_json, manifest_digest, read_live
+    from reindex.identity import config_digest
+    from reindex.manifests import manifest_digest, read_live
 
     problems = []
     inputs = plan.body["inputs"]
-    if digest_json(cfg.model_dump(mode="json")) != inputs["config"]["digest"]:
+    if config_digest(cfg) != inputs["config"]["digest"]:
         problems.append(f"the config changed since the plan (digest {inputs['config']['digest'][:12]})")
     base = inputs["baseline"]
     live = read_live(state, cfg.index)

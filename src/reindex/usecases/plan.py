@@ -26,6 +26,7 @@ from reindex.planner import (
     PlanRequest,
     Rates,
     explicit_baseline,
+    attach_retained,
     live_baseline,
     plan_change,
     read_plan,
@@ -73,7 +74,11 @@ def make_plan(
             raise SourceError(f"--baseline-corpus {corpus}: no such file or directory")
         baseline = explicit_baseline(old_cfg, corpus, only=set() if sample else None)
     else:
-        baseline = live_baseline(backends.state_store(cfg), cfg.index)
+        state = backends.state_store(cfg)
+        baseline = live_baseline(state, cfg.index)
+        new_pipeline = identity_of(cfg).pipeline_id
+        if baseline.identity is not None and baseline.identity.pipeline_id != new_pipeline:
+            attach_retained(baseline, state, cfg.index, new_pipeline)
     req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg), sample=sample, seed=seed, progress=progress)
     plan = plan_change(req)
     path = write_plan(plan, out) if out is not None else None
