@@ -259,9 +259,15 @@ def main() -> None:
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args()
     random.seed(args.seed)
+    # the checks run in this process too (verify, snapshots): the same loopback credentials as the commands
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+                      AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
     from moto.server import ThreadedMotoServer
     import boto3
 
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{server._server.server_port}"

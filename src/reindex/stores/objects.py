@@ -23,16 +23,10 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import boto3
 import botocore.exceptions as bex
 from botocore.config import Config
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
 from reindex.atomic import TMP_PREFIX, atomic_write, fsync_dir, write_temp
 from reindex.errors import StateError, TransientError
+from reindex.retry import RetriesExhausted, call_with_retries
 
 T = TypeVar("T")
 
@@ -361,16 +355,11 @@ class S3ObjectStore:
         return self.prefix + check_key(key)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        retrying = Retrying(
-            retry=retry_if_exception(is_transient),
-            stop=stop_after_attempt(self._attempts),
-            wait=wait_random_exponential(multiplier=self._backoff_s, max=self._max_backoff_s),
-            reraise=False,
-        )
         try:
-            return retrying(fn)
-        except RetryError as err:
-            last = err.last_attempt.exception()
+            return call_with_retries(fn, attempts=self._attempts, retry_if=is_transient, initial_s=self._backoff_s,
+                                     max_s=self._max_backoff_s, full_jitter=True, reraise=False)
+        except RetriesExhausted as err:
+            last = err.last
             raise TransientError(
                 f"{what} on {self.describe()} still failing after {self._attempts} attempts: {_one_line(last)}; "
                 "check that the S3 endpoint is reachable, then retry"
