@@ -12,8 +12,10 @@ moved chunk is a new embedding input. Sticky re-chunking takes the previous vers
    exactly by dynamic programming with a Fenwick tree (O(k log k) for k candidates). A greedy
    left-to-right search is not used because one moved chunk found late in the text would make it
    drop every chunk that precedes it there; maximising kept tokens keeps the rest. Ties between
-   chains of equal tokens and characters go to the candidate that starts first (then the lower
-   previous index), so the result is a function of (previous chunks, new text) alone.
+   chains of equal tokens and characters (repeated text) go to the chain whose chunks moved least
+   from their previous offsets (the previous chunks tile the previous text, so their offsets are
+   known), then to the one whose last chunk starts first: the result is a function of (previous
+   chunks, new text) alone.
 2. **Cuts the gaps** (the new text between kept chunks) with the configured stateless chunker, on
    the gap text, and maps its cuts back to token cuts of the whole document.
 3. **Enforces the size bounds** ``[lo, hi]`` (see :func:`size_bounds`): a gap piece under ``lo``
@@ -121,11 +123,16 @@ def align_previous(previous: Sequence[str], doc: Doc, hi: int | None = None) -> 
 
     Candidates are occurrences whose ends are valid cuts and that hold 1..``hi`` tokens; the kept
     chain increases in previous index and position, does not overlap and has the most tokens, then
-    characters (ties: the earliest-starting candidate, then the lower index)."""
+    characters, then the least total displacement from the previous offsets, then the earliest
+    last chunk. (Lexicographic order on these sums is compatible with addition, so the dynamic
+    programme is exact for it.)"""
     text = doc.text
     cuts = _valid_cut_chars(doc)
-    cands: list[tuple[int, int, int, int, int]] = []  # (char start, index, char end, tokens, chars)
+    cands: list[tuple[int, int, int, int, int, int]] = []  # (start, index, end, tokens, chars, -displacement)
+    offset = 0
     for i, prev in enumerate(previous):
+        old_at = offset
+        offset += len(prev)
         if not prev or prev.isspace():
             continue
         at = text.find(prev)
@@ -138,7 +145,7 @@ def align_previous(previous: Sequence[str], doc: Doc, hi: int | None = None) -> 
                 a = 0 if at == 0 else int(np.searchsorted(doc.starts, at, "left"))
                 b = int(np.searchsorted(doc.starts, end, "left"))
                 if b > a and (hi is None or b - a <= hi):
-                    cands.append((at, i, end, b - a, len(prev)))
+                    cands.append((at, i, end, b - a, len(prev), -abs(at - old_at)))
             found += 1
             at = text.find(prev, at + 1)
     if not cands:
@@ -146,15 +153,17 @@ def align_previous(previous: Sequence[str], doc: Doc, hi: int | None = None) -> 
     cands.sort(key=lambda c: (c[0], c[1]))
     k = len(cands)
     size = len(previous)
-    # Fenwick tree over previous indices holding the best (tokens, chars, -order) chain ending at an
-    # index; candidates enter it once the scan passes their end, so every chain is non-overlapping.
-    tree: list[tuple[int, int, int]] = [(-1, 0, 0)] * (size + 1)
+    # Fenwick tree over previous indices holding the best (tokens, chars, -displacement, -order)
+    # chain ending at an index; candidates enter it once the scan passes their end, so every chain is
+    # non-overlapping.
+    none = (-1, 0, 0, 0)
+    tree: list[tuple[int, int, int, int]] = [none] * (size + 1)
     owner: list[int] = [-1] * (size + 1)
-    score: list[tuple[int, int, int]] = [(0, 0, 0)] * k
+    score: list[tuple[int, int, int, int]] = [none] * k
     back: list[int] = [-1] * k
     by_end = sorted(range(k), key=lambda j: (cands[j][2], j))
     pending = 0
-    for j, (start, idx, _end, toks, chars) in enumerate(cands):
+    for j, (start, idx, _end, toks, chars, disp) in enumerate(cands):
         while pending < k and cands[by_end[pending]][2] <= start:
             q = by_end[pending]
             pos, val = cands[q][1] + 1, score[q]
@@ -163,18 +172,18 @@ def align_previous(previous: Sequence[str], doc: Doc, hi: int | None = None) -> 
                     tree[pos], owner[pos] = val, q
                 pos += pos & -pos
             pending += 1
-        best, best_q, pos = (-1, 0, 0), -1, idx  # prefix over indices < idx (1-based positions 1..idx)
+        best, best_q, pos = none, -1, idx  # prefix over indices < idx (1-based positions 1..idx)
         while pos > 0:
             if tree[pos] > best:
                 best, best_q = tree[pos], owner[pos]
             pos -= pos & -pos
-        base = score[best_q] if best_q >= 0 else (0, 0, 0)
-        score[j] = (base[0] + toks, base[1] + chars, -j)
+        base = score[best_q] if best_q >= 0 else (0, 0, 0, 0)
+        score[j] = (base[0] + toks, base[1] + chars, base[2] + disp, -j)
         back[j] = best_q
     j = max(range(k), key=lambda x: score[x])
     out = []
     while j >= 0:
-        start, idx, end, _, _ = cands[j]
+        start, idx, end = cands[j][:3]
         a = 0 if start == 0 else int(np.searchsorted(doc.starts, start, "left"))
         out.append((idx, a, int(np.searchsorted(doc.starts, end, "left"))))
         j = back[j]
