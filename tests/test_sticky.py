@@ -155,6 +155,8 @@ def test_alignment_keeps_the_most_tokens_not_the_first_match() -> None:
     # kept at both occurrences when the order allows it.
     doc2 = Doc.of(a + a + b, tok)
     assert [(i, x, y) for i, x, y in align_previous([a, a, b], doc2)] == [(0, 0, 3), (1, 3, 6), (2, 6, 9)]
+    # One previous chunk is kept once at most, even when its text now occurs twice.
+    assert align_previous([a], Doc.of(a + a, tok)) == [(0, 0, 3)]
 
 
 def test_alignment_requires_valid_cuts_and_the_cap() -> None:
@@ -197,6 +199,9 @@ def test_small_gap_piece_merges_into_its_gap_neighbour() -> None:
     assert make_chunker("recursive:size=6", tok).chunk("p q r s t u\n\nv\n\n")[-1].text == "v\n\n"
     chunks, _ = sticky_chunks(prev, new, chunker, tok, cfg)
     assert [c.text for c in chunks] == ["a b c\n\n", "p q r s t u\n\nv\n\n", "z z z\n\n"]
+    # With hi = 6 the merge would pass the cap: the small piece stays on its own.
+    chunks, _ = sticky_chunks(prev, new, chunker, tok, StickyConfig(lo=3, hi=6, max_drift=10, max_out_of_bounds=1))
+    assert [c.text for c in chunks] == ["a b c\n\n", "p q r s t u\n\n", "v\n\n", "z z z\n\n"]
 
 
 def test_wasserstein1_by_hand() -> None:
@@ -204,6 +209,7 @@ def test_wasserstein1_by_hand() -> None:
     assert wasserstein1([0], [5]) == 5
     assert wasserstein1([0, 10], [5]) == pytest.approx(5.0)
     assert wasserstein1([0, 0, 3], [0, 3]) == pytest.approx(0.5)  # quantiles differ on (1/2, 2/3]: 3·1/6
+    assert wasserstein1([0, 1], [0, 3]) == pytest.approx(1.0)  # 2 on (1/2, 1]
     assert wasserstein1([], []) == 0 and wasserstein1([], [1]) == float("inf")
 
 
