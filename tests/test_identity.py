@@ -147,8 +147,15 @@ def test_operational_fields_change_neither_id(name: str, value: object) -> None:
 
 
 # Hypothesis: arbitrary combinations of values of the two halves.
+def _text_half(**kw):
+    try:
+        return TextHalf(**kw)
+    except ValueError:  # sticky with an overlapping chunker is refused by validation
+        return None
+
+
 text_halves = st.builds(
-    TextHalf,
+    _text_half,
     extractor=st.sampled_from(["auto", "plain", "html"]),
     normaliser=st.builds(
         NormaliserConfig,
@@ -168,7 +175,9 @@ text_halves = st.builds(
         max_drift=st.sampled_from([0.25, 0.1, 1.0]),
         min_share=st.sampled_from([0.2, 0.5]),
     ),
-)
+).filter(lambda t: t is not None)
+
+
 vector_halves = st.builds(
     VectorHalf,
     model=st.sampled_from(["all-MiniLM-L6-v2", "/m/a", "/m/b"]),

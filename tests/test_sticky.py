@@ -248,3 +248,40 @@ def test_size_bounds() -> None:
         size_bounds("sliding:size=256,overlap=0.2", 0.2)
     with pytest.raises(ChunkerError, match="token-limited"):
         size_bounds("fixed_chars", 0.2)
+
+
+def test_pipeline_rechunk_text_is_sticky_only_when_configured() -> None:
+    from reindex.config import RecursiveChunkerConfig, TextHalf
+    from reindex.identity import fingerprint, point_ids
+    from reindex.pipeline import TextPipeline
+
+    half = TextHalf(chunker=RecursiveChunkerConfig(size=6), tokenizer="whitespace", tokenizer_revision="builtin-v1")
+    old = "a b c d e\n\nf g h i j\n\nk l m n o\n\n"
+    new = "NEW a b c d e\n\nf g h i j\n\nk l m n o\n\n"
+    sticky = TextPipeline(half.model_copy(update={"rechunk": RechunkConfig(mode="sticky", min_share=0.1, max_drift=10)}), "vid")
+    previous = [r.text for r in sticky.chunk_text("doc", old)]
+    recs = sticky.rechunk_text("doc", new, previous)
+    assert [r.text for r in recs] == ["NEW ", "a b c d e\n\n", "f g h i j\n\n", "k l m n o\n\n"]
+    assert [r.fingerprint for r in recs] == [fingerprint("vid", r.text) for r in recs]
+    assert [r.point_id for r in recs] == point_ids("doc", [r.fingerprint for r in recs])
+    assert [(r.ordinal, r.start, r.end) for r in recs] == [(0, 0, 4), (1, 4, 15), (2, 15, 26), (3, 26, 37)]
+    # No previous chunks (a new document, or a population of another text id): the stateless cut.
+    assert sticky.rechunk_text("doc", new, []) == sticky.chunk_text("doc", new)
+    stateless = TextPipeline(half, "vid")
+    assert stateless.rechunk_text("doc", new, previous) == stateless.chunk_text("doc", new)
+    assert [r.text for r in stateless.chunk_text("doc", new)] != [r.text for r in recs]
+    # With the default drift threshold this edit (lengths 1,5,5,5 vs a fresh 6,5,5) is cut freshly.
+    default = TextPipeline(half.model_copy(update={"rechunk": RechunkConfig(mode="sticky", min_share=0.1)}), "vid")
+    assert default.rechunk_text("doc", new, previous) == default.chunk_text("doc", new)
+
+
+def test_config_refuses_sticky_with_an_overlapping_chunker() -> None:
+    from reindex.config import config_from_dict
+    from reindex.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="sticky needs a non-overlapping token-limited chunker"):
+        config_from_dict({"index": "d", "source": "/x", "text": {"rechunk": "sticky", "chunker": {"kind": "sliding"}}})
+    with pytest.raises(ConfigError, match="fixed_chars"):
+        config_from_dict({"index": "d", "source": "/x", "text": {"rechunk": "sticky", "chunker": {"kind": "fixed_chars"}}})
+    cfg = config_from_dict({"index": "d", "source": "/x", "text": {"rechunk": "sticky", "chunker": {"kind": "anchored"}}})
+    assert cfg.text.rechunk.mode == "sticky"

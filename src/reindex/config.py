@@ -211,6 +211,10 @@ class NormaliserConfig(_Model):
     strip_trailing_whitespace: bool = Field(False, description="Remove spaces and tabs at the end of every line.")
 
 
+# Chunker kinds sticky re-chunking supports: their chunks partition the text within token bounds.
+STICKY_KINDS = ("fixed", "sentence", "paragraph", "recursive", "markdown", "cdc", "anchored")
+
+
 class RechunkConfig(_Model):
     """How an edited document is re-chunked. ``stateless``: the chunker sees only the new text.
     ``sticky``: every chunk of the previous version whose text still occurs in the new one is kept
@@ -258,6 +262,16 @@ class TextHalf(_Model):
     rechunk: RechunkConfig = Field(
         default_factory=RechunkConfig, description="How edited documents are re-chunked: stateless (default) or sticky."
     )
+
+    @model_validator(mode="after")
+    def _sticky_needs_token_bounds(self) -> "TextHalf":
+        kind = self.chunker.kind
+        if self.rechunk.mode == "sticky" and (kind not in STICKY_KINDS or getattr(self.chunker, "overlap", 0)):
+            raise ValueError(
+                f"rechunk: sticky needs a non-overlapping token-limited chunker ({', '.join(STICKY_KINDS)}); "
+                f"{kind} {'with overlap ' if getattr(self.chunker, 'overlap', 0) else ''}has no token size bounds to keep"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------------------------

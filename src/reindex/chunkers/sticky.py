@@ -45,7 +45,7 @@ import numpy as np
 
 from reindex.chunkers._segments import Doc
 from reindex.chunkers.base import Chunk, Chunker
-from reindex.config import RechunkConfig, parse_chunker_spec
+from reindex.config import STICKY_KINDS, RechunkConfig, parse_chunker_spec
 from reindex.errors import ChunkerError
 from reindex.tokenizers import Tokenizer
 
@@ -92,17 +92,16 @@ def size_bounds(chunker_config: object, min_share: float) -> tuple[int, int]:
     kind = getattr(cfg, "kind", None)
     if getattr(cfg, "overlap", 0):
         raise ChunkerError(f"sticky re-chunking needs chunks that partition the text; {kind} with overlap does not")
+    if kind not in STICKY_KINDS:
+        raise ChunkerError(
+            f"sticky re-chunking needs a token-limited chunker ({', '.join(STICKY_KINDS)}); {kind!r} has no size bounds in tokens"
+        )
     if kind == "cdc":
         target, hi = (cfg.min + cfg.max) / 2, cfg.cap
     elif kind == "anchored":
         target, hi = cfg.size, cfg.cap or 2 * cfg.size
-    elif kind in ("fixed", "recursive", "paragraph", "markdown", "sentence"):
-        target, hi = cfg.size, cfg.size
     else:
-        raise ChunkerError(
-            f"sticky re-chunking needs a token-limited chunker (fixed, sentence, paragraph, recursive, markdown, cdc, "
-            f"anchored); {kind!r} has no size bounds in tokens"
-        )
+        target, hi = cfg.size, cfg.size
     return max(1, round(min_share * target)), int(hi)
 
 
