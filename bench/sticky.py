@@ -12,7 +12,8 @@ Parts (``--parts pairs,chains,retrieval``):
   histories of python/peps and Snailclimb/JavaGuide (``fetch`` mirrors; give ``--peps`` and
   ``--javaguide``): R_c per revision and tokens embedded after the initial build, sticky vs the
   stateless default vs re-embedding every edited document; drift with drift control off.
-* ``retrieval``: every English query document's last ≤ 21 texts up to the snapshot commit,
+* ``retrieval``: every English query document's last ≤ 21 texts up to the snapshot commit (across
+  renames),
   re-chunked in sticky mode; the final sticky chunks vs a fresh cut of the same texts through
   ``reindex.measure.evaluate_retrieval`` (MiniLM, 2,048-token budget).
 
@@ -184,7 +185,8 @@ def part_retrieval(tok, args) -> dict:
     queries = [q for q in m.load_queries(CORPUS / "queries.jsonl") if q.lang == "en"]
     corpus = m.load_corpus(CORPUS / "snapshot_new.parquet")
     paths = sorted({q.doc_path for q in queries if q.doc_path in corpus})
-    chains = ms.chains_from_git(args.peps, paths, lang="en", last=args.revisions + 1, until=PEPS_HEAD)
+    # --follow: most PEPs moved into peps/ in 2022; their history before the move counts too.
+    chains = ms.chains_from_git(args.peps, paths, lang="en", last=args.revisions + 1, until=PEPS_HEAD, follow=True)
     chunker = make_chunker(DEFAULT, tok)
     cfg = StickyConfig.of(DEFAULT, RechunkConfig(mode="sticky"))
     finals: dict[str, tuple] = {}

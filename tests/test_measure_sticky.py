@@ -151,3 +151,21 @@ def test_fixed_chunks_serves_final_chunks_and_falls_back() -> None:
     res = m.evaluate_retrieval(fixed, corpus, ["d"], [q], embed=embed, dim=2, fingerprint=lambda t: t,
                                count=WS.count_batch, cache=None, lang="en")
     assert res.chunks == 4 and res.evidence_recall == 1.0
+
+
+def test_chains_follow_renames(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    for k, text in enumerate([OLD, "X " + OLD]):
+        (repo / "old.txt").write_text(text, encoding="utf-8")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"v{k}")
+    _git(repo, "mv", "old.txt", "new.txt")
+    _git(repo, "commit", "-q", "-m", "rename")
+    (repo / "new.txt").write_text("Y X " + OLD, encoding="utf-8")
+    _git(repo, "commit", "-q", "-am", "v3")
+    [plain] = ms.chains_from_git(repo / ".git", ["new.txt"], lang="en")
+    [followed] = ms.chains_from_git(repo / ".git", ["new.txt"], lang="en", follow=True)
+    assert plain.texts == ("X " + OLD, "Y X " + OLD)
+    assert followed.texts == (OLD, "X " + OLD, "Y X " + OLD)

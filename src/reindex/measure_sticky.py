@@ -190,26 +190,33 @@ def git_bytes(git_dir: str | Path, *args: str) -> bytes:
 
 
 def chains_from_git(git_dir: str | Path, paths: Sequence[str], *, lang: str, last: int = 21, since: str | None = None,
-                    until: str | None = None) -> list[Chain]:
+                    until: str | None = None, follow: bool = False) -> list[Chain]:
     """One chain per path: the file's last ``last`` distinct texts along ``git log --no-merges``
     (oldest first; commits that leave the text unchanged or are not valid UTF-8 are skipped),
-    optionally limited to commits after ``since`` and up to ``until`` (a commit)."""
+    optionally limited to commits after ``since`` and up to ``until`` (a commit); ``follow`` also
+    walks the file's history across renames (``git log --follow``)."""
     out = []
     for path in paths:
-        args = ["log", "--no-merges", "--format=%H", *([f"--since={since}"] if since else []), *([until] if until else []), "--", path]
-        commits = git_bytes(git_dir, *args).decode().split()[::-1]
-        texts: list[str] = []
+        args = ["log", "--no-merges", "--format=%x00%H", "--name-only", *(["--follow"] if follow else []),
+                *([f"--since={since}"] if since else []), *([until] if until else []), "--", path]
+        texts: list[str] = []  # newest first while collecting
         used: list[str] = []
-        for c in commits:
+        for block in git_bytes(git_dir, *args).decode("utf-8", "surrogateescape").split("\x00")[1:]:
+            lines = [ln.strip() for ln in block.splitlines() if ln.strip()]
+            if not lines:
+                continue
+            commit, at = lines[0], (lines[1] if len(lines) > 1 else path)
             try:
-                text = git_bytes(git_dir, "show", f"{c}:{path}").decode("utf-8")
+                text = git_bytes(git_dir, "show", f"{commit}:{at}").decode("utf-8")
             except (m.MeasureError, UnicodeDecodeError):
                 continue
             if texts and text == texts[-1]:
                 continue
             texts.append(text)
-            used.append(c)
-        out.append(Chain(f"{lang}:{path}", lang, path, tuple(texts[-last:]), tuple(used[-last:])))
+            used.append(commit)
+            if len(texts) >= last:
+                break
+        out.append(Chain(f"{lang}:{path}", lang, path, tuple(texts[::-1]), tuple(used[::-1])))
     return out
 
 
