@@ -60,7 +60,7 @@ def test_measure_sticky_report_has_the_cli_shape_and_a_zero_control() -> None:
     # p1: 1/10; p3: "d e f " -> "d E f " misses 3 of 9 tokens.
     assert en_all["pairs"] == 2 and en_all["rc_mean"] == pytest.approx((0.1 + 3 / 9) / 2, abs=1e-6)
     # Paired difference sticky − stateless exists and is negative for English.
-    diff = [x for x in d["paired_differences"] if x["lang"] == "en" and x["band"] == "all"][0]
+    diff = next(x for x in d["paired_differences"] if x["lang"] == "en" and x["band"] == "all")
     assert diff["b"] == "fixed:size=3+sticky" and diff["diff_points"] < 0
     assert any("re-cut 0 of 3" in w for w in d["warnings"])
 

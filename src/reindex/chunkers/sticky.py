@@ -38,6 +38,7 @@ in the new document, like every partitioning chunker.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -269,7 +270,7 @@ def sticky_chunks(previous: Sequence[str], text: str, chunker: Chunker, tokenize
             spans.append((a, b))
         else:
             bounds = _merge_small([a, *_cut_gap(doc, a, b, chunker), b], config.lo, config.hi)
-            spans.extend(zip(bounds[:-1], bounds[1:]))
+            spans.extend(itertools.pairwise(bounds))
     return doc.ranges(spans), n_kept
 
 
