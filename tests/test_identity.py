@@ -18,6 +18,7 @@ from reindex.config import (
     EmbedConfig,
     NormaliserConfig,
     PipelineConfig,
+    RechunkConfig,
     SlidingChunkerConfig,
     SourceConfig,
     StateConfig,
@@ -70,6 +71,13 @@ TEXT_MUTATIONS = {
     ],
     "tokenizer": ["whitespace", "char", "/models/other"],
     "tokenizer_revision": ["sha256:other"],
+    "rechunk": [
+        RechunkConfig(mode="sticky"),
+        RechunkConfig(mode="sticky", max_drift=0.5),
+        RechunkConfig(mode="sticky", min_share=0.1),
+        RechunkConfig(mode="sticky", max_out_of_bounds=0.3),
+        RechunkConfig(max_drift=0.5),
+    ],
 }
 VECTOR_MUTATIONS = {
     "provider": ["openai", "hash"],
@@ -139,8 +147,15 @@ def test_operational_fields_change_neither_id(name: str, value: object) -> None:
 
 
 # Hypothesis: arbitrary combinations of values of the two halves.
+def _text_half(**kw):
+    try:
+        return TextHalf(**kw)
+    except ValueError:  # sticky with an overlapping chunker is refused by validation
+        return None
+
+
 text_halves = st.builds(
-    TextHalf,
+    _text_half,
     extractor=st.sampled_from(["auto", "plain", "html"]),
     normaliser=st.builds(
         NormaliserConfig,
@@ -154,7 +169,15 @@ text_halves = st.builds(
     ),
     tokenizer=st.sampled_from(["all-MiniLM-L6-v2", "whitespace", "char"]),
     tokenizer_revision=st.text(min_size=1, max_size=8),
-)
+    rechunk=st.builds(
+        RechunkConfig,
+        mode=st.sampled_from(["stateless", "sticky"]),
+        max_drift=st.sampled_from([0.25, 0.1, 1.0]),
+        min_share=st.sampled_from([0.2, 0.5]),
+    ),
+).filter(lambda t: t is not None)
+
+
 vector_halves = st.builds(
     VectorHalf,
     model=st.sampled_from(["all-MiniLM-L6-v2", "/m/a", "/m/b"]),
@@ -237,3 +260,26 @@ def test_point_ids_are_deterministic_and_count_occurrences() -> None:
 def test_collection_name() -> None:
     ident = identity_of(BASE)
     assert ident.collection == collection_name("docs", ident.pipeline_id) == f"docs__{ident.pipeline_id[:12]}"
+
+
+# The rechunk field came after v1: at its default it is left out of the text id, so populations built
+# before it existed keep their ids; sticky (or any other value) is a text change.
+def test_default_rechunk_keeps_the_v1_text_id() -> None:
+    import hashlib
+
+    data = BASE.text.model_dump(mode="json")
+    data.pop("rechunk")
+    h = hashlib.blake2b(digest_size=32)
+    for part in (b"reindex/text/v1", canonical_json(data).encode()):
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    assert text_id(BASE.text) == h.hexdigest()
+    sticky = BASE.text.model_copy(update={"rechunk": RechunkConfig(mode="sticky")})
+    assert text_id(sticky) != text_id(BASE.text)
+
+
+def test_rechunk_accepts_a_plain_mode_string() -> None:
+    cfg = config_from_dict({"index": "docs", "source": "/data", "text": {"rechunk": "sticky"}})
+    assert cfg.text.rechunk == RechunkConfig(mode="sticky")
+    with pytest.raises(Exception, match="rechunk"):
+        config_from_dict({"index": "docs", "source": "/data", "text": {"rechunk": "sometimes"}})

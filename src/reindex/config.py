@@ -211,6 +211,38 @@ class NormaliserConfig(_Model):
     strip_trailing_whitespace: bool = Field(False, description="Remove spaces and tabs at the end of every line.")
 
 
+# Chunker kinds sticky re-chunking supports: their chunks partition the text within token bounds.
+STICKY_KINDS = ("fixed", "sentence", "paragraph", "recursive", "markdown", "cdc", "anchored")
+
+
+class RechunkConfig(_Model):
+    """How an edited document is re-chunked. ``stateless``: the chunker sees only the new text.
+    ``sticky``: every chunk of the previous version whose text still occurs in the new one is kept
+    and only the gaps between kept chunks are cut (see :mod:`reindex.chunkers.sticky`); a document
+    whose chunk lengths drift too far from a fresh cut is cut freshly. A plain string is accepted as
+    ``mode`` (``rechunk: sticky``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=TEXT)
+    mode: Literal["stateless", "sticky"] = Field("stateless", description="stateless or sticky (edit-aware) re-chunking.")
+    min_share: float = Field(
+        0.2, gt=0.0, le=1.0,
+        description="sticky: the lower size bound is min_share × the chunker's target size; a gap piece below it is merged into a neighbour.",
+    )
+    max_drift: float = Field(
+        0.25, ge=0.0,
+        description="sticky: re-cut a document freshly when the Wasserstein-1 distance between its sticky and fresh chunk lengths, divided by the fresh median, exceeds this.",
+    )
+    max_out_of_bounds: float = Field(
+        0.15, ge=0.0, le=1.0,
+        description="sticky: re-cut a document freshly when its share of chunks outside the size bounds exceeds the fresh cut's share by more than this.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        return {"mode": value} if isinstance(value, str) else value
+
+
 class TextHalf(_Model):
     """Everything that decides which text is embedded. Hashed into the text id."""
 
@@ -227,6 +259,19 @@ class TextHalf(_Model):
     tokenizer_revision: str = Field(
         "auto", description="Revision of the tokenizer; 'auto' = a digest of its files, computed when the config is resolved."
     )
+    rechunk: RechunkConfig = Field(
+        default_factory=RechunkConfig, description="How edited documents are re-chunked: stateless (default) or sticky."
+    )
+
+    @model_validator(mode="after")
+    def _sticky_needs_token_bounds(self) -> "TextHalf":
+        kind = self.chunker.kind
+        if self.rechunk.mode == "sticky" and (kind not in STICKY_KINDS or getattr(self.chunker, "overlap", 0)):
+            raise ValueError(
+                f"rechunk: sticky needs a non-overlapping token-limited chunker ({', '.join(STICKY_KINDS)}); "
+                f"{kind} {'with overlap ' if getattr(self.chunker, 'overlap', 0) else ''}has no token size bounds to keep"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------------------------

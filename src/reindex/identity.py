@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from reindex.config import PipelineConfig, TextHalf, VectorHalf
+from reindex.config import PipelineConfig, RechunkConfig, TextHalf, VectorHalf
 from reindex.models import digest_path, find_tokenizer_file, resolve_model_path
 
 TEXT_ID_VERSION = "reindex/text/v1"
@@ -43,8 +43,15 @@ def _h(*parts: bytes) -> str:
 
 
 def text_id(text: TextHalf) -> str:
-    """Hash of the text half (all fields, defaults included, so omitted = explicit default)."""
-    return _h(TEXT_ID_VERSION.encode(), canonical_json(text.model_dump(mode="json")).encode())
+    """Hash of the text half (all fields, defaults included, so omitted = explicit default).
+
+    ``rechunk`` is left out while it equals its default (stateless): the field came after v1, and
+    leaving it out keeps every existing stateless population's text id, and so its collection name.
+    Any other value is hashed, so switching to sticky re-chunking is a text change."""
+    data = text.model_dump(mode="json")
+    if text.rechunk == RechunkConfig():
+        del data["rechunk"]
+    return _h(TEXT_ID_VERSION.encode(), canonical_json(data).encode())
 
 
 def vector_id(vector: VectorHalf) -> str:

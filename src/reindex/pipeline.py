@@ -5,10 +5,12 @@ fingerprints text identically."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reindex.chunkers import make_chunker
 from reindex.chunkers.base import Chunk, Chunker
+from reindex.chunkers.sticky import StickyConfig, rechunk_document
 from reindex.config import PipelineConfig, TextHalf, chunker_spec
 from reindex.identity import fingerprint, point_ids
 from reindex.sources.base import Document
@@ -51,6 +53,7 @@ class TextPipeline:
         self.tokenizer = tokenizer or load_tokenizer(text.tokenizer)
         self.chunker: Chunker = make_chunker(text.chunker, self.tokenizer)
         self.spec = chunker_spec(text.chunker)
+        self._sticky: StickyConfig | None = None
 
     @classmethod
     def for_config(cls, cfg: PipelineConfig, vector_id: str) -> "TextPipeline":
@@ -62,7 +65,23 @@ class TextPipeline:
 
     def chunk_text(self, doc_id: str, text: str) -> list[ChunkRecord]:
         """Chunk an already normalised text and attach fingerprints and point ids."""
-        chunks: list[Chunk] = self.chunker.chunk(text)
+        return self._records(doc_id, self.chunker.chunk(text))
+
+    def rechunk_text(self, doc_id: str, text: str, previous: Sequence[str]) -> list[ChunkRecord]:
+        """Chunk records of an edited document's normalised text given its previous version's chunk
+        texts in ordinal order, taken from a population with the *same text id*. With
+        ``text.rechunk.mode: sticky`` previous chunks that survive are kept and only the gaps are cut
+        (:func:`reindex.chunkers.sticky.rechunk_document`, with its drift control); otherwise, or with
+        no previous chunks, the same as :meth:`chunk_text`. Deterministic in (previous, text, config),
+        so planning and apply get the same records from the same live chunk manifest."""
+        if self.text.rechunk.mode != "sticky" or not previous:
+            return self.chunk_text(doc_id, text)
+        if self._sticky is None:
+            self._sticky = StickyConfig.of(self.text.chunker, self.text.rechunk)
+        done = rechunk_document(list(previous), text, self.chunker, self.tokenizer, self._sticky)
+        return self._records(doc_id, list(done.chunks))
+
+    def _records(self, doc_id: str, chunks: list[Chunk]) -> list[ChunkRecord]:
         fps = [fingerprint(self.vector_id, c.text) for c in chunks]
         pids = point_ids(doc_id, fps)
         return [

@@ -1,0 +1,287 @@
+"""Sticky re-chunking: properties (hypothesis) and hand-worked cases of the alignment, the size
+bounds, the drift metrics and the fresh re-cut."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from reindex.chunkers import make_chunker
+from reindex.chunkers._segments import Doc
+from reindex.chunkers.sticky import (
+    StickyConfig,
+    align_previous,
+    chunk_drift,
+    rechunk_document,
+    size_bounds,
+    sticky_chunks,
+    wasserstein1,
+)
+from reindex.config import RechunkConfig
+from reindex.errors import ChunkerError
+from reindex.measure import recompute
+from reindex.tokenizers import load_tokenizer
+
+SETTINGS = settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+TOKENIZERS = ["whitespace", "char", "all-MiniLM-L6-v2"]
+SPECS = ["recursive:size=12", "paragraph:size=9", "anchored:size=8", "cdc:min=3,max=6,cap=10", "fixed:size=7",
+         "markdown:size=10"]
+
+_WORDS = st.sampled_from(["alpha", "beta", "Gamma", "x", "y2", "naïve", "e.g.", "3.14", "你好世界", "🙂", "long-word"])
+_sentence = st.builds(lambda ws, end: " ".join(ws) + end, st.lists(_WORDS, min_size=1, max_size=9),
+                      st.sampled_from([".", "!", "?", "。", "；", ""]))
+_paragraph = st.builds(lambda ss: " ".join(ss), st.lists(_sentence, min_size=1, max_size=4))
+documents = st.builds(
+    lambda lead, blocks: lead + "".join(b + s for b, s in blocks),
+    st.sampled_from(["", " ", "\n\n"]),
+    st.lists(st.tuples(st.one_of(_paragraph, st.builds(lambda w: "# " + w, _WORDS)),
+                       st.sampled_from(["\n\n", "\n", " ", "\n\n\n"])), max_size=16),
+)
+
+
+def _setup(tok_name: str, spec: str, min_share: float = 0.2):
+    tok = load_tokenizer(tok_name)
+    return tok, make_chunker(spec, tok), StickyConfig.of(spec, RechunkConfig(mode="sticky", min_share=min_share))
+
+
+def _check_partition(text: str, chunks, tok) -> None:
+    if not text.strip():
+        assert chunks == [] or chunks == ()
+        return
+    starts = tok.offsets(text)[:, 0]
+    assert "".join(c.text for c in chunks) == text
+    assert chunks[0].start == 0 and chunks[-1].end == len(text)
+    for i, c in enumerate(chunks):
+        assert c.ordinal == i and c.text == text[c.start : c.end]
+        assert c.tokens == int(np.searchsorted(starts, c.end) - np.searchsorted(starts, c.start)) >= 1
+    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+
+
+def _edit(text: str, data) -> str:
+    """A random small edit: insert, delete or replace a few characters somewhere."""
+    if not text:
+        return data.draw(documents)
+    i = data.draw(st.integers(0, len(text)))
+    j = data.draw(st.integers(i, min(len(text), i + 20)))
+    return text[:i] + data.draw(st.sampled_from(["", "new words here. ", "改动", "\n\n", "x"])) + text[j:]
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("tok_name", TOKENIZERS)
+@SETTINGS
+@given(data=st.data(), old=documents)
+def test_sticky_partitions_is_deterministic_and_bounded(spec: str, tok_name: str, data, old: str) -> None:
+    tok, chunker, cfg = _setup(tok_name, spec)
+    new = _edit(old, data)
+    previous = [c.text for c in chunker.chunk(old)]
+    a = rechunk_document(previous, new, chunker, tok, cfg)
+    b = rechunk_document(list(previous), new, make_chunker(spec, tok), tok, cfg)
+    assert a == b
+    _check_partition(new, list(a.chunks), tok)
+    starts = tok.offsets(new)[:, 0]
+    shared = int(np.unique(starts, return_counts=True)[1].max()) if starts.shape[0] else 0
+    assert all(c.tokens <= max(cfg.hi, shared) for c in a.chunks)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("tok_name", TOKENIZERS)
+@SETTINGS
+@given(text=documents)
+def test_no_previous_chunks_equals_the_stateless_chunker(spec: str, tok_name: str, text: str) -> None:
+    tok, chunker, cfg = _setup(tok_name, spec)
+    got = rechunk_document([], text, chunker, tok, cfg)
+    assert list(got.chunks) == chunker.chunk(text)
+    assert got.kept == 0 and not got.recut
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("tok_name", TOKENIZERS)
+@SETTINGS
+@given(data=st.data(), old=documents)
+def test_unchanged_text_keeps_every_chunk(spec: str, tok_name: str, data, old: str) -> None:
+    tok, chunker, cfg = _setup(tok_name, spec)
+    # Previous chunks from a stateless cut, and from a sticky cut after an edit (a history).
+    for previous_text, previous in [
+        (old, [c.text for c in chunker.chunk(old)]),
+        (new := _edit(old, data), [c.text for c in rechunk_document([c.text for c in chunker.chunk(old)], new, chunker, tok, cfg).chunks]),
+    ]:
+        got = rechunk_document(previous, previous_text, chunker, tok, cfg)
+        assert [c.text for c in got.chunks] == previous
+        assert not got.recut
+        assert recompute(previous, [c.text for c in got.chunks], tok.count_batch)[0] == 0
+
+
+@pytest.mark.parametrize("spec", ["recursive:size=12", "paragraph:size=9", "anchored:size=8"])
+@pytest.mark.parametrize("tok_name", TOKENIZERS)
+@SETTINGS
+@given(data=st.data(), old=documents, inserted=_paragraph)
+def test_an_insertion_keeps_every_chunk_it_does_not_touch(spec: str, tok_name: str, data, old: str, inserted: str) -> None:
+    """Insert a paragraph at a token start: every previous chunk that ends at or before the insertion
+    point, or starts at or after it, appears verbatim (lo = 1, so no merge can take it)."""
+    tok, chunker, cfg = _setup(tok_name, spec, min_share=0.01)
+    assume(old.strip())
+    starts = tok.offsets(old)[:, 0]
+    at = int(starts[data.draw(st.integers(0, starts.shape[0] - 1))])
+    assume(at == 0 or old[at - 1].isspace())
+    new = old[:at] + inserted + "\n\n" + old[at:]
+    previous = chunker.chunk(old)
+    chunks, kept = sticky_chunks([c.text for c in previous], new, chunker, tok, cfg)
+    _check_partition(new, chunks, tok)
+    shift = len(inserted) + 2
+    spans = {(c.start, c.end, c.text) for c in chunks}
+    untouched = [c for c in previous if c.end <= at or c.start >= at]
+    for c in untouched:
+        moved = (c.start, c.end) if c.end <= at else (c.start + shift, c.end + shift)
+        if moved[0] == 0 and new[:1].isspace() != old[:1].isspace():
+            continue
+        if sum(new.startswith(c.text, k) for k in range(len(new))) == 1:
+            assert (*moved, c.text) in spans
+        else:  # repeated text: the alignment may keep another occurrence of the same text
+            assert c.text in {t for _, _, t in spans}
+    assert kept >= len(untouched) - 1
+
+
+def test_alignment_keeps_the_most_tokens_not_the_first_match() -> None:
+    """A greedy in-order search would find A at the end and lose B, C, D; the alignment keeps them."""
+    tok = load_tokenizer("whitespace")
+    a, b, c, d = "one two three\n\n", "four five six\n\n", "seven eight nine\n\n", "ten eleven twelve\n\n"
+    doc = Doc.of(b + c + d + a, tok)
+    kept = align_previous([a, b, c, d], doc)
+    assert [i for i, _, _ in kept] == [1, 2, 3]
+    assert [(x, y) for _, x, y in kept] == [(0, 3), (3, 6), (6, 9)]
+    # Equal weights: the candidate that starts first wins (A B at 0, or B A?); a repeated chunk is
+    # kept at both occurrences when the order allows it.
+    doc2 = Doc.of(a + a + b, tok)
+    assert [(i, x, y) for i, x, y in align_previous([a, a, b], doc2)] == [(0, 0, 3), (1, 3, 6), (2, 6, 9)]
+    # One previous chunk is kept once at most, even when its text now occurs twice.
+    assert align_previous([a], Doc.of(a + a, tok)) == [(0, 0, 3)]
+
+
+def test_alignment_requires_valid_cuts_and_the_cap() -> None:
+    tok = load_tokenizer("whitespace")
+    doc = Doc.of("xone two three\n\nfour five\n\n", tok)
+    # "one two three" starts inside a token of the new text: not a valid cut, not kept.
+    assert align_previous(["one two three\n\n", "four five\n\n"], doc) == [(1, 3, 5)]
+    # Over the cap in the new document: never kept.
+    assert align_previous(["four five\n\n"], doc, hi=1) == []
+
+
+def test_small_gap_merges_into_the_smaller_kept_neighbour() -> None:
+    tok = load_tokenizer("whitespace")
+    chunker = make_chunker("recursive:size=6", tok)
+    cfg = StickyConfig(lo=3, hi=6, max_drift=10, max_out_of_bounds=1)
+    prev = ["a b c d e\n\n", "f g\n\n", "h i j k l\n\n"]
+    # One new word between the first two chunks: the gap (1 token) joins "f g" (2 + 1 = 3 tokens, the
+    # smaller result), not "a b c d e" (6); "a b c d e" and "h i j k l" stay.
+    new = "a b c d e\n\nNEW\n\nf g\n\nh i j k l\n\n"
+    chunks, kept = sticky_chunks(prev, new, chunker, tok, cfg)
+    assert [c.text for c in chunks] == ["a b c d e\n\n", "NEW\n\nf g\n\n", "h i j k l\n\n"]
+    assert kept == 2
+    # With lo = 1 the gap is its own chunk and every previous chunk is kept.
+    chunks, kept = sticky_chunks(prev, new, chunker, tok, StickyConfig(1, 6, 10, 1))
+    assert [c.text for c in chunks] == ["a b c d e\n\n", "NEW\n\n", "f g\n\n", "h i j k l\n\n"] and kept == 3
+    # When both merges would pass hi, the small gap stays alone (out of bounds, counted as drift).
+    chunks, kept = sticky_chunks(["a b c d e f\n\n", "g h i j k l\n\n"], "a b c d e f\n\nNEW\n\ng h i j k l\n\n",
+                                 chunker, tok, cfg)
+    assert [c.text for c in chunks] == ["a b c d e f\n\n", "NEW\n\n", "g h i j k l\n\n"] and kept == 2
+
+
+def test_small_gap_piece_merges_into_its_gap_neighbour() -> None:
+    tok = load_tokenizer("whitespace")
+    chunker = make_chunker("recursive:size=6", tok)
+    cfg = StickyConfig(lo=3, hi=8, max_drift=10, max_out_of_bounds=1)
+    prev = ["a b c\n\n", "z z z\n\n"]
+    # The gap "p q r s t u\n\nv\n\n" is cut by the chunker into 6 + 1 tokens; the 1-token tail joins
+    # the piece before it (7 <= hi).
+    new = "a b c\n\np q r s t u\n\nv\n\nz z z\n\n"
+    assert make_chunker("recursive:size=6", tok).chunk("p q r s t u\n\nv\n\n")[-1].text == "v\n\n"
+    chunks, _ = sticky_chunks(prev, new, chunker, tok, cfg)
+    assert [c.text for c in chunks] == ["a b c\n\n", "p q r s t u\n\nv\n\n", "z z z\n\n"]
+    # With hi = 6 the merge would pass the cap: the small piece stays on its own.
+    chunks, _ = sticky_chunks(prev, new, chunker, tok, StickyConfig(lo=3, hi=6, max_drift=10, max_out_of_bounds=1))
+    assert [c.text for c in chunks] == ["a b c\n\n", "p q r s t u\n\n", "v\n\n", "z z z\n\n"]
+
+
+def test_wasserstein1_by_hand() -> None:
+    assert wasserstein1([1, 2, 3], [3, 2, 1]) == 0
+    assert wasserstein1([0], [5]) == 5
+    assert wasserstein1([0, 10], [5]) == pytest.approx(5.0)
+    assert wasserstein1([0, 0, 3], [0, 3]) == pytest.approx(0.5)  # quantiles differ on (1/2, 2/3]: 3·1/6
+    assert wasserstein1([0, 1], [0, 3]) == pytest.approx(1.0)  # 2 on (1/2, 1]
+    assert wasserstein1([], []) == 0 and wasserstein1([], [1]) == float("inf")
+
+
+def test_chunk_drift_by_hand() -> None:
+    d = chunk_drift([10, 100, 100, 2], [100, 100, 50], lo=20, hi=120)
+    assert d.out_of_bounds == pytest.approx(0.5) and d.fresh_out_of_bounds == 0
+    assert d.distance == pytest.approx(wasserstein1([10, 100, 100, 2], [100, 100, 50]) / 100)
+    assert d.exceeds(StickyConfig(20, 120, max_drift=10, max_out_of_bounds=0.49))
+    assert not d.exceeds(StickyConfig(20, 120, max_drift=10, max_out_of_bounds=0.5))
+    assert d.exceeds(StickyConfig(20, 120, max_drift=d.distance * 0.99, max_out_of_bounds=1))
+    assert not d.exceeds(StickyConfig(20, 120, max_drift=d.distance, max_out_of_bounds=1))
+
+
+def test_drift_past_the_threshold_recuts_freshly() -> None:
+    tok = load_tokenizer("whitespace")
+    chunker = make_chunker("recursive:size=6", tok)
+    prev = ["a b c d e\n\n", "f g\n\n", "h i j k l\n\n"]
+    new = "a b c d e\n\nNEW\n\nf g\n\nh i j k l\n\n"
+    loose = StickyConfig(lo=1, hi=6, max_drift=10, max_out_of_bounds=1)
+    got = rechunk_document(prev, new, chunker, tok, loose)
+    assert not got.recut and got.kept == 3 and got.drift is not None and got.drift.distance > 0
+    strict = StickyConfig(lo=1, hi=6, max_drift=got.drift.distance / 2, max_out_of_bounds=1)
+    again = rechunk_document(prev, new, chunker, tok, strict)
+    assert again.recut and [c.text for c in again.chunks] == [c.text for c in chunker.chunk(new)]
+    # Unchanged text: never re-cut, whatever the thresholds.
+    same = rechunk_document([c.text for c in got.chunks], new, chunker, tok, StickyConfig(1, 6, 0, 0))
+    assert not same.recut and same.chunks == got.chunks
+
+
+def test_size_bounds() -> None:
+    assert size_bounds("recursive:size=250", 0.2) == (50, 250)
+    assert size_bounds("cdc:min=100,max=200,cap=300", 0.2) == (30, 300)
+    assert size_bounds("anchored:size=250", 0.2) == (50, 500)
+    assert size_bounds("anchored:size=250,cap=300", 0.1) == (25, 300)
+    with pytest.raises(ChunkerError, match="partition"):
+        size_bounds("sliding:size=256,overlap=0.2", 0.2)
+    with pytest.raises(ChunkerError, match="token-limited"):
+        size_bounds("fixed_chars", 0.2)
+
+
+def test_pipeline_rechunk_text_is_sticky_only_when_configured() -> None:
+    from reindex.config import RecursiveChunkerConfig, TextHalf
+    from reindex.identity import fingerprint, point_ids
+    from reindex.pipeline import TextPipeline
+
+    half = TextHalf(chunker=RecursiveChunkerConfig(size=6), tokenizer="whitespace", tokenizer_revision="builtin-v1")
+    old = "a b c d e\n\nf g h i j\n\nk l m n o\n\n"
+    new = "NEW a b c d e\n\nf g h i j\n\nk l m n o\n\n"
+    sticky = TextPipeline(half.model_copy(update={"rechunk": RechunkConfig(mode="sticky", min_share=0.1, max_drift=10)}), "vid")
+    previous = [r.text for r in sticky.chunk_text("doc", old)]
+    recs = sticky.rechunk_text("doc", new, previous)
+    assert [r.text for r in recs] == ["NEW ", "a b c d e\n\n", "f g h i j\n\n", "k l m n o\n\n"]
+    assert [r.fingerprint for r in recs] == [fingerprint("vid", r.text) for r in recs]
+    assert [r.point_id for r in recs] == point_ids("doc", [r.fingerprint for r in recs])
+    assert [(r.ordinal, r.start, r.end) for r in recs] == [(0, 0, 4), (1, 4, 15), (2, 15, 26), (3, 26, 37)]
+    # No previous chunks (a new document, or a population of another text id): the stateless cut.
+    assert sticky.rechunk_text("doc", new, []) == sticky.chunk_text("doc", new)
+    stateless = TextPipeline(half, "vid")
+    assert stateless.rechunk_text("doc", new, previous) == stateless.chunk_text("doc", new)
+    assert [r.text for r in stateless.chunk_text("doc", new)] != [r.text for r in recs]
+    # With the default drift threshold this edit (lengths 1,5,5,5 vs a fresh 6,5,5) is cut freshly.
+    default = TextPipeline(half.model_copy(update={"rechunk": RechunkConfig(mode="sticky", min_share=0.1)}), "vid")
+    assert default.rechunk_text("doc", new, previous) == default.chunk_text("doc", new)
+
+
+def test_config_refuses_sticky_with_an_overlapping_chunker() -> None:
+    from reindex.config import config_from_dict
+    from reindex.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="sticky needs a non-overlapping token-limited chunker"):
+        config_from_dict({"index": "d", "source": "/x", "text": {"rechunk": "sticky", "chunker": {"kind": "sliding"}}})
+    with pytest.raises(ConfigError, match="fixed_chars"):
+        config_from_dict({"index": "d", "source": "/x", "text": {"rechunk": "sticky", "chunker": {"kind": "fixed_chars"}}})
+    cfg = config_from_dict({"index": "d", "source": "/x", "text": {"rechunk": "sticky", "chunker": {"kind": "anchored"}}})
+    assert cfg.text.rechunk.mode == "sticky"
