@@ -18,7 +18,6 @@ from click.testing import CliRunner
 
 from helpers_index import Snapshot, Workspace, _NoClose, prefect_api_url, read_log
 from reindex import api
-from reindex.locks import read_lock
 from reindex.usecases import backends
 from reindex.approvals import ApprovalError
 from reindex.embedders import make_embedder
