@@ -169,3 +169,26 @@ def test_chains_follow_renames(tmp_path: Path) -> None:
     [followed] = ms.chains_from_git(repo / ".git", ["new.txt"], lang="en", follow=True)
     assert plain.texts == ("X " + OLD, "Y X " + OLD)
     assert followed.texts == (OLD, "X " + OLD, "Y X " + OLD)
+
+
+def test_cli_measure_rechunk_sticky_prints_the_same_json_shape(tmp_path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from reindex.cli import main
+
+    old = "\n\n".join(f"Paragraph {i} says something about topic {i} in a few words." for i in range(40))
+    new = old.replace("Paragraph 7 says", "Paragraph 7 now says")
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"pair_id": "p1", "lang": "en", "doc_path": "a.md", "old_text": old,
+                                 "new_text": new}) + "\n", encoding="utf-8")
+    r = CliRunner().invoke(main, ["measure", "--pairs", str(pairs), "--chunker", "recursive:size=40",
+                                  "--rechunk", "sticky", "--json"])
+    assert r.exit_code == 0, r.output
+    body = json.loads(r.stdout)
+    [c] = body["chunkers"]
+    assert c["spec"].endswith("+sticky") and c["no_edit_rc"] == 0
+    assert {"median_chunk_tokens", "failures", "bands"} <= set(c)
+    [band] = [b for b in c["bands"] if b["band"] == "all" and b["lang"] == "en"] or c["bands"][:1]
+    assert 0 < band["rc_mean"] < 1

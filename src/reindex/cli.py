@@ -493,11 +493,13 @@ def status(config_path: str, as_json: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and the pool sample.")
 @click.option("--report", "report_dir", default=None, type=click.Path(file_okay=False), metavar="DIR",
               help="Write measure.json, measure.md and measure.html here.")
+@click.option("--rechunk", type=click.Choice(["stateless", "sticky"]), default="stateless", show_default=True,
+              help="sticky: re-chunk each new version against its old version's chunks (text.rechunk: sticky).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
 def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers: tuple[str, ...], config_path: str | None,
             lang: str | None, bands: tuple[str, ...], limit: int | None, calibrate: bool, target_median: float,
             queries: str | None, corpus: tuple[str, ...], pool: int | None, cache: str, seed: int, report_dir: str | None,
-            as_json: bool) -> None:
+            rechunk: str, as_json: bool) -> None:
     """Measure the recompute fraction R_c of chunkers over real revision pairs (seed 000).
 
     An input is reused only if byte-identical to an input of the old version of the same document;
@@ -520,7 +522,7 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
     report, written = api.measure(
         pairs=pairs, chunkers=chunkers, config_path=config_path, from_git=from_git, paths=paths, lang=lang, bands=bands,
         limit=limit, calibrate=calibrate, target_median=target_median, queries=queries, corpus=corpus, cache=cache,
-        pool=pool, seed=seed, report_dir=report_dir, progress=progress,
+        pool=pool, seed=seed, report_dir=report_dir, rechunk=rechunk, progress=progress,
     )
     if as_json:
         _emit_json(report.as_dict())

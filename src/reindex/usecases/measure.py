@@ -39,6 +39,7 @@ def measure(
     pool: int | None = None,
     seed: int = 0,
     report_dir: str | Path | None = None,
+    rechunk: str = "stateless",
     progress=None,
 ):
     """Measure R_c of chunkers over revision pairs (a file, or built from git history), with the
@@ -58,6 +59,11 @@ def measure(
         raise ConfigError("--queries and --corpus go together: give the queries file and the snapshot they refer to")
     if target_median <= 0:
         raise ConfigError("--target-median must be positive")
+    if rechunk not in ("stateless", "sticky"):
+        raise ConfigError(f"--rechunk {rechunk!r}: expected stateless or sticky")
+    if rechunk == "sticky" and queries is not None:
+        raise ConfigError("--rechunk sticky measures R_c on pairs; retrieval of sticky chunkings needs revision "
+                          "chains (bench/sticky.py), not --queries")
     cfg = load_config(config_path) if config_path is not None else PipelineConfig(index="measure", source=SourceConfig(uri="."))
     specs = [parse_chunker_spec(s) for s in (chunkers or m.DEFAULT_CHUNKERS)]
     if calibrate:
@@ -92,9 +98,17 @@ def measure(
                        "chunkers": info}
     if limit is not None:
         selected = selected[:limit]
-    cands = [m.Candidate(chunker_spec(s), lambda s=s: make_chunker(s, tok)) for s in specs]
-    report = m.run_measure(cands, selected, count, tokenizer=cfg.text.tokenizer, source=source, seed=seed,
-                           target_median=target_median if calibrate else None, calibration=calibration, progress=progress)
+    if rechunk == "sticky":
+        from reindex.measure_sticky import measure_sticky
+
+        report = measure_sticky(specs, selected, tok, source=source, seed=seed,
+                                target_median=target_median if calibrate else None, calibration=calibration,
+                                progress=progress)
+    else:
+        cands = [m.Candidate(chunker_spec(s), lambda s=s: make_chunker(s, tok)) for s in specs]
+        report = m.run_measure(cands, selected, count, tokenizer=cfg.text.tokenizer, source=source, seed=seed,
+                               target_median=target_median if calibrate else None, calibration=calibration,
+                               progress=progress)
     if queries is not None:
         report = _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, seed, lang, progress)
     paths_out = m.write_measure_reports(report, report_dir) if report_dir is not None else None
