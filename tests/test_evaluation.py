@@ -286,3 +286,21 @@ def test_read_queries(tmp_path: Path) -> None:
         read_queries(bad)
     with pytest.raises(EvaluationError, match="queries file not found"):
         read_queries(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'["a list", "not an object"]\n', "expected a JSON object per line, got list"),
+    (b'"just a string"\n', "expected a JSON object per line, got str"),
+    (b'{"query": 42}\n', "'query' must be a string, got int"),
+    (b'{"query": "q", "relevant": "doc-a"}\n', "'relevant' must be a list of document ids"),
+    (b'{"query": "q", "doc_path": 7}\n', "'doc_path' must be a string, got int"),
+    (b'{"query": "q", "evidence": [1, 2]}\n', "'evidence' must be a string or a list of strings"),
+    (b'{"query": "caf\xe9"}\n', "not UTF-8 text"),
+])
+def test_a_malformed_queries_file_is_one_error_naming_the_line(tmp_path, content: bytes, message: str) -> None:
+    from reindex.evaluation import EvaluationError, read_queries
+
+    path = tmp_path / "q.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(EvaluationError, match=message):
+        read_queries(path)

@@ -143,31 +143,52 @@ class Query:
 
 
 def read_queries(path: str | Path) -> list[Query]:
-    """JSONL: ``query`` (or ``text``), optional ``query_id``, ``doc_path``/``doc_id``/``relevant`` and ``evidence``."""
+    """JSONL: ``query`` (or ``text``), optional ``query_id``, ``doc_path``/``doc_id``/``relevant`` and ``evidence``.
+    Every malformed line is an :class:`EvaluationError` naming the file, the line and what is wrong."""
     p = Path(path)
     if not p.is_file():
         raise EvaluationError(f"{p}: queries file not found")
+    try:
+        text_all = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise EvaluationError(f"{p}: not UTF-8 text (byte {err.start}); save the queries file as UTF-8 JSONL") from None
+    except OSError as err:
+        raise EvaluationError(f"{p}: cannot read the queries file ({err.strerror or err})") from None
     out = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except ValueError as err:
-            raise EvaluationError(f"{p}:{n}: invalid JSON ({err})") from None
-        text = d.get("query") or d.get("text")
-        if not text:
-            raise EvaluationError(f"{p}:{n}: a query needs a 'query' field")
-        rel = set(d.get("relevant") or [])
-        for key in ("doc_path", "doc_id"):
-            if d.get(key):
-                rel.add(d[key])
-        ev = d.get("evidence")
-        evidence = tuple(ev) if isinstance(ev, list) else ((ev,) if ev else ())
-        out.append(Query(str(d.get("query_id", f"q{n}")), text, frozenset(rel), evidence))
+    for n, line in enumerate(text_all.splitlines(), 1):
+        if line.strip():
+            out.append(_query_of(p, n, line))
     if not out:
         raise EvaluationError(f"{p}: no queries")
     return out
+
+
+def _query_of(p: Path, n: int, line: str) -> Query:
+    try:
+        d = json.loads(line)
+    except ValueError as err:
+        raise EvaluationError(f"{p}:{n}: invalid JSON ({err})") from None
+    if not isinstance(d, dict):
+        raise EvaluationError(f"{p}:{n}: expected a JSON object per line, got {type(d).__name__}")
+    text = d.get("query") or d.get("text")
+    if not text:
+        raise EvaluationError(f"{p}:{n}: a query needs a 'query' field")
+    if not isinstance(text, str):
+        raise EvaluationError(f"{p}:{n}: 'query' must be a string, got {type(text).__name__}")
+    relevant = d.get("relevant") or []
+    if not isinstance(relevant, list) or not all(isinstance(r, str) for r in relevant):
+        raise EvaluationError(f"{p}:{n}: 'relevant' must be a list of document ids (strings)")
+    rel = set(relevant)
+    for key in ("doc_path", "doc_id"):
+        if d.get(key):
+            if not isinstance(d[key], str):
+                raise EvaluationError(f"{p}:{n}: {key!r} must be a string, got {type(d[key]).__name__}")
+            rel.add(d[key])
+    ev = d.get("evidence")
+    evidence = tuple(ev) if isinstance(ev, list) else ((ev,) if ev else ())
+    if not all(isinstance(e, str) for e in evidence):
+        raise EvaluationError(f"{p}:{n}: 'evidence' must be a string or a list of strings")
+    return Query(str(d.get("query_id", f"q{n}")), text, frozenset(rel), evidence)
 
 
 _SENTENCE = re.compile(r"[^\n.!?。！？]{40,240}[.!?。！？]")
