@@ -37,6 +37,10 @@ PREFECT_BIN = Path(sys.executable).with_name("prefect")
 POOL = "reindex"  # the work pool flows/prefect.yaml names: one worker serves both kinds of deployment
 REPO = Path(__file__).resolve().parents[1]
 LEASE_S = 60  # REINDEX_INDEX_LEASE_S of the worker's flow runs (Prefect refuses shorter leases)
+# How long the headline run stays paused after it started: past the index lease, and past the 225 s at
+# which Prefect's flow engine renews a deployment concurrency lease (a fixed 300 s lease it cannot be
+# told to shorten): a run that still held a deployment slot would be cancelled there.
+PAUSE_S = 235
 EMBED_KEY_ENV = "REINDEX_TEST_EMBED_KEY"
 
 CONFIG = """\
@@ -391,7 +395,7 @@ def test_prefect_yaml_deploy_then_pause_past_the_lease_approve_on_the_cli_and_sl
     tmp_path: Path, prefect_server: dict, worker: Path
 ) -> None:
     """`prefect deploy --all` of flows/prefect.yaml; a reindex-reindex run (queries file) and a second
-    index's run pause past the 60 s index lease; `reindex runs` lists both, a webhook is told of both;
+    index's run stay paused past the 60 s index lease and past the 225 s deployment-lease renewal; `reindex runs` lists both, a webhook is told of both;
     `reindex approve --reject` ends one with nothing changed, `reindex approve` resumes the other, whose
     apply then takes longer than the lease: apply → cutover on the queries → alias swapped → gc scheduled."""
     from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId, FlowRunFilter
@@ -456,10 +460,11 @@ def test_prefect_yaml_deploy_then_pause_past_the_lease_approve_on_the_cli_and_sl
         assert f"reindex approve {plan_file.resolve()} --by NAME" in told["body"]
         assert f"{plan.body['cost']['peak_vectors']} vectors" in told["body"] and "docs" in told["subject"]
 
-        # Stay paused past the index lease: the slot is still held (renewed by the paused process).
+        # Stay paused past the index lease and past Prefect's deployment-lease renewal: the run is still
+        # paused and the index slot still held (renewed by the paused process).
         with _client() as c:
             started = c.read_flow_run(fr.id).start_time
-        while (dt.datetime.now(dt.timezone.utc) - started).total_seconds() < LEASE_S + 10:
+        while (dt.datetime.now(dt.timezone.utc) - started).total_seconds() < PAUSE_S:
             time.sleep(2)
         with _client() as c:
             state = c.read_flow_run(fr.id).state
@@ -511,8 +516,92 @@ def test_prefect_yaml_deploy_then_pause_past_the_lease_approve_on_the_cli_and_sl
     assert len(gcs) == 1, gcs
     assert gcs[0].expected_start_time > dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=6)
     assert "approved by alice" in _artifact(fr.id, "reindex-result-docs")
-    print(f"\n[issue 13] prefect deploy --all: {deploy_s:.1f} s; paused ≥ {LEASE_S + 10} s; apply {apply_s:.1f} s; "
+    print(f"\n[issue 13] prefect deploy --all: {deploy_s:.1f} s; paused until {PAUSE_S} s after start; apply {apply_s:.1f} s; "
           f"deploy → completed run: {story_s:.1f} s")
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 13 without a server: the decision records and the flow parameters
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_prefect_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No PREFECT_API_URL and no Prefect profile: `reindex approve` can only record."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_PROFILES_PATH", str(tmp_path / "no-profiles.toml"))
+
+
+def test_a_rejection_revokes_an_approval_and_refuses_a_later_one(tmp_path: Path, no_prefect_api: None) -> None:
+    from reindex import api
+    from reindex.cli import main
+    from reindex.errors import ApprovalError
+
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    r = CliRunner().invoke(main, ["approve", str(path), "--by", "carol", "--note", "ok"])
+    assert r.exit_code == 0, r.output
+    assert f"approved plan {plan.plan_hash[:12]} ({plan.kind}) by carol" in r.output
+    assert "no Prefect API configured (PREFECT_API_URL): no paused run to resume" in r.output
+    assert api.approval_status(path).by == "carol"
+
+    r = CliRunner().invoke(main, ["approve", str(path), "--by", "bob", "--reject", "--note", "too big"])
+    assert r.exit_code == 0, r.output
+    assert f"rejected plan {plan.plan_hash[:12]} ({plan.kind}) by bob; recorded in {path.with_name(path.stem + '.rejection.json')}" in r.output
+    with pytest.raises(ApprovalError, match=r"approval by carol of plan \w+ was revoked: the plan was rejected by bob .* \(too big\)"):
+        api.approval_status(path)
+    with pytest.raises(ApprovalError, match="was revoked"):
+        ws.apply(path)
+    r = CliRunner().invoke(main, ["approve", str(path), "--by", "carol"])
+    assert r.exit_code != 0 and "was rejected by bob" in r.output and "run `reindex plan` again" in r.output, r.output
+    # The first rejection stays the record; a second one does not rewrite it.
+    CliRunner().invoke(main, ["approve", str(path), "--by", "dave", "--reject"])
+    assert json.loads(path.with_name(path.stem + ".rejection.json").read_text())["by"] == "bob"
+
+    # A rejection binds one plan hash: a new plan of the same change can be approved and applied.
+    time.sleep(1.1)  # plans made in another second have another created_at, hence another hash
+    plan2, path2 = ws.plan()
+    assert plan2.plan_hash != plan.plan_hash
+    api.approve_plan(path2, "carol")
+    assert api.approval_status(path2).by == "carol"
+
+
+def test_reindex_runs_without_a_prefect_api_lists_nothing(no_prefect_api: None) -> None:
+    from reindex.cli import main
+
+    r = CliRunner().invoke(main, ["runs"])
+    assert (r.exit_code, r.output) == (0, "no run is waiting for approval\n")
+    assert CliRunner().invoke(main, ["runs", "--json"]).output.strip() == "[]"
+
+
+def test_cutover_parameters_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    from reindex.errors import ConfigError
+    from reindex.orchestration import _cutover_options
+
+    cfg = tmp_path / "reindex.yaml"
+    (tmp_path / "q.jsonl").write_text('{"query": "x"}\n')
+    assert _cutover_options(str(cfg), "q.jsonl", 5, "force") == {
+        "queries": str((tmp_path / "q.jsonl").resolve()), "k": 5, "gate": "force"}
+    assert _cutover_options(str(cfg), None, None, "enforce") == {"queries": None, "k": None, "gate": "enforce"}
+    with pytest.raises(ConfigError, match="parameter gate='skip': expected one of enforce, force"):
+        _cutover_options(str(cfg), None, None, "skip")
+    with pytest.raises(ConfigError, match="parameter queries='missing.jsonl': .* is not a file"):
+        _cutover_options(str(cfg), "missing.jsonl", None, "enforce")
+    with pytest.raises(ConfigError, match="parameter k=0"):
+        _cutover_options(str(cfg), None, 0, "enforce")
+
+
+def test_index_lease_setting_refuses_what_prefect_would_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex import settings
+    from reindex.errors import ConfigError
+
+    monkeypatch.delenv("REINDEX_INDEX_LEASE_S", raising=False)
+    assert settings.index_lease_seconds() == 300
+    monkeypatch.setenv("REINDEX_INDEX_LEASE_S", "60")
+    assert settings.index_lease_seconds() == 60
+    monkeypatch.setenv("REINDEX_INDEX_LEASE_S", "59")
+    with pytest.raises(ConfigError, match="REINDEX_INDEX_LEASE_S='59': expected seconds ≥ 60"):
+        settings.index_lease_seconds()
 
 
 # --------------------------------------------------------------------------------------------
