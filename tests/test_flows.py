@@ -221,9 +221,18 @@ def test_reindex_run_pauses_for_approval_then_builds_and_swaps_the_alias(
     assert "skipped: another run holds index 'flowok'" in _artifact(sync.id, "reindex-result-flowok")
     assert len([p for p in plan_file.parent.glob("*.json") if p.name.count(".") == 1]) == 1, "the sync planned"
 
+    # A second reindex run of the same index (no deployment limit any more) waits for the index instead.
+    second = _run("reindex-reindex/flowok", worker, poll_interval_s=1)
+    _wait(second.id, lambda c, r: r.state.is_running(), "running (waiting for the index)", worker)
+
     resume_flow_run(fr.id, run_input={"approve": True, "approver": "alice", "reason": "looks right"})
     done = _wait(fr.id, _final, "finished", worker)
     assert done.state.is_completed(), done.state
+    # It planned only after the first run had swapped the alias: nothing left to do, no second pause.
+    second_done = _wait(second.id, _final, "finished", worker)
+    assert second_done.state.is_completed(), second_done.state
+    assert "Nothing to do" in _artifact(second.id, "reindex-result-flowok")
+    assert second_done.end_time >= done.end_time
     approval = json.loads(plan_file.with_name(plan_file.stem + ".approval.json").read_text())
     assert (approval["by"], approval["plan_hash"]) == ("alice", plan.plan_hash)
     assert str(fr.id) in approval["note"]
