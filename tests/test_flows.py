@@ -1,14 +1,20 @@
-"""Scheduled flows (issue 7) against a REAL local Prefect server and a process worker.
+"""Scheduled flows (issues 7 and 13) against a REAL local Prefect server and a process worker.
 
-One ``prefect server start`` (its own PREFECT_HOME and SQLite database) and one ``prefect worker
-start --pool reindex-test`` serve the whole module. Deployments come from ``reindex deploy`` (module
-entrypoints), runs from ``run_deployment``; flow runs are separate processes, so the test process
-opens a workspace's embedded Qdrant only when no flow run of that workspace is in flight.
+One ``prefect server start`` (its own PREFECT_HOME and SQLite database; scheduler off so the cron
+schedules of ``flows/prefect.yaml`` never fire, expired leases reclaimed every second) and one
+``prefect worker start --pool reindex`` serve the whole module. Deployments come from ``reindex deploy``
+(module entrypoints) and from ``prefect deploy --all`` of ``flows/prefect.yaml``, runs from
+``run_deployment``; flow runs are separate processes, so the test process opens a workspace's embedded
+Qdrant only when no flow run of that workspace is in flight. The worker's flow runs hold their index
+with a 60 s lease (``REINDEX_INDEX_LEASE_S``, Prefect's minimum), so a test that pauses and applies
+for longer than 60 s proves the hold survives lease renewals.
 Also here: the same plan built with the thread runner and with a local Dask cluster."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import http.server
 import json
 import os
 import shutil
@@ -16,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,7 +34,14 @@ from click.testing import CliRunner
 from helpers_index import SAMPLE, Workspace, subprocess_env
 
 PREFECT_BIN = Path(sys.executable).with_name("prefect")
-POOL = "reindex-test"
+POOL = "reindex"  # the work pool flows/prefect.yaml names: one worker serves both kinds of deployment
+REPO = Path(__file__).resolve().parents[1]
+LEASE_S = 60  # REINDEX_INDEX_LEASE_S of the worker's flow runs (Prefect refuses shorter leases)
+# How long the headline run stays paused after it started: past the index lease, and past the 225 s at
+# which Prefect's flow engine renews a deployment concurrency lease (a fixed 300 s lease it cannot be
+# told to shorten): a run that still held a deployment slot would be cancelled there.
+PAUSE_S = 235
+EMBED_KEY_ENV = "REINDEX_TEST_EMBED_KEY"
 
 CONFIG = """\
 index: {index}
@@ -63,7 +77,9 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     home = tmp_path_factory.mktemp("prefect-home")
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
-    env = subprocess_env(PREFECT_HOME=str(home), PREFECT_LOGGING_LEVEL="WARNING")
+    env = subprocess_env(PREFECT_HOME=str(home), PREFECT_LOGGING_LEVEL="WARNING",
+                         PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED="false",
+                         PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS="1")
     env.pop("PREFECT_API_URL", None)
     log = open(home / "server.log", "wb")
     proc = subprocess.Popen([str(PREFECT_BIN), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
@@ -89,7 +105,8 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
 def worker(prefect_server: dict[str, Any]) -> Iterator[Path]:
     """A process worker polling every second; stopped before the server. Yields its log file."""
     home = prefect_server["home"]
-    env = {**prefect_server["env"], "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO"}
+    env = {**prefect_server["env"], "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO",
+           "REINDEX_INDEX_LEASE_S": str(LEASE_S), "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30", EMBED_KEY_ENV: "test"}
     logpath = home / "worker.log"
     log = open(logpath, "wb")
     proc = subprocess.Popen([str(PREFECT_BIN), "worker", "start", "--pool", POOL, "--type", "process"],
@@ -204,9 +221,18 @@ def test_reindex_run_pauses_for_approval_then_builds_and_swaps_the_alias(
     assert "skipped: another run holds index 'flowok'" in _artifact(sync.id, "reindex-result-flowok")
     assert len([p for p in plan_file.parent.glob("*.json") if p.name.count(".") == 1]) == 1, "the sync planned"
 
+    # A second reindex run of the same index (no deployment limit any more) waits for the index instead.
+    second = _run("reindex-reindex/flowok", worker, poll_interval_s=1)
+    _wait(second.id, lambda c, r: r.state.is_running(), "running (waiting for the index)", worker)
+
     resume_flow_run(fr.id, run_input={"approve": True, "approver": "alice", "reason": "looks right"})
     done = _wait(fr.id, _final, "finished", worker)
     assert done.state.is_completed(), done.state
+    # It planned only after the first run had swapped the alias: nothing left to do, no second pause.
+    second_done = _wait(second.id, _final, "finished", worker)
+    assert second_done.state.is_completed(), second_done.state
+    assert "Nothing to do" in _artifact(second.id, "reindex-result-flowok")
+    assert second_done.end_time >= done.end_time
     approval = json.loads(plan_file.with_name(plan_file.stem + ".approval.json").read_text())
     assert (approval["by"], approval["plan_hash"]) == ("alice", plan.plan_hash)
     assert str(fr.id) in approval["note"]
@@ -226,15 +252,29 @@ def test_rejected_and_timed_out_runs_change_nothing(tmp_path: Path, prefect_serv
     from prefect.flow_runs import resume_flow_run
 
     from reindex import api
+    from reindex.errors import ApprovalError
 
     cfg = _workspace(tmp_path / "ws", "flowno")
     _deploy(cfg)
     fr = _run("reindex-reindex/flowno", worker, poll_interval_s=1)
     _wait(fr.id, _paused_with_form, "paused with its approval form", worker)
+    # An approval recorded on the CLI side (no run resumed: as without a Prefect API) ...
+    plan_file = _plan_file(tmp_path / "ws" / "plans")
+    api.approve_plan(plan_file, "carol", "fine by me")
+    assert api.approval_status(plan_file).by == "carol"
+    # ... is revoked by a rejection in Prefect's form, which writes the same record `reindex approve --reject` does.
     resume_flow_run(fr.id, run_input={"approve": False, "approver": "bob", "reason": "too expensive"})
     done = _wait(fr.id, _final, "finished", worker)
     assert done.state.is_completed(), done.state
     assert "rejected by bob (too expensive); nothing changed" in _artifact(fr.id, "reindex-result-flowno")
+    rejection = json.loads(plan_file.with_name(plan_file.stem + ".rejection.json").read_text())
+    assert (rejection["by"], rejection["reason"], rejection["plan_hash"]) == (
+        "bob", "too expensive", api.show_plan(plan_file).plan_hash)
+    with pytest.raises(ApprovalError, match="approval by carol of plan .* was revoked: the plan was rejected by bob"):
+        api.approval_status(plan_file)
+    with pytest.raises(ApprovalError, match="was rejected by bob"):
+        api.approve_plan(plan_file, "carol")
+    (plan_file.with_name(plan_file.stem + ".approval.json")).unlink()  # the rest checks that runs wrote none
 
     # Nobody decides: the run rejects itself at the deadline (before Prefect's pause timeout).
     late = _run("reindex-reindex/flowno", worker, poll_interval_s=1, approval_timeout_s=3)
@@ -267,6 +307,310 @@ def test_two_runs_of_one_index_never_overlap(tmp_path: Path, prefect_server: dic
     with _client() as c:
         names = [s.name for s in c.read_flow_run_states(second.id)]
     assert "AwaitingConcurrencySlot" in names, names
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 13: deployments that survive a long pause and a slow apply; one approval channel
+# --------------------------------------------------------------------------------------------
+
+YAML_CONFIG = """\
+index: docs
+source: ./corpus
+text: {{chunker: {{kind: recursive, size: 150}}}}
+vector: {{provider: openai, model: test-embed, revision: "2026-01", dimension: 16}}
+embed: {{base_url: "{url}/v1", api_key_env: %s, timeout_s: 600, max_retries: 0}}
+apply: {{shards: 4}}
+cutover: {{min_recall_delta: -1.0, min_overlap: 0.0}}
+""" % EMBED_KEY_ENV
+
+
+@contextlib.contextmanager
+def _http(handle) -> Iterator[str]:
+    """A loopback HTTP server in a thread: ``handle(path, json_body) -> (status, json_reply)``."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            n = int(self.headers.get("Content-Length") or 0)
+            status, reply = handle(self.path, json.loads(self.rfile.read(n) or b"{}"))
+            data = json.dumps(reply).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True, name="loopback-http").start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+class _SlowEmbeddings:
+    """An OpenAI-compatible /embeddings endpoint whose answers are held until ``hold_s`` after the first
+    request arrived: the apply that calls it takes at least that long."""
+
+    def __init__(self, hold_s: float, dim: int = 16) -> None:
+        self.hold_s, self.dim, self.first, self.requests = hold_s, dim, None, 0
+        self.lock = threading.Lock()
+
+    def _vec(self, text: str) -> list[float]:
+        d = hashlib.sha256(text.encode()).digest()
+        return [b / 127.5 - 1.0 for b in d[: self.dim]]
+
+    def __call__(self, path: str, body: dict) -> tuple[int, dict]:
+        with self.lock:
+            self.first = self.first or time.monotonic()
+            self.requests += 1
+            release = self.first + self.hold_s
+        time.sleep(max(0.0, release - time.monotonic()))
+        texts = body["input"]
+        return 200, {"data": [{"index": i, "embedding": self._vec(t)} for i, t in enumerate(texts)],
+                     "usage": {"prompt_tokens": sum(max(1, len(t) // 4) for t in texts)}}
+
+
+def _yaml_workspace(root: Path, embed_url: str) -> Path:
+    """A checkout as `prefect deploy` sees it: flows/ from this repository, reindex.yaml, a corpus and a
+    queries file."""
+    root.mkdir(parents=True)
+    shutil.copytree(REPO / "flows", root / "flows", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SAMPLE / "corpus", root / "corpus")
+    (root / "reindex.yaml").write_text(YAML_CONFIG.format(url=embed_url), encoding="utf-8")
+    (root / "queries.jsonl").write_text("".join(json.dumps({"query": q}) + "\n" for q in (
+        "import hooks", "unicode source encoding", "generators and iterators")), encoding="utf-8")
+    return root
+
+
+def _plan_file(plans: Path) -> Path:
+    files = [p for p in plans.glob("*.json") if p.name.count(".") == 1]
+    assert len(files) == 1, files
+    return files[0]
+
+
+def _child_runs(parent_id: Any) -> list[Any]:
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+    with _client() as c:
+        return c.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent_id])))
+
+
+def test_prefect_yaml_deploy_then_pause_past_the_lease_approve_on_the_cli_and_slow_apply_complete(
+    tmp_path: Path, prefect_server: dict, worker: Path
+) -> None:
+    """`prefect deploy --all` of flows/prefect.yaml; a reindex-reindex run (queries file) and a second
+    index's run stay paused past the 60 s index lease and past the 225 s deployment-lease renewal; `reindex runs` lists both, a webhook is told of both;
+    `reindex approve --reject` ends one with nothing changed, `reindex approve` resumes the other, whose
+    apply then takes longer than the lease: apply → cutover on the queries → alias swapped → gc scheduled."""
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId, FlowRunFilter
+    from prefect.client.schemas.filters import FlowRunFilterState, FlowRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+
+    from reindex import api
+    from reindex.cli import main
+    from reindex.orchestration import index_limit_name, notify_on_approval_requests
+
+    hooks: list[dict] = []
+    emb = _SlowEmbeddings(hold_s=LEASE_S + 5)
+    with _http(lambda path, body: (hooks.append(body), (200, {}))[1]) as hook_url, _http(emb) as emb_url:
+        ws = _yaml_workspace(tmp_path / "docs", emb_url)
+        t_story = time.monotonic()
+        deploy = subprocess.run(
+            [str(PREFECT_BIN), "--no-prompt", "deploy", "--all", "--prefect-file", "flows/prefect.yaml"],
+            cwd=ws, env={**prefect_server["env"], "REINDEX_WORKDIR": str(ws)}, capture_output=True, text=True,
+            timeout=400)
+        deploy_s = time.monotonic() - t_story
+        assert deploy.returncode == 0, deploy.stdout[-3000:] + deploy.stderr[-3000:]
+        with _client() as c:
+            deps = {f: c.read_deployment_by_name(f"{f}/docs") for f in ("reindex-sync", "reindex-reindex", "reindex-gc")}
+        # The fix: flows that pause hold no deployment slot (Prefect frees it at the pause); gc keeps one.
+        assert deps["reindex-reindex"].global_concurrency_limit is None
+        assert deps["reindex-sync"].global_concurrency_limit is None
+        assert deps["reindex-gc"].global_concurrency_limit is not None
+        assert deps["reindex-gc"].global_concurrency_limit.limit == 1
+        assert {"queries", "k", "gate"} <= set(deps["reindex-reindex"].parameters)
+        notify_on_approval_requests(hook_url + "/hook")
+        cfg_no = _workspace(tmp_path / "rej", "flowrej")
+        _deploy(cfg_no)
+
+        fr = _run("reindex-reindex/docs", worker, poll_interval_s=1, queries="queries.jsonl")
+        fr_no = _run("reindex-reindex/flowrej", worker, poll_interval_s=1)
+        _wait(fr.id, _paused_with_form, "paused with its approval form", worker, timeout=240)
+        _wait(fr_no.id, _paused_with_form, "paused with its approval form", worker, timeout=240)
+        plan_file, plan_no = _plan_file(ws / "plans"), _plan_file(tmp_path / "rej" / "plans")
+        plan = api.show_plan(plan_file)
+
+        r = CliRunner().invoke(main, ["runs", "--json"])
+        assert r.exit_code == 0, r.output
+        waiting = {w["index"]: w for w in json.loads(r.output)}
+        assert set(waiting) == {"docs", "flowrej"}, waiting
+        w = waiting["docs"]
+        assert (w["plan"], w["plan_hash"], w["flow_run_id"], w["flow"]) == (
+            str(plan_file.resolve()), plan.plan_hash, str(fr.id), "reindex-reindex")
+        assert w["peak_vectors"] == plan.body["cost"]["peak_vectors"] > 0
+        assert w["peak_disk_bytes"] == plan.body["cost"]["footprint"]["peak"]["disk_bytes"]
+        import datetime as dt
+
+        assert dt.datetime.fromisoformat(w["deadline"]) > dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=6)
+        text = CliRunner().invoke(main, ["runs", "--index", "docs"]).output
+        assert f"reindex approve {plan_file.resolve()} --by NAME" in text and "flowrej" not in text
+
+        # Prefect's automation posts to the webhook for each paused run (plan, footprint, command).
+        deadline = time.monotonic() + 120
+        while len({h.get("body", "").split("plan ")[1][:12] for h in hooks if "plan " in h.get("body", "")}) < 2:
+            assert time.monotonic() < deadline, f"webhook got {hooks}"
+            time.sleep(1)
+        told = next(h for h in hooks if plan.plan_hash[:12] in h["body"])
+        assert f"reindex approve {plan_file.resolve()} --by NAME" in told["body"]
+        assert f"{plan.body['cost']['peak_vectors']} vectors" in told["body"] and "docs" in told["subject"]
+
+        # Stay paused past the index lease and past Prefect's deployment-lease renewal: the run is still
+        # paused and the index slot still held (renewed by the paused process).
+        with _client() as c:
+            started = c.read_flow_run(fr.id).start_time
+        while (dt.datetime.now(dt.timezone.utc) - started).total_seconds() < PAUSE_S:
+            time.sleep(2)
+        with _client() as c:
+            state = c.read_flow_run(fr.id).state
+            assert state.is_paused(), state
+            assert state.state_details.deployment_concurrency_lease_id is None
+            for index in ("docs", "flowrej"):
+                assert c.read_global_concurrency_limit_by_name(index_limit_name(index)).active_slots == 1, index
+
+        r = CliRunner().invoke(main, ["approve", str(plan_no), "--by", "erin", "--reject", "--note", "not this week"])
+        assert r.exit_code == 0, r.output
+        assert f"resumed flow run {fr_no.name} ({fr_no.id})" in r.output
+        r = CliRunner().invoke(main, ["approve", str(plan_file), "--by", "alice", "--note", "go"])
+        assert r.exit_code == 0, r.output
+        assert f"resumed flow run {fr.name} ({fr.id}) of reindex-reindex/docs" in r.output
+
+        done_no = _wait(fr_no.id, _final, "finished", worker, timeout=120)
+        assert done_no.state.is_completed(), done_no.state
+        done = _wait(fr.id, _final, "finished", worker, timeout=420)
+        story_s = time.monotonic() - t_story
+        assert done.state.is_completed(), done.state
+
+    # The rejected index: nothing built, the rejection is on record and final.
+    assert "rejected by erin (not this week); nothing changed" in _artifact(fr_no.id, "reindex-result-flowrej")
+    assert json.loads(plan_no.with_name(plan_no.stem + ".rejection.json").read_text())["by"] == "erin"
+    st_no = api.status(cfg_no)
+    assert st_no["aliases"] == {} and st_no["populations"] == [] and st_no["lock"] is None
+    again = CliRunner().invoke(main, ["approve", str(plan_no), "--by", "mallory"])
+    assert again.exit_code != 0 and "was rejected by erin" in again.output, again.output
+
+    # The approved index: an apply longer than the lease, cutover on the queries file, alias, gc.
+    with _client() as c:
+        applies = [r for r in _child_runs(fr.id) if c.read_flow(r.flow_id).name == "reindex-apply"]
+    assert len(applies) == 1 and applies[0].state.is_completed(), applies
+    apply_s = (applies[0].end_time - applies[0].start_time).total_seconds()
+    assert apply_s > LEASE_S, f"apply took {apply_s:.0f} s: not longer than the {LEASE_S} s lease"
+    assert emb.requests > 0
+    approval = json.loads(plan_file.with_name(plan_file.stem + ".approval.json").read_text())
+    assert (approval["by"], approval["plan_hash"]) == ("alice", plan.plan_hash)
+    assert not plan_file.with_name(plan_file.stem + ".rejection.json").exists()
+    cut = json.loads(plan_file.with_name(plan_file.stem + ".cutover.json").read_text())
+    assert cut["queries_source"] == str((ws / "queries.jsonl").resolve()) and cut["swap"], cut
+    st = api.status(ws / "reindex.yaml")
+    assert st["aliases"] == {"docs": plan.body["identity"]["new"]["collection"]} and st["lock"] is None
+    with _client() as c:
+        gcs = c.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deps["reindex-gc"].id])),
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))))
+        assert c.read_global_concurrency_limit_by_name(index_limit_name("docs")).active_slots == 0
+    assert len(gcs) == 1, gcs
+    assert gcs[0].expected_start_time > dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=6)
+    assert "approved by alice" in _artifact(fr.id, "reindex-result-docs")
+    print(f"\n[issue 13] prefect deploy --all: {deploy_s:.1f} s; paused until {PAUSE_S} s after start; apply {apply_s:.1f} s; "
+          f"deploy → completed run: {story_s:.1f} s")
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 13 without a server: the decision records and the flow parameters
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_prefect_api(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No PREFECT_API_URL and no Prefect profile: `reindex approve` can only record."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("PREFECT_PROFILES_PATH", str(tmp_path / "no-profiles.toml"))
+
+
+def test_a_rejection_revokes_an_approval_and_refuses_a_later_one(tmp_path: Path, no_prefect_api: None) -> None:
+    from reindex import api
+    from reindex.cli import main
+    from reindex.errors import ApprovalError
+
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    r = CliRunner().invoke(main, ["approve", str(path), "--by", "carol", "--note", "ok"])
+    assert r.exit_code == 0, r.output
+    assert f"approved plan {plan.plan_hash[:12]} ({plan.kind}) by carol" in r.output
+    assert "no Prefect API configured (PREFECT_API_URL): no paused run to resume" in r.output
+    assert api.approval_status(path).by == "carol"
+
+    r = CliRunner().invoke(main, ["approve", str(path), "--by", "bob", "--reject", "--note", "too big"])
+    assert r.exit_code == 0, r.output
+    assert f"rejected plan {plan.plan_hash[:12]} ({plan.kind}) by bob; recorded in {path.with_name(path.stem + '.rejection.json')}" in r.output
+    with pytest.raises(ApprovalError, match=r"approval by carol of plan \w+ was revoked: the plan was rejected by bob .* \(too big\)"):
+        api.approval_status(path)
+    with pytest.raises(ApprovalError, match="was revoked"):
+        ws.apply(path)
+    r = CliRunner().invoke(main, ["approve", str(path), "--by", "carol"])
+    assert r.exit_code != 0 and "was rejected by bob" in r.output and "run `reindex plan` again" in r.output, r.output
+    # The first rejection stays the record; a second one does not rewrite it.
+    CliRunner().invoke(main, ["approve", str(path), "--by", "dave", "--reject"])
+    assert json.loads(path.with_name(path.stem + ".rejection.json").read_text())["by"] == "bob"
+
+    # A rejection binds one plan hash: a new plan of the same change can be approved and applied.
+    time.sleep(1.1)  # plans made in another second have another created_at, hence another hash
+    plan2, path2 = ws.plan()
+    assert plan2.plan_hash != plan.plan_hash
+    api.approve_plan(path2, "carol")
+    assert api.approval_status(path2).by == "carol"
+
+
+def test_reindex_runs_without_a_prefect_api_lists_nothing(no_prefect_api: None) -> None:
+    from reindex.cli import main
+
+    r = CliRunner().invoke(main, ["runs"])
+    assert (r.exit_code, r.output) == (0, "no run is waiting for approval\n")
+    assert CliRunner().invoke(main, ["runs", "--json"]).output.strip() == "[]"
+
+
+def test_cutover_parameters_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    from reindex.errors import ConfigError
+    from reindex.orchestration import _cutover_options
+
+    cfg = tmp_path / "reindex.yaml"
+    (tmp_path / "q.jsonl").write_text('{"query": "x"}\n')
+    assert _cutover_options(str(cfg), "q.jsonl", 5, "force") == {
+        "queries": str((tmp_path / "q.jsonl").resolve()), "k": 5, "gate": "force"}
+    assert _cutover_options(str(cfg), None, None, "enforce") == {"queries": None, "k": None, "gate": "enforce"}
+    with pytest.raises(ConfigError, match="parameter gate='skip': expected one of enforce, force"):
+        _cutover_options(str(cfg), None, None, "skip")
+    with pytest.raises(ConfigError, match="parameter queries='missing.jsonl': .* is not a file"):
+        _cutover_options(str(cfg), "missing.jsonl", None, "enforce")
+    with pytest.raises(ConfigError, match="parameter k=0"):
+        _cutover_options(str(cfg), None, 0, "enforce")
+
+
+def test_index_lease_setting_refuses_what_prefect_would_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex import settings
+    from reindex.errors import ConfigError
+
+    monkeypatch.delenv("REINDEX_INDEX_LEASE_S", raising=False)
+    assert settings.index_lease_seconds() == 300
+    monkeypatch.setenv("REINDEX_INDEX_LEASE_S", "60")
+    assert settings.index_lease_seconds() == 60
+    monkeypatch.setenv("REINDEX_INDEX_LEASE_S", "59")
+    with pytest.raises(ConfigError, match="REINDEX_INDEX_LEASE_S='59': expected seconds ≥ 60"):
+        settings.index_lease_seconds()
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
-"""Approval records: a named person's approval bound to one plan's hash.
+"""Approval and rejection records: a named person's decision bound to one plan's hash.
 
-Stored beside the plan (``<plan>.approval.json``) so that ``plans/`` is the approval trail; a
-changed plan has another hash, which invalidates the record."""
+Stored beside the plan (``<plan>.approval.json``, ``<plan>.rejection.json``) so that ``plans/`` is the
+approval trail; a changed plan has another hash, which invalidates both. A rejection is final for its
+plan: it revokes an earlier approval (``check_approval`` refuses the plan) and a later ``approve`` is
+refused. The CLI (`reindex approve`, `reindex approve --reject`) and the Prefect approval form write the
+same records, so a decision taken in one place holds in the other."""
 
 from __future__ import annotations
 
@@ -14,9 +17,32 @@ from reindex.atomic import atomic_write_text
 from reindex.errors import ApprovalError
 from reindex.planner import Plan, PlanError
 
+__all__ = [
+    "APPROVAL_SCHEMA", "REJECTION_SCHEMA", "Approval", "Rejection", "approval_path", "approve", "check_approval",
+    "check_not_rejected", "read_approval", "read_rejection", "reject", "rejection_path",
+]
+
 APPROVAL_SCHEMA = "reindex/approval/v1"
+REJECTION_SCHEMA = "reindex/rejection/v1"
 
 
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A named person's rejection of one plan (final for that plan hash)."""
+
+    plan_hash: str
+    index: str
+    kind: str
+    by: str
+    reason: str
+    at: str
+
+    def as_dict(self) -> dict:
+        return {"schema": REJECTION_SCHEMA, "plan_hash": self.plan_hash, "index": self.index, "kind": self.kind,
+                "by": self.by, "reason": self.reason, "at": self.at}
+
+    def sentence(self) -> str:
+        return f"rejected by {self.by} at {self.at} ({self.reason or 'no reason given'})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +53,8 @@ class Approval:
     by: str
     note: str
     at: str
+    # The rejection recorded beside the same plan file, if any: it revokes this approval.
+    rejection: Rejection | None = None
 
     def as_dict(self) -> dict:
         return {"schema": APPROVAL_SCHEMA, "plan_hash": self.plan_hash, "index": self.index, "kind": self.kind,
@@ -38,33 +66,80 @@ def approval_path(plan_path: str | Path) -> Path:
     return p.with_name(p.name.removesuffix(".json") + ".approval.json")
 
 
+def rejection_path(plan_path: str | Path) -> Path:
+    p = Path(plan_path)
+    return p.with_name(p.name.removesuffix(".json") + ".rejection.json")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def check_not_rejected(plan: Plan, plan_path: str | Path) -> None:
+    """Raise ApprovalError if ``plan`` was rejected (a rejection is final for its hash)."""
+    rej = read_rejection(plan_path)
+    if rej is not None and rej.plan_hash == plan.plan_hash:
+        raise ApprovalError(f"plan {plan.plan_hash[:12]} was {rej.sentence()}: a rejected plan cannot be approved "
+                            "or applied; run `reindex plan` again for a new plan")
+
+
 def approve(plan: Plan, plan_path: str | Path, by: str, note: str = "") -> tuple[Approval, Path]:
-    """Record ``by``'s approval of ``plan`` beside its file."""
+    """Record ``by``'s approval of ``plan`` beside its file (refused once the plan was rejected)."""
     if not by.strip():
         raise PlanError("--by: an approval needs the approver's name")
-    rec = Approval(plan.plan_hash, plan.index, plan.kind, by.strip(), note,
-                   _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    check_not_rejected(plan, plan_path)
+    rec = Approval(plan.plan_hash, plan.index, plan.kind, by.strip(), note, _now())
     path = approval_path(plan_path)
     atomic_write_text(path, json.dumps(rec.as_dict(), indent=2, ensure_ascii=False) + "\n")
     return rec, path
 
 
+def reject(plan: Plan, plan_path: str | Path, by: str, reason: str = "") -> tuple[Rejection, Path]:
+    """Record ``by``'s rejection of ``plan`` beside its file; it revokes any approval of the same plan."""
+    if not by.strip():
+        raise PlanError("--by: a rejection needs the name of who rejects")
+    existing = read_rejection(plan_path)
+    if existing is not None and existing.plan_hash == plan.plan_hash:
+        return existing, rejection_path(plan_path)  # the first rejection stays the record
+    rec = Rejection(plan.plan_hash, plan.index, plan.kind, by.strip(), reason, _now())
+    path = rejection_path(plan_path)
+    atomic_write_text(path, json.dumps(rec.as_dict(), indent=2, ensure_ascii=False) + "\n")
+    return rec, path
+
+
+def read_rejection(plan_path: str | Path) -> Rejection | None:
+    path = rejection_path(plan_path)
+    if not path.is_file():
+        return None
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        return Rejection(d["plan_hash"], d["index"], d["kind"], d["by"], d.get("reason", ""), d["at"])
+    except (ValueError, KeyError) as err:
+        raise PlanError(f"{path}: not a valid rejection record ({err})") from None
+
+
 def read_approval(plan_path: str | Path) -> Approval | None:
+    """The approval recorded beside a plan file, carrying the plan's rejection (if any)."""
     path = approval_path(plan_path)
     if not path.is_file():
         return None
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
-        return Approval(d["plan_hash"], d["index"], d["kind"], d["by"], d.get("note", ""), d["at"])
+        return Approval(d["plan_hash"], d["index"], d["kind"], d["by"], d.get("note", ""), d["at"],
+                        read_rejection(plan_path))
     except (ValueError, KeyError) as err:
         raise PlanError(f"{path}: not a valid approval record ({err})") from None
 
 
 def check_approval(plan: Plan, approval: Approval | None,
                    required: tuple[bool, list[str]] | None = None) -> Approval | None:
-    """Raise ApprovalError unless the plan needs no approval or ``approval`` is bound to it. ``required``
-    is the policy re-derived from the config in force (apply passes it; the plan's own ``approval``
-    field is only a report and is used when nothing else is given)."""
+    """Raise ApprovalError unless the plan needs no approval or ``approval`` is bound to it and was not
+    revoked by a rejection of the same plan. ``required`` is the policy re-derived from the config in force
+    (apply passes it; the plan's own ``approval`` field is only a report, used when nothing else is given)."""
+    rej = approval.rejection if approval is not None else None
+    if rej is not None and rej.plan_hash == plan.plan_hash:
+        raise ApprovalError(f"the approval by {approval.by} of plan {plan.plan_hash[:12]} was revoked: the plan was "
+                            f"{rej.sentence()}; run `reindex plan` again for a new plan")
     needs, why = required if required is not None else (plan.body["approval"]["required"],
                                                            plan.body["approval"]["reasons"])
     if not needs:

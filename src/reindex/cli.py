@@ -205,21 +205,64 @@ def show(plan_file: str, as_json: bool) -> None:
 
 @main.command()
 @click.argument("plan_file", type=click.Path(dir_okay=False))
-@click.option("--by", required=True, help="Who approves.")
-@click.option("--note", default="", help="Why.")
+@click.option("--by", required=True, help="Who approves (or rejects).")
+@click.option("--note", default="", help="Why (the reason, with --reject).")
+@click.option("--reject", is_flag=True, help="Reject the plan instead: final for this plan, revokes any approval of it.")
 @click.option("-c", "--config", "config_path", default=None, type=click.Path(dir_okay=False),
               help="Check the plan is for this config's index.")
-def approve(plan_file: str, by: str, note: str, config_path: str | None) -> None:
-    """Record an approval bound to the plan's hash (a changed plan invalidates it).
+def approve(plan_file: str, by: str, note: str, reject: bool, config_path: str | None) -> None:
+    """Approve a plan; resumes a paused run waiting for that plan.
 
-    \b
+    Records an approval bound to the plan's hash (a changed plan invalidates it), then resumes every
+    Prefect run of reindex-reindex / reindex-sync paused waiting for that plan, and says which: the run
+    applies, cuts over and schedules gc. With --reject, records a rejection (final for this plan; it
+    revokes an approval given anywhere) and resumes the paused run with it: nothing changes.
+
+    
     Example:
       reindex approve plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --by alice --note "ok for Q4"
+      reindex approve plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --by bob --reject --note "too big"
     """
-    from reindex import api
+    from reindex.usecases import runs
 
-    rec, path = api.approve_plan(plan_file, by, note, config_path)
-    click.echo(f"approved plan {rec.plan_hash[:12]} ({rec.kind}) by {rec.by}; recorded in {path}")
+    d = (runs.reject_and_resume if reject else runs.approve_and_resume)(plan_file, by, note, config_path)
+    click.echo(f"{'approved' if d.approved else 'rejected'} plan {d.plan_hash[:12]} ({d.kind}) by {d.by}; "
+               f"recorded in {d.record}")
+    for r in d.resumed:
+        click.echo(f"resumed flow run {r.flow_run_name} ({r.flow_run_id}) of {r.flow}/{r.index}, paused since "
+                   f"{r.paused_at}: it {'applies the plan now' if d.approved else 'ends without changing anything'}")
+    if d.note:
+        click.echo(d.note)
+
+
+@main.command()
+@click.option("--index", default=None, help="Only runs of this index.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def runs(index: str | None, as_json: bool) -> None:
+    """List Prefect runs paused waiting for approval: plan, peak footprint and deadline (needs
+    PREFECT_API_URL).
+
+    
+    Example:
+      reindex runs --index docs
+    """
+    from reindex.reports import human_bytes
+    from reindex.usecases import runs as _runs
+
+    waiting = _runs.waiting_runs(index)
+    if as_json:
+        _emit_json([r.as_dict() for r in waiting])
+        return
+    if not waiting:
+        click.echo("no run is waiting for approval")
+        return
+    for r in waiting:
+        click.echo(f"{r.flow}/{r.index}  run {r.flow_run_name} ({r.flow_run_id})  paused since {r.paused_at}")
+        click.echo(f"  plan      {r.plan}  ({r.plan_hash[:12]}, {r.kind})")
+        click.echo(f"  footprint peak {r.peak_vectors:,} vectors, {human_bytes(r.peak_disk_bytes)} disk, "
+                   f"{human_bytes(r.peak_ram_bytes)} RAM; {r.tokens_to_embed:,} tokens to embed, ${r.usd:,.4f}")
+        click.echo(f"  deadline  {r.deadline} (rejected automatically after)")
+        click.echo(f"  decide    reindex approve {r.plan} --by NAME   (or --reject)")
 
 
 @main.command()

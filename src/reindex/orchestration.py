@@ -1,7 +1,23 @@
 """Prefect driver: the scheduled flows ``reindex-sync``, ``reindex-reindex``, ``reindex-gc``, their
 deployments and ``serve``. Like the CLI, these flows sit at the edge and call ``reindex.api``; the shard
 runner they apply with (the ``reindex-apply`` flow, a child flow run here) lives in
-:mod:`reindex.runners.prefect`. Prefect is imported only by these two modules."""
+:mod:`reindex.runners.prefect`. Prefect is imported only by these two modules.
+
+How runs of one index are kept apart (issue 13). A run that pauses for approval must not hold a
+*deployment* concurrency slot: Prefect releases that slot (and revokes its lease) when the run goes
+Running → Paused, but the flow engine keeps renewing the lease it got at start (a fixed 300 s lease
+renewed every 225 s, ``prefect/flow_engine.py``); the first renewal after the pause gets ``410 Gone`` and
+the engine cancels the run ("Terminating execution to prevent over-allocation") — ~225 s after it
+started, whatever it is doing. So ``reindex-reindex`` and ``reindex-sync`` have no deployment
+concurrency limit. They serialise on the index's global concurrency limit ``reindex-index-<index>``
+(one slot), taken by the flow process itself with a lease it renews every ¾ of
+``REINDEX_INDEX_LEASE_S`` for as long as the process lives: across the pause, the apply and the
+cutover. Prefect never releases it on a state change, so a paused run keeps its index; if the process
+dies, the server frees the slot when the lease runs out. ``reindex-gc`` never pauses and keeps its
+deployment limit as well as the index slot.
+
+Lines: one Prefect boundary (with runners/prefect.py, per the layer test's owner rule), so the flows, the
+approval protocol around the pause, the deployments and the approval notification stay together."""
 
 from __future__ import annotations
 
@@ -46,7 +62,11 @@ from reindex.reports import human_bytes, human_number  # noqa: E402
 from prefect.exceptions import FlowPauseTimeout  # noqa: E402
 from prefect.input import RunInput  # noqa: E402
 
+from reindex.runners.prefect import APPROVAL_REQUEST_KEY  # noqa: E402
+
 INDEX_LIMIT_PREFIX = "reindex-index-"
+APPROVAL_EVENT = "reindex.approval.requested"
+GATES = ("enforce", "force")
 DEFAULT_APPROVAL_TIMEOUT_S = 7 * 86400
 # Prefect fails a run whose pause outlives its timeout; our own deadline rejects it first.
 _PAUSE_MARGIN_S = 300
@@ -88,12 +108,33 @@ def ensure_index_limit(index: str) -> str:
 
 @contextlib.contextmanager
 def index_slot(index: str, timeout_s: float | None = None):
-    """Hold the index's single slot (waiting at most ``timeout_s``; None = as long as it takes)."""
+    """Hold the index's single slot (waiting at most ``timeout_s``; None = as long as it takes) with a
+    lease of ``REINDEX_INDEX_LEASE_S`` that this process renews until the block ends — a pause for
+    approval included (Prefect releases only deployment slots on a pause, never this one). If a renewal
+    fails (the server lost the lease), Prefect stops the run rather than let two runs share the index."""
     from prefect.concurrency.sync import concurrency
+    from reindex import settings
 
     name = ensure_index_limit(index)
-    with concurrency(name, occupy=1, timeout_seconds=timeout_s, strict=True):
+    opts = dict(occupy=1, strict=True, lease_duration=settings.index_lease_seconds(), holder=_holder())
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(concurrency(name, timeout_seconds=1 if timeout_s is None else timeout_s, **opts))
+        except TimeoutError:
+            if timeout_s is not None:
+                raise
+            # Say that we wait, and for what, before waiting as long as it takes.
+            get_run_logger().info("index %r is held by another run (concurrency limit %s); waiting for it", index, name)
+            held.enter_context(concurrency(name, timeout_seconds=None, **opts))
         yield
+
+
+def _holder() -> Any:
+    """This flow run as the holder of the index slot (shown on the lease), or None outside a run."""
+    from prefect.types._concurrency import ConcurrencyLeaseHolder  # Prefect's own lease-holder model
+
+    run_id = _flow_run_id()
+    return ConcurrencyLeaseHolder(type="flow_run", id=run_id) if run_id else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,13 +179,24 @@ def record_approval_task(plan_path: str, config: str, approver: str, note: str) 
     return str(path)
 
 
+@task(name="record-rejection", **_TASK_OPTS)
+def record_rejection_task(plan_path: str, rejecter: str, reason: str) -> str:
+    """Write the same rejection record `reindex approve --reject` writes; returns its path."""
+    from reindex.usecases.runs import record_rejection
+
+    _, path = record_rejection(plan_path, rejecter, reason)
+    return str(path)
+
+
 @task(name="cutover", **_TASK_OPTS)
-def cutover_task(plan_path: str, config: str) -> dict:
-    """Evaluate old vs new, gate, and swap the alias on pass."""
+def cutover_task(plan_path: str, config: str, queries: str | None = None, k: int | None = None,
+                 gate: str = "enforce") -> dict:
+    """Evaluate old vs new (on the queries file, else sampled probes), gate, and swap the alias on pass
+    (``gate="force"``: also on fail, recorded with the approver)."""
     from reindex import api
     from reindex.reports_cutover import cutover_markdown
 
-    result = api.cutover(plan_path, config)
+    result = api.cutover(plan_path, config, queries=queries, k=k, force=gate == "force")
     create_markdown_artifact(key=_artifact_key("reindex-cutover", result.report["index"]),
                              markdown=cutover_markdown(result.report),
                              description=f"reindex cutover: {'pass' if result.passed else 'fail'}")
@@ -222,6 +274,25 @@ def _deployment_id() -> str | None:
     return deployment.id
 
 
+def _cutover_options(config: str, queries: str | None, k: int | None, gate: str) -> dict:
+    """The cutover parameters, checked before anything runs: a queries file relative to the config's
+    folder (the worker's working directory may differ), the comparison depth and the gate mode."""
+    from reindex.errors import ConfigError
+
+    if gate not in GATES:
+        raise ConfigError(f"parameter gate={gate!r}: expected one of {', '.join(GATES)}")
+    if k is not None and k < 1:
+        raise ConfigError(f"parameter k={k!r}: expected a depth ≥ 1")
+    q = None
+    if queries:
+        qp = Path(queries)
+        qp = qp if qp.is_absolute() else Path(config).parent / qp
+        if not qp.is_file():
+            raise ConfigError(f"parameter queries={queries!r}: {qp} is not a file (JSONL, one query per line)")
+        q = str(qp.resolve())
+    return {"queries": q, "k": k, "gate": gate}
+
+
 def _resolve(config: str, index: str | None, plans_dir: str | None) -> tuple[str, str, str]:
     """Absolute config path, the index (checked against the config) and the plans folder."""
     from reindex import api
@@ -245,6 +316,36 @@ def _auto_reject(flow_run_id: str, at: float, done: threading.Event, timeout_s: 
             "reason": f"no decision within {timeout_s} s"})
 
 
+def _announce(plan: Any, plan_path: str, deadline: _dt.datetime) -> dict:
+    """Publish the approval request: a flow run input that `reindex runs` / `reindex approve` find, a
+    ``reindex.approval.requested`` event that automations can notify on, and a log line."""
+    from prefect.events import emit_event
+    from prefect.input import create_flow_run_input
+    from prefect.runtime import flow_run
+
+    from reindex.usecases.runs import approval_request
+
+    request = approval_request(plan, plan_path, deadline)
+    run_id, run_name = _flow_run_id(), flow_run.name
+    if run_id:
+        create_flow_run_input(key=APPROVAL_REQUEST_KEY, value=request, flow_run_id=run_id)
+        emit_event(
+            APPROVAL_EVENT,
+            resource={"prefect.resource.id": f"reindex.plan.{plan.plan_hash}",
+                      "prefect.resource.name": Path(plan_path).name, "reindex.index": plan.index},
+            related=[{"prefect.resource.id": f"prefect.flow-run.{run_id}", "prefect.resource.role": "flow-run",
+                      "prefect.resource.name": str(run_name)}],
+            payload={**request, "flow_run_id": str(run_id), "flow_run_name": str(run_name),
+                     "peak": human_bytes(request["peak_disk_bytes"]),
+                     "approve_command": f"reindex approve {request['plan']} --by NAME"},
+        )
+    get_run_logger().warning(
+        "waiting for approval of plan %s (%s, peak %s vectors) until %s: run `reindex approve %s --by NAME` "
+        "(or --reject), or fill in the form of this run in the Prefect UI",
+        plan.plan_hash[:12], plan.kind, f"{request['peak_vectors']:,}", request["deadline"], request["plan"])
+    return request
+
+
 def _ask_approval(plan: Any, plan_path: str, timeout_s: int, poll_s: int) -> ApprovalInput | None:
     """Pause the run until someone fills in the approval form; None if Prefect's pause timed out."""
     import time
@@ -252,6 +353,7 @@ def _ask_approval(plan: Any, plan_path: str, timeout_s: int, poll_s: int) -> App
     deadline = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=timeout_s)
     form = ApprovalInput.with_initial_data(description=approval_description(plan, plan_path, deadline),
                                            approve=False, approver="")
+    _announce(plan, plan_path, deadline)
     done = threading.Event()
     run_id = _flow_run_id()
     if run_id:
@@ -289,7 +391,7 @@ def _schedule_gc(config: str, index: str, plans_dir: str, gc_deployment: str | N
 
 
 def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: str,
-               gc_deployment: str | None) -> dict:
+               gc_deployment: str | None, cut_opts: dict) -> dict:
     """Apply an (approved) plan; for a new population also cut over and schedule gc."""
     from reindex import api
     from reindex.errors import ReindexError
@@ -303,8 +405,9 @@ def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: st
     if kind == "document-scoped":
         logger.info("synced %s in place (%s)", applied.collection, applied.status)
         return out
-    cut = cutover_task(plan_path, config)
-    out["cutover"] = {"passed": cut["passed"], "swap": cut["swap"], "report": cut["report_path"]}
+    cut = cutover_task(plan_path, config, **cut_opts)
+    out["cutover"] = {"passed": cut["passed"], "swap": cut["swap"], "report": cut["report_path"],
+                      "queries": cut_opts["queries"]}
     if not cut["swap"]:
         failed = [r for r in cut["rules"] if not r["passed"]]
         raise ReindexError(f"cutover gate failed for {cut['shadow']}: "
@@ -316,7 +419,7 @@ def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: st
 
 
 def _review(plan_path: str, config: str, index: str, plans_dir: str, timeout_s: int, poll_s: int,
-            gc_deployment: str | None) -> dict:
+            gc_deployment: str | None, cut_opts: dict) -> dict:
     """Publish the plan, pause for approval, and on approval record it and carry the plan out."""
     from reindex import api
 
@@ -329,12 +432,15 @@ def _review(plan_path: str, config: str, index: str, plans_dir: str, timeout_s: 
         why = (decision.reason if decision else f"the pause timed out after {timeout_s} s") or "no reason given"
         msg = f"plan {plan.plan_hash[:12]} rejected by {who} ({why}); nothing changed"
         logger.warning(msg)
+        if decision is not None and not who.startswith("reindex (deadline)"):
+            # A human rejection is final for this plan: it revokes an approval given on the CLI too.
+            record_rejection_task(plan_path, who or "unnamed (Prefect form)", why)
         _result_artifact(index, msg)
         return {"plan": plan_path, "kind": plan.kind, "status": "rejected", "by": who, "reason": why, "message": msg}
     note = f"{decision.reason} (Prefect flow run {_flow_run_id()})".strip()
     record_approval_task(plan_path, config, decision.approver, note)
     logger.info("plan %s approved by %s", plan.plan_hash[:12], decision.approver)
-    out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment)
+    out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment, cut_opts)
     out.update(status="done", approved_by=decision.approver)
     return out
 
@@ -352,10 +458,19 @@ def _result_artifact(index: str, text: str) -> None:
 @flow(name="reindex-reindex", persist_result=False, log_prints=False)
 def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir: str | None = None,
                  approval_timeout_s: int = DEFAULT_APPROVAL_TIMEOUT_S, poll_interval_s: int = 10,
-                 task_runner: str = "threads", gc_deployment: str | None = None) -> dict:
-    """Plan against the live index, ask a human (Prefect pause with an approval form), then apply,
-    cut over and schedule gc. One run per index at a time."""
+                 task_runner: str = "threads", gc_deployment: str | None = None, queries: str | None = None,
+                 k: int | None = None, gate: str = "enforce") -> dict:
+    """Plan against the live index, ask a human (Prefect pause with an approval form; `reindex approve
+    PLAN` resumes it too), then apply, cut over and schedule gc.
+
+    ``queries``: a JSONL queries file (relative to the config's folder) the cutover compares old and new
+    on, instead of sampled known-item probes; ``k``: comparison depth (default ``cutover.k``); ``gate``:
+    ``enforce`` (the alias moves only when every rule passes) or ``force`` (moves anyway, recorded with
+    the approver). One run per index at a time: the run holds the index's global concurrency slot, with
+    a lease this process renews, from before planning until gc is scheduled — across the pause; there
+    is deliberately no deployment concurrency limit (Prefect frees it at the pause; see the module doc)."""
     config, index, plans_dir = _resolve(config, index, plans_dir)
+    cut_opts = _cutover_options(config, queries, k, gate)
     with index_slot(index), using_task_runner(task_runner):
         plan_path = plan_task(config, plans_dir)
         from reindex import api
@@ -364,7 +479,8 @@ def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_d
         if plan.kind == "none":
             _result_artifact(index, f"Nothing to do: plan {plan.plan_hash[:12]} is `none`.")
             return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
-        out = _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment)
+        out = _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment,
+                      cut_opts)
         if out["status"] == "done":
             _result_artifact(index, f"Plan {plan.plan_hash[:12]} ({plan.kind}) approved by {out['approved_by']}: "
                                     f"apply {out['apply']}, collection `{out['collection']}`.")
@@ -374,13 +490,16 @@ def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_d
 @flow(name="reindex-sync", persist_result=False, log_prints=False)
 def sync_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir: str | None = None,
               approval_timeout_s: int = DEFAULT_APPROVAL_TIMEOUT_S, poll_interval_s: int = 10,
-              busy_timeout_s: float = 60.0, task_runner: str = "threads", gc_deployment: str | None = None) -> dict:
+              busy_timeout_s: float = 60.0, task_runner: str = "threads", gc_deployment: str | None = None,
+              queries: str | None = None, k: int | None = None, gate: str = "enforce") -> dict:
     """Plan against the live index: nothing → done; document-scoped within the approval policy →
-    apply in place; anything else → pause for approval like reindex-reindex. Skips (and says so)
-    when another run holds the index for longer than ``busy_timeout_s``."""
+    apply in place; anything else → pause for approval like reindex-reindex (``queries``, ``k`` and
+    ``gate`` as there). Skips (and says so) when another run holds the index for longer than
+    ``busy_timeout_s``. No deployment concurrency limit, for the same reason as reindex-reindex."""
     from reindex import api
 
     config, index, plans_dir = _resolve(config, index, plans_dir)
+    cut_opts = _cutover_options(config, queries, k, gate)
     logger = get_run_logger()
     with contextlib.ExitStack() as held:
         try:
@@ -397,13 +516,14 @@ def sync_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir:
         if plan.kind == "none":
             return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
         if plan.kind == "document-scoped" and not plan.body["approval"]["required"]:
-            out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment)
+            out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment, cut_opts)
             out["status"] = "done"
             _result_artifact(index, f"Synced {len(plan.body['work']['affected_documents'])} changed and "
                                     f"{len(plan.body['work']['removed_documents'])} removed documents in place "
                                     f"(plan {plan.plan_hash[:12]}, within the approval policy).")
             return out
-        return _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment)
+        return _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment,
+                       cut_opts)
 
 
 @flow(name="reindex-gc", persist_result=False, log_prints=False)
@@ -438,11 +558,13 @@ def deployment_specs(config: str, index: str, plans_dir: str, *, timezone: str =
     params = {"config": config, "index": index, "plans_dir": plans_dir}
     limit = ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.ENQUEUE)
     out = []
-    for fl, cron, extra in ((sync_flow, sync_cron, {"task_runner": task_runner}),
-                            (reindex_flow, reindex_cron, {"task_runner": task_runner}),
-                            (gc_flow, gc_cron, {})):
+    # Only gc gets a deployment concurrency limit: sync and reindex may pause for approval, and a paused
+    # run loses its deployment slot and then crashes on the next lease renewal (see the module doc).
+    for fl, cron, extra, lim in ((sync_flow, sync_cron, {"task_runner": task_runner}, None),
+                                 (reindex_flow, reindex_cron, {"task_runner": task_runner}, None),
+                                 (gc_flow, gc_cron, {}, limit)):
         out.append(fl.to_deployment(
-            name=index, parameters={**params, **extra}, concurrency_limit=limit, tags=["reindex", f"index:{index}"],
+            name=index, parameters={**params, **extra}, concurrency_limit=lim, tags=["reindex", f"index:{index}"],
             schedules=[Cron(cron, timezone=timezone)] if cron else None,
             entrypoint_type=EntrypointType.MODULE_PATH,
             description=f"{fl.name} for index {index} ({config})",
@@ -475,6 +597,46 @@ def deploy_flows(config: str, index: str, plans_dir: str, pool: str, **kw: Any) 
         deploy(*specs, work_pool_name=pool, build=False, push=False, print_next_steps_message=False,
                ignore_warnings=True)
     return [f"{fl}/{index}" for fl in ("reindex-sync", "reindex-reindex", "reindex-gc")]
+
+
+APPROVAL_AUTOMATION = "reindex: run waiting for approval"
+APPROVAL_SUBJECT = "reindex: {{ event.payload.index }} waits for approval ({{ event.payload.kind }})"
+APPROVAL_BODY = (
+    "Flow run {{ event.payload.flow_run_name }} paused: plan {{ event.payload.plan_hash[:12] }} "
+    "({{ event.payload.kind }}) of index {{ event.payload.index }} needs a decision by "
+    "{{ event.payload.deadline }}.\n"
+    "Peak footprint: {{ event.payload.peak_vectors }} vectors, {{ event.payload.peak }} disk; "
+    "{{ event.payload.tokens_to_embed }} tokens to embed, ${{ event.payload.usd }}.\n"
+    "Approve: {{ event.payload.approve_command }} (or --reject), or fill in the form of the run in the Prefect UI.\n"
+    "Plan: {{ event.payload.plan }}"
+)
+
+
+def notify_on_approval_requests(webhook_url: str, *, block_name: str = "reindex-approval-webhook") -> dict:
+    """Make Prefect notify ``webhook_url`` whenever a reindex run pauses for approval: a Custom Webhook
+    notification block (POST ``{"text", "subject", "body"}``: Slack-compatible) and an automation on the
+    ``reindex.approval.requested`` event each paused run emits. Idempotent: replaces both by name.
+    Returns the block and automation ids."""
+    from prefect.automations import Automation
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.events.actions import SendNotification
+    from prefect.events.schemas.automations import EventTrigger, Posture
+
+    block = CustomWebhookNotificationBlock(
+        name=block_name, url=webhook_url, method="POST",
+        json_data={"text": "{{subject}}\n{{body}}", "subject": "{{subject}}", "body": "{{body}}"})
+    block_id = block.save(block_name, overwrite=True)
+    with contextlib.suppress(ValueError):  # not there yet
+        Automation.read(name=APPROVAL_AUTOMATION).delete()
+    automation = Automation(
+        name=APPROVAL_AUTOMATION,
+        description="Tell someone that a reindex run is paused until its plan is approved or rejected.",
+        trigger=EventTrigger(expect={APPROVAL_EVENT}, match={"prefect.resource.id": "reindex.plan.*"},
+                             posture=Posture.Reactive, threshold=1, within=0),
+        actions=[SendNotification(block_document_id=block_id, subject=APPROVAL_SUBJECT, body=APPROVAL_BODY)],
+    ).create()
+    return {"block": block_name, "block_id": str(block_id), "automation": APPROVAL_AUTOMATION,
+            "automation_id": str(automation.id)}
 
 
 def serve_flows(config: str, index: str, plans_dir: str, **kw: Any) -> None:
@@ -515,12 +677,16 @@ def _deploy_inputs(config_path: str | Path, plans_dir: str | Path | None) -> tup
 
 
 def deploy(config_path: str | Path = "reindex.yaml", *, pool: str = "reindex", plans_dir: str | Path | None = None,
-           timezone: str = "UTC", task_runner: str = "threads", schedules: bool = True) -> DeployResult:
+           timezone: str = "UTC", task_runner: str = "threads", schedules: bool = True,
+           notify_webhook: str | None = None) -> DeployResult:
     """Create (or update) the reindex-sync, reindex-reindex and reindex-gc deployments of one index
-    on a process work pool of the Prefect API in PREFECT_API_URL."""
+    on a process work pool of the Prefect API in PREFECT_API_URL; with ``notify_webhook``, also the
+    automation that posts there when a run waits for approval (see notify_on_approval_requests)."""
     config, index, plans = _deploy_inputs(config_path, plans_dir)
     crons = {} if schedules else {"sync_cron": None, "reindex_cron": None, "gc_cron": None}
     names = deploy_flows(config, index, plans, pool, timezone=timezone, task_runner=task_runner, **crons)
+    if notify_webhook:
+        notify_on_approval_requests(notify_webhook)
     nxt = (
         f"prefect worker start --pool {pool}",
         f"prefect deployment run 'reindex-reindex/{index}'",

@@ -15,6 +15,7 @@ __all__ = [
     "crash_at",
     "demo_dir",
     "embed_log",
+    "index_lease_seconds",
     "prefect_api_url",
     "shard_workers",
     "task_runner_spec",
@@ -50,6 +51,26 @@ def shard_workers() -> int:
     if n < 1:
         raise ConfigError(f"REINDEX_SHARD_WORKERS={raw!r}: expected a whole number ≥ 1")
     return n
+
+
+DEFAULT_INDEX_LEASE_S = 300
+MIN_INDEX_LEASE_S = 60  # Prefect's API refuses concurrency leases shorter than a minute
+
+
+def index_lease_seconds() -> float:
+    """``REINDEX_INDEX_LEASE_S``: lease of a flow run's hold on its index (Prefect global concurrency limit
+    ``reindex-index-<index>``); the flow process renews it every ¾ of this while it runs, pauses included,
+    and the server frees it this long after the process died (default 300, at least 60)."""
+    raw = os.environ.get("REINDEX_INDEX_LEASE_S", "").strip()
+    if not raw:
+        return float(DEFAULT_INDEX_LEASE_S)
+    try:
+        v = float(raw)
+    except ValueError:
+        v = 0.0
+    if v < MIN_INDEX_LEASE_S:
+        raise ConfigError(f"REINDEX_INDEX_LEASE_S={raw!r}: expected seconds ≥ {MIN_INDEX_LEASE_S} (Prefect's minimum lease)")
+    return v
 
 
 def task_runner_spec() -> str | None:

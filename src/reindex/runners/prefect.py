@@ -34,14 +34,18 @@ from reindex.errors import ConfigError, ReindexError, RunnerError  # noqa: E402
 from reindex.runners import ShardJob, failure_of, summarize  # noqa: E402
 
 __all__ = [
+    "APPROVAL_REQUEST_KEY",
+    "PAUSING_FLOWS",
     "PrefectRunner",
     "apply_flow",
     "catch_up_task",
     "check_api",
     "make_task_runner",
+    "resume_waiting_run",
     "run_shard_task",
     "selected_apply_flow",
     "using_task_runner",
+    "waiting_runs",
 ]
 
 _RUNS: dict[str, execution.ApplyContext] = {}
@@ -209,3 +213,65 @@ def _is_api_failure(err: BaseException) -> bool:
     text = str(err)
     return (type(err).__module__.startswith("httpx") or isinstance(err, (ConnectionError, TimeoutError))
             or "ephemeral Prefect API server" in text or "Prefect API" in text)
+
+
+# --------------------------------------------------------------------------------------------
+# Runs waiting for approval (read and resumed by `reindex runs` / `reindex approve`)
+# --------------------------------------------------------------------------------------------
+# A ``reindex-reindex`` or ``reindex-sync`` run that pauses for approval first stores its request
+# (plan file, plan hash, footprint, deadline) as a flow run input under APPROVAL_REQUEST_KEY; the
+# functions below find paused runs by that key and resume them with the approval form's fields.
+
+APPROVAL_REQUEST_KEY = "reindex-approval-request"
+PAUSING_FLOWS = ("reindex-reindex", "reindex-sync")
+
+
+def waiting_runs() -> list[dict]:
+    """Paused runs of the pausing flows that published an approval request, oldest first:
+    ``{"flow_run_id", "flow_run_name", "flow", "paused_at", "request"}``. Empty when no Prefect API is
+    configured (a temporary local server has no paused runs to find)."""
+    import json
+
+    if not settings.prefect_api_url():
+        return []
+    check_api()
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.exceptions import ObjectNotFound
+
+    out = []
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=list(PAUSING_FLOWS))),
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED]))),
+        )
+        for fr in runs:
+            try:
+                raw = client.read_flow_run_input(fr.id, APPROVAL_REQUEST_KEY)
+            except ObjectNotFound:
+                continue  # paused for another reason, or before it published its request
+            flow = client.read_flow(fr.flow_id).name
+            out.append({"flow_run_id": str(fr.id), "flow_run_name": fr.name, "flow": flow,
+                        "paused_at": fr.state.timestamp.isoformat(timespec="seconds") if fr.state else None,
+                        "request": json.loads(raw)})
+    return sorted(out, key=lambda r: r["paused_at"] or "")
+
+
+def resume_waiting_run(flow_run_id: str, *, approve: bool, approver: str, reason: str) -> None:
+    """Resume a paused run with the approval form filled in (``approve`` false rejects); raises
+    RunnerError when the run is no longer paused."""
+    from prefect.exceptions import FlowPauseTimeout, NotPausedError
+    from prefect.flow_runs import resume_flow_run
+
+    try:
+        resume_flow_run(flow_run_id, run_input={"approve": approve, "approver": approver, "reason": reason})
+    except (NotPausedError, FlowPauseTimeout, RuntimeError) as err:
+        raise RunnerError(f"flow run {flow_run_id} could not be resumed ({type(err).__name__}: {err}); "
+                          "it may have been decided or timed out meanwhile") from None
