@@ -41,6 +41,7 @@ from reindex.usecases.configure import (
 )
 from reindex.usecases.lifecycle import CutoverReport, cutover, gc, parse_age, rollback, status
 from reindex.usecases.measure import measure
+from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
 from reindex.usecases.plan import (
     approval_status,
     approve_plan,
@@ -73,6 +74,7 @@ __all__ = [
     "TransientError",
     "Validation",
     "apply_plan",
+    "approve_and_resume",
     "approval_status",
     "approve_plan",
     "calibrate",
@@ -94,6 +96,7 @@ __all__ = [
     "model_input_limit",
     "parse_age",
     "rates_for",
+    "reject_and_resume",
     "rollback",
     "shard_runner",
     "show_plan",
@@ -102,4 +105,5 @@ __all__ = [
     "summarize_chunks",
     "validate_config",
     "vector_store_for",
+    "waiting_runs",
 ]

@@ -2,7 +2,9 @@
 
 Expected failures (ReindexError) print one line and exit 1; tracebacks only with ``--debug``.
 The terminal text of each result is rendered by :mod:`reindex.reports` (plain strings, no click);
-this module holds only the click commands, their options and help, and apply's progress bar."""
+this module holds only the click commands, their options and help, and apply's progress bar.
+Lines: over the ~600-line guide on purpose, with one role: every command's options and help (each with an
+example). What a command prints lives in ``reindex.reports`` and what it does in ``reindex.api``."""
 
 from __future__ import annotations
 
@@ -218,21 +220,16 @@ def approve(plan_file: str, by: str, note: str, reject: bool, config_path: str |
     applies, cuts over and schedules gc. With --reject, records a rejection (final for this plan; it
     revokes an approval given anywhere) and resumes the paused run with it: nothing changes.
 
-    
+    \b
     Example:
       reindex approve plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --by alice --note "ok for Q4"
       reindex approve plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --by bob --reject --note "too big"
     """
-    from reindex.usecases import runs
+    from reindex import api
+    from reindex.reports import decision_text
 
-    d = (runs.reject_and_resume if reject else runs.approve_and_resume)(plan_file, by, note, config_path)
-    click.echo(f"{'approved' if d.approved else 'rejected'} plan {d.plan_hash[:12]} ({d.kind}) by {d.by}; "
-               f"recorded in {d.record}")
-    for r in d.resumed:
-        click.echo(f"resumed flow run {r.flow_run_name} ({r.flow_run_id}) of {r.flow}/{r.index}, paused since "
-                   f"{r.paused_at}: it {'applies the plan now' if d.approved else 'ends without changing anything'}")
-    if d.note:
-        click.echo(d.note)
+    d = (api.reject_and_resume if reject else api.approve_and_resume)(plan_file, by, note, config_path)
+    click.echo(decision_text(d))
 
 
 @main.command()
@@ -242,27 +239,18 @@ def runs(index: str | None, as_json: bool) -> None:
     """List Prefect runs paused waiting for approval: plan, peak footprint and deadline (needs
     PREFECT_API_URL).
 
-    
+    \b
     Example:
       reindex runs --index docs
     """
-    from reindex.reports import human_bytes
-    from reindex.usecases import runs as _runs
+    from reindex import api
+    from reindex.reports import waiting_runs_text
 
-    waiting = _runs.waiting_runs(index)
+    waiting = api.waiting_runs(index)
     if as_json:
         _emit_json([r.as_dict() for r in waiting])
         return
-    if not waiting:
-        click.echo("no run is waiting for approval")
-        return
-    for r in waiting:
-        click.echo(f"{r.flow}/{r.index}  run {r.flow_run_name} ({r.flow_run_id})  paused since {r.paused_at}")
-        click.echo(f"  plan      {r.plan}  ({r.plan_hash[:12]}, {r.kind})")
-        click.echo(f"  footprint peak {r.peak_vectors:,} vectors, {human_bytes(r.peak_disk_bytes)} disk, "
-                   f"{human_bytes(r.peak_ram_bytes)} RAM; {r.tokens_to_embed:,} tokens to embed, ${r.usd:,.4f}")
-        click.echo(f"  deadline  {r.deadline} (rejected automatically after)")
-        click.echo(f"  decide    reindex approve {r.plan} --by NAME   (or --reject)")
+    click.echo(waiting_runs_text(waiting))
 
 
 @main.command()
@@ -589,9 +577,11 @@ TASK_RUNNER_OPTION = click.option(
 @click.option("--timezone", default="UTC", show_default=True, help="Time zone of the schedules (IANA name).")
 @TASK_RUNNER_OPTION
 @click.option("--no-schedules", is_flag=True, help="Create the deployments without schedules (run them by hand).")
+@click.option("--notify-webhook", default=None, metavar="URL",
+              help="Post to this webhook whenever a run pauses for approval (a Prefect automation).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def deploy(config_path: str, pool: str, plans_dir: str | None, timezone: str, task_runner: str, no_schedules: bool,
-           as_json: bool) -> None:
+           notify_webhook: str | None, as_json: bool) -> None:
     """Create Prefect deployments (hourly sync, weekly reindex, daily gc) for the config's index.
 
     Talks to the Prefect API in PREFECT_API_URL; prints the commands that come next.
@@ -603,7 +593,7 @@ def deploy(config_path: str, pool: str, plans_dir: str | None, timezone: str, ta
     from reindex import orchestration
 
     r = orchestration.deploy(config_path, pool=pool, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner,
-                             schedules=not no_schedules)
+                             schedules=not no_schedules, notify_webhook=notify_webhook)
     if as_json:
         _emit_json(r.as_dict())
         return

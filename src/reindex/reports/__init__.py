@@ -16,6 +16,8 @@ from reindex.reports._format import LIST_CAP, human_bytes, human_number
 from reindex.reports._plan_html import plan_html
 from reindex.reports._plan_md import plan_markdown
 from reindex.reports._text import (
+    decision_text,
+    waiting_runs_text,
     recovered_text,
     apply_text,
     chunk_summary_text,
@@ -31,6 +33,8 @@ from reindex.reports._text import (
 from reindex.reports._write import write_reports
 
 __all__ = [
+    "decision_text",
+    "waiting_runs_text",
     "recovered_text",
     "LIST_CAP",
     "apply_text",

@@ -6,7 +6,7 @@ rendered here except ``estimate_json`` (the estimate's key numbers).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from reindex.reports._format import human_bytes
 
@@ -253,3 +253,32 @@ def recovered_text(rec: dict | None) -> str | None:
         return None
     return (f"recovered an interrupted {rec['recovered']}: {rec['outcome']} "
             f"({rec.get('from') or 'none'} → {rec['to']})")
+
+
+def decision_text(d: Any) -> str:
+    """What `reindex approve [--reject]` recorded and which paused runs it resumed."""
+    lines = [f"{'approved' if d.approved else 'rejected'} plan {d.plan_hash[:12]} ({d.kind}) by {d.by}; "
+             f"recorded in {d.record}"]
+    for r in d.resumed:
+        lines.append(f"resumed flow run {r.flow_run_name} ({r.flow_run_id}) of {r.flow}/{r.index}, paused since "
+                     f"{r.paused_at}: it {'applies the plan now' if d.approved else 'ends without changing anything'}")
+    if d.note:
+        lines.append(d.note)
+    return "\n".join(lines)
+
+
+def waiting_runs_text(waiting: Sequence[Any]) -> str:
+    """`reindex runs`: the runs paused waiting for approval, with plan, footprint and deadline."""
+    if not waiting:
+        return "no run is waiting for approval"
+    lines = []
+    for r in waiting:
+        lines += [
+            f"{r.flow}/{r.index}  run {r.flow_run_name} ({r.flow_run_id})  paused since {r.paused_at}",
+            f"  plan      {r.plan}  ({r.plan_hash[:12]}, {r.kind})",
+            f"  footprint peak {r.peak_vectors:,} vectors, {human_bytes(r.peak_disk_bytes)} disk, "
+            f"{human_bytes(r.peak_ram_bytes)} RAM; {r.tokens_to_embed:,} tokens to embed, ${r.usd:,.4f}",
+            f"  deadline  {r.deadline} (rejected automatically after)",
+            f"  decide    reindex approve {r.plan} --by NAME   (or --reject)",
+        ]
+    return "\n".join(lines)

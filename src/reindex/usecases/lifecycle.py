@@ -19,7 +19,7 @@ from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
-from reindex.approvals import read_approval
+from reindex.approvals import check_not_rejected, read_approval
 from reindex.planner import (
     PlanError,
     read_plan,
@@ -114,6 +114,7 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
     if plan.kind in ("document-scoped", "none"):
         raise co.CutoverError(f"{path}: a {plan.kind} plan is applied in place; there is nothing to cut over")
     if force:
+        check_not_rejected(plan, path)
         approval = read_approval(path)
         if approval is None or approval.plan_hash != plan.plan_hash:
             raise co.CutoverError(f"--force needs an approval record for plan {plan.plan_hash[:12]}: "
