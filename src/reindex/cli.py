@@ -2,7 +2,7 @@
 
 Expected failures (ReindexError) print one line and exit 1; tracebacks only with ``--debug``.
 The terminal text of each result is rendered by :mod:`reindex.reports` (plain strings, no click);
-this module holds only the click commands, their options and help, and apply's progress bar.
+this module holds only the click commands, their options and help (apply's progress bar: reindex.progress).
 Lines: over the ~600-line guide on purpose, with one role: every command's options and help (each with an
 example). What a command prints lives in ``reindex.reports`` and what it does in ``reindex.api``."""
 
