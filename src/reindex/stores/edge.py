@@ -707,7 +707,11 @@ class EdgeReader:
         return f"EdgeReader({str(self._root)!r})"
 
     def _current(self, name: str) -> _Held:
-        """The published generation ``name`` (alias or collection) resolves to now, opened if new."""
+        """The published generation ``name`` (alias or collection) resolves to now, opened if new.
+
+        One generation is held per name asked for; when the alias or the collection moves on, the
+        previous one is released (closed, lease dropped) so the writer can delete it.
+        """
         for _ in range(20):
             target = _resolve(self._root, name)
             coll = self._root / _COLLECTIONS / target
@@ -716,15 +720,15 @@ class EdgeReader:
                 raise VectorStoreError(f"Collection `{target}` does not exist in `{self._root}`.")
             if record.published is None:
                 raise VectorStoreError(f"Collection `{target}` has not been published yet; query it after its swap.")
-            held = self._held.get(target)
-            if held is not None and held.gen == record.published:
+            held = self._held.get(name)
+            if held is not None and held.name == target and held.gen == record.published:
                 return held
             opened = self._open_gen(target, record)
             if opened is None:
                 continue  # the writer moved on between reading the record and taking the lease
             if held is not None:
                 self._release(held)
-            self._held[target] = opened
+            self._held[name] = opened
             return opened
         raise TransientError(f"Collection `{name}` in `{self._root}` keeps changing under the reader; retry.")
 
