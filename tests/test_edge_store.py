@@ -40,14 +40,14 @@ _READER = """
 import json, os, sys, time
 import numpy as np
 from reindex.stores.edge import open_reader
-folder, out_path, stop_path, dim, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+folder, out_path, stop_path, dim, limit, alias = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 reader = open_reader(folder)
 rng = np.random.default_rng(os.getpid())
 with open(out_path, "w") as out:
     while not os.path.exists(stop_path):
         t = time.time()
         try:
-            hits = reader.query("idx", rng.standard_normal(dim), limit=limit)
+            hits = reader.query(alias, rng.standard_normal(dim), limit=limit)
             row = {"t": t, "ok": True, "n": len(hits), "ids": [h.id for h in hits],
                    "tags": sorted({f"{h.payload.get('pop')}/{h.payload.get('version')}" for h in hits})}
         except Exception as exc:
@@ -61,11 +61,14 @@ reader.close()
 class Readers:
     """Reader processes querying alias ``idx`` of a store folder in a loop, one JSON line per answer."""
 
-    def __init__(self, folder: Path, tmp: Path, n: int = 2, dim: int = DIM, limit: int = LIMIT) -> None:
+    def __init__(
+        self, folder: Path, tmp: Path, n: int = 2, dim: int = DIM, limit: int = LIMIT, alias: str = "idx"
+    ) -> None:
         self.stop = tmp / "stop"
         self.outs = [tmp / f"reader-{i}.jsonl" for i in range(n)]
         self.procs = [
-            subprocess.Popen([sys.executable, "-c", _READER, str(folder), str(out), str(self.stop), str(dim), str(limit)],
+            subprocess.Popen([sys.executable, "-c", _READER, str(folder), str(out), str(self.stop), str(dim), str(limit),
+                              alias],
                              stderr=subprocess.PIPE, text=True)
             for out in self.outs
         ]
@@ -77,11 +80,14 @@ class Readers:
             out.append([json.loads(x) for x in lines if x.endswith("}")])
         return out
 
-    def wait_for(self, tag: str, timeout: float = 60) -> None:
-        """Until every reader has answered with ``tag`` at least twice."""
+    def wait_for(self, tag: str | None = None, ids: set[str] | None = None, timeout: float = 60) -> None:
+        """Until every reader has answered at least twice with ``tag``, or from the point ids ``ids``."""
+        def match(r: dict) -> bool:
+            return r.get("ok", False) and (r["tags"] == [tag] if ids is None else set(r["ids"]) <= ids)
+
         end = time.time() + timeout
         while time.time() < end:
-            if all(sum(r.get("tags") == [tag] for r in rows) >= 2 for rows in self.rows()):
+            if all(sum(match(r) for r in rows) >= 2 for rows in self.rows()):
                 return
             for p in self.procs:
                 assert p.poll() is None, p.stderr.read() if p.stderr else ""
@@ -247,6 +253,64 @@ def test_reader_needs_a_store_folder(tmp_path: Path) -> None:
 def _made(folder: Path) -> Path:
     open_edge_store(folder).close()
     return folder
+
+
+def test_reader_processes_through_a_real_apply_cutover_and_in_place_sync(tmp_path: Path) -> None:
+    """``reindex.api``: plan, apply and cut over a pipeline-scoped change, then a document-scoped sync,
+    with two reader processes querying alias ``docs`` all along: 0 failed queries, and every answer comes
+    wholly from one state of one population (A; B as built; B after the sync)."""
+    from helpers_index import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    a = ws.build_live()
+    folder = ws.root / ".reindex" / "qdrant"
+    ids_a = ws.snapshot(a).ids
+    readers = Readers(folder, tmp_path, dim=ws.cfg().vector.dimension, limit=10, alias="docs")
+    try:
+        readers.wait_for(ids=ids_a)
+        _plan, path = ws.planned_change(120)  # pipeline-scoped/text: a shadow population B
+        t_apply = time.time()
+        r = ws.apply(path)
+        t_applied = time.time()
+        assert r.status == "done" and r.collection != a, r.report
+        b = r.collection
+        ids_b = ws.snapshot(b).ids
+        c = ws.cutover(path)
+        assert c.report["swap"], c.report["rules"]
+        readers.wait_for(ids=ids_b)
+
+        ws.edit_documents()  # document-scoped: written into B in place
+        plan, path = ws.plan()
+        assert plan.kind == "document-scoped", plan.kind
+        if plan.body["approval"]["required"]:
+            ws.approve(path)
+        t_sync = time.time()
+        r = ws.apply(path)
+        t_synced = time.time()
+        assert r.status == "done" and r.collection == b, r.report
+        ids_b2 = ws.snapshot(b).ids
+        assert ids_b2 != ids_b
+        readers.wait_for(ids=ids_b2)
+    finally:
+        results = readers.finish()
+
+    states = [ids_a, ids_b, ids_b2]  # in the order readers must meet them
+    for rows in results:
+        assert rows and not [r for r in rows if not r["ok"]], [r for r in rows if not r["ok"]][:3]
+        stage = 0
+        for row in rows:
+            assert row["n"] == 10
+            fits = [i for i, ids in enumerate(states) if set(row["ids"]) <= ids]
+            assert fits, f"an answer mixes populations or states: {row['ids']}"
+            later = [i for i in fits if i >= stage]
+            assert later, f"an answer went back from state {stage} to {fits}"
+            stage = later[0]
+        # Readers were answered from A while B was built, and from B while the sync wrote into it
+        # (the sync is published when apply closes its store, just before apply returns).
+        during_apply = _between(rows, t_apply, t_applied)
+        assert len(during_apply) >= 3 and all(set(r["ids"]) <= ids_a for r in during_apply)
+        during_sync = _between(rows, t_sync, t_synced)
+        assert sum(set(r["ids"]) <= ids_b and not set(r["ids"]) <= ids_b2 for r in during_sync) >= 3
 
 
 # --------------------------------------------------------------------------------------------
