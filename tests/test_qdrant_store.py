@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -391,3 +392,65 @@ def test_server_errors_are_classified_and_never_show_the_key(
     with pytest.raises(TransientError, match="Cannot reach Qdrant"):
         dead.list_collections()
     dead.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Local mode: the batched-commit path is verified at open; another qdrant-client falls back, warned once
+# --------------------------------------------------------------------------------------------
+
+
+def test_batched_commit_self_check_and_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    from qdrant_client.local.persistence import CollectionPersistence
+
+    from reindex.stores import qdrant as q
+
+    monkeypatch.setattr(q, "_BATCHING", {})
+    assert q.batched_commit_available()  # qdrant-client 1.20.0, as pinned
+
+    def persist_like_1_19(self: CollectionPersistence, point: object) -> None:  # commits by itself
+        self.storage.execute("INSERT OR REPLACE INTO points VALUES (?, ?)", (b"k", sqlite3.Binary(b"v")))
+        self.storage.commit()
+
+    with monkeypatch.context() as m:
+        m.setattr(q, "_BATCHING", {})
+        m.setattr(CollectionPersistence, "persist", persist_like_1_19)
+        with caplog.at_level("WARNING", logger=q.__name__):
+            assert not q.batched_commit_available()
+            assert not q.batched_commit_available()  # checked once per process
+        warnings_ = [r for r in caplog.records if "fall back to one commit per point" in r.getMessage()]
+        assert len(warnings_) == 1
+        store = open_vector_store(None, str(tmp_path / "q"), backend="local")
+        store.create_collection("c", dimension=DIM, distance="dot")
+        conn = store._batch_connection("c")  # type: ignore[attr-defined]
+        assert conn is None  # the stock path: no proxy installed
+        store.close()
+    monkeypatch.setattr(q, "_BATCHING", {})
+    store = open_vector_store(None, str(tmp_path / "q2"), backend="local")
+    store.create_collection("c", dimension=DIM, distance="dot")
+    assert store._batch_connection("c") is not None  # type: ignore[attr-defined]
+    store.upsert("c", _points(3))
+    assert store.count("c") == 3
+    store.close()
+
+
+def test_local_mode_metadata_is_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Aliases and collections (meta.json) are fsynced, file and folder, before the call returns."""
+    import reindex.stores.qdrant as q
+
+    synced: list[str] = []
+    real_fsync, real_dir = os.fsync, q.fsync_dir
+    monkeypatch.setattr(q.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1])
+    monkeypatch.setattr(q, "fsync_dir", lambda d: (synced.append(f"dir:{d}"), real_dir(d))[1])
+    store = open_vector_store(None, str(tmp_path / "q"), backend="local")
+    want = [str(tmp_path / "q" / "meta.json"), f"dir:{tmp_path / 'q'}"]
+    synced.clear()
+    store.create_collection("c", dimension=DIM, distance="dot")
+    assert synced[:2] == want
+    synced.clear()
+    store.swap_alias("idx", "c", None)
+    assert synced[:2] == want
+    store.close()
