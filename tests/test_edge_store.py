@@ -80,10 +80,18 @@ class Readers:
             out.append([json.loads(x) for x in lines if x.endswith("}")])
         return out
 
-    def wait_for(self, tag: str | None = None, ids: set[str] | None = None, timeout: float = 60) -> None:
-        """Until every reader has answered at least twice with ``tag``, or from the point ids ``ids``."""
+    def wait_for(
+        self, tag: str | None = None, ids: set[str] | None = None, not_ids: set[str] | None = None,
+        timeout: float = 60,
+    ) -> None:
+        """Until every reader has answered at least twice with ``tag``, or from the point ids ``ids`` (and
+        not from ``not_ids`` alone: the answer proves the new state)."""
         def match(r: dict) -> bool:
-            return r.get("ok", False) and (r["tags"] == [tag] if ids is None else set(r["ids"]) <= ids)
+            if not r.get("ok", False):
+                return False
+            if ids is None:
+                return r["tags"] == [tag]
+            return set(r["ids"]) <= ids and not (not_ids is not None and set(r["ids"]) <= not_ids)
 
         end = time.time() + timeout
         while time.time() < end:
@@ -277,7 +285,7 @@ def test_reader_processes_through_a_real_apply_cutover_and_in_place_sync(tmp_pat
         ids_b = ws.snapshot(b).ids
         c = ws.cutover(path)
         assert c.report["swap"], c.report["rules"]
-        readers.wait_for(ids=ids_b)
+        readers.wait_for(ids=ids_b, not_ids=ids_a)
 
         ws.edit_documents()  # document-scoped: written into B in place
         plan, path = ws.plan()
@@ -290,7 +298,7 @@ def test_reader_processes_through_a_real_apply_cutover_and_in_place_sync(tmp_pat
         assert r.status == "done" and r.collection == b, r.report
         ids_b2 = ws.snapshot(b).ids
         assert ids_b2 != ids_b
-        readers.wait_for(ids=ids_b2)
+        readers.wait_for(ids=ids_b2, not_ids=ids_b)  # the sync became visible as a whole
     finally:
         results = readers.finish()
 

@@ -535,18 +535,22 @@ class EdgeStore:
         if not points:
             return
         with self._lock:
-            o = self._writable(name)
-            structs = []
-            for p in points:
-                if p.vector is None:
-                    raise VectorStoreError(f"Point `{p.id}` has no vector; every upserted point needs one.")
-                vector = _as_list(p.vector)
-                if len(vector) != o.record.dimension:
-                    raise VectorStoreError(
-                        f"Point `{p.id}` has {len(vector)} dimensions; `{o.record.name}` holds {o.record.dimension}."
-                    )
-                structs.append(qe.Point(p.id, vector, p.payload))
-            self._apply(o, qe.UpdateOperation.upsert_points(structs), f"upsert {len(points)} points into `{name}`")
+            record = self._get(name).record
+        # Converting points is most of an upsert's CPU: done outside the lock, so shard threads overlap it
+        # with each other's engine writes and flushes.
+        structs = []
+        for p in points:
+            if p.vector is None:
+                raise VectorStoreError(f"Point `{p.id}` has no vector; every upserted point needs one.")
+            vector = _as_list(p.vector)
+            if len(vector) != record.dimension:
+                raise VectorStoreError(
+                    f"Point `{p.id}` has {len(vector)} dimensions; `{record.name}` holds {record.dimension}."
+                )
+            structs.append(qe.Point(p.id, vector, p.payload))
+        op = qe.UpdateOperation.upsert_points(structs)
+        with self._lock:
+            self._apply(self._writable(name), op, f"upsert {len(points)} points into `{name}`")
 
     def delete_points(self, name: str, ids: list[str]) -> None:
         """Delete points by id (missing ids are ignored); durable when it returns."""
