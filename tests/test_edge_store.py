@@ -414,3 +414,16 @@ def test_an_acknowledged_upsert_has_been_fsynced(tmp_path: Path, backend: str) -
     syncs = [line for line in inside.splitlines()
              if " fsync(" in line or " fdatasync(" in line or ("msync(" in line and "MS_SYNC" in line)]
     assert syncs, f"no sync call while upsert ran ({backend})"
+
+
+def test_open_vector_reader_picks_the_reader_of_each_backend(tmp_path: Path) -> None:
+    from reindex.stores.qdrant import open_vector_reader
+
+    folder = _made(tmp_path / "s")
+    reader = open_vector_reader(None, str(folder))
+    assert isinstance(reader, EdgeReader)
+    reader.close()
+    with pytest.raises(VectorStoreError, match="one process per folder.*python -m reindex.stores.migrate"):
+        open_vector_reader(None, str(tmp_path / "old"), backend="local")
+    with pytest.raises(VectorStoreError, match="store.url"):
+        open_vector_reader(None, None)

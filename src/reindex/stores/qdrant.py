@@ -56,6 +56,7 @@ __all__ = [
     "VectorStore",
     "VectorStoreError",
     "batched_commit_available",
+    "open_vector_reader",
     "open_vector_store",
 ]
 
@@ -119,6 +120,29 @@ def open_vector_store(
     except OSError as exc:
         raise VectorStoreError(f"Cannot create the embedded Qdrant folder `{folder}`: {exc.strerror or exc}.") from exc
     return QdrantStore(_open_local(folder), where=str(folder), folder=folder)
+
+
+def open_vector_reader(
+    url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge"
+) -> VectorStore:
+    """A store for a process that only reads (search by alias) while another process may write.
+
+    A server (``url``) serves any number of clients: this is ``open_vector_store``. The edge backend
+    gives ``reindex.stores.edge.EdgeReader``, which follows alias swaps and published syncs by itself.
+    Local mode cannot: its folder admits one process, so this refuses it with what to do instead.
+    """
+    if url:
+        return open_vector_store(url, path, api_key_env, backend)
+    if not path:
+        raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
+    if backend == "local":
+        raise VectorStoreError(
+            f"store.backend `local` (qdrant-client local mode) admits one process per folder, so `{path}` cannot be "
+            f"read while reindex writes it. Convert it: `python -m reindex.stores.migrate {path} {path}.edge`."
+        )
+    from reindex.stores.edge import open_reader
+
+    return open_reader(path)  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------------
