@@ -20,7 +20,7 @@ import pytest
 from reindex.stores.edge import EdgeReader, LocalModeFolderError, open_edge_store, open_reader
 from reindex.stores.migrate import convert_local_store
 from reindex.stores.qdrant import Point, open_vector_store
-from reindex.stores.vectors import VectorStoreError
+from reindex.stores.vectors import VectorStore, VectorStoreError
 
 DIM = 16
 LIMIT = 20
@@ -421,7 +421,9 @@ def test_open_vector_reader_picks_the_reader_of_each_backend(tmp_path: Path) -> 
 
     folder = _made(tmp_path / "s")
     reader = open_vector_reader(None, str(folder))
-    assert isinstance(reader, EdgeReader)
+    assert isinstance(reader, EdgeReader) and isinstance(reader, VectorStore)
+    with pytest.raises(VectorStoreError, match="read-only"):
+        reader.upsert("c", [])
     reader.close()
     with pytest.raises(VectorStoreError, match="one process per folder.*python -m reindex.stores.migrate"):
         open_vector_reader(None, str(tmp_path / "old"), backend="local")

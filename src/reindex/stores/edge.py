@@ -811,6 +811,16 @@ class EdgeReader:
             if offset is None:
                 return
 
+    # Writes belong to the one writer process (open_vector_store); a reader refuses them.
+
+    def _read_only(self, *_args: Any, **_kwargs: Any) -> None:
+        raise VectorStoreError(
+            f"`{self._root}` is open read-only (open_reader); write through open_vector_store in the writer process."
+        )
+
+    create_collection = finish_bulk = create_payload_index = delete_collection = _read_only
+    upsert = delete_points = swap_alias = delete_alias = _read_only
+
     def close(self) -> None:
         with self._lock:
             for held in self._held.values():
