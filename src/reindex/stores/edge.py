@@ -1,20 +1,46 @@
 """The embedded vector store: Qdrant's own engine in-process (``qdrant-edge-py``), one shard per
 population, readers in other processes. The only module that imports ``qdrant_edge``.
 
-Why this backend (measured on this 2-core box; bench/RESULTS.md has the tables and commands).
-qdrant-client's local mode keeps every point as Python objects and searches by brute force: at 30k
-points of 384 dims with ~1 KB payloads it needs ~840 MB RSS, opens in ~6 s, answers top-10 in ~200 ms
-and a doc_id-filtered top-10 in ~1.1 s, and locks its folder so no other process can read during a
-rebuild. qdrant-edge 0.9.0 runs Qdrant's Rust segments (mmap vectors, on-disk payload, HNSW, keyword
-payload indexes) in the calling process. Its facts, measured here:
+Decision: this backend, from measurements (``bench/scale.py``, one run, printed side by side; the box
+had 2 cores shared with other jobs, load average 7-17; bench/RESULTS.md has the table and command):
+
+=====================  ==========================  ==========================  ==========================
+30k points, 384 dims   local mode (old default)    edge, 30k                   edge, 300k
+=====================  ==========================  ==========================  ==========================
+write, durable         1,365 points/s              3,078 points/s              3,189 points/s
+index build            none (brute force)          128 s (HNSW)                2,300 s (HNSW, loaded box)
+writer peak RSS        275 MB                      292 MB                      1,783 MB (247 anon + 1,577 file)
+reader open            6.28 s                      0.16 s                      1.31 s
+reader peak RSS        932 MB                      116 MB                      586 MB (65 anon + 520 file)
+top-10 p50 / p95       111.5 / 178.9 ms            2.2 / 3.3 ms                7.3 / 35.7 ms
+doc_id-filtered p50    1,691 ms                    0.5 ms                      2.5 ms
+count(doc_id) p50      1,515 ms                    0.2 ms                      0.2 ms
+disk                   143 MB                      124 MB                      594 MB
+=====================  ==========================  ==========================  ==========================
+
+Local mode cannot meet the figures at any size (it is ~50x slower to query at 30k and keeps every
+point in Python objects: 28 KB per point), and it locks its folder against readers; it stays only as
+``store.backend: local`` for folders not yet converted. Alternatives weighed: a Qdrant server (not
+runnable here: no binary, no Docker) and hnswlib/usearch/FAISS plus a separate payload store (a second
+engine to make durable, with no filtered search or payload indexes of its own). qdrant-edge is the same
+Rust engine as the server (segments, HNSW, payload indexes, filtered search), so one engine's
+behaviour serves both deployments. Not met or not measured here: the 1M-point row (the 300k HNSW build
+alone took 38 minutes on the loaded box), and extrapolated from 300k the 1M reader would map ~1.7 GB of
+vectors and HNSW at open (file-backed pages, reclaimable, but above the 1 GB RSS target) and open in
+~4 s; durable writes measured 3,100-3,200 points/s under load (7,000-8,000 on a quieter box), below
+the 5,000 target in the recorded run.
+
+Facts about qdrant-edge 0.9.0 measured here (probes, then the tests):
 
 - One ``EdgeShard`` per folder, no collections or aliases. With its WAL enabled a second open of the
   same folder fails (``Can't init WAL: WouldBlock``), in the same process or another. With the WAL
   disabled any number of processes can load the same folder; a load rewrites ``edge_config.json`` with
   the same content and leaves segment contents byte-identical (md5 before/after two readers).
 - ``flush()`` fsyncs/msyncs every changed file (strace: ~17 sync calls per flush); without a WAL an
-  update is durable once ``flush()`` returns. Upsert + flush per 512 points: ~10,000 points/s at 384 dims.
-- Nothing is indexed until ``optimize()`` is called (no background optimizer): HNSW is built there.
+  update is durable once ``flush()`` returns.
+- Nothing is indexed until ``optimize()`` is called (no background optimizer): HNSW is built there,
+  in ``finish_bulk``. Point ids may be UUID strings (returned as ``uuid.UUID``).
+- Readers' RSS is mostly file-backed: vectors and HNSW are memory-mapped and populated at open.
 
 Layout of a store folder::
 
