@@ -1,10 +1,12 @@
-"""The vector store against real embedded Qdrant (local mode in tmp folders), a killed writer process,
-and a loopback HTTP server that answers like a failing Qdrant server."""
+"""The vector store against both real embedded backends (``edge``: qdrant-edge, the default; ``local``:
+qdrant-client local mode) in tmp folders, killed writer processes, and a loopback HTTP server that
+answers like a failing Qdrant server."""
 
 from __future__ import annotations
 
 import http.server
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -32,9 +34,17 @@ def _points(n: int, *, doc: str = "doc", seed: int = 0, start: int = 0) -> list[
     ]
 
 
+BACKENDS = ["edge", "local"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[QdrantStore]:
-    s = open_vector_store(None, str(tmp_path / "qdrant"))
+def store(tmp_path: Path, backend: str) -> Iterator[QdrantStore]:
+    s = open_vector_store(None, str(tmp_path / "qdrant"), backend=backend)
     assert isinstance(s, VectorStore)
     yield s  # type: ignore[misc]
     s.close()
@@ -64,6 +74,9 @@ def test_round_trip(store: QdrantStore) -> None:
     hits = store.query("idx__a", a[3].vector, limit=3)
     assert isinstance(hits[0], Hit) and hits[0].id == a[3].id and hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert len(hits) == 3 and hits[0].score >= hits[1].score >= hits[2].score
+    only_b = store.query("idx__a", a[3].vector, limit=10, doc_id="b")  # filtered: one document's points
+    assert sorted(h.id for h in only_b) == sorted(p.id for p in b)
+    assert store.query("idx__a", a[3].vector, limit=10, doc_id="zzz") == []
 
     store.upsert("idx__a", [Point(a[0].id, a[1].vector, {"doc_id": "a", "ordinal": 99})])  # same id replaces
     store.delete_points("idx__a", [a[1].id, missing])
@@ -128,12 +141,13 @@ def test_bad_input_is_a_one_line_error(store: QdrantStore) -> None:
 def test_failed_write_rolls_back_the_whole_batch_in_memory_and_on_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Local mode only: a write that fails half-way through a batch leaves nothing of it."""
     import sqlite3
 
     from qdrant_client.local.persistence import CollectionPersistence
 
     folder = tmp_path / "q"
-    store = open_vector_store(None, str(folder))
+    store = open_vector_store(None, str(folder), backend="local")
     store.create_collection("c", dimension=DIM, distance="cosine")
     store.upsert("c", _points(4))
     real, calls = CollectionPersistence.persist, [0]
@@ -153,14 +167,14 @@ def test_failed_write_rolls_back_the_whole_batch_in_memory_and_on_disk(
     store.upsert("c", batch)  # a retry works
     assert store.count("c") == 14
     store.close()
-    reopened = open_vector_store(None, str(folder))
+    reopened = open_vector_store(None, str(folder), backend="local")
     assert reopened.count("c") == 14
     reopened.close()
 
 
-def test_reopen_keeps_points_and_aliases(tmp_path: Path) -> None:
+def test_reopen_keeps_points_and_aliases(tmp_path: Path, backend: str) -> None:
     folder = tmp_path / "nested" / "qdrant"  # created on open
-    store = open_vector_store(None, str(folder))
+    store = open_vector_store(None, str(folder), backend=backend)
     store.create_collection("idx__a", dimension=DIM, distance="euclid")
     pts = _points(50)
     store.upsert("idx__a", pts)
@@ -169,7 +183,7 @@ def test_reopen_keeps_points_and_aliases(tmp_path: Path) -> None:
     store.close()
     store.close()  # idempotent
 
-    store = open_vector_store(None, str(folder))
+    store = open_vector_store(None, str(folder), backend=backend)
     try:
         assert store.get_alias("idx") == "idx__a"
         assert store.collection_info("idx")["distance"] == "euclid"
@@ -184,10 +198,10 @@ def test_reopen_keeps_points_and_aliases(tmp_path: Path) -> None:
         store.close()
 
 
-def test_second_opener_gets_a_clear_error(store: QdrantStore, tmp_path: Path) -> None:
+def test_second_opener_gets_a_clear_error(store: QdrantStore, tmp_path: Path, backend: str) -> None:
     folder = tmp_path / "qdrant"
     with pytest.raises(VectorStoreError) as err:
-        open_vector_store(None, str(folder))
+        open_vector_store(None, str(folder), backend=backend)
     message = str(err.value)
     assert str(folder) in message and "another reindex process" in message and "\n" not in message
 
@@ -203,24 +217,42 @@ def test_no_url_and_no_path_is_an_error() -> None:
 
 BATCH = 64
 _WRITER = f"""
-import sys, uuid
+import os, signal, sys, uuid
 import numpy as np
 from reindex.stores.qdrant import Point, open_vector_store
 B, DIM = {BATCH}, 32
+backend, crash_in_batch, stop_after = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
 def batch(b):
     vecs = np.random.default_rng(b).standard_normal((B, DIM)).astype(np.float32)
     return [Point(str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{{b}}.{{i}}")), vecs[i], {{"doc_id": f"d{{b}}", "i": i, "text": "x" * 1000}})
             for i in range(B)]
 
-store = open_vector_store(None, sys.argv[1])
+store = open_vector_store(None, sys.argv[1], backend=backend)
+if crash_in_batch:
+    # A crash point inside the next batch: the engine has taken the points, the commit has not happened.
+    if backend == "edge":
+        from reindex.stores.edge import EdgeStore
+        def _apply(self, o, op, action):
+            o.shard.update(op)
+            os.kill(os.getpid(), signal.SIGKILL)
+        EdgeStore._apply = _apply
+    else:
+        from qdrant_client.local.persistence import CollectionPersistence
+        real, calls = CollectionPersistence.persist, [0]
+        def persist(self, point):
+            calls[0] += 1
+            if calls[0] == B // 2:
+                os.kill(os.getpid(), signal.SIGKILL)
+            real(self, point)
+        CollectionPersistence.persist = persist
 if not store.collection_exists("c"):
     store.create_collection("c", dimension=DIM, distance="dot")
 done = store.count("c")
-assert done % B == 0, done
-for b in range(done // B, 100_000):
+for b in range(done // B, done // B + stop_after):  # a partial batch (edge, killed in a flush) is rewritten
     store.upsert("c", batch(b))
     print((b + 1) * B, flush=True)
+store.close()
 """
 
 
@@ -232,13 +264,49 @@ def _expected_batch(b: int) -> list[Point]:
     ]
 
 
-def test_kill_9_loses_no_acknowledged_point_and_leaves_no_partial_batch(tmp_path: Path) -> None:
+def _check_acked(folder: Path, backend: str, acked: int) -> int:
+    store = open_vector_store(None, str(folder), backend=backend)
+    try:
+        n = store.count("c")
+        assert n % BATCH == 0 and n >= acked, (n, acked)
+        ids = [p.id for b in range(acked // BATCH) for p in _expected_batch(b)]
+        got = {p.id: p for p in store.retrieve("c", ids)}
+        assert len(got) == acked
+        for b in range(acked // BATCH):
+            for p in _expected_batch(b):
+                assert np.array_equal(np.asarray(got[p.id].vector, dtype=np.float32), p.vector)
+                assert got[p.id].payload == p.payload
+        return n
+    finally:
+        store.close()
+
+
+def test_kill_9_inside_a_batch_loses_no_acknowledged_batch_and_keeps_none_of_the_killed_one(
+    tmp_path: Path, backend: str
+) -> None:
+    """A deterministic crash point inside a batch (after the engine took the points, before the commit)."""
+    folder = tmp_path / "q"
+    acked = 0
+    for _round in range(2):
+        clean = subprocess.run([sys.executable, "-c", _WRITER, str(folder), backend, "0", "3"],
+                               capture_output=True, text=True, timeout=120)  # three acknowledged batches
+        assert clean.returncode == 0, clean.stderr[-2000:]
+        acked = int(clean.stdout.split()[-1])
+        crashing = subprocess.run([sys.executable, "-c", _WRITER, str(folder), backend, "1", "3"],
+                                  capture_output=True, text=True, timeout=120)
+        assert crashing.returncode == -signal.SIGKILL, crashing.stderr[-2000:]
+        assert crashing.stdout.split() == []  # it died inside its first batch: nothing acknowledged
+        assert _check_acked(folder, backend, acked) == acked  # the killed batch left nothing
+
+
+def test_kill_9_at_random_moments_loses_no_acknowledged_point(tmp_path: Path, backend: str) -> None:
     folder = tmp_path / "q"
     rng = np.random.default_rng(7)
     acked = 0
     for _round in range(3):
         proc = subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", _WRITER, str(folder), backend, "0", "100000"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         assert proc.stdout is not None
         target = acked + BATCH * int(rng.integers(3, 12))
@@ -251,10 +319,12 @@ def test_kill_9_loses_no_acknowledged_point_and_leaves_no_partial_batch(tmp_path
         acked = max([acked, *(int(x) for x in rest.split())])
         assert proc.returncode == -signal.SIGKILL, err[-2000:]
 
-        store = open_vector_store(None, str(folder))
+        store = open_vector_store(None, str(folder), backend=backend)
         try:
             n = store.count("c")
-            assert n % BATCH == 0 and n >= acked, (n, acked)
+            assert n >= acked, (n, acked)
+            if backend == "local":  # one SQLite transaction per call: never part of a batch
+                assert n % BATCH == 0, (n, acked)
             ids = [p.id for b in range(acked // BATCH) for p in _expected_batch(b)]
             got = {p.id: p for p in store.retrieve("c", ids)}
             assert len(got) == acked
@@ -322,3 +392,65 @@ def test_server_errors_are_classified_and_never_show_the_key(
     with pytest.raises(TransientError, match="Cannot reach Qdrant"):
         dead.list_collections()
     dead.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Local mode: the batched-commit path is verified at open; another qdrant-client falls back, warned once
+# --------------------------------------------------------------------------------------------
+
+
+def test_batched_commit_self_check_and_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    from qdrant_client.local.persistence import CollectionPersistence
+
+    from reindex.stores import qdrant as q
+
+    monkeypatch.setattr(q, "_BATCHING", {})
+    assert q.batched_commit_available()  # qdrant-client 1.20.0, as pinned
+
+    def persist_like_1_19(self: CollectionPersistence, point: object) -> None:  # commits by itself
+        self.storage.execute("INSERT OR REPLACE INTO points VALUES (?, ?)", (b"k", sqlite3.Binary(b"v")))
+        self.storage.commit()
+
+    with monkeypatch.context() as m:
+        m.setattr(q, "_BATCHING", {})
+        m.setattr(CollectionPersistence, "persist", persist_like_1_19)
+        with caplog.at_level("WARNING", logger=q.__name__):
+            assert not q.batched_commit_available()
+            assert not q.batched_commit_available()  # checked once per process
+        warnings_ = [r for r in caplog.records if "fall back to one commit per point" in r.getMessage()]
+        assert len(warnings_) == 1
+        store = open_vector_store(None, str(tmp_path / "q"), backend="local")
+        store.create_collection("c", dimension=DIM, distance="dot")
+        conn = store._batch_connection("c")  # type: ignore[attr-defined]
+        assert conn is None  # the stock path: no proxy installed
+        store.close()
+    monkeypatch.setattr(q, "_BATCHING", {})
+    store = open_vector_store(None, str(tmp_path / "q2"), backend="local")
+    store.create_collection("c", dimension=DIM, distance="dot")
+    assert store._batch_connection("c") is not None  # type: ignore[attr-defined]
+    store.upsert("c", _points(3))
+    assert store.count("c") == 3
+    store.close()
+
+
+def test_local_mode_metadata_is_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Aliases and collections (meta.json) are fsynced, file and folder, before the call returns."""
+    import reindex.stores.qdrant as q
+
+    synced: list[str] = []
+    real_fsync, real_dir = os.fsync, q.fsync_dir
+    monkeypatch.setattr(q.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd))[1])
+    monkeypatch.setattr(q, "fsync_dir", lambda d: (synced.append(f"dir:{d}"), real_dir(d))[1])
+    store = open_vector_store(None, str(tmp_path / "q"), backend="local")
+    want = [str(tmp_path / "q" / "meta.json"), f"dir:{tmp_path / 'q'}"]
+    synced.clear()
+    store.create_collection("c", dimension=DIM, distance="dot")
+    assert synced[:2] == want
+    synced.clear()
+    store.swap_alias("idx", "c", None)
+    assert synced[:2] == want
+    store.close()

@@ -338,8 +338,13 @@ class SourceConfig(_OpModel):
 class StoreConfig(_OpModel):
     """The vector store. Default: embedded Qdrant in the state folder."""
 
-    url: str | None = Field(None, description="Qdrant server URL; None = embedded (local mode).")
+    url: str | None = Field(None, description="Qdrant server URL; None = embedded.")
     path: str | None = Field(None, description="Embedded store folder (default: <state>/qdrant).")
+    backend: Literal["edge", "local"] = Field(
+        "edge",
+        description="Embedded engine when store.url is unset: edge (qdrant-edge: on disk, HNSW, readers in other "
+        "processes) or local (qdrant-client local mode, the previous default; for folders not yet converted).",
+    )
     api_key_env: str = Field("QDRANT_API_KEY", description="Environment variable holding the server's API key.")
     shard_number: int = Field(1, gt=0, description="Collection shards (server/cluster only).")
     replication_factor: int = Field(1, gt=0, description="Replicas per shard (cluster only).")

@@ -1,31 +1,27 @@
-"""The vector store: Qdrant by URL (server or cluster) or embedded (qdrant-client local mode in a
-folder). This is the only module that imports qdrant_client; no client type leaves it.
+"""Qdrant through qdrant-client: a server by URL (server or cluster), or the previous embedded store
+(qdrant-client local mode in a folder, ``store.backend: local``). The only module that imports
+qdrant_client; no client type leaves it. ``open_vector_store`` chooses the backend: a URL gives this
+module's ``QdrantStore``; an embedded folder gives ``reindex.stores.edge.EdgeStore`` by default (see that
+module for why and for its measurements), or local mode when asked.
 
-Both backends run the same code path through ``QdrantClient``: collections, aliases (a swap is one
-``update_collection_aliases`` call) and errors behave alike, so cutover code cannot tell them apart.
+Server and local mode run the same code path through ``QdrantClient``: collections, aliases (a swap is
+one ``update_collection_aliases`` call) and errors behave alike.
 
-Embedded writes. Stock local mode commits one SQLite transaction per point
-(``CollectionPersistence.persist``/``delete``), ~57 points/s on a slow disk. For the collections this
-store opens, ``_BatchCommitConnection`` replaces the collection's SQLite connection with a proxy that
-turns qdrant's per-point ``with connection:`` commit into a no-op while a batch is open; the store then
-commits once per ``upsert``/``delete_points`` call (WAL journal, ``synchronous=FULL``). A call is
-all-or-nothing on disk: its transaction either committed before the call returned or never, so a
-kill -9 after ``upsert`` returns loses nothing and a kill during it leaves no partial batch. If the commit
-fails, the transaction is rolled back and the folder is reloaded so memory matches disk again.
+Local-mode writes. Stock local mode commits one SQLite transaction per point
+(``CollectionPersistence.persist``/``delete``), ~57 points/s on a slow disk. ``_BatchCommitConnection``
+replaces a collection's SQLite connection with a proxy that turns qdrant's per-point
+``with connection:`` commit into a no-op while a batch is open; the store then commits once per
+``upsert``/``delete_points`` call (WAL journal, ``synchronous=FULL``). A call is all-or-nothing on disk,
+so a kill -9 after ``upsert`` returns loses nothing and a kill during it leaves no partial batch. This
+depends on qdrant-client internals, so ``pyproject.toml`` pins qdrant-client 1.20.0 and every process
+checks once, on a scratch database, that ``persist`` really joins an open transaction; if it does not
+(another version), local mode falls back to stock per-point commits with one warning. Local mode's
+metadata (``meta.json``: collections and aliases, written by qdrant-client with rename but no fsync) is
+fsynced, with its folder, before a create/delete/alias call returns.
 
-Measured on this 2-core box (``python bench/store_writes.py``: 384-dim vectors, ~1 KB payloads, batches
-of 256; bench/RESULTS.md): stock local mode on disk 745-825 points/s here (one fsync per point; ~57/s on
-slower disks), this store on disk 4,400-4,900 points/s (5-6x stock, 3x the 1,500/s target), in-memory local
-mode 6,900-10,800 points/s. ``qdrant-edge-py`` 0.9.0 (Rust engine in-process) measured 2,800-13,900
-points/s with a flush per batch (14,000-23,000 without). It was not chosen: it has no collections or
-aliases, so embedded alias swaps would be emulated in a side file and would no longer run the server's
-code path (invariant 4 is tested on what production runs); its API is pre-1.0; and batched SQLite already
-clears the target. Its fast filtered queries make it the candidate if embedded corpora outgrow ~100k points.
-
-Local-mode limits that remain (callers must not depend on them): search is exact brute force, a
-filtered query or ``count(doc_id=…)`` scans the collection (use ``retrieve`` by point ids from the
-chunk manifest: a dict lookup per id), payload indexes are accepted and ignored, one process per
-folder, everything is held in memory (~1 GB per 100k 384-dim points).
+Local-mode limits (why it is no longer the default): exact brute-force search, a filtered query or
+``count(doc_id=…)`` scans the collection, payload indexes are ignored, one process per folder (no reader
+during apply), everything in memory (~25 KB per 384-dim point with a 1 KB payload).
 """
 
 from __future__ import annotations
@@ -37,9 +33,8 @@ import sqlite3
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import httpx
 import numpy as np
@@ -48,12 +43,24 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from qdrant_client.local.persistence import CollectionPersistence
 from qdrant_client.local.qdrant_local import QdrantLocal
 
-from reindex.errors import TransientError, VectorStoreError
+from reindex.atomic import fsync_dir
+from reindex.errors import TransientError
+from reindex.stores.vectors import DOC_ID_FIELD, Hit, Point, VectorStore, VectorStoreError, one_line
+
+__all__ = [
+    "BACKENDS",
+    "DOC_ID_FIELD",
+    "Hit",
+    "Point",
+    "QdrantStore",
+    "VectorStore",
+    "VectorStoreError",
+    "batched_commit_available",
+    "open_vector_reader",
+    "open_vector_store",
+]
 
 log = logging.getLogger(__name__)
-
-# Payload key that ``count(doc_id=…)`` filters on; every point's payload carries it.
-DOC_ID_FIELD = "doc_id"
 
 _DISTANCES = {
     "cosine": models.Distance.COSINE,
@@ -81,66 +88,61 @@ _QUIET = (
 )
 
 
+BACKENDS = ("edge", "local")
 
 
-@dataclass(frozen=True, slots=True)
-class Point:
-    """One stored point: a UUID string id, its vector (None when not requested) and its payload."""
-
-    id: str
-    vector: list[float] | np.ndarray | None
-    payload: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One query result."""
-
-    id: str
-    score: float
-    payload: dict[str, Any]
-
-
-@runtime_checkable
-class VectorStore(Protocol):
-    """Collections of points, and aliases that name them. Writes are durable when they return."""
-
-    def collection_exists(self, name: str) -> bool: ...
-    def create_collection(
-        self, name: str, *, dimension: int, distance: str, bulk: bool = False,
-        shard_number: int = 1, replication_factor: int = 1,
-    ) -> None: ...
-    def finish_bulk(self, name: str) -> None: ...
-    def create_payload_index(self, name: str, field: str, kind: str = "keyword") -> None: ...
-    def delete_collection(self, name: str) -> None: ...
-    def list_collections(self) -> list[str]: ...
-    def collection_info(self, name: str) -> dict[str, Any]: ...
-    def upsert(self, name: str, points: list[Point]) -> None: ...
-    def retrieve(self, name: str, ids: list[str], *, with_vectors: bool = True) -> list[Point]: ...
-    def delete_points(self, name: str, ids: list[str]) -> None: ...
-    def count(self, name: str, *, doc_id: str | None = None) -> int: ...
-    def scroll(self, name: str, *, with_vectors: bool = False, batch: int = 2048) -> Iterator[Point]: ...
-    def query(self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10) -> list[Hit]: ...
-    def get_alias(self, alias: str) -> str | None: ...
-    def list_aliases(self) -> dict[str, str]: ...
-    def swap_alias(self, alias: str, new_collection: str, old_collection: str | None) -> None: ...
-    def delete_alias(self, alias: str) -> None: ...
-    def close(self) -> None: ...
-
-
-def open_vector_store(url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY") -> VectorStore:
-    """A store on the Qdrant server at ``url``, else embedded in the folder ``path`` (created if missing)."""
+def open_vector_store(
+    url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge"
+) -> VectorStore:
+    """A store on the Qdrant server at ``url``; else embedded in the folder ``path`` (created if missing):
+    ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode)."""
     if url:
         client = QdrantClient(url=url, api_key=os.environ.get(api_key_env) or None, timeout=60)
         return QdrantStore(client, where=url)
     if not path:
         raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
+    if backend not in BACKENDS:
+        raise VectorStoreError(f"Unknown store.backend `{backend}`; use one of {', '.join(BACKENDS)}.")
     folder = Path(path)
+    if backend == "edge":
+        from reindex.stores.edge import open_edge_store
+
+        return open_edge_store(folder)
+    from reindex.stores.edge import is_edge_folder
+
+    if is_edge_folder(folder):
+        raise VectorStoreError(
+            f"`{folder}` holds an embedded store of backend `edge`, but store.backend is `local`; "
+            "remove store.backend (edge is the default) to open it."
+        )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise VectorStoreError(f"Cannot create the embedded Qdrant folder `{folder}`: {exc.strerror or exc}.") from exc
     return QdrantStore(_open_local(folder), where=str(folder), folder=folder)
+
+
+def open_vector_reader(
+    url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge"
+) -> VectorStore:
+    """A store for a process that only reads (search by alias) while another process may write.
+
+    A server (``url``) serves any number of clients: this is ``open_vector_store``. The edge backend
+    gives ``reindex.stores.edge.EdgeReader``, which follows alias swaps and published syncs by itself.
+    Local mode cannot: its folder admits one process, so this refuses it with what to do instead.
+    """
+    if url:
+        return open_vector_store(url, path, api_key_env, backend)
+    if not path:
+        raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
+    if backend == "local":
+        raise VectorStoreError(
+            f"store.backend `local` (qdrant-client local mode) admits one process per folder, so `{path}` cannot be "
+            f"read while reindex writes it. Convert it: `python -m reindex.stores.migrate {path} {path}.edge`."
+        )
+    from reindex.stores.edge import open_reader
+
+    return open_reader(path)  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,22 +177,87 @@ class _BatchCommitConnection:
         return False if self.batching else self.conn.__exit__(*exc)
 
 
+_BATCHING: dict[str, bool] = {}
+
+
+def batched_commit_available() -> bool:
+    """Whether this qdrant-client's ``persist`` joins an open transaction (checked once per process).
+
+    Writes one point through ``CollectionPersistence.persist`` on a scratch database behind the proxy
+    with batching on: the transaction must still be open afterwards. A version that commits directly
+    (1.12-1.19 call ``connection.commit()``) fails this, and local mode then keeps stock per-point
+    commits, with one warning.
+    """
+    if "ok" not in _BATCHING:
+        _BATCHING["ok"] = _probe_batching()
+        if not _BATCHING["ok"]:
+            log.warning(
+                "qdrant-client %s does not commit through `with connection:` as 1.20.0 does; local-mode writes "
+                "fall back to one commit per point (slow). Install qdrant-client==1.20.0 (the pinned version).",
+                getattr(__import__("qdrant_client"), "__version__", "?"),
+            )
+    return _BATCHING["ok"]
+
+
+def _probe_batching() -> bool:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="reindex-probe-") as tmp:
+        persistence = None
+        try:
+            persistence = CollectionPersistence(tmp)
+            if not isinstance(persistence.storage, sqlite3.Connection):
+                return False
+            proxy = _BatchCommitConnection(persistence.storage)
+            persistence.storage = proxy  # type: ignore[assignment]
+            proxy.batching = True
+            persistence.persist(models.PointStruct(id=1, vector=[0.0], payload={}))
+            joined = proxy.conn.in_transaction
+            proxy.conn.rollback()
+            return bool(joined)
+        except Exception:
+            return False
+        finally:
+            if persistence is not None:
+                with contextlib.suppress(Exception):
+                    storage = persistence.storage
+                    (storage.conn if isinstance(storage, _BatchCommitConnection) else storage).close()
+
+
 def _open_local(folder: Path) -> QdrantClient:
     try:
         with _quiet():
             client = QdrantClient(path=str(folder))
     except RuntimeError as exc:
         if "already accessed" not in str(exc):
-            raise VectorStoreError(f"Cannot open the embedded Qdrant folder `{folder}`: {_one_line(exc)}") from exc
+            raise VectorStoreError(f"Cannot open the embedded Qdrant folder `{folder}`: {one_line(exc)}") from exc
         raise VectorStoreError(
             f"The embedded Qdrant folder `{folder}` is held by another reindex process (one process per folder); "
             "wait for it to finish, or set store.url to a Qdrant server for concurrent access."
         ) from None
     except Exception as exc:
-        raise VectorStoreError(f"Cannot open the embedded Qdrant folder `{folder}`: {_one_line(exc)}") from exc
+        raise VectorStoreError(f"Cannot open the embedded Qdrant folder `{folder}`: {one_line(exc)}") from exc
+    _make_meta_durable(_local(client), folder)
     for collection in _local(client).collections.values():
         _install_batching(collection)
     return client
+
+
+def _make_meta_durable(local: QdrantLocal, folder: Path) -> None:
+    """qdrant-client replaces ``meta.json`` (collections, aliases) by rename without fsync: add both fsyncs."""
+    save = local._save
+
+    def durable_save(*args: Any, **kwargs: Any) -> None:
+        save(*args, **kwargs)
+        meta = folder / "meta.json"
+        fd = os.open(meta, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(folder)
+
+    local._save = durable_save  # type: ignore[method-assign]
 
 
 def _local(client: QdrantClient) -> QdrantLocal:
@@ -198,12 +265,11 @@ def _local(client: QdrantClient) -> QdrantLocal:
 
 
 def _install_batching(collection: Any) -> None:
+    if not batched_commit_available():
+        return  # stock per-point commits: correct, slow; batched_commit_available warned once
     storage = getattr(collection, "storage", None)
     if isinstance(storage, CollectionPersistence) and isinstance(storage.storage, sqlite3.Connection):
         storage.storage = _BatchCommitConnection(storage.storage)  # type: ignore[assignment]
-    elif not (isinstance(storage, CollectionPersistence) and isinstance(storage.storage, _BatchCommitConnection)):
-        # An unknown qdrant-client layout: stay correct (per-point commits), just slow.
-        log.warning("qdrant-client's local storage layout changed; embedded writes commit per point (slow).")
 
 
 @contextlib.contextmanager
@@ -219,11 +285,6 @@ def _quiet() -> Iterator[None]:
 # --------------------------------------------------------------------------------------------
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:300]
-
-
 @contextlib.contextmanager
 def _translate(action: str) -> Iterator[None]:
     """Turn client failures into TransientError (retry may help) or VectorStoreError, one line each."""
@@ -233,17 +294,17 @@ def _translate(action: str) -> Iterator[None]:
         raise
     except UnexpectedResponse as exc:
         status = exc.status_code or 0
-        detail = _one_line(exc.content.decode("utf-8", "replace") if exc.content else exc.reason_phrase)
+        detail = one_line(exc.content.decode("utf-8", "replace") if exc.content else exc.reason_phrase)
         if status == 429 or status >= 500:
             raise TransientError(f"Qdrant answered {status} to {action}: {detail}. Retry later.") from exc
         raise VectorStoreError(f"Qdrant refused {action} ({status}): {detail}") from exc
     except (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError) as exc:
         cause = getattr(exc, "source", exc)
-        raise TransientError(f"Cannot reach Qdrant for {action}: {_one_line(cause)}. Retry later.") from exc
+        raise TransientError(f"Cannot reach Qdrant for {action}: {one_line(cause)}. Retry later.") from exc
     except sqlite3.OperationalError as exc:  # disk full, I/O error, busy: may clear up
-        raise TransientError(f"Embedded Qdrant storage failed during {action}: {_one_line(exc)}. Retry later.") from exc
+        raise TransientError(f"Embedded Qdrant storage failed during {action}: {one_line(exc)}. Retry later.") from exc
     except Exception as exc:
-        raise VectorStoreError(f"Vector store failed to {action}: {_one_line(exc)}") from exc
+        raise VectorStoreError(f"Vector store failed to {action}: {one_line(exc)}") from exc
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,11 +438,8 @@ class QdrantStore:
 
     def count(self, name: str, *, doc_id: str | None = None) -> int:
         """Exact number of points, or of one document's points."""
-        flt = None
-        if doc_id is not None:
-            flt = models.Filter(must=[models.FieldCondition(key=DOC_ID_FIELD, match=models.MatchValue(value=doc_id))])
         with self._lock, _translate(f"count points in `{name}`"):
-            return self._client.count(name, count_filter=flt, exact=True).count
+            return self._client.count(name, count_filter=_doc_filter(doc_id), exact=True).count
 
     def scroll(self, name: str, *, with_vectors: bool = False, batch: int = 2048) -> Iterator[Point]:
         """Every point of a collection, page by page (pages ≥ 1,024: local mode re-reads per page)."""
@@ -396,11 +454,14 @@ class QdrantStore:
             if offset is None:
                 return
 
-    def query(self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10) -> list[Hit]:
-        """Nearest points to ``vector`` in a collection or alias, best first."""
+    def query(
+        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None
+    ) -> list[Hit]:
+        """Nearest points to ``vector`` in a collection or alias (optionally one document's), best first."""
         query = vector.tolist() if isinstance(vector, np.ndarray) else list(vector)
         with self._lock, _translate(f"query `{name}`"):
-            result = self._client.query_points(name, query=query, limit=limit, with_payload=True)
+            result = self._client.query_points(name, query=query, limit=limit, with_payload=True,
+                                               query_filter=_doc_filter(doc_id))
         return [Hit(id=str(p.id), score=float(p.score), payload=p.payload or {}) for p in result.points]
 
     # aliases ----------------------------------------------------------------------------------
@@ -480,7 +541,7 @@ class QdrantStore:
                 conn.conn.rollback()
             self._reload()
             raise TransientError(
-                f"Embedded Qdrant could not commit to `{self._folder}`: {_one_line(exc)}. "
+                f"Embedded Qdrant could not commit to `{self._folder}`: {one_line(exc)}. "
                 "Nothing of this call was stored; retry it."
             ) from exc
 
@@ -497,6 +558,12 @@ class QdrantStore:
         with contextlib.suppress(Exception):
             self._client.close()
         self._client = _open_local(self._folder)
+
+
+def _doc_filter(doc_id: str | None) -> models.Filter | None:
+    if doc_id is None:
+        return None
+    return models.Filter(must=[models.FieldCondition(key=DOC_ID_FIELD, match=models.MatchValue(value=doc_id))])
 
 
 def _point(record: Any, with_vectors: bool) -> Point:

@@ -1,0 +1,73 @@
+"""The vector-store contract shared by every backend: ``VectorStore``, ``Point``, ``Hit`` and its error.
+
+No third-party import lives here, so a backend module (``qdrant.py`` for qdrant-client, ``edge.py`` for
+qdrant-edge) and its callers can share these names without loading the other backend's library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from reindex.errors import VectorStoreError
+
+__all__ = ["DOC_ID_FIELD", "Hit", "Point", "VectorStore", "VectorStoreError", "one_line"]
+
+# Payload key that ``count(doc_id=…)`` and ``query(doc_id=…)`` filter on; every point's payload carries it.
+DOC_ID_FIELD = "doc_id"
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One stored point: a UUID string id, its vector (None when not requested) and its payload."""
+
+    id: str
+    vector: list[float] | np.ndarray | None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One query result."""
+
+    id: str
+    score: float
+    payload: dict[str, Any]
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Collections of points, and aliases that name them. Writes are durable when they return."""
+
+    def collection_exists(self, name: str) -> bool: ...
+    def create_collection(
+        self, name: str, *, dimension: int, distance: str, bulk: bool = False,
+        shard_number: int = 1, replication_factor: int = 1,
+    ) -> None: ...
+    def finish_bulk(self, name: str) -> None: ...
+    def create_payload_index(self, name: str, field: str, kind: str = "keyword") -> None: ...
+    def delete_collection(self, name: str) -> None: ...
+    def list_collections(self) -> list[str]: ...
+    def collection_info(self, name: str) -> dict[str, Any]: ...
+    def upsert(self, name: str, points: list[Point]) -> None: ...
+    def retrieve(self, name: str, ids: list[str], *, with_vectors: bool = True) -> list[Point]: ...
+    def delete_points(self, name: str, ids: list[str]) -> None: ...
+    def count(self, name: str, *, doc_id: str | None = None) -> int: ...
+    def scroll(self, name: str, *, with_vectors: bool = False, batch: int = 2048) -> Iterator[Point]: ...
+    def query(
+        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None
+    ) -> list[Hit]: ...
+    def get_alias(self, alias: str) -> str | None: ...
+    def list_aliases(self) -> dict[str, str]: ...
+    def swap_alias(self, alias: str, new_collection: str, old_collection: str | None) -> None: ...
+    def delete_alias(self, alias: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line of at most 300 characters, for error messages."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:300]

@@ -1,0 +1,431 @@
+"""The edge backend's promises to other processes: readers query the live alias while a writer builds a
+shadow, swaps the alias and syncs in place (0 failed queries, never two populations or two versions in
+one answer); copy-on-write generations and their cleanup; the old local-mode folders are refused with
+the exact conversion command, and that conversion works; every acknowledged write is fsynced."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reindex.stores.edge import EdgeReader, LocalModeFolderError, open_edge_store, open_reader
+from reindex.stores.migrate import convert_local_store
+from reindex.stores.qdrant import Point, open_vector_store
+from reindex.stores.vectors import VectorStore, VectorStoreError
+
+DIM = 16
+LIMIT = 20
+
+
+def _points(n: int, *, pop: str, version: int, seed: int, start: int = 0) -> list[Point]:
+    rng = np.random.default_rng(seed)
+    vecs = rng.standard_normal((n, DIM)).astype(np.float32)
+    return [
+        Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"{pop}/{start + i}")), vecs[i],
+              {"doc_id": f"d{(start + i) // 5}", "pop": pop, "version": version})
+        for i in range(n)
+    ]
+
+
+_READER = """
+import json, os, sys, time
+import numpy as np
+from reindex.stores.edge import open_reader
+folder, out_path, stop_path, dim, limit, alias = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+reader = open_reader(folder)
+rng = np.random.default_rng(os.getpid())
+with open(out_path, "w") as out:
+    while not os.path.exists(stop_path):
+        t = time.time()
+        try:
+            hits = reader.query(alias, rng.standard_normal(dim), limit=limit)
+            row = {"t": t, "ok": True, "n": len(hits), "ids": [h.id for h in hits],
+                   "tags": sorted({f"{h.payload.get('pop')}/{h.payload.get('version')}" for h in hits})}
+        except Exception as exc:
+            row = {"t": t, "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        out.write(json.dumps(row) + "\\n")
+        out.flush()
+reader.close()
+"""
+
+
+class Readers:
+    """Reader processes querying alias ``idx`` of a store folder in a loop, one JSON line per answer."""
+
+    def __init__(
+        self, folder: Path, tmp: Path, n: int = 2, dim: int = DIM, limit: int = LIMIT, alias: str = "idx"
+    ) -> None:
+        self.stop = tmp / "stop"
+        self.outs = [tmp / f"reader-{i}.jsonl" for i in range(n)]
+        self.procs = [
+            subprocess.Popen([sys.executable, "-c", _READER, str(folder), str(out), str(self.stop), str(dim), str(limit),
+                              alias],
+                             stderr=subprocess.PIPE, text=True)
+            for out in self.outs
+        ]
+
+    def rows(self) -> list[list[dict]]:
+        out = []
+        for path in self.outs:
+            lines = path.read_text().splitlines() if path.exists() else []
+            out.append([json.loads(x) for x in lines if x.endswith("}")])
+        return out
+
+    def wait_for(
+        self, tag: str | None = None, ids: set[str] | None = None, not_ids: set[str] | None = None,
+        timeout: float = 60,
+    ) -> None:
+        """Until every reader has answered at least twice with ``tag``, or from the point ids ``ids`` (and
+        not from ``not_ids`` alone: the answer proves the new state)."""
+        def match(r: dict) -> bool:
+            if not r.get("ok", False):
+                return False
+            if ids is None:
+                return r["tags"] == [tag]
+            return set(r["ids"]) <= ids and not (not_ids is not None and set(r["ids"]) <= not_ids)
+
+        end = time.time() + timeout
+        while time.time() < end:
+            if all(sum(match(r) for r in rows) >= 2 for rows in self.rows()):
+                return
+            for p in self.procs:
+                assert p.poll() is None, p.stderr.read() if p.stderr else ""
+            time.sleep(0.05)
+        raise AssertionError(f"readers never answered from {tag}")
+
+    def finish(self) -> list[list[dict]]:
+        self.stop.touch()
+        for p in self.procs:
+            _, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err[-2000:]
+        return self.rows()
+
+
+def _between(rows: list[dict], t0: float, t1: float) -> list[dict]:
+    return [r for r in rows if t0 <= r["t"] <= t1]
+
+
+def test_readers_follow_the_alias_through_a_shadow_build_a_swap_and_an_in_place_sync(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    store = open_vector_store(None, str(folder))  # the default backend: edge
+    store.create_collection("idx__a", dimension=DIM, distance="cosine", bulk=True)
+    store.create_payload_index("idx__a", "doc_id")
+    store.upsert("idx__a", _points(300, pop="a", version=1, seed=1))
+    store.finish_bulk("idx__a")
+    store.swap_alias("idx", "idx__a", None)
+    readers = Readers(folder, tmp_path)
+    try:
+        readers.wait_for("a/1")
+
+        t_build = time.time()  # a pipeline-scoped build: the shadow, many acknowledged batches
+        store.create_collection("idx__b", dimension=DIM, distance="cosine", bulk=True)
+        store.create_payload_index("idx__b", "doc_id")
+        for k in range(12):
+            store.upsert("idx__b", _points(50, pop="b", version=1, seed=100 + k, start=50 * k))
+            time.sleep(0.05)
+        store.finish_bulk("idx__b")
+        t_swap = time.time()
+        store.swap_alias("idx", "idx__b", "idx__a")  # the cutover
+        readers.wait_for("b/1")
+
+        t_sync = time.time()  # an in-place sync: every point rewritten (version 2), some deleted
+        for k in range(12):
+            store.upsert("idx__b", _points(50, pop="b", version=2, seed=200 + k, start=50 * k))
+            time.sleep(0.05)
+        store.delete_points("idx__b", [p.id for p in _points(10, pop="b", version=2, seed=0, start=590)])
+        t_close = time.time()
+        store.close()  # publishes the sync as a whole
+        readers.wait_for("b/2")
+        t_end = time.time()
+    finally:
+        results = readers.finish()
+        store.close()
+
+    for rows in results:
+        failed = [r for r in rows if not r["ok"]]
+        assert not failed, failed[:3]
+        assert all(r["n"] == LIMIT for r in rows)
+        assert all(len(r["tags"]) == 1 for r in rows), [r["tags"] for r in rows if len(r["tags"]) != 1][:3]
+        order = [r["tags"][0] for r in rows]
+        stages = ["a/1", "b/1", "b/2"]
+        assert [stages.index(t) for t in order] == sorted(stages.index(t) for t in order)  # never back
+        assert set(order) == set(stages)
+        # Answers landed while the shadow was built, and while the sync was writing, from the old state.
+        assert {r["tags"][0] for r in _between(rows, t_build, t_swap)} == {"a/1"}
+        assert len(_between(rows, t_build, t_swap)) >= 5
+        assert {r["tags"][0] for r in _between(rows, time.time() - 3600, t_sync)} <= {"a/1", "b/1"}
+        assert {r["tags"][0] for r in _between(rows, t_sync + 0.2, t_close)} == {"b/1"}
+        assert len(_between(rows, t_sync, t_close)) >= 5
+        assert {r["tags"][0] for r in _between(rows, t_end, time.time() + 3600)} <= {"b/2"}
+
+    # Once the readers let go, the superseded generations are deleted: one per collection is left.
+    store = open_edge_store(folder)
+    try:
+        gens = sorted(p.name for p in (folder / "collections" / "idx__b").iterdir() if p.is_dir())
+        assert len(gens) == 1, gens
+        assert store.count("idx") == 590 and store.count("idx", doc_id="d0") == 5
+    finally:
+        store.close()
+
+
+def test_copy_on_write_keeps_what_readers_see_until_publish(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("idx__a", dimension=DIM, distance="dot")
+    first = _points(10, pop="a", version=1, seed=1)
+    store.upsert("idx__a", first)
+    reader = open_reader(folder)
+    with pytest.raises(VectorStoreError, match="not been published"):
+        reader.count("idx__a")  # a shadow being built is not visible
+    store.swap_alias("idx", "idx__a", None)
+    assert reader.count("idx") == 10
+
+    store.upsert("idx__a", _points(5, pop="a", version=1, seed=2, start=10))
+    store.delete_points("idx__a", [first[0].id])
+    assert store.count("idx") == 14  # the writer sees its own writes
+    assert reader.count("idx") == 10 and reader.retrieve("idx", [first[0].id])  # readers: the published state
+    coll = folder / "collections" / "idx__a"
+    assert (coll / "gen-000001").is_dir() and (coll / "gen-000002").is_dir()
+
+    store.publish("idx__a")
+    assert reader.count("idx") == 14 and not reader.retrieve("idx", [first[0].id])
+    store.upsert("idx__a", _points(1, pop="a", version=1, seed=3, start=99))  # copies generation 2 -> 3
+    store.publish("idx__a")
+    # Generation 1 was released when the reader moved to 2, so it is gone; 2 is still held.
+    assert not (coll / "gen-000001").exists() and (coll / "gen-000002").exists()
+    assert reader.count("idx") == 15
+    reader.close()
+    store.close()
+
+
+def test_a_held_generation_is_not_deleted_until_the_reader_lets_go(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("c", dimension=DIM, distance="dot")
+    store.upsert("c", _points(10, pop="a", version=1, seed=1))
+    store.publish("c")
+    reader = open_reader(folder)
+    assert reader.count("c") == 10  # holds generation 1
+    store.upsert("c", _points(10, pop="a", version=1, seed=2, start=10))
+    store.publish("c")  # generation 2; generation 1 is leased
+    coll = folder / "collections" / "c"
+    assert (coll / "gen-000001").is_dir()
+    other = open_reader(folder)
+    assert other.count("c") == 20
+    reader.close()
+    store.upsert("c", _points(1, pop="a", version=1, seed=3, start=99))
+    store.publish("c")  # sweeps generation 1 (released) and 2 (the other reader moves on at its next call)
+    assert not (coll / "gen-000001").exists()
+    assert (coll / "gen-000002").exists()  # still held by `other`
+    assert other.count("c") == 21
+    store.close()
+    other.close()
+    open_edge_store(folder).close()  # a writer's open sweeps what is no longer held
+    assert sorted(p.name for p in coll.iterdir() if p.is_dir()) == ["gen-000003"]
+
+
+def test_deleted_collection_and_readers(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    for name in ("a", "b"):
+        store.create_collection(name, dimension=DIM, distance="dot")
+        store.upsert(name, _points(3, pop=name, version=1, seed=1))
+    store.swap_alias("idx", "a", None)
+    store.swap_alias("idx", "b", "a")
+    reader = open_reader(folder)
+    assert reader.count("idx") == 3 and reader.get_alias("idx") == "b"
+    store.delete_collection("a")
+    assert store.list_collections() == ["b"] and reader.list_collections() == ["b"]
+    with pytest.raises(VectorStoreError, match="does not exist"):
+        reader.count("a")
+    store.close()
+    assert not any((folder / "trash").iterdir())
+    reader.close()
+
+
+def test_reader_needs_a_store_folder(tmp_path: Path) -> None:
+    with pytest.raises(VectorStoreError, match="not a reindex embedded store"):
+        open_reader(tmp_path)
+    assert isinstance(open_reader(_made(tmp_path / "s")), EdgeReader)
+
+
+def _made(folder: Path) -> Path:
+    open_edge_store(folder).close()
+    return folder
+
+
+def test_reader_processes_through_a_real_apply_cutover_and_in_place_sync(tmp_path: Path) -> None:
+    """``reindex.api``: plan, apply and cut over a pipeline-scoped change, then a document-scoped sync,
+    with two reader processes querying alias ``docs`` all along: 0 failed queries, and every answer comes
+    wholly from one state of one population (A; B as built; B after the sync)."""
+    from helpers_index import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    a = ws.build_live()
+    folder = ws.root / ".reindex" / "qdrant"
+    ids_a = ws.snapshot(a).ids
+    readers = Readers(folder, tmp_path, dim=ws.cfg().vector.dimension, limit=10, alias="docs")
+    try:
+        readers.wait_for(ids=ids_a)
+        _plan, path = ws.planned_change(120)  # pipeline-scoped/text: a shadow population B
+        t_apply = time.time()
+        r = ws.apply(path)
+        t_applied = time.time()
+        assert r.status == "done" and r.collection != a, r.report
+        b = r.collection
+        ids_b = ws.snapshot(b).ids
+        c = ws.cutover(path)
+        assert c.report["swap"], c.report["rules"]
+        readers.wait_for(ids=ids_b, not_ids=ids_a)
+
+        ws.edit_documents()  # document-scoped: written into B in place
+        plan, path = ws.plan()
+        assert plan.kind == "document-scoped", plan.kind
+        if plan.body["approval"]["required"]:
+            ws.approve(path)
+        t_sync = time.time()
+        r = ws.apply(path)
+        t_synced = time.time()
+        assert r.status == "done" and r.collection == b, r.report
+        ids_b2 = ws.snapshot(b).ids
+        assert ids_b2 != ids_b
+        readers.wait_for(ids=ids_b2, not_ids=ids_b)  # the sync became visible as a whole
+    finally:
+        results = readers.finish()
+
+    states = [ids_a, ids_b, ids_b2]  # in the order readers must meet them
+    for rows in results:
+        assert rows and not [r for r in rows if not r["ok"]], [r for r in rows if not r["ok"]][:3]
+        stage = 0
+        for row in rows:
+            assert row["n"] == 10
+            fits = [i for i, ids in enumerate(states) if set(row["ids"]) <= ids]
+            assert fits, f"an answer mixes populations or states: {row['ids']}"
+            later = [i for i in fits if i >= stage]
+            assert later, f"an answer went back from state {stage} to {fits}"
+            stage = later[0]
+        # Readers were answered from A while B was built, and from B while the sync wrote into it
+        # (the sync is published when apply closes its store, just before apply returns).
+        during_apply = _between(rows, t_apply, t_applied)
+        assert len(during_apply) >= 3 and all(set(r["ids"]) <= ids_a for r in during_apply)
+        during_sync = _between(rows, t_sync, t_synced)
+        assert sum(set(r["ids"]) <= ids_b and not set(r["ids"]) <= ids_b2 for r in during_sync) >= 3
+
+
+# --------------------------------------------------------------------------------------------
+# Folders made by the previous embedded store (qdrant-client local mode)
+# --------------------------------------------------------------------------------------------
+
+
+def test_local_mode_folder_is_refused_with_the_command_that_converts_it(tmp_path: Path) -> None:
+    old = tmp_path / "qdrant"
+    local = open_vector_store(None, str(old), backend="local")
+    local.create_collection("docs__a", dimension=DIM, distance="cosine")
+    pts = _points(40, pop="a", version=1, seed=1)
+    local.upsert("docs__a", pts)
+    local.create_collection("docs__b", dimension=DIM, distance="euclid")
+    local.swap_alias("docs", "docs__a", None)
+    local.close()
+
+    with pytest.raises(LocalModeFolderError) as err:
+        open_vector_store(None, str(old))
+    message = str(err.value)
+    assert f"python -m reindex.stores.migrate {old} {old}.edge" in message and "store.backend: local" in message
+    with pytest.raises(LocalModeFolderError):
+        open_reader(old)
+
+    new = Path(f"{old}.edge")
+    run = subprocess.run([sys.executable, "-m", "reindex.stores.migrate", str(old), str(new)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "converted 2 collections, 1 aliases" in run.stdout
+    store = open_vector_store(None, str(new))
+    try:
+        assert store.list_aliases() == {"docs": "docs__a"}
+        assert store.list_collections() == ["docs__a", "docs__b"]
+        assert store.collection_info("docs__b")["distance"] == "euclid"
+        got = {p.id: p for p in store.retrieve("docs", [p.id for p in pts])}
+        assert len(got) == 40
+        for p in pts:
+            want = p.vector / np.linalg.norm(p.vector)  # cosine stores normalised vectors (both backends)
+            np.testing.assert_allclose(got[p.id].vector, want, rtol=1e-5, atol=1e-6)
+            assert got[p.id].payload == p.payload
+        assert store.count("docs", doc_id="d0") == 5
+    finally:
+        store.close()
+    again = subprocess.run([sys.executable, "-m", "reindex.stores.migrate", str(old), str(new)],
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 1 and "not empty" in again.stderr
+    with pytest.raises(VectorStoreError, match="store.backend is `local`"):
+        open_vector_store(None, str(new), backend="local")
+    with pytest.raises(VectorStoreError, match="Unknown store.backend"):
+        open_vector_store(None, str(new), backend="sqlite")
+
+
+def test_convert_refuses_a_folder_that_is_not_local_mode(tmp_path: Path) -> None:
+    with pytest.raises(VectorStoreError, match="not a qdrant-client local-mode folder"):
+        convert_local_store(tmp_path / "nothing", tmp_path / "out")
+
+
+# --------------------------------------------------------------------------------------------
+# Durability: an acknowledged write has been fsynced (what kill -9 cannot show: power loss)
+# --------------------------------------------------------------------------------------------
+
+_SYNC_WRITER = """
+import os, sys, uuid
+import numpy as np
+from reindex.stores.qdrant import Point, open_vector_store
+store = open_vector_store(None, sys.argv[1], backend=sys.argv[2])
+store.create_collection("c", dimension=8, distance="dot")
+points = [Point(str(uuid.uuid4()), np.ones(8, dtype=np.float32), {"doc_id": "d"}) for _ in range(32)]
+store.upsert("c", points[:16])
+os.write(2, b"<<UPSERT-BEGIN>>")
+store.upsert("c", points[16:])
+os.write(2, b"<<UPSERT-END>>")
+os._exit(0)
+"""
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+@pytest.mark.parametrize("backend", ["edge", "local"])
+def test_an_acknowledged_upsert_has_been_fsynced(tmp_path: Path, backend: str) -> None:
+    """kill -9 keeps the page cache, so it cannot tell a synced write from an unsynced one; a power loss
+    can. This watches the system calls: between the start of ``upsert`` and its return there must be an
+    fsync/fdatasync/msync(MS_SYNC). It fails with SQLite ``synchronous=OFF`` or without edge's flush."""
+    trace = tmp_path / "trace.txt"
+    run = subprocess.run(
+        ["strace", "-f", "-qq", "-e", "trace=write,fsync,fdatasync,msync", "-o", str(trace),
+         sys.executable, "-c", _SYNC_WRITER, str(tmp_path / "s"), backend],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    text = trace.read_text()
+    assert "<<UPSERT-BEGIN>>" in text and "<<UPSERT-END>>" in text
+    inside = text.split("<<UPSERT-BEGIN>>", 1)[1].split("<<UPSERT-END>>", 1)[0]
+    syncs = [line for line in inside.splitlines()
+             if " fsync(" in line or " fdatasync(" in line or ("msync(" in line and "MS_SYNC" in line)]
+    assert syncs, f"no sync call while upsert ran ({backend})"
+
+
+def test_open_vector_reader_picks_the_reader_of_each_backend(tmp_path: Path) -> None:
+    from reindex.stores.qdrant import open_vector_reader
+
+    folder = _made(tmp_path / "s")
+    reader = open_vector_reader(None, str(folder))
+    assert isinstance(reader, EdgeReader) and isinstance(reader, VectorStore)
+    with pytest.raises(VectorStoreError, match="read-only"):
+        reader.upsert("c", [])
+    reader.close()
+    with pytest.raises(VectorStoreError, match="one process per folder.*python -m reindex.stores.migrate"):
+        open_vector_reader(None, str(tmp_path / "old"), backend="local")
+    with pytest.raises(VectorStoreError, match="store.url"):
+        open_vector_reader(None, None)
