@@ -6,7 +6,6 @@ the exact conversion command, and that conversion works; every acknowledged writ
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

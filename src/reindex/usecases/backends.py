@@ -8,7 +8,7 @@ from pathlib import Path
 from reindex.config import PipelineConfig
 from reindex.stores.objects import open_object_store
 
-__all__ = ["DEFAULT_CONFIG", "make_embedder", "shard_runner", "state_store", "vector_store_for"]
+__all__ = ["DEFAULT_CONFIG", "make_embedder", "shard_runner", "state_store", "vector_reader_for", "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
 
@@ -18,15 +18,27 @@ def state_store(cfg: PipelineConfig):
     return open_object_store(cfg.state.uri, cfg.state.endpoint_url)
 
 
-def vector_store_for(cfg: PipelineConfig):
-    """The Qdrant store of a config: a server by URL, or embedded under the state folder."""
-    from reindex.stores.qdrant import open_vector_store
-
+def _store_path(cfg: PipelineConfig) -> str | None:
     path = cfg.store.path
     if cfg.store.url is None and path is None:
         base = cfg.state.uri if "://" not in cfg.state.uri else str(Path(".reindex").resolve())
         path = str(Path(base) / "qdrant")
-    return open_vector_store(cfg.store.url, path, cfg.store.api_key_env)
+    return path
+
+
+def vector_store_for(cfg: PipelineConfig):
+    """The vector store of a config: a Qdrant server by URL, or embedded (``store.backend``: edge by default)
+    in ``store.path`` or under the state folder."""
+    from reindex.stores.qdrant import open_vector_store
+
+    return open_vector_store(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
+
+
+def vector_reader_for(cfg: PipelineConfig):
+    """A read-only store for a process that queries while another one may write (see stores.qdrant)."""
+    from reindex.stores.qdrant import open_vector_reader
+
+    return open_vector_reader(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
 
 
 def make_embedder(vector, **kwargs):
