@@ -41,6 +41,7 @@ from reindex.usecases.configure import (
 )
 from reindex.usecases.lifecycle import CutoverReport, cutover, gc, parse_age, rollback, status
 from reindex.usecases.measure import measure
+from reindex.usecases.query import QueryResult, parse_filters, query
 from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
 from reindex.usecases.plan import (
     approval_status,
@@ -65,6 +66,7 @@ __all__ = [
     "LockHeld",
     "Plan",
     "PlanError",
+    "QueryResult",
     "ReindexError",
     "RunnerError",
     "ShardJob",
@@ -95,6 +97,8 @@ __all__ = [
     "measure",
     "model_input_limit",
     "parse_age",
+    "parse_filters",
+    "query",
     "rates_for",
     "reject_and_resume",
     "rollback",

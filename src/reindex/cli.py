@@ -481,6 +481,33 @@ def gc(config_path: str, older_than: str | None, dry_run: bool, force: bool, yes
 
 
 @main.command()
+@click.argument("text")
+@CONFIG_OPTION
+@click.option("--k", type=int, default=10, show_default=True, help="How many chunks.")
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Only chunks whose payload matches (doc_id).")
+@click.option("--collection", default=None, help="A population by name instead of the live alias.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: {\"results\": [{doc_id, score, page_content, metadata}]}.")
+def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collection: str | None, as_json: bool) -> None:
+    """Search the live alias as a reader would (works while apply or cutover runs).
+
+    \b
+    Example:
+      reindex query "how are imports resolved" -c reindex.yaml --k 5 --json
+    """
+    from reindex import api
+
+    r = api.query(text, config_path, k=k, filters=api.parse_filters(filters), collection=collection)
+    if as_json:
+        _emit_json({"results": list(r.results)})
+        return
+    for n, hit in enumerate(r.results, 1):
+        snippet = " ".join(hit["page_content"].split())[:100]
+        click.echo(f"{n:2d}. {hit['score']:.3f}  {hit['doc_id']}#{hit['ordinal']}  {snippet}")
+    if not r.results:
+        click.echo(f"no results from {r.target}")
+
+
+@main.command()
 @CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(config_path: str, as_json: bool) -> None:
