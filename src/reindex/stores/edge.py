@@ -1,6 +1,10 @@
 """The embedded vector store: Qdrant's own engine in-process (``qdrant-edge-py``), one shard per
 population, readers in other processes. The only module that imports ``qdrant_edge``.
 
+Lines: over the ~600-line guide on purpose: the writer (``EdgeStore``), the reader (``EdgeReader``) and the
+generation/lease protocol between them are one role and must change together (splitting the reader off
+would have to export the private generation and lease helpers).
+
 Decision: this backend, from measurements (``bench/scale.py``, one run, printed side by side; the box
 had 2 cores shared with other jobs, load average 7-17; bench/RESULTS.md has the table and command):
 
