@@ -1,0 +1,117 @@
+"""One-line mutations of critical code, each run against the tests that claim to guard it.
+
+A mutant is *killed* when at least one of its tests fails. Every mutant here must be killed: a survivor
+names a check no test can see. The file is restored after each run (also on Ctrl-C).
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/mutations.py [--only SUBSTRING]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src" / "reindex"
+
+# (name, file, exact original text, mutated text, tests that must catch it)
+MUTANTS = [
+    ("gate uses the mean instead of the lower bound", "cutover.py",
+     'diff["low"] >= policy.min_recall_delta', 'diff["mean"] >= policy.min_recall_delta',
+     "tests/test_guards.py -k lower_bound"),
+    ("gate uses the upper bound", "cutover.py",
+     'diff["low"] >= policy.min_recall_delta', 'diff["high"] >= policy.min_recall_delta',
+     "tests/test_guards.py -k lower_bound"),
+    ("unlabelled overlap rule always passes", "cutover.py",
+     "ov >= policy.min_overlap,", "True,", "tests/test_guards.py -k overlap"),
+    ("point-count rule always passes", "cutover.py",
+     "shadow_points == planned_chunks,", "True,", "tests/test_guards.py -k point_count"),
+    ("config drift not refused", "usecases/apply.py",
+     'if config_digest(cfg) != inputs["config"]["digest"]:', "if False:", "tests/test_guards.py -k config_changed"),
+    ("live-population drift not refused", "usecases/apply.py",
+     'elif manifest_digest(state, cfg.index, live.collection) != base["manifest_digest"]:', "elif False:",
+     "tests/test_guards.py -k live_population"),
+    ("in-place deletion of removed documents skipped", "execution.py",
+     "        if gone:\n", "        if False:\n", "tests/test_guards.py -k removed_document"),
+    ("post-swap verification query skipped", "cutover.py",
+     'verified = bool(hits) and hits[0].payload.get("pipeline_id") == want', "verified = True",
+     "tests/test_guards.py -k verifying_query"),
+    ("population point count not verified", "cutover.py",
+     "if points != len(rows):", "if False:", "tests/test_safety.py -k missing_points"),
+    ("a population in any state may go live", "cutover.py",
+     "if rec.state not in SERVABLE:", "if False:", "tests/test_safety.py -k never_verified"),
+    ("unreadable documents planned as removed", "planner/_change.py",
+     "        if doc_id in bad:\n", "        if False:\n", "tests/test_safety.py -k unreadable"),
+    ("approval read back from the plan file", "usecases/apply.py",
+     "check_approval(plan, read_approval(plan_path), approval_of_plan(plan.body, cfg, kind))",
+     "check_approval(plan, read_approval(plan_path))", "tests/test_safety.py -k self_approved"),
+    ("plan kind not re-derived", "usecases/apply.py",
+     "    if kind != plan.kind:\n", "    if False:\n", "tests/test_safety.py -k self_approved"),
+    ("no token limit for unapproved runs", "execution.py",
+     "if ctx.token_budget is not None and ctx.tokens_spent + cost > ctx.token_budget:", "if False:",
+     "tests/test_safety.py -k understated"),
+    ("mass removal needs no approval", "planner/_classify.py",
+     "if live_documents and removed > pol.max_removed_share * live_documents:", "if False:",
+     "tests/test_safety.py -k emptied"),
+    ("an interrupted swap is not completed", "cutover.py",
+     '    if current == intent["to"]:\n', "    if False:\n", "tests/test_safety.py -k right_after_the_swap"),
+    ("gc ignores the rollback window", "cutover.py",
+     'if rec and rec.state == "retired" and now - rec.updated_at < retention_s and not force:', "if False:",
+     "tests/test_safety.py -k retention_window"),
+    ("gc deletes without marking first", "cutover.py",
+     '    _set_state(state, index, collection, "deleting", time.time())\n', "", "tests/test_safety.py -k inside_gc"),
+    ("finished embedding batches not written before the next", "execution.py",
+     "result, on_batch=flush)", "result, on_batch=None)", "tests/test_apply_crash.py -k one_embedding_batch"),
+    ("catch-up after a failed run", "runners/__init__.py",
+     "clean = not failed and not any(r[\"failures\"] for r in results)", "clean = True",
+     "tests/test_runners.py -k summarize"),
+    ("in-place sync uses the current shard count", "usecases/apply.py",
+     "shards = old_cfg.apply.shards if in_place and old_cfg else cfg.apply.shards", "shards = cfg.apply.shards",
+     "tests/test_safety.py -k operational"),
+    ("heartbeat never started", "locks.py",
+     "    def __enter__(self) -> Self:\n        self.start_heartbeat()\n",
+     "    def __enter__(self) -> Self:\n        pass\n", "tests/test_locks.py"),
+    ("a live holder of this host treated as dead", "locks.py",
+     "if info.held and not info.expired() and not _dead_local_owner(info.owner or \"\"):", "if False:",
+     "tests/test_locks.py"),
+    ("the real embedder returns vectors out of order", "embedders/sentence_transformers.py",
+     "return EmbedResult(np.asarray(vecs, dtype=np.float32), truncated",
+     "return EmbedResult(np.asarray(vecs, dtype=np.float32)[::-1], truncated", "tests/test_real_model.py"),
+]
+
+
+def run_one(name: str, rel: str, old: str, new: str, tests: str) -> dict:
+    path = SRC / rel
+    original = path.read_text(encoding="utf-8")
+    if original.count(old) != 1:
+        return {"name": name, "file": rel, "status": f"NOT APPLIED (found {original.count(old)}×)", "seconds": 0}
+    t0 = time.perf_counter()
+    try:
+        path.write_text(original.replace(old, new), encoding="utf-8")
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests.split()],
+                           cwd=REPO, capture_output=True, text=True, timeout=900)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    status = "killed" if r.returncode == 1 else ("SURVIVED" if r.returncode == 0 else f"error (exit {r.returncode})")
+    return {"name": name, "file": rel, "status": status, "tests": tests, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default=None, help="run the mutants whose name contains this")
+    args = ap.parse_args()
+    results = [run_one(*m) for m in MUTANTS if args.only is None or args.only in m[0]]
+    print("| mutant | file | result | tests | s |")
+    print("|---|---|---|---|---:|")
+    for r in results:
+        print(f"| {r['name']} | {r['file']} | {r['status']} | `{r.get('tests', '')}` | {r['seconds']} |")
+    killed = sum(r["status"] == "killed" for r in results)
+    print(f"\n{killed} of {len(results)} mutants killed")
+    sys.exit(0 if killed == len(results) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The critical checks, each with a test that fails when the check is removed or loosened: the gate's
+lower bound, the overlap rule, config and live-population drift, in-place deletion of removed documents,
+and the query that verifies an alias swap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from helpers_index import Workspace
+from reindex.cutover import CutoverError, gate
+from reindex.errors import PlanError
+from reindex.manifests import PopulationRecord, read_population, write_population
+
+POLICY = SimpleNamespace(require_exact_count=True, min_recall_delta=-0.02, min_overlap=0.5)
+
+
+def _rules(evaluation: dict | None, *, points: int = 10, planned: int = 10, failures: int = 0) -> dict[str, bool]:
+    return {r.name: r.passed for r in gate(POLICY, evaluation, shadow_points=points, planned_chunks=planned,
+                                           failures=failures, k=10)}
+
+
+def test_the_gate_uses_the_lower_bound_of_the_recall_difference() -> None:
+    # mean and upper bound above the threshold, lower bound below it: the gate must fail
+    mixed = {"aggregate": {"recall_at_10_diff": {"mean": 0.05, "low": -0.05, "high": 0.15}}}
+    assert _rules(mixed)["recall@10"] is False
+    at_bound = {"aggregate": {"recall_at_10_diff": {"mean": 0.05, "low": -0.02, "high": 0.15}}}
+    assert _rules(at_bound)["recall@10"] is True
+
+
+def test_without_labels_the_overlap_rule_decides() -> None:
+    assert _rules({"aggregate": {"overlap_at_10": 0.3}})["overlap@10"] is False
+    assert _rules({"aggregate": {"overlap_at_10": 0.5}})["overlap@10"] is True
+
+
+def test_point_count_and_failures_rules() -> None:
+    assert _rules(None, points=9, planned=10)["point-count"] is False
+    assert _rules(None, failures=1)["no-failed-shards"] is False
+    assert all(_rules(None).values())
+
+
+def test_a_plan_whose_config_changed_is_refused(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    _, path = ws.plan()
+    ws.write_config(140)  # the text half changed after planning
+    with pytest.raises(PlanError, match="the config changed since the plan"):
+        ws.apply(path)
+
+
+def test_a_plan_whose_live_population_changed_is_refused(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    docs = sorted(p.name for p in ws.corpus.iterdir())
+    (ws.corpus / docs[0]).write_bytes((ws.corpus / docs[0]).read_bytes() + b"\nFirst edit.\n")
+    _, first = ws.plan()
+    (ws.corpus / docs[0]).write_bytes((ws.corpus / docs[0]).read_bytes().replace(b"\nFirst edit.\n", b""))
+    (ws.corpus / docs[1]).write_bytes((ws.corpus / docs[1]).read_bytes() + b"\nAnother edit.\n")
+    _, second = ws.plan()
+    assert ws.apply(second).status == "done"  # the live population moved on under the first plan
+    (ws.corpus / docs[1]).write_bytes((ws.corpus / docs[1]).read_bytes().replace(b"\nAnother edit.\n", b""))
+    (ws.corpus / docs[0]).write_bytes((ws.corpus / docs[0]).read_bytes() + b"\nFirst edit.\n")
+    with pytest.raises(PlanError, match="changed since the plan"):
+        ws.apply(first)
+
+
+def test_an_in_place_sync_deletes_every_point_of_a_removed_document(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws", extra="approval: {max_removed_share: 0.5}")
+    live = ws.build_live()
+    gone = sorted(p.name for p in ws.corpus.iterdir())[3]
+    with ws.store() as s:
+        assert s.count(live, doc_id=gone) > 0
+    (ws.corpus / gone).unlink()
+    plan, path = ws.plan()
+    assert plan.body["work"]["removed_documents"] == [gone]
+    r = ws.apply(path)
+    assert r.status == "done" and r.report["actual"]["deleted"] > 0
+    with ws.store() as s:
+        assert s.count(live, doc_id=gone) == 0
+    assert gone not in {x.doc_id for x in ws.manifest_rows(live)}
+
+
+def test_a_swap_whose_verifying_query_answers_from_elsewhere_is_moved_back(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    a = ws.build_live()
+    _, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    b = ws.apply(path).collection
+    state = ws.state()
+    rec = read_population(state, "docs", b)
+    wrong = {**rec.identity, "pipeline_id": "0" * 32}  # the record no longer matches what B's points say
+    write_population(state, PopulationRecord(rec.index, rec.collection, rec.config, wrong, rec.state,
+                                             rec.created_at, rec.updated_at))
+    with pytest.raises(CutoverError, match="did not answer from"):
+        ws.cutover(path)
+    assert ws.alias() == a
