@@ -51,7 +51,11 @@ class ApprovalError(TerminalError):
 
 
 class LockHeld(StateError):
-    """Another writer holds the index lock."""
+    """Another command holds the index lock."""
+
+
+class LockLost(TerminalError):
+    """This process no longer holds the index lock it took; it must not write again."""
 
 
 class VectorStoreError(StateError):

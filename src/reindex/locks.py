@@ -41,7 +41,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
-from reindex.errors import ReindexError, StateError, TerminalError, TransientError
+from reindex.errors import LockHeld, LockLost, ReindexError, StateError, TransientError
 from reindex.stores.objects import ObjectStore
 
 __all__ = [
@@ -61,14 +61,6 @@ LOCK_FORMAT = 2
 # How many times acquire re-reads the lock after losing a compare-and-swap to a change that left it
 # takeable (a release, say) before giving up; each lost round means another writer made progress.
 _ACQUIRE_ROUNDS = 5
-
-
-class LockHeld(StateError):
-    """Another command holds the index lock."""
-
-
-class LockLost(TerminalError):
-    """This process no longer holds the index lock it took; it must not write again."""
 
 
 def lock_key(index: str) -> str:

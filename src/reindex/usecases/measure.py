@@ -80,22 +80,7 @@ def measure(
     selected = m.select_pairs(all_pairs, lang=lang, bands=bands, limit=None)
     calibration = None
     if calibrate:
-        held, selected = m.calibration_split(selected)
-        texts = list(dict.fromkeys(p.old_text for p in held))
-        if not texts:
-            raise ConfigError("--calibrate: the held-out 10 % of documents is empty; give more pairs")
-        info = {}
-        tuned = []
-        for s in specs:
-            size, med = m.calibrate_size(lambda v, s=s: make_chunker(m.scale_chunker(s, v), tok), texts, count,
-                                         target=target_median)
-            new = m.scale_chunker(s, size)
-            info[chunker_spec(new)] = {"from": chunker_spec(s), "value": size, "median": med,
-                                       "within_tolerance": abs(med - target_median) <= m.LENGTH_TOLERANCE * target_median}
-            tuned.append(new)
-        specs = tuned
-        calibration = {"target": target_median, "pairs": len(held), "documents": len({p.doc_key for p in held}),
-                       "chunkers": info}
+        specs, selected, calibration = _calibrated(specs, selected, tok, target_median)
     if limit is not None:
         selected = selected[:limit]
     if rechunk == "sticky":
@@ -113,6 +98,30 @@ def measure(
         report = _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, seed, lang, progress)
     paths_out = m.write_measure_reports(report, report_dir) if report_dir is not None else None
     return report, paths_out
+
+
+def _calibrated(specs: list, selected: list, tok, target_median: float) -> tuple[list, list, dict]:
+    """Tune each chunker's size on a held-out 10 % of the documents to ``target_median`` tokens; returns the
+    tuned specs, the pairs left to measure and the calibration record."""
+    from reindex import measure as m
+    from reindex.chunkers import make_chunker
+
+    held, selected = m.calibration_split(selected)
+    texts = list(dict.fromkeys(p.old_text for p in held))
+    if not texts:
+        raise ConfigError("--calibrate: the held-out 10 % of documents is empty; give more pairs")
+    info = {}
+    tuned = []
+    for s in specs:
+        size, med = m.calibrate_size(lambda v, s=s: make_chunker(m.scale_chunker(s, v), tok), texts, tok.count_batch,
+                                     target=target_median)
+        new = m.scale_chunker(s, size)
+        info[chunker_spec(new)] = {"from": chunker_spec(s), "value": size, "median": med,
+                                   "within_tolerance": abs(med - target_median) <= m.LENGTH_TOLERANCE * target_median}
+        tuned.append(new)
+    calibration = {"target": target_median, "pairs": len(held), "documents": len({p.doc_key for p in held}),
+                   "chunkers": info}
+    return tuned, selected, calibration
 
 
 def _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, seed, lang, progress):
