@@ -126,3 +126,53 @@ def test_minilm_offsets_are_sorted_in_range_and_match_counts(minilm: Tokenizer, 
         assert np.all(offs[:, 1] > offs[:, 0])
         # BERT never makes a token of whitespace.
         assert not any(text[s].isspace() for s in offs[:, 0].tolist())
+
+
+# --------------------------------------------------------------------------------------------
+# Long documents: encoded window by window (memory per document bounded), with the same tokens
+# --------------------------------------------------------------------------------------------
+
+
+def test_windowed_encoding_gives_the_tokens_of_one_whole_encode() -> None:
+    import random
+
+    import numpy as np
+
+    from reindex.tokenizers import HFTokenizer, load_tokenizer
+
+    tok = load_tokenizer("all-MiniLM-L6-v2")
+    rng = random.Random(1)
+    alphabet = list("abcdefghij KLMNO,.;!?-\n\t") + ["中文", "café", "naïve", "e\u0301", "😀", "\r\n", "  "]
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 300)))
+        small = HFTokenizer(tok.name, tok.backend, window_chars=rng.randint(3, 40))
+        assert np.array_equal(tok.offsets(text), small.offsets(text)), repr(text)
+        assert tok.count(text) == small.count(text) == small.count_batch([text])[0]
+
+
+class _Spy:
+    """A tokenizer backend that records the length of every string it encodes."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.pre_tokenizer, self.lengths = inner, inner.pre_tokenizer, []
+
+    def encode(self, text: str, **kw):
+        self.lengths.append(len(text))
+        return self.inner.encode(text, **kw)
+
+    def encode_batch(self, texts, **kw):
+        self.lengths += [len(t) for t in texts]
+        return self.inner.encode_batch(texts, **kw)
+
+
+def test_a_long_document_is_never_encoded_whole() -> None:
+    from reindex.tokenizers import HFTokenizer, load_tokenizer
+
+    tok = load_tokenizer("all-MiniLM-L6-v2")
+    spy = _Spy(tok.backend)
+    long = HFTokenizer(tok.name, spy, window_chars=4096)
+    text = "A sentence of several words, repeated to make a long document.\n\n" * 2000  # ~130 K characters
+    n = long.count(text)
+    assert n == tok.count(text) and max(spy.lengths) <= 4096 and len(spy.lengths) > 30
+    spy.lengths.clear()
+    assert len(long.offsets(text)) == n and max(spy.lengths) <= 4096
