@@ -72,6 +72,10 @@ def main(ctx: click.Context, debug: bool) -> None:
       reindex init && reindex validate
     """
     ctx.ensure_object(dict)["debug"] = debug
+    from reindex.orphans import stop_orphans
+
+    for pid in stop_orphans():  # e.g. Prefect's temporary server left by a killed `reindex apply --prefect`
+        click.echo(f"stopped process {pid}, left behind by a reindex command that was killed", err=True)
 
 
 @main.command()

@@ -31,6 +31,7 @@ from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from reindex import execution, settings  # noqa: E402
 from reindex.errors import ConfigError, ReindexError, RunnerError  # noqa: E402
+from reindex.orphans import mark_owner  # noqa: E402
 from reindex.runners import ShardJob, failure_of, summarize  # noqa: E402
 
 __all__ = [
@@ -189,6 +190,7 @@ class PrefectRunner:
     def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
         if not _in_flow():
             check_api()
+            mark_owner()  # a temporary API server started now inherits the marker; see reindex.orphans
         key = f"{ctx.run}-{os.getpid()}-{threading.get_ident()}"
         _register(key, ctx)
         try:
