@@ -11,6 +11,7 @@ import pytest
 from reindex.config import FixedChunkerConfig, RecursiveChunkerConfig, SlidingChunkerConfig
 from reindex.cost import (
     Bucket,
+    Footprint,
     Usage,
     Window,
     Work,
@@ -398,3 +399,72 @@ def test_histogram_errors_name_file_and_line(tmp_path, content, message):
 def test_missing_histogram_file(tmp_path):
     with pytest.raises(ConfigError, match="histogram file not found"):
         read_histogram(tmp_path / "nope.csv")
+
+
+# --- footprint per backend (issue 14): the plan describes the store the config actually uses ---------------
+
+MIB = 2**20
+
+
+def test_edge_population_usage_worked_by_hand():
+    from reindex.cost import population_usage as pu
+
+    # 300,000 points × 384 dims, float32, 0 payload: reader RAM = 65 MiB + 300k × (1,536 + 290) B,
+    # disk = 72 MiB + 300k × (1,536 + 290) B. bench/scale.py measured 586 MiB of reader RSS and 594 MiB
+    # of disk at this size (compressible payload): the formula must stay within 5 % of both.
+    u = pu(300_000, 384, 0, "float32", "edge")
+    assert u.ram_bytes == 65 * MIB + 300_000 * 1_826
+    assert u.disk_bytes == 72 * MIB + 300_000 * 1_826
+    assert abs(u.ram_bytes / MIB - 586) / 586 < 0.05 and abs(u.disk_bytes / MIB - 594) / 594 < 0.05
+    # int8: one byte per component searched, float32 originals + the quantised copy on disk.
+    q = pu(1_000, 100, 7, "int8", "edge")
+    assert q.ram_bytes == 65 * MIB + 1_000 * (100 + 290)
+    assert q.disk_bytes == 72 * MIB + 1_000 * (400 + 290) + 1_000 * 100 + 7
+    # An empty population costs nothing (no preallocated files exist yet).
+    assert pu(0, 384, 0, "float32", "edge") == Usage(0, 0)
+
+
+def test_local_mode_usage_is_per_component_and_matches_the_measurement():
+    from reindex.cost import population_usage as pu
+
+    u = pu(30_103, 384, 1_000 * 30_103, "float32", "local")
+    assert u.ram_bytes == 30_103 * 384 * 76
+    assert u.disk_bytes == 30_103 * (384 * 8 + 900) + 30_103_000
+    assert abs(u.ram_bytes / MIB - 844) / 844 < 0.05  # 844 MiB RSS measured right after opening
+    assert abs(u.disk_bytes / MIB - 143) / 143 < 0.05
+
+
+def test_edge_build_maps_three_vector_copies_and_the_payload():
+    from reindex.cost import build_usage
+
+    b = build_usage(300_000, 384, 300_000_000, "float32", "edge")
+    assert b.ram_bytes == 65 * MIB + 300_000 * (3 * 1_536 + 290) + 300_000_000
+    # measured writer peak 1,783 MiB at 300k with ~1 KB payloads: within 10 %
+    assert abs(b.ram_bytes / MIB - 1_783) / 1_783 < 0.10
+    # server and local: building costs what serving costs
+    assert build_usage(10, 8, 0, "float32", "server") == population_usage(10, 8, 0)
+
+
+def test_footprint_modes_per_backend():
+    from reindex.cost import build_usage, footprint
+
+    w = Work(chunks_old=1_000, chunks_new=1_200, chunks_reused=900, tokens_to_embed=5, payload_bytes_old=10,
+             payload_bytes_new=20, dimension=384)
+    old_e, new_e = population_usage(1_000, 384, 10, backend="edge"), population_usage(1_200, 384, 20, backend="edge")
+    built_e = build_usage(1_200, 384, 20, backend="edge")
+    assert footprint(w, "shadow", backend="edge") == (2_200, Footprint(old_e, new_e, old_e + built_e))
+    assert footprint(w, "initial", backend="edge") == (1_200, Footprint(old_e, new_e, built_e))
+    # in place on edge: readers keep the published generation while the writer fills a copy of it
+    copy = population_usage(1_000 + 300, 384, 20, backend="edge")
+    assert footprint(w, "in-place", added_points=300, backend="edge") == (1_300, Footprint(old_e, new_e, old_e + copy))
+    # in place on a server: old + the added points, at least the new population
+    old_s, new_s = population_usage(1_000, 384, 10), population_usage(1_200, 384, 20)
+    extra = population_usage(300, 384, 0)
+    grown = old_s + extra
+    assert footprint(w, "in-place", added_points=300, backend="server") == (
+        1_300, Footprint(old_s, new_s, Usage(max(grown.ram_bytes, new_s.ram_bytes), max(grown.disk_bytes, new_s.disk_bytes))))
+    assert footprint(w, "shadow")[1].peak == old_s + new_s
+    with pytest.raises(ValueError, match="backend"):
+        population_usage(1, 1, 0, backend="faiss")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mode"):
+        footprint(w, "blue-green")  # type: ignore[arg-type]

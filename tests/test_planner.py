@@ -263,3 +263,20 @@ def test_calibrate_records_a_rate_that_plans_then_use(small: dict[str, Path]) ->
     cfg.write_text(cfg.read_text() + "cost: {tokens_per_minute: 1234}\n")
     plan, _ = api.make_plan(cfg, out=None)
     assert plan.body["cost"]["rate_source"] == "config" and plan.body["cost"]["tokens_per_minute"] == 1234
+
+
+def test_footprint_describes_the_configured_backend(small: dict[str, Path]) -> None:
+    # The same change priced for the embedded default (edge), local mode and a server differs, and each plan
+    # says which store it describes: a shadow build on edge maps ~3 vector copies while the HNSW is built.
+    plans = {}
+    for name, extra in (("edge", ""), ("local", "store: {backend: local}\n"), ("server", "store: {url: 'http://127.0.0.1:6333'}\n")):
+        cfg = _config(small["tmp"] / f"{name}.yaml", small["new"], extra=extra)
+        plans[name], _ = api.make_plan(cfg, baseline_corpus=str(small["old"]), out=None)
+    fps = {k: p.body["cost"]["footprint"] for k, p in plans.items()}
+    assert {k: f["backend"] for k, f in fps.items()} == {"edge": "edge", "local": "local", "server": "server"}
+    assert all(f["mode"] == "in-place" for f in fps.values())
+    # 4 old points, 384 dims: edge reader = 65 MiB + 4 × (1,536 + 290); server = ceil(1.5 × 4 × 384 × 4)
+    assert fps["edge"]["old"]["ram_bytes"] == 65 * 2**20 + 4 * 1_826
+    assert fps["server"]["old"]["ram_bytes"] == 9_216
+    assert fps["local"]["old"]["ram_bytes"] == 4 * 384 * 76
+    assert "edge" in plans["edge"].body["cost"]["formula"] and "server" in plans["server"].body["cost"]["formula"]

@@ -26,6 +26,10 @@ from reindex.cost._histogram import (
     histogram_of,
 )
 from reindex.cost._money import (
+    BACKENDS,
+    Backend,
+    build_usage,
+    footprint,
     BYTES_PER_COMPONENT,
     INDEX_OVERHEAD,
     PAYLOAD_FIELD_BYTES,
@@ -51,6 +55,10 @@ from reindex.cost._sampling import (
 from reindex.cost._window import Window, billed_tokens, chunk_count, window_of
 
 __all__ = [
+    "BACKENDS",
+    "Backend",
+    "build_usage",
+    "footprint",
     "BYTES_PER_COMPONENT",
     "BYTES_PER_TOKEN",
     "INDEX_OVERHEAD",

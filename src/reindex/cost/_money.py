@@ -7,10 +7,16 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["BYTES_PER_COMPONENT", "INDEX_OVERHEAD", "PAYLOAD_FIELD_BYTES", "Cost", "Footprint", "Precision", "Usage",
-           "Work", "hours", "payload_bytes", "population_usage", "price", "usd", "vector_bytes"]
+__all__ = ["BACKENDS", "BYTES_PER_COMPONENT", "INDEX_OVERHEAD", "PAYLOAD_FIELD_BYTES", "Backend", "Cost", "Footprint",
+           "Precision", "Usage", "Work", "build_usage", "footprint", "hours", "payload_bytes", "population_usage", "price",
+           "usd", "vector_bytes"]
 
 Precision = Literal["float32", "float16", "int8"]
+
+#: Where the populations live: a Qdrant server (``store.url``), the embedded qdrant-edge store
+#: (``store.backend: edge``, the default) or qdrant-client local mode (``store.backend: local``).
+Backend = Literal["server", "edge", "local"]
+BACKENDS: tuple[str, ...] = ("server", "edge", "local")
 
 #: Bytes per stored vector component. ``int8`` is scalar quantisation: one byte per component
 #: searched in RAM, with the float32 originals kept on disk for rescoring.
@@ -26,6 +32,30 @@ INDEX_OVERHEAD = 1.5
 #: count, offsets, pipeline id), in bytes. An estimate; the planner passes measured sizes when
 #: it has them.
 PAYLOAD_FIELD_BYTES = 200
+
+_MIB = 2**20
+
+# The embedded stores, fitted on measurements (bench/scale.py, 384-dim float32 vectors, ~1 KB payloads, 30k
+# and 300k points; bench/RESULTS.md, "Embedded store at scale"). A straight line through the two sizes:
+#   edge disk      124 → 594 MiB     = 72 MiB + 1,825 B/point  (vector 1,536 B + ~290 B)
+#   edge reader    116 → 586 MiB RSS = 65 MiB + 1,817 B/point  (vectors and HNSW mapped at open)
+#   edge writer    292 → 1,783 MiB   = ~126 MiB + 5,790 B/point while the HNSW is built (appendable segment,
+#                                      the optimized copy and payloads mapped: ~3 vector copies + payload)
+#   local mode     844 MiB RAM right after opening 30,103 points (~29 KB/point: every point a Python object,
+#                  its vector as Python floats), 143 MiB disk at 30k.
+#: Fixed disk of one edge population (preallocated segment files).
+EDGE_POPULATION_DISK = 72 * _MIB
+#: Per point, besides its vector: HNSW links, id tracker, version and the doc_id index.
+EDGE_POINT_OVERHEAD = 290
+#: Anonymous memory of a process that has the embedded store open (engine, not Python).
+EDGE_PROCESS_RAM = 65 * _MIB
+#: Vector copies mapped by the writer while it builds a population's HNSW.
+EDGE_BUILD_COPIES = 3
+#: qdrant-client local mode keeps ~76 bytes of RAM per vector component (844 MiB right after opening 30,103
+#: 384-dim points: 29 KB each).
+LOCAL_RAM_PER_COMPONENT = 76
+#: local mode's pickled float64 copy on disk plus its row overhead, per point besides the payload.
+LOCAL_DISK_POINT_OVERHEAD = 900
 
 
 def usd(tokens: int, usd_per_mtok: float) -> float:
@@ -63,8 +93,15 @@ class Usage:
         return Usage(self.ram_bytes + other.ram_bytes, self.disk_bytes + other.disk_bytes)
 
 
-def population_usage(n_vectors: int, dimension: int, payload: int, precision: Precision = "float32") -> Usage:
-    """RAM and disk of one population in Qdrant, by one documented formula.
+def population_usage(n_vectors: int, dimension: int, payload: int, precision: Precision = "float32",
+                     backend: Backend = "server") -> Usage:
+    """RAM and disk of one population *while it serves*, by one documented formula per backend.
+
+    ``edge`` (the embedded default; constants fitted on bench/scale.py, see above): RAM is what a reader
+    process maps, ``65 MiB + n × (d × b + 290)``; disk is ``72 MiB + n × (d × s + 290) + q × n × d + payload``
+    (payload counted uncompressed: an upper bound, the engine compresses it). ``local`` (qdrant-client local
+    mode): RAM ``n × d × 76`` in *every* process that opens the folder, disk ``n × (d × 8 + 900) + payload``.
+    ``server``:
 
     With ``b`` the bytes per component searched in RAM (``BYTES_PER_COMPONENT``: float32 4,
     float16 2, int8 scalar quantisation 1) and ``INDEX_OVERHEAD`` = 1.5, Qdrant's capacity-planning
@@ -78,10 +115,17 @@ def population_usage(n_vectors: int, dimension: int, payload: int, precision: Pr
       int8, whose float32 originals stay on disk for rescoring; 2 for float16) and ``q`` is 1 for
       int8 (the quantised copy is persisted too) else 0.
     """
-    if precision not in BYTES_PER_COMPONENT:
-        raise ValueError(f"precision must be one of {', '.join(BYTES_PER_COMPONENT)}, got {precision!r}")
-    if n_vectors < 0 or dimension <= 0 or payload < 0:
-        raise ValueError(f"need n_vectors >= 0, dimension > 0, payload >= 0 (got {n_vectors}, {dimension}, {payload})")
+    _check(n_vectors, dimension, payload, precision, backend)
+    if backend == "edge":
+        searched = n_vectors * (dimension * BYTES_PER_COMPONENT[precision] + EDGE_POINT_OVERHEAD)
+        stored = n_vectors * (dimension * (4 if precision == "int8" else BYTES_PER_COMPONENT[precision]) + EDGE_POINT_OVERHEAD)
+        quantised = n_vectors * dimension if precision == "int8" else 0
+        empty = n_vectors == 0
+        return Usage(ram_bytes=0 if empty else EDGE_PROCESS_RAM + searched,
+                     disk_bytes=0 if empty else EDGE_POPULATION_DISK + stored + quantised + payload)
+    if backend == "local":
+        return Usage(ram_bytes=n_vectors * dimension * LOCAL_RAM_PER_COMPONENT,
+                     disk_bytes=n_vectors * (dimension * 8 + LOCAL_DISK_POINT_OVERHEAD) + payload)
     searched = vector_bytes(n_vectors, dimension, BYTES_PER_COMPONENT[precision])
     stored = vector_bytes(n_vectors, dimension, 4 if precision == "int8" else BYTES_PER_COMPONENT[precision])
     quantised = searched if precision == "int8" else 0
@@ -92,6 +136,30 @@ def population_usage(n_vectors: int, dimension: int, payload: int, precision: Pr
     )
 
 
+def _check(n_vectors: int, dimension: int, payload: int, precision: str, backend: str) -> None:
+    if precision not in BYTES_PER_COMPONENT:
+        raise ValueError(f"precision must be one of {', '.join(BYTES_PER_COMPONENT)}, got {precision!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if n_vectors < 0 or dimension <= 0 or payload < 0:
+        raise ValueError(f"need n_vectors >= 0, dimension > 0, payload >= 0 (got {n_vectors}, {dimension}, {payload})")
+
+
+def build_usage(n_vectors: int, dimension: int, payload: int, precision: Precision = "float32",
+                backend: Backend = "server") -> Usage:
+    """RAM and disk of one population *while apply builds it*. Only the embedded edge store differs from
+    :func:`population_usage`: its writer maps the appendable segment, the optimized copy and the payload
+    while it builds the HNSW, ``65 MiB + n × (3 × d × s + 290) + payload`` of RAM (fitted: 5.8 KB per
+    384-dim point with ~1 KB payloads). A server builds in its own memory (the capacity rule covers its
+    optimisation segments); local mode holds the population in memory either way."""
+    serving = population_usage(n_vectors, dimension, payload, precision, backend)
+    if backend != "edge" or n_vectors == 0:
+        return serving
+    stored = dimension * (4 if precision == "int8" else BYTES_PER_COMPONENT[precision])
+    ram = EDGE_PROCESS_RAM + n_vectors * (EDGE_BUILD_COPIES * stored + EDGE_POINT_OVERHEAD) + payload
+    return Usage(ram_bytes=max(ram, serving.ram_bytes), disk_bytes=serving.disk_bytes)
+
+
 @dataclass(frozen=True, slots=True)
 class Footprint:
     """RAM and disk before (old population), after (new population) and at the peak during the
@@ -100,6 +168,41 @@ class Footprint:
     old: Usage
     new: Usage
     peak: Usage
+
+
+Mode = Literal["initial", "shadow", "in-place"]
+
+
+def footprint(work: "Work", mode: Mode, *, added_points: int = 0, backend: Backend = "server") -> tuple[int, Footprint]:
+    """Peak vectors and the RAM/disk footprint of ``work`` done in ``mode`` on ``backend``.
+
+    * ``initial``: the new population alone, as it is built.
+    * ``shadow`` (pipeline-scoped): the new population is complete, reused points included, before the
+      old one is retired: old (serving) + new (as built); vectors old + new.
+    * ``in-place`` (document-scoped): ``added_points`` new points are written before the stale ones are
+      deleted, so the peak is the old population plus them (at least the new one). The edge store writes
+      in place through a copy-on-write generation while readers keep the published one: old + the copy
+      (old + added points), RAM and disk alike.
+    """
+    if mode not in ("initial", "shadow", "in-place"):
+        raise ValueError(f"mode must be initial, shadow or in-place, got {mode!r}")
+    d_old, p_old = work.dimension_old or work.dimension, work.precision_old or work.precision
+    old = population_usage(work.chunks_old, d_old, work.payload_bytes_old, p_old, backend)
+    new = population_usage(work.chunks_new, work.dimension, work.payload_bytes_new, work.precision, backend)
+    built = build_usage(work.chunks_new, work.dimension, work.payload_bytes_new, work.precision, backend)
+    if mode == "initial":
+        return work.chunks_new, Footprint(old=old, new=new, peak=built)
+    if mode == "shadow":
+        return work.chunks_old + work.chunks_new, Footprint(old=old, new=new, peak=old + built)
+    peak_vectors = max(work.chunks_old + added_points, work.chunks_new)
+    if backend == "edge":
+        copy = population_usage(work.chunks_old + added_points, work.dimension, max(work.payload_bytes_old,
+                                work.payload_bytes_new), work.precision, backend)
+        return peak_vectors, Footprint(old=old, new=new, peak=old + copy)
+    extra = population_usage(added_points, work.dimension, 0, work.precision, backend)
+    grown = old + extra
+    peak = Usage(max(grown.ram_bytes, new.ram_bytes), max(grown.disk_bytes, new.disk_bytes))
+    return peak_vectors, Footprint(old=old, new=new, peak=peak)
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,6 +32,27 @@ __all__ = [
 #: two CPU cores measured ~2,000–2,800 tokens/s (ENVIRONMENT.md); 150,000 tokens/min is that middle.
 DEFAULT_TOKENS_PER_MINUTE = 150_000.0
 
+#: Kinds applied in place on the live population (no shadow collection).
+IN_PLACE_KINDS = ("document-scoped", "none", "payload-only")
+
+#: How the plan's footprint was computed, per backend (shown with the figures).
+FOOTPRINT_FORMULAS = {
+    "server": "Qdrant server: ram = ceil(1.5 × vectors × dimension × bytes/component); disk = ceil(1.5 × vectors × "
+              "dimension × stored bytes) + quantised copy + payload (Qdrant capacity-planning rule: vectors × dimension "
+              "× 4 B × 1.5)",
+    "edge": "embedded edge store (fitted on bench/scale.py): ram of a reader = 65 MiB + vectors × (dimension × "
+            "bytes/component + 290 B), of the writer building the HNSW = 65 MiB + vectors × (3 × dimension × 4 B + "
+            "290 B) + payload; disk = 72 MiB + vectors × (dimension × 4 B + 290 B) + payload (uncompressed: an upper "
+            "bound); in place, a copy-on-write generation beside the published one",
+    "local": "qdrant-client local mode (measured): ram = vectors × dimension × 76 B in every process that opens the "
+             "folder; disk = vectors × (dimension × 8 B + 900 B) + payload",
+}
+
+
+def backend_of(cfg: PipelineConfig) -> str:
+    """The store the config writes to: ``server`` when ``store.url`` is set, else the embedded backend."""
+    return "server" if cfg.store.url else cfg.store.backend
+
 #: Document lengths (tokens) bucket edges for the report's histogram charts.
 LENGTH_EDGES = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
@@ -203,19 +224,10 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
         precision_old=prec_old,
     )
     c = costmod.price(work, usd_per_mtok=rates.usd_per_mtok, tokens_per_minute=rates.tokens_per_minute)
-    fp = c.footprint
-    peak_vectors, peak = c.vectors_peak, fp.peak
-    if kind in ("document-scoped", "none"):
-        # In place: new points of the affected documents are written before their stale points are
-        # deleted, so the peak is the old population plus the points that are new (not overwritten).
-        added_points = t.chunks_to_embed
-        peak_vectors = t.chunks_old + added_points
-        extra = costmod.population_usage(added_points, cfg.vector.dimension, 0, cfg.vector.precision)
-        peak = costmod.Usage(fp.old.ram_bytes + extra.ram_bytes, fp.old.disk_bytes + extra.disk_bytes)
-        peak = costmod.Usage(max(peak.ram_bytes, fp.new.ram_bytes), max(peak.disk_bytes, fp.new.disk_bytes))
-        peak_vectors = max(peak_vectors, t.chunks_new)
-    elif kind == "initial":
-        peak_vectors, peak = t.chunks_new, fp.new
+    backend = backend_of(cfg)
+    mode = "initial" if kind == "initial" else "in-place" if kind in IN_PLACE_KINDS else "shadow"
+    peak_vectors, fp = costmod.footprint(work, mode, added_points=t.chunks_to_embed, backend=backend)
+    peak = fp.peak
 
     def usage(u: costmod.Usage) -> dict:
         return {"ram_bytes": u.ram_bytes, "disk_bytes": u.disk_bytes}
@@ -230,11 +242,9 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
         "vectors_new": c.vectors_new,
         "vectors_embedded": t.chunks_to_embed,
         "peak_vectors": peak_vectors,
-        "footprint": {"old": usage(fp.old), "new": usage(fp.new), "peak": usage(peak)},
-        "formula": (
-            "ram = ceil(1.5 × vectors × dimension × bytes/component); disk = ceil(1.5 × vectors × dimension × stored bytes) "
-            "+ quantised copy + payload (Qdrant capacity-planning rule: vectors × dimension × 4 B × 1.5)"
-        ),
+        "footprint": {"old": usage(fp.old), "new": usage(fp.new), "peak": usage(peak), "backend": backend,
+                      "mode": mode},
+        "formula": FOOTPRINT_FORMULAS[backend],
     }
 
 

@@ -51,6 +51,8 @@ def plan_markdown(plan: Plan) -> str:
     out += [f"- {line}" for line in change_lines(plan)] + [""]
     out += ["## Key numbers", ""] + _md_table(("", "value"), key_rows(plan))
     out += ["## Footprint", ""] + _md_table(("", "old", "new", "peak"), footprint_rows(plan))
+    if plan.body["cost"].get("formula"):
+        out += [f"_{_md_cell(plan.body['cost']['formula'])}_", ""]
     proj = b.get("projection")
     if proj is not None:
         out += ["## Projection (sampled)", "",

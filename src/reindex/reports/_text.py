@@ -55,7 +55,8 @@ def plan_text(plan: Any, path: Any) -> str:
     peak = c["footprint"]["peak"]
     lines.append(
         f"  vectors: {c['vectors_old']:,} → {c['vectors_new']:,}, peak {c['peak_vectors']:,} "
-        f"(RAM {human_bytes(peak['ram_bytes'])}, disk {human_bytes(peak['disk_bytes'])} at the peak)"
+        f"(RAM {human_bytes(peak['ram_bytes'])}, disk {human_bytes(peak['disk_bytes'])} at the peak"
+        + (f", {c['footprint']['backend']} store" if c["footprint"].get("backend") else "") + ")"
     )
     if b["projection"]:
         p = b["projection"]
