@@ -4,6 +4,7 @@ parameters and library version are in the text id; offsets are recovered; plan â
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,13 @@ from helpers_index import SAMPLE, Workspace
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from reindex.chunkers import make_chunker
-from reindex.config import PipelineConfig, SourceConfig, TextHalf, VectorHalf, chunker_spec
+from reindex.config import (
+    PipelineConfig,
+    SourceConfig,
+    TextHalf,
+    VectorHalf,
+    chunker_spec,
+)
 from reindex.errors import ChunkerError, ConfigError
 from reindex.identity import identity_of, resolve_config
 from reindex.pipeline import TextPipeline
@@ -50,8 +57,8 @@ def test_langchain_offsets_round_trip_with_overlap_and_match_the_splitter() -> N
             assert text[c.start:c.end] == c.text and c.ordinal == i
             # Counted in document context with the configured tokenizer (chunks end on word boundaries here).
             assert c.tokens == tok.count(c.text)
-        assert all(b.start > a.start for a, b in zip(chunks, chunks[1:]))
-        overlapping += sum(1 for a, b in zip(chunks, chunks[1:]) if b.start < a.end)
+        assert all(b.start > a.start for a, b in itertools.pairwise(chunks))
+        overlapping += sum(1 for a, b in itertools.pairwise(chunks) if b.start < a.end)
     assert overlapping > 20  # the overlap really repeats text, and the repeated text was located anyway
 
 
@@ -74,7 +81,7 @@ def test_callable_splitter_with_params_and_objects_with_text() -> None:
         chunks = chunker.chunk(text)
         assert len(chunks) > 10
         assert all(text[c.start:c.end] == c.text for c in chunks)
-        assert all(c.end <= b.start for c, b in zip(chunks, chunks[1:]))  # no overlap: in order, disjoint
+        assert all(c.end <= b.start for c, b in itertools.pairwise(chunks))  # no overlap: in order, disjoint
     assert max(len(c.text) for c in make_chunker(
         TextHalf.model_validate({"chunker": {"kind": "callable", "callable": "helpers_splitters:paragraphs",
                                              "params": {"max_chars": 200}}}).chunker, "char").chunk(text)) <= 200

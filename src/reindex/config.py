@@ -342,7 +342,7 @@ class VectorHalf(_Model):
         None, gt=0, description="Input length limit in model tokens; None = the model's own limit. Longer inputs are truncated and counted."
     )
 
-    def for_queries(self) -> "VectorHalf":
+    def for_queries(self) -> VectorHalf:
         """This half as queries are embedded: ``query_prefix`` (when set) in place of ``prefix``."""
         return self if self.query_prefix is None else self.model_copy(update={"prefix": self.query_prefix})
 

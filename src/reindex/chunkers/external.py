@@ -11,8 +11,9 @@ This module is the one place that imports a splitter's library (by the path in t
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ __all__ = ["CallableChunker", "LangchainChunker", "load_object", "locate_chunks"
 
 def load_object(path: str, what: str) -> Any:
     """The object at ``package.module.Name`` or ``module:name``; a ChunkerError saying what is missing."""
-    module, sep, name = path.partition(":") if ":" in path else path.rpartition(".")
+    module, _, name = path.partition(":") if ":" in path else path.rpartition(".")
     if not module or not name:
         raise ChunkerError(f"{what} {path!r}: expected package.module.Name or module:name")
     try:
