@@ -40,3 +40,11 @@ def collapsing(text: str) -> list[str]:
 def not_texts(text: str) -> list[int]:
     """A broken splitter: returns numbers."""
     return [len(text)]
+
+
+def with_blanks(text: str) -> list[str]:
+    """Paragraphs with empty and whitespace-only pieces in between (nothing to embed in those)."""
+    out: list[str] = []
+    for p in paragraphs(text):
+        out += ["", "   ", p]
+    return out

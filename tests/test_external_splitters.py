@@ -11,7 +11,7 @@ import pytest
 from helpers_index import SAMPLE, Workspace
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from reindex.chunkers import make_chunker
+from reindex.chunkers import is_partitioning, make_chunker
 from reindex.config import (
     PipelineConfig,
     SourceConfig,
@@ -92,6 +92,15 @@ def test_repeated_text_is_located_in_order() -> None:
     chunker = make_chunker(TextHalf.model_validate({"chunker": {"kind": "callable", "callable": "helpers_splitters:paragraphs"}}).chunker,
                            "whitespace")
     assert [(c.start, c.end) for c in chunker.chunk(text)] == [(0, 10), (12, 22), (24, 29), (31, 41)]
+
+
+def test_blank_pieces_are_dropped_and_external_chunkers_promise_no_partition() -> None:
+    chunker = make_chunker(TextHalf.model_validate({"chunker": {"kind": "callable", "callable": "helpers_splitters:with_blanks"}}).chunker,
+                           "whitespace")
+    assert [c.text for c in chunker.chunk("one two\n\nthree")] == ["one two", "three"]
+    assert [c.ordinal for c in chunker.chunk("one two\n\nthree")] == [0, 1]
+    assert not is_partitioning(TextHalf.model_validate({"chunker": _lc(chunk_size=100)}).chunker)
+    assert not is_partitioning(TextHalf.model_validate({"chunker": {"kind": "callable", "callable": "m:f"}}).chunker)
 
 
 def test_a_chunk_that_is_not_in_the_document_is_an_error_naming_splitter_and_document() -> None:
