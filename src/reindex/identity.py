@@ -163,7 +163,8 @@ def splitter_version(path: str) -> str:
     module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
     if not module:
         raise ConfigError(f"text.chunker: {path!r} is not an import path (package.module.Class or module:function)")
-    dists = sorted(set(_packages_distributions().get(module.split(".")[0], ())))
+    top = module.split(".")[0]
+    dists = _named_distribution(top) or sorted(set(_packages_distributions().get(top, ())))
     if dists:
         return ",".join(f"{d}=={metadata.version(d)}" for d in dists)
     try:
@@ -173,6 +174,19 @@ def splitter_version(path: str) -> str:
     if spec is None or not spec.origin or not Path(spec.origin).is_file():
         raise ConfigError(f"text.chunker: module {module!r} of {path!r} cannot be found; is it installed or on PYTHONPATH?")
     return "sha256:" + hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:32]
+
+
+def _named_distribution(top: str) -> list[str]:
+    """The distribution named like the top-level package (``langchain_text_splitters`` →
+    ``langchain-text-splitters``) if its files hold that package: the common case, without the full scan."""
+    try:
+        dist = metadata.distribution(top)
+    except metadata.PackageNotFoundError:
+        return []
+    files = dist.files or []
+    if any(f.parts and (f.parts[0] == top or f.parts[0] == f"{top}.py") for f in files):
+        return [dist.metadata["Name"]]
+    return []
 
 
 @functools.lru_cache(maxsize=1)
