@@ -19,7 +19,7 @@ from reindex.config import (
     VectorHalf,
     chunker_spec,
 )
-from reindex.errors import ChunkerError, ConfigError
+from reindex.errors import ChunkerError, ConfigError, PlanError
 from reindex.identity import identity_of, resolve_config
 from reindex.pipeline import TextPipeline
 from reindex.sources.base import Document
@@ -199,9 +199,16 @@ def test_langchain_splitter_plans_applies_and_cuts_over(tmp_path: Path, monkeypa
     assert ws.cutover(path).report["swap"]
     assert ws.alias() == r.collection
 
-    # Same config, nothing changed: nothing to do. A new library version: a planned text change.
+    # Same config, nothing changed: nothing to do. A new library version: a planned text change, and a plan
+    # made before the upgrade is refused at apply.
     assert ws.plan()[0].kind == "none"
+    _write(ws, 500)
+    _, stale_path = ws.plan()
+    ws.approve(stale_path)
     real = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version",
                         lambda name: "99.0.0" if name == "langchain-text-splitters" else real(name))
+    with pytest.raises(PlanError, match="the config changed since the plan"):
+        ws.apply(stale_path)
+    _write(ws, 600)
     assert ws.plan()[0].kind == "pipeline-scoped/text"
