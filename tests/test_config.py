@@ -33,7 +33,7 @@ def write(tmp_path: Path, text: str) -> Path:
         ("index: docs\nsource: ./c\ntext: {chunker: {kind: recursive, size: -3}}\n",
          "reindex.yaml: text.chunker.size: Input should be greater than 0"),
         ("index: docs\nsource: ./c\ntext: {chunker: {kind: fancy}}\n",
-         "reindex.yaml: text.chunker: unknown kind 'fancy'; allowed: anchored, cdc, fixed, fixed_chars, markdown, paragraph, recursive, sentence, sliding"),
+         "reindex.yaml: text.chunker: unknown kind 'fancy'; allowed: anchored, callable, cdc, fixed, fixed_chars, langchain, markdown, paragraph, recursive, sentence, sliding"),
         ("index: docs\nsource: ./c\nvector: {distanse: cosine}\n", "reindex.yaml: vector.distanse: unknown field"),
         ("index: docs\nsource: ./c\nvector: {distance: manhattan}\n",
          "reindex.yaml: vector.distance: got 'manhattan'; input should be 'cosine', 'dot' or 'euclid'"),

@@ -68,6 +68,13 @@ TEXT_MUTATIONS = {
         {"kind": "sentence"},
         {"kind": "fixed_chars"},
         {"kind": "anchored", "size": 200},
+        {"kind": "langchain", "splitter": "langchain_text_splitters.RecursiveCharacterTextSplitter", "version": "x==1"},
+        {"kind": "langchain", "splitter": "langchain_text_splitters.RecursiveCharacterTextSplitter", "version": "x==2"},
+        {"kind": "langchain", "splitter": "langchain_text_splitters.RecursiveCharacterTextSplitter", "version": "x==1",
+         "params": {"chunk_size": 800}},
+        {"kind": "callable", "callable": "m:f", "version": "sha256:a"},
+        {"kind": "callable", "callable": "m:g", "version": "sha256:a"},
+        {"kind": "callable", "callable": "m:f", "version": "sha256:a", "params": {"n": 1}},
     ],
     "tokenizer": ["whitespace", "char", "/models/other"],
     "tokenizer_revision": ["sha256:other"],
@@ -81,7 +88,6 @@ TEXT_MUTATIONS = {
 }
 VECTOR_MUTATIONS = {
     "provider": ["openai", "hash"],
-    "model": ["/models/e5-small", "text-embedding-3-small"],
     "revision": ["sha256:model2", "2024-01-25"],
     "dimension": [768, 1536],
     "prefix": ["passage: ", "query: "],
@@ -90,6 +96,12 @@ VECTOR_MUTATIONS = {
     "backend": ["onnx", "api"],
     "precision": ["float16", "int8"],
     "max_tokens": [128, 512],
+}
+# Vector-half fields that change no id: a local model is identified by the digest of its files (BASE's
+# revision), its name or path is for display; query_prefix changes queries, not stored vectors.
+DISPLAY_MUTATIONS = {
+    "model": ["/models/e5-small", "sentence-transformers/all-MiniLM-L6-v2"],
+    "query_prefix": ["query: ", ""],
 }
 OPERATIONAL_MUTATIONS = {
     "index": ["other-index"],
@@ -111,7 +123,7 @@ def _ids(cfg: PipelineConfig) -> tuple[str, str, str]:
 
 def test_every_field_has_a_mutation() -> None:
     assert set(TEXT_MUTATIONS) == set(TextHalf.model_fields)
-    assert set(VECTOR_MUTATIONS) == set(VectorHalf.model_fields)
+    assert set(VECTOR_MUTATIONS) | set(DISPLAY_MUTATIONS) == set(VectorHalf.model_fields)
     assert set(OPERATIONAL_MUTATIONS) | {"text", "vector", "version"} == set(PipelineConfig.model_fields)
 
 
@@ -138,6 +150,21 @@ def test_vector_half_changes_vector_id_only(name: str, value: object) -> None:
     t0, v0, p0 = _ids(BASE)
     t1, v1, p1 = _ids(changed)
     assert v1 != v0 and t1 == t0 and p1 != p0
+
+
+@pytest.mark.parametrize(("name", "value"), _mutations(DISPLAY_MUTATIONS))
+def test_model_name_and_query_prefix_change_no_id(name: str, value: object) -> None:
+    changed = BASE.model_copy(update={"vector": VectorHalf.model_validate({**BASE.vector.model_dump(), name: value})})
+    assert _ids(changed) == _ids(BASE)
+
+
+@pytest.mark.parametrize("vector", [
+    VectorHalf(provider="openai", model="text-embedding-3-small", revision="2024-01-25", dimension=1536),
+    VectorHalf(model="/models/e5-small", revision="v2.0"),  # an explicit revision that is not a content digest
+])
+def test_model_name_is_the_identity_when_no_content_digest_exists(vector: VectorHalf) -> None:
+    other = vector.model_copy(update={"model": "another-model"})
+    assert vector_id(other) != vector_id(vector)
 
 
 @pytest.mark.parametrize(("name", "value"), _mutations(OPERATIONAL_MUTATIONS))
@@ -180,8 +207,10 @@ text_halves = st.builds(
 
 vector_halves = st.builds(
     VectorHalf,
+    provider=st.sampled_from(["sentence-transformers", "openai", "hash"]),
     model=st.sampled_from(["all-MiniLM-L6-v2", "/m/a", "/m/b"]),
-    revision=st.text(min_size=1, max_size=8),
+    revision=st.one_of(st.text(min_size=1, max_size=8), st.sampled_from(["sha256:a", "sha256:b"])),
+    query_prefix=st.sampled_from([None, "", "query: "]),
     dimension=st.integers(1, 4096),
     prefix=st.text(max_size=10),
     normalize=st.booleans(),
@@ -190,18 +219,28 @@ vector_halves = st.builds(
 )
 
 
+def _vector_key(v: VectorHalf) -> dict:
+    """What identifies stored vectors: all but query_prefix, and the model's name only where no content
+    digest of its files stands for it (and never for the hash provider)."""
+    d = v.model_dump()
+    del d["query_prefix"]
+    if v.provider == "hash" or (v.provider == "sentence-transformers" and v.revision.startswith("sha256:")):
+        del d["model"]
+    return d
+
+
 @settings(max_examples=200, deadline=None)
 @given(t1=text_halves, t2=text_halves, v1=vector_halves, v2=vector_halves)
 def test_halves_are_independent(t1: TextHalf, t2: TextHalf, v1: VectorHalf, v2: VectorHalf) -> None:
     assert (text_id(t1) == text_id(t2)) == (t1 == t2)
-    assert (vector_id(v1) == vector_id(v2)) == (v1 == v2)
+    assert (vector_id(v1) == vector_id(v2)) == (_vector_key(v1) == _vector_key(v2))
     # Swapping the vector half never moves the text id, and vice versa.
     a = BASE.model_copy(update={"text": t1, "vector": v1})
     b = BASE.model_copy(update={"text": t1, "vector": v2})
     c = BASE.model_copy(update={"text": t2, "vector": v1})
     assert identity_of(a).text_id == identity_of(b).text_id
     assert identity_of(a).vector_id == identity_of(c).vector_id
-    assert (pipeline_id(t1, v1) == pipeline_id(t2, v2)) == (t1 == t2 and v1 == v2)
+    assert (pipeline_id(t1, v1) == pipeline_id(t2, v2)) == (t1 == t2 and _vector_key(v1) == _vector_key(v2))
 
 
 @settings(max_examples=100, deadline=None)

@@ -289,8 +289,8 @@ def test_cli_from_git(tmp_path: Path) -> None:
         (["--pairs", "missing.jsonl"],
          "error: missing.jsonl: pairs file not found (give a .parquet or .jsonl file of revision pairs)\n"),
         (["--pairs", "x.jsonl", "--chunker", "fancy"],
-         "error: unknown chunker kind 'fancy' in spec 'fancy'; allowed: anchored, cdc, fixed, fixed_chars, markdown, "
-         "paragraph, recursive, sentence, sliding\n"),
+         "error: unknown chunker kind 'fancy' in spec 'fancy'; allowed: anchored, callable, cdc, fixed, fixed_chars, "
+         "langchain, markdown, paragraph, recursive, sentence, sliding\n"),
         (["--pairs", "x.jsonl", "--chunker", "sentence", "--calibrate"],
          "error: --calibrate cannot scale sentence chunkers (no size parameter); calibratable kinds: anchored, cdc, "
          "fixed, fixed_chars, markdown, paragraph, recursive, sliding\n"),

@@ -5,10 +5,13 @@ Every model is tagged with the half it belongs to (``half`` in its JSON schema e
 * ``text``: decides *which text* is embedded; hashed into the text id.
 * ``vector``: decides *which vector* a text gets; hashed into the vector id.
 * ``operational``: neither (where things live, prices, parallelism); never hashed.
+
+Lines: over 600 because the chunker kinds' models belong next to the union that discriminates them.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -132,6 +135,31 @@ class AnchoredChunkerConfig(_ChunkerModel):
         return self
 
 
+class LangchainChunkerConfig(_ChunkerModel):
+    """A LangChain text splitter class by import path, built with ``params`` (bring your own splitter)."""
+
+    kind: Literal["langchain"] = "langchain"
+    splitter: str = Field(
+        description="Import path of a LangChain TextSplitter class, e.g. langchain_text_splitters.RecursiveCharacterTextSplitter."
+    )
+    params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments the class is built with.")
+    version: str = Field(
+        "auto", description="Version of the library providing the splitter; 'auto' = the installed distribution's version."
+    )
+
+
+class CallableChunkerConfig(_ChunkerModel):
+    """Any ``module:function`` returning the chunk texts of a text (chonkie, semchunk or your own code)."""
+
+    kind: Literal["callable"] = "callable"
+    callable: str = Field(description="'module:function' called as function(text, **params) → chunk texts in order.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments passed with the text.")
+    version: str = Field(
+        "auto",
+        description="'auto' = the version of the distribution providing the module, or a digest of the module's source file.",
+    )
+
+
 ChunkerConfig = Annotated[
     Union[
         FixedChunkerConfig,
@@ -143,6 +171,8 @@ ChunkerConfig = Annotated[
         CdcChunkerConfig,
         MarkdownChunkerConfig,
         AnchoredChunkerConfig,
+        LangchainChunkerConfig,
+        CallableChunkerConfig,
     ],
     Field(discriminator="kind"),
 ]
@@ -159,6 +189,8 @@ CHUNKER_KINDS: dict[str, type[_ChunkerModel]] = {
         CdcChunkerConfig,
         MarkdownChunkerConfig,
         AnchoredChunkerConfig,
+        LangchainChunkerConfig,
+        CallableChunkerConfig,
     )
 }
 
@@ -192,6 +224,8 @@ def chunker_spec(cfg: _ChunkerModel) -> str:
 
 
 def _fmt(v: Any) -> str:
+    if isinstance(v, dict):
+        return json.dumps(v, sort_keys=True, separators=(",", ":"))
     if isinstance(v, float):
         return repr(v).rstrip("0").rstrip(".") if "." in repr(v) else repr(v)
     return str(v)
@@ -294,7 +328,12 @@ class VectorHalf(_Model):
         "auto", description="Model revision; 'auto' = a digest of the local model files (required explicitly for API models)."
     )
     dimension: int = Field(384, gt=0, description="Vector dimension.")
-    prefix: str = Field("", description="Text prepended to every input (e.g. 'passage: ').")
+    prefix: str = Field("", description="Text prepended to every stored input (the passage side, e.g. 'passage: ').")
+    query_prefix: str | None = Field(
+        None,
+        description="Text prepended to queries (cutover's evaluation, `reindex query`), e.g. 'query: '; None = the same as "
+        "prefix. Not in the vector id: stored vectors do not depend on it.",
+    )
     normalize: bool = Field(True, description="L2-normalise vectors.")
     distance: Literal["cosine", "dot", "euclid"] = Field("cosine", description="Similarity used by the collection.")
     backend: Literal["torch", "onnx", "api"] = Field("torch", description="Inference backend.")
@@ -302,6 +341,10 @@ class VectorHalf(_Model):
     max_tokens: int | None = Field(
         None, gt=0, description="Input length limit in model tokens; None = the model's own limit. Longer inputs are truncated and counted."
     )
+
+    def for_queries(self) -> VectorHalf:
+        """This half as queries are embedded: ``query_prefix`` (when set) in place of ``prefix``."""
+        return self if self.query_prefix is None else self.model_copy(update={"prefix": self.query_prefix})
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 collection names.
 
 * ``text_id = H("reindex/text/v1" ‖ canonical JSON of the text half)``
-* ``vector_id = H("reindex/vector/v1" ‖ canonical JSON of the vector half)``
+* ``vector_id = H("reindex/vector/v1" ‖ canonical JSON of the vector half)``, where a local model is
+  identified by the content digest of its files (``revision``), not by its name or path, and
+  ``query_prefix`` is left out (see :func:`vector_id`)
 * ``pipeline_id = H("reindex/pipeline/v1" ‖ text_id ‖ vector_id)``
 * ``fingerprint = H(vector_id ‖ chunk text)``: equal fingerprints ⇒ equal vectors, whatever chunker
   produced the text.
@@ -13,13 +15,18 @@ Bump a version prefix whenever the meaning of a hashed field changes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 import uuid
 from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
 from typing import Any, Iterable
 
 from reindex.config import PipelineConfig, RechunkConfig, TextHalf, VectorHalf
+from reindex.errors import ConfigError
 from reindex.models import digest_path, find_tokenizer_file, resolve_model_path
 
 TEXT_ID_VERSION = "reindex/text/v1"
@@ -55,8 +62,22 @@ def text_id(text: TextHalf) -> str:
 
 
 def vector_id(vector: VectorHalf) -> str:
-    """Hash of the vector half."""
-    return _h(VECTOR_ID_VERSION.encode(), canonical_json(vector.model_dump(mode="json")).encode())
+    """Hash of the vector half: of what decides the stored vectors.
+
+    * A local model whose revision is a content digest of its files (``sha256:…``, what ``auto``
+      resolves to) is identified by that digest alone: ``model`` (a hub id, a packaged name or a folder
+      path) is a display name, so the same weights under another name keep the vector id. The ``hash``
+      provider's vectors do not depend on ``model`` either. API models (and explicit non-digest
+      revisions) keep ``model`` in the hash: the name is all that identifies them.
+    * ``query_prefix`` is left out: it changes how queries are embedded, not any stored vector.
+
+    Both keys are left out rather than renamed, so every other population keeps its v1 id; a config
+    whose hash lost ``model`` cannot collide with a v1 payload, which always had it."""
+    data = vector.model_dump(mode="json")
+    del data["query_prefix"]
+    if vector.provider == "hash" or (vector.provider == "sentence-transformers" and vector.revision.startswith("sha256:")):
+        del data["model"]
+    return _h(VECTOR_ID_VERSION.encode(), canonical_json(data).encode())
 
 
 def pipeline_id(text: TextHalf, vector: VectorHalf) -> str:
@@ -110,8 +131,13 @@ _BUILTIN_TOKENIZERS = {"whitespace", "char"}
 
 
 def resolve_config(cfg: PipelineConfig) -> PipelineConfig:
-    """Replace ``auto`` revisions with content digests of the model and tokenizer files."""
+    """Replace ``auto`` revisions with content digests of the model and tokenizer files, and an external
+    splitter's ``auto`` version with the version of the library that provides it."""
     text, vector = cfg.text, cfg.vector
+    chunker = text.chunker
+    if chunker.kind in ("langchain", "callable") and chunker.version == "auto":
+        path = chunker.splitter if chunker.kind == "langchain" else chunker.callable
+        text = text.model_copy(update={"chunker": chunker.model_copy(update={"version": splitter_version(path)})})
     if text.tokenizer_revision == "auto":
         rev = "builtin-v1" if text.tokenizer in _BUILTIN_TOKENIZERS else digest_path(
             find_tokenizer_file(resolve_model_path(text.tokenizer))
@@ -122,13 +148,51 @@ def resolve_config(cfg: PipelineConfig) -> PipelineConfig:
             vector = vector.model_copy(update={"revision": "hash-v1"})
             return cfg.model_copy(update={"text": text, "vector": vector})
         if vector.provider == "openai":
-            from reindex.errors import ConfigError
-
             raise ConfigError(
                 "vector.revision: an API model has no local files to digest; set vector.revision to the provider's model version"
             )
         vector = vector.model_copy(update={"revision": digest_path(resolve_model_path(vector.model))})
     return cfg.model_copy(update={"text": text, "vector": vector})
+
+
+def splitter_version(path: str) -> str:
+    """The version of the code behind an external splitter (``package.module.Class`` or
+    ``module:function``), without importing it: ``<distribution>==<version>`` of the installed
+    distribution that provides the top-level package, else ``sha256:`` of the module's source file (a
+    module of your own, outside any distribution). An upgrade (or an edit) changes the text id."""
+    module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
+    if not module:
+        raise ConfigError(f"text.chunker: {path!r} is not an import path (package.module.Class or module:function)")
+    top = module.split(".")[0]
+    dists = _named_distribution(top) or sorted(set(_packages_distributions().get(top, ())))
+    if dists:
+        return ",".join(f"{d}=={metadata.version(d)}" for d in dists)
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        raise ConfigError(f"text.chunker: module {module!r} of {path!r} cannot be found; is it installed or on PYTHONPATH?")
+    return "sha256:" + hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:32]
+
+
+def _named_distribution(top: str) -> list[str]:
+    """The distribution named like the top-level package (``langchain_text_splitters`` →
+    ``langchain-text-splitters``) if its files hold that package: the common case, without the full scan."""
+    try:
+        dist = metadata.distribution(top)
+    except metadata.PackageNotFoundError:
+        return []
+    files = dist.files or []
+    if any(f.parts and (f.parts[0] == top or f.parts[0] == f"{top}.py") for f in files):
+        return [dist.metadata["Name"]]
+    return []
+
+
+@functools.lru_cache(maxsize=1)
+def _packages_distributions() -> dict[str, list[str]]:
+    # Reads every installed distribution's metadata (~0.1 s in a large venv): once per process.
+    return metadata.packages_distributions()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from reindex.chunkers import make_chunker
 from reindex.chunkers.base import Chunk, Chunker
 from reindex.chunkers.sticky import StickyConfig, rechunk_document
 from reindex.config import PipelineConfig, TextHalf, chunker_spec
+from reindex.errors import ChunkerError
 from reindex.identity import fingerprint, point_ids
 from reindex.sources.base import Document
 from reindex.sources.extract import extract_text, normalise
@@ -65,7 +66,11 @@ class TextPipeline:
 
     def chunk_text(self, doc_id: str, text: str) -> list[ChunkRecord]:
         """Chunk an already normalised text and attach fingerprints and point ids."""
-        return self._records(doc_id, self.chunker.chunk(text))
+        try:
+            chunks = self.chunker.chunk(text)
+        except ChunkerError as err:
+            raise ChunkerError(f"document {doc_id!r}: {err}") from None  # name the document, not just the splitter
+        return self._records(doc_id, chunks)
 
     def rechunk_text(self, doc_id: str, text: str, previous: Sequence[str]) -> list[ChunkRecord]:
         """Chunk records of an edited document's normalised text given its previous version's chunk

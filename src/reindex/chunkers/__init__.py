@@ -6,6 +6,7 @@ from __future__ import annotations
 from reindex.chunkers.anchored import AnchoredChunker
 from reindex.chunkers.base import Chunk, Chunker
 from reindex.chunkers.cdc import CdcChunker
+from reindex.chunkers.external import CallableChunker, LangchainChunker
 from reindex.chunkers.fixed import FixedChunker
 from reindex.chunkers.fixed_chars import FixedCharsChunker
 from reindex.chunkers.markdown import MarkdownChunker
@@ -15,9 +16,11 @@ from reindex.chunkers.sentence import SentenceChunker
 from reindex.chunkers.sliding import SlidingChunker, sliding_count
 from reindex.config import (
     AnchoredChunkerConfig,
+    CallableChunkerConfig,
     CdcChunkerConfig,
     FixedCharsChunkerConfig,
     FixedChunkerConfig,
+    LangchainChunkerConfig,
     MarkdownChunkerConfig,
     ParagraphChunkerConfig,
     RecursiveChunkerConfig,
@@ -30,11 +33,13 @@ from reindex.tokenizers import Tokenizer, load_tokenizer
 
 __all__ = [
     "AnchoredChunker",
+    "CallableChunker",
     "CdcChunker",
     "Chunk",
     "Chunker",
     "FixedCharsChunker",
     "FixedChunker",
+    "LangchainChunker",
     "MarkdownChunker",
     "ParagraphChunker",
     "RecursiveChunker",
@@ -55,6 +60,8 @@ _CHUNKERS: dict[type, type] = {
     CdcChunkerConfig: CdcChunker,
     MarkdownChunkerConfig: MarkdownChunker,
     AnchoredChunkerConfig: AnchoredChunker,
+    LangchainChunkerConfig: LangchainChunker,
+    CallableChunkerConfig: CallableChunker,
 }
 
 
@@ -73,5 +80,7 @@ def make_chunker(cfg_or_spec: object, tokenizer: Tokenizer | str) -> Chunker:
 
 def is_partitioning(cfg: object) -> bool:
     """Whether a chunker config's chunks partition every non-blank document (no overlap)."""
+    if isinstance(cfg, (LangchainChunkerConfig, CallableChunkerConfig)):
+        return False  # an external splitter may overlap, strip or drop text: nothing is promised
     overlap = getattr(cfg, "overlap", 0)
     return not overlap

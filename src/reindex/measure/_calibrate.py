@@ -82,7 +82,7 @@ def scale_chunker(cfg: Any, size: int) -> Any:
     else:
         raise ChunkerError(
             f"--calibrate cannot scale {cfg.kind} chunkers (no size parameter); calibratable kinds: "
-            f"{', '.join(k for k in sorted(CHUNKER_KINDS) if k != 'sentence')}"
+            f"{', '.join(k for k, m in sorted(CHUNKER_KINDS.items()) if k == 'cdc' or ('size' in m.model_fields and k != 'sentence'))}"
         )
     return model.model_validate(data)
 

@@ -106,11 +106,14 @@ def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> str:
     kind (an edited plan whose hash was recomputed) is refused."""
     live = read_live(state, cfg.index)
     ident = identity_of(cfg)
-    if live is None:
+    # The live ids are recomputed from its recorded config, as the planner does (one formula): a population
+    # recorded under an older formula is re-identified, not rebuilt (docs/design-notes.md, model identity).
+    old = identity_of(config_from_dict(live.config)) if live is not None else None
+    if old is None:
         kind = "initial"
-    elif live.identity["vector_id"] != ident.vector_id:
+    elif old.vector_id != ident.vector_id:
         kind = "pipeline-scoped/vector"
-    elif live.identity["text_id"] != ident.text_id:
+    elif old.text_id != ident.text_id:
         kind = "pipeline-scoped/text"
     else:
         kind = plan.kind if plan.kind in ("document-scoped", "none") else "document-scoped"

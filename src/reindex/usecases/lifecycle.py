@@ -83,12 +83,15 @@ def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: 
 
     live = read_live(state, cfg.index)
     old_cfg = config_from_dict(live.config) if live else cfg
-    if identity_of(old_cfg).vector_id == identity_of(cfg).vector_id:
+    # query_prefix is not in the vector id but decides query vectors: a change of it alone is compared too.
+    same_vectors = identity_of(old_cfg).vector_id == identity_of(cfg).vector_id
+    if same_vectors and old_cfg.vector.for_queries().prefix == cfg.vector.for_queries().prefix:
         embed_old, note = embed_new, "identical on both sides (same vector half)"
     else:
-        old_emb = backends.make_embedder(old_cfg.vector, options=old_cfg.embed)
+        old_emb = backends.make_embedder(old_cfg.vector.for_queries(), options=old_cfg.embed)
         embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
-        note = "each side embeds queries with its own model (the vector half changed)"
+        note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
+                else "each side embeds queries with its own vector.query_prefix")
     return ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed), note
 
 
@@ -165,7 +168,7 @@ def cutover(
             if current is None:
                 co.check_names(store, cfg.index)
             kk = k or cfg.cutover.k
-            new_emb = backends.make_embedder(cfg.vector, options=cfg.embed)
+            new_emb = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)  # queries: query_prefix
             embed_new = lambda texts: new_emb.embed(texts).vectors  # noqa: E731
             qs, query_source = _queries_for(cfg, queries)
             evaluation, vectors_note = None, None

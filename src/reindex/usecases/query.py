@@ -50,7 +50,7 @@ def query(text: str, config_path: str | Path = DEFAULT_CONFIG, *, k: int = 10, f
     if k < 1:
         raise ConfigError(f"--k {k}: must be at least 1")
     cfg = load_resolved(config_path)
-    embedder = backends.make_embedder(cfg.vector, options=cfg.embed)
+    embedder = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
     vector = embedder.embed([text]).vectors[0]
     target = collection or cfg.index
     store = backends.vector_reader_for(cfg)
