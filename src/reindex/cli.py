@@ -128,6 +128,10 @@ def init(config_path: str, index: str, source: str, force: bool, as_json: bool) 
 def validate(config_path: str, as_json: bool) -> None:
     """Validate a config and print its text id, vector id, pipeline id and collection name.
 
+    Also checks that the source exists and its first document can be read (folder or file present,
+    JSONL/Parquet that opens, S3 prefix with at least one object) and that vector.dimension is what the
+    model produces (read from the model's config, nothing encoded). One line per problem on stderr, exit 1.
+
     \b
     Example:
       reindex validate -c reindex.yaml --json
@@ -138,8 +142,12 @@ def validate(config_path: str, as_json: bool) -> None:
     v = api.validate_config(config_path)
     if as_json:
         _emit_json(v.as_dict())
-        return
-    click.echo(validation_text(config_path, v))
+    else:
+        click.echo(validation_text(config_path, v))
+    for problem in v.problems:
+        click.echo(f"error: {problem}", err=True)
+    if v.problems:
+        raise click.exceptions.Exit(1)
 
 
 @main.command()

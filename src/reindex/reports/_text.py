@@ -158,7 +158,7 @@ def chunk_summary_text(s: Any) -> str:
 
 def validation_text(config_path: str, v: Any) -> str:
     """What ``reindex validate`` prints: the identities of a valid config and its warnings."""
-    lines = [f"{config_path}: valid"]
+    lines = [f"{config_path}: {'valid' if getattr(v, 'valid', True) else 'parses, but cannot be used (see the errors)'}"]
     rows = [
         ("index (alias)", v.identity.index),
         ("collection", v.identity.collection),
