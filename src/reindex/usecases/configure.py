@@ -17,13 +17,14 @@ from reindex.config import (
 )
 from reindex.errors import ConfigError, ReindexError
 from reindex.identity import Identity, identity_of, resolve_config
-from reindex.models import API_MODEL_DIMENSIONS, model_dimension, model_max_tokens, resolve_model_path
+from reindex.models import (
+    API_MODEL_DIMENSIONS,
+    model_dimension,
+    model_max_tokens,
+    resolve_model_path,
+)
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
-
-
-
-
 from reindex.usecases.backends import DEFAULT_CONFIG
 
 
@@ -127,8 +128,8 @@ def dimension_problems(vector: VectorHalf) -> list[str]:
         why = f"the API model {vector.model} returns"
     if produced is None or produced == vector.dimension:
         return []
-    return [f"vector.dimension is {vector.dimension} but {why} {produced}-dimensional vectors; "
-            f"set vector.dimension: {produced}"]
+    return [(f"vector.dimension is {vector.dimension} but {why} {produced}-dimensional vectors; "
+             f"set vector.dimension: {produced}")]
 
 
 def model_input_limit(vector: VectorHalf) -> int | None:
