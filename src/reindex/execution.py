@@ -282,7 +282,10 @@ def _sync_batch(
         ctx.fence()
         retry_transient(ctx.store.delete_points, ctx.target, stale)
         result.deleted += len(stale)
-    ctx.emit(kind="documents", documents=len(records), chunks=len(points) + len(written))
+    # Reused and embedded chunks of this batch ride with its documents: a progress display that subtracted
+    # embedding events (which arrive first, from every shard's thread) from documented chunks went negative.
+    ctx.emit(kind="documents", documents=len(records), chunks=len(points) + len(written), reused=len(points),
+             embedded=len(written))
     return [
         ManifestRow(r.doc_id, hashes[r.doc_id], r.ordinal, r.fingerprint, r.tokens, r.point_id)
         for recs in records.values()
@@ -295,9 +298,11 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     """Build (or, in place, sync) one shard. Skips a shard whose manifest exists unless ``force``."""
     t0 = time.perf_counter()
     result = ShardResult(shard)
-    if not force and read_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard) is not None:
+    done = None if force else read_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard)
+    if done is not None:
         result.skipped = True
-        ctx.emit(kind="shard-skipped", shard=shard)
+        # A resumed run's finished shard: its documents count as done for the progress bar.
+        ctx.emit(kind="shard-skipped", shard=shard, documents=done.get("documents", 0), chunks=done.get("chunks", 0))
         return result
     # In place (and in catch-up), the target's own manifest part is the "old" state of these documents.
     part_rows = _old_rows(ctx, ctx.target, shard, ctx.shards) if ctx.in_place else {}
@@ -394,6 +399,7 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
             if not changed and not removed:
                 break
             shards = sorted({shard_of(d, ctx.shards) for d in changed | removed})
+            ctx.emit(kind="catch-up", round=n + 1, documents=len(changed) + len(removed))
             results = [run_shard(ctx, s, only=changed, removed=removed, force=True) for s in shards]
             history.append({
                 "round": n + 1,
