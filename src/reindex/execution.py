@@ -102,6 +102,7 @@ class ShardResult:
     failures: list[dict] = field(default_factory=list)
     skipped: bool = False
     seconds: float = 0.0
+    embed_seconds: float = 0.0  # inside successful embedding calls (the throughput apply records)
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -170,6 +171,19 @@ def _old_rows(ctx: ApplyContext, collection: str, shard: int, shards: int | None
     return rows
 
 
+def _timed(embed: Callable[[list[str]], Any], result: ShardResult) -> Callable[[list[str]], Any]:
+    """``embed`` adding the seconds of each successful call to ``result.embed_seconds`` (failed attempts
+    and retry back-off are not embedding throughput)."""
+
+    def call(batch: list[str]) -> Any:
+        t = time.perf_counter()
+        out = embed(batch)
+        result.embed_seconds += time.perf_counter() - t
+        return out
+
+    return call
+
+
 def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
            on_batch: Callable[[list[str], np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
     """Embed distinct texts (text → tokens in the plan's tokenizer), longest first in batches (less
@@ -187,7 +201,7 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
                     f"this apply would embed more than approval.max_tokens ({ctx.token_budget:,}) tokens without "
                     "an approval (the plan's numbers understate its work); run `reindex plan` again and approve it")
             ctx.tokens_spent += cost
-            res = retry_transient(ctx.embedder.embed, batch)
+            res = retry_transient(_timed(ctx.embedder.embed, result), batch)
         result.embedded += len(batch)
         result.tokens_embedded += sum(texts[t] for t in batch)
         result.truncated += res.truncated
