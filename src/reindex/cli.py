@@ -362,6 +362,9 @@ def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: i
 def calibrate(config_path: str, chunks: int, as_json: bool) -> None:
     """Time the configured embedder on real chunks of the corpus; plans then use the measured rate.
 
+    Precedence of the rate a plan uses: cost.tokens_per_minute in the config, then the rate the last apply
+    of the same model measured, then this calibration, then a default of 150,000 tokens/min.
+
     \b
     Example:
       reindex calibrate -c reindex.yaml --chunks 256
