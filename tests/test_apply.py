@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from helpers_index import Snapshot, Workspace, _NoClose, prefect_api_url, read_log
 from reindex import api
 from reindex.usecases import backends
-from reindex.approvals import ApprovalError
+from reindex.approvals import ApprovalError, approval_path
 from reindex.embedders import make_embedder
 from reindex.errors import TransientError
 from reindex.manifests import LockHeld, acquire_lock, read_lock
@@ -272,8 +272,7 @@ def test_apply_refuses_an_unapproved_pipeline_scoped_plan(tmp_path: Path, embed_
 
     # An approval of another plan does not count either.
     other_plan, other_path = ws.planned_change(size=100)
-    Path(str(path).removesuffix(".json") + ".approval.json").write_bytes(
-        Path(str(other_path).removesuffix(".json") + ".approval.json").read_bytes())
+    approval_path(path).write_bytes(approval_path(other_path).read_bytes())
     ws.write_config(120)
     with pytest.raises(ApprovalError, match=f"is for plan {other_plan.plan_hash[:12]}, not {plan.plan_hash[:12]}"):
         ws.apply(path)

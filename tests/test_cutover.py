@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from helpers_index import Workspace, shared_store
 from reindex import api
+from reindex.approvals import approval_path
 from reindex.cli import main
 from reindex.cutover import CutoverError
 from reindex.embedders import make_embedder
@@ -140,7 +141,7 @@ def test_a_failing_gate_leaves_the_alias_and_says_which_rule_failed(two_populati
     assert [r["rule"] for r in report["rules"] if not r["passed"]] == ["recall@10"]
 
     # --force needs an approval record of this plan; without one it refuses before evaluating.
-    approval = Path(str(t["path"]).removesuffix(".json") + ".approval.json")
+    approval = approval_path(t["path"])
     approval.unlink()
     res = runner.invoke(main, ["cutover", str(t["path"]), "-c", str(ws.config), "--queries", str(t["failing"]),
                                "--force"])

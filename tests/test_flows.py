@@ -32,6 +32,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers_index import SAMPLE, Workspace, subprocess_env
+from reindex.approvals import approval_path, rejection_path
 
 PREFECT_BIN = Path(sys.executable).with_name("prefect")
 POOL = "reindex"  # the work pool flows/prefect.yaml names: one worker serves both kinds of deployment
@@ -233,7 +234,7 @@ def test_reindex_run_pauses_for_approval_then_builds_and_swaps_the_alias(
     assert second_done.state.is_completed(), second_done.state
     assert "Nothing to do" in _artifact(second.id, "reindex-result-flowok")
     assert second_done.end_time >= done.end_time
-    approval = json.loads(plan_file.with_name(plan_file.stem + ".approval.json").read_text())
+    approval = json.loads(approval_path(plan_file).read_text())
     assert (approval["by"], approval["plan_hash"]) == ("alice", plan.plan_hash)
     assert str(fr.id) in approval["note"]
     st = api.status(cfg)
@@ -267,14 +268,14 @@ def test_rejected_and_timed_out_runs_change_nothing(tmp_path: Path, prefect_serv
     done = _wait(fr.id, _final, "finished", worker)
     assert done.state.is_completed(), done.state
     assert "rejected by bob (too expensive); nothing changed" in _artifact(fr.id, "reindex-result-flowno")
-    rejection = json.loads(plan_file.with_name(plan_file.stem + ".rejection.json").read_text())
+    rejection = json.loads(rejection_path(plan_file).read_text())
     assert (rejection["by"], rejection["reason"], rejection["plan_hash"]) == (
         "bob", "too expensive", api.show_plan(plan_file).plan_hash)
     with pytest.raises(ApprovalError, match="approval by carol of plan .* was revoked: the plan was rejected by bob"):
         api.approval_status(plan_file)
     with pytest.raises(ApprovalError, match="was rejected by bob"):
         api.approve_plan(plan_file, "carol")
-    (plan_file.with_name(plan_file.stem + ".approval.json")).unlink()  # the rest checks that runs wrote none
+    approval_path(plan_file).unlink()  # the rest checks that runs wrote none
 
     # Nobody decides: the run rejects itself at the deadline (before Prefect's pause timeout).
     late = _run("reindex-reindex/flowno", worker, poll_interval_s=1, approval_timeout_s=3)
@@ -284,7 +285,7 @@ def test_rejected_and_timed_out_runs_change_nothing(tmp_path: Path, prefect_serv
         late.id, "reindex-result-flowno")
 
     ws = tmp_path / "ws"
-    assert not list((ws / "plans").glob("*.approval.json"))
+    assert not list((ws / "plans" / "approvals").glob("*.json"))
     st = api.status(cfg)
     assert st["aliases"] == {} and st["populations"] == [] and st["lock"] is None
     store = api.vector_store_for(api.load_resolved(cfg))
@@ -497,7 +498,7 @@ def test_prefect_yaml_deploy_then_pause_past_the_lease_approve_on_the_cli_and_sl
 
     # The rejected index: nothing built, the rejection is on record and final.
     assert "rejected by erin (not this week); nothing changed" in _artifact(fr_no.id, "reindex-result-flowrej")
-    assert json.loads(plan_no.with_name(plan_no.stem + ".rejection.json").read_text())["by"] == "erin"
+    assert json.loads(rejection_path(plan_no).read_text())["by"] == "erin"
     st_no = api.status(cfg_no)
     assert st_no["aliases"] == {} and st_no["populations"] == [] and st_no["lock"] is None
     again = CliRunner().invoke(main, ["approve", str(plan_no), "--by", "mallory"])
@@ -510,9 +511,9 @@ def test_prefect_yaml_deploy_then_pause_past_the_lease_approve_on_the_cli_and_sl
     apply_s = (applies[0].end_time - applies[0].start_time).total_seconds()
     assert apply_s > LEASE_S, f"apply took {apply_s:.0f} s: not longer than the {LEASE_S} s lease"
     assert emb.requests > 0
-    approval = json.loads(plan_file.with_name(plan_file.stem + ".approval.json").read_text())
+    approval = json.loads(approval_path(plan_file).read_text())
     assert (approval["by"], approval["plan_hash"]) == ("alice", plan.plan_hash)
-    assert not plan_file.with_name(plan_file.stem + ".rejection.json").exists()
+    assert not rejection_path(plan_file).exists()
     cut = json.loads(plan_file.with_name(plan_file.stem + ".cutover.json").read_text())
     assert cut["queries_source"] == str((ws / "queries.jsonl").resolve()) and cut["swap"], cut
     st = api.status(ws / "reindex.yaml")
@@ -556,7 +557,7 @@ def test_a_rejection_revokes_an_approval_and_refuses_a_later_one(tmp_path: Path,
 
     r = CliRunner().invoke(main, ["approve", str(path), "--by", "bob", "--reject", "--note", "too big"])
     assert r.exit_code == 0, r.output
-    assert f"rejected plan {plan.plan_hash[:12]} ({plan.kind}) by bob; recorded in {path.with_name(path.stem + '.rejection.json')}" in r.output
+    assert f"rejected plan {plan.plan_hash[:12]} ({plan.kind}) by bob; recorded in {rejection_path(path)}" in r.output
     with pytest.raises(ApprovalError, match=r"approval by carol of plan \w+ was revoked: the plan was rejected by bob .* \(too big\)"):
         api.approval_status(path)
     with pytest.raises(ApprovalError, match="was revoked"):
@@ -565,7 +566,7 @@ def test_a_rejection_revokes_an_approval_and_refuses_a_later_one(tmp_path: Path,
     assert r.exit_code != 0 and "was rejected by bob" in r.output and "run `reindex plan` again" in r.output, r.output
     # The first rejection stays the record; a second one does not rewrite it.
     CliRunner().invoke(main, ["approve", str(path), "--by", "dave", "--reject"])
-    assert json.loads(path.with_name(path.stem + ".rejection.json").read_text())["by"] == "bob"
+    assert json.loads(rejection_path(path).read_text())["by"] == "bob"
 
     # A rejection binds one plan hash: a new plan of the same change can be approved and applied.
     time.sleep(1.1)  # plans made in another second have another created_at, hence another hash

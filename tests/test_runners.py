@@ -17,7 +17,7 @@ from reindex.usecases import backends
 
 EDIT = ("\n\nA paragraph added while the resumed apply runs; catch-up must replay it into the shadow "
         "population before cutover. " * 8) + "\n"
-TIMING = {"seconds", "phases", "runner"}
+TIMING = {"seconds", "phases", "runner", "throughput"}
 
 
 def _comparable(report: dict) -> dict:

@@ -1,7 +1,9 @@
 """Approval and rejection records: a named person's decision bound to one plan's hash.
 
-Stored beside the plan (``<plan>.approval.json``, ``<plan>.rejection.json``) so that ``plans/`` is the
-approval trail; a changed plan has another hash, which invalidates both. A rejection is final for its
+Stored under the plans folder (``plans/approvals/<plan>.json``, ``plans/rejections/<plan>.json``, named by
+the plan file's stem) so that ``plans/`` is the approval trail while a ``plans/*.json`` glob finds plans
+only; records written beside the plan by earlier versions (``<plan>.approval.json``,
+``<plan>.rejection.json``) are still read. A changed plan has another hash, which invalidates both. A rejection is final for its
 plan: it revokes an earlier approval (``check_approval`` refuses the plan) and a later ``approve`` is
 refused. The CLI (`reindex approve`, `reindex approve --reject`) and the Prefect approval form write the
 same records, so a decision taken in one place holds in the other."""
@@ -62,13 +64,29 @@ class Approval:
 
 
 def approval_path(plan_path: str | Path) -> Path:
+    """Where the approval of a plan is written: ``<plans>/approvals/<plan stem>.json``."""
     p = Path(plan_path)
-    return p.with_name(p.name.removesuffix(".json") + ".approval.json")
+    return p.parent / "approvals" / (p.name.removesuffix(".json") + ".json")
 
 
 def rejection_path(plan_path: str | Path) -> Path:
+    """Where the rejection of a plan is written: ``<plans>/rejections/<plan stem>.json``."""
     p = Path(plan_path)
-    return p.with_name(p.name.removesuffix(".json") + ".rejection.json")
+    return p.parent / "rejections" / (p.name.removesuffix(".json") + ".json")
+
+
+def _legacy_path(plan_path: str | Path, what: str) -> Path:
+    # Before issue 15 records lay beside the plan, where `plans/*.json` also matched them.
+    p = Path(plan_path)
+    return p.with_name(p.name.removesuffix(".json") + f".{what}.json")
+
+
+def _existing(path: Path, plan_path: str | Path, what: str) -> Path | None:
+    """The record file to read: the current location, else the legacy one beside the plan."""
+    if path.is_file():
+        return path
+    legacy = _legacy_path(plan_path, what)
+    return legacy if legacy.is_file() else None
 
 
 def _now() -> str:
@@ -100,7 +118,7 @@ def reject(plan: Plan, plan_path: str | Path, by: str, reason: str = "") -> tupl
         raise PlanError("--by: a rejection needs the name of who rejects")
     existing = read_rejection(plan_path)
     if existing is not None and existing.plan_hash == plan.plan_hash:
-        return existing, rejection_path(plan_path)  # the first rejection stays the record
+        return existing, _existing(rejection_path(plan_path), plan_path, "rejection") or rejection_path(plan_path)  # the first rejection stays the record
     rec = Rejection(plan.plan_hash, plan.index, plan.kind, by.strip(), reason, _now())
     path = rejection_path(plan_path)
     atomic_write_text(path, json.dumps(rec.as_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -108,8 +126,9 @@ def reject(plan: Plan, plan_path: str | Path, by: str, reason: str = "") -> tupl
 
 
 def read_rejection(plan_path: str | Path) -> Rejection | None:
-    path = rejection_path(plan_path)
-    if not path.is_file():
+    """The rejection of a plan file (current or legacy location), or None."""
+    path = _existing(rejection_path(plan_path), plan_path, "rejection")
+    if path is None:
         return None
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
@@ -120,8 +139,8 @@ def read_rejection(plan_path: str | Path) -> Rejection | None:
 
 def read_approval(plan_path: str | Path) -> Approval | None:
     """The approval recorded beside a plan file, carrying the plan's rejection (if any)."""
-    path = approval_path(plan_path)
-    if not path.is_file():
+    path = _existing(approval_path(plan_path), plan_path, "approval")
+    if path is None:
         return None
     try:
         d = json.loads(path.read_text(encoding="utf-8"))

@@ -21,13 +21,31 @@ from reindex.settings import apply_offline_defaults
 apply_offline_defaults()
 
 
+# Usage errors get EX_USAGE (sysexits.h) rather than click's 2, which `plan` and `classify` use for
+# "changes planned" / "text-affecting". All exit codes are listed in `reindex --help` and the README.
+EXIT_USAGE = 64
+
+
+def _usage(err: click.UsageError) -> click.UsageError:
+    err.exit_code = EXIT_USAGE
+    return err
+
+
 class _Group(click.Group):
     """Turns ReindexError into one line on stderr and exit 1 (unless --debug); any other failure too, named
-    as unexpected, so that no traceback reaches the user without --debug."""
+    as unexpected, so that no traceback reaches the user without --debug. Usage errors exit 64."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as err:  # the group's own options (`reindex --bogus`)
+            raise _usage(err) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as err:  # an unknown command, or a command's unknown option / bad argument
+            raise _usage(err) from None
         except ReindexError as err:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
@@ -67,6 +85,10 @@ CONFIG_OPTION = click.option(
 def main(ctx: click.Context, debug: bool) -> None:
     """Plan, price and safely carry out reindexing of vector search indexes.
 
+    Exit codes: 0 success (plan: nothing to do), 1 error, 2 plan: changes planned (classify:
+    text-affecting), 3 cutover: gate failed (classify: structural), 64 usage error (unknown option, bad
+    argument). Every command takes --json: one JSON document on stdout (errors: one line on stderr).
+
     \b
     Example:
       reindex init && reindex validate
@@ -83,7 +105,8 @@ def main(ctx: click.Context, debug: bool) -> None:
 @click.option("--index", default="docs", show_default=True, help="Alias name readers query.")
 @click.option("--source", default="./corpus", show_default=True, help="Corpus: folder, .jsonl, .parquet or s3://bucket/prefix.")
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def init(config_path: str, index: str, source: str, force: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: {\"config\": PATH}.")
+def init(config_path: str, index: str, source: str, force: bool, as_json: bool) -> None:
     """Write a commented default reindex.yaml.
 
     \b
@@ -93,6 +116,9 @@ def init(config_path: str, index: str, source: str, force: bool) -> None:
     from reindex import api
 
     path = api.init_config(config_path, index=index, source=source, force=force)
+    if as_json:
+        _emit_json({"config": str(path), "index": index, "source": source})
+        return
     click.echo(f"wrote {path} (edit it, then run `reindex validate -c {path}`)")
 
 
@@ -101,6 +127,10 @@ def init(config_path: str, index: str, source: str, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def validate(config_path: str, as_json: bool) -> None:
     """Validate a config and print its text id, vector id, pipeline id and collection name.
+
+    Also checks that the source exists and its first document can be read (folder or file present,
+    JSONL/Parquet that opens, S3 prefix with at least one object) and that vector.dimension is what the
+    model produces (read from the model's config, nothing encoded). One line per problem on stderr, exit 1.
 
     \b
     Example:
@@ -112,8 +142,12 @@ def validate(config_path: str, as_json: bool) -> None:
     v = api.validate_config(config_path)
     if as_json:
         _emit_json(v.as_dict())
-        return
-    click.echo(validation_text(config_path, v))
+    else:
+        click.echo(validation_text(config_path, v))
+    for problem in v.problems:
+        click.echo(f"error: {problem}", err=True)
+    if v.problems:
+        raise click.exceptions.Exit(1)
 
 
 @main.command()
@@ -170,7 +204,8 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
          sample: int | None, seed: int, as_json: bool) -> None:
     """Classify and price a change; write plans/<date>-<index>-<kind>-<hash>.json with Markdown and HTML reports.
 
-    Exit codes: 0 nothing to do, 2 changes planned, 1 error (like terraform plan -detailed-exitcode).
+    Exit codes: 0 nothing to do, 2 changes planned, 1 error (like terraform plan -detailed-exitcode), 64 usage
+    error.
 
     \b
     Examples:
@@ -216,7 +251,8 @@ def show(plan_file: str, as_json: bool) -> None:
 @click.option("--reject", is_flag=True, help="Reject the plan instead: final for this plan, revokes any approval of it.")
 @click.option("-c", "--config", "config_path", default=None, type=click.Path(dir_okay=False),
               help="Check the plan is for this config's index.")
-def approve(plan_file: str, by: str, note: str, reject: bool, config_path: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
+def approve(plan_file: str, by: str, note: str, reject: bool, config_path: str | None, as_json: bool) -> None:
     """Approve a plan; resumes a paused run waiting for that plan.
 
     Records an approval bound to the plan's hash (a changed plan invalidates it), then resumes every
@@ -233,6 +269,9 @@ def approve(plan_file: str, by: str, note: str, reject: bool, config_path: str |
     from reindex.reports import decision_text
 
     d = (api.reject_and_resume if reject else api.approve_and_resume)(plan_file, by, note, config_path)
+    if as_json:
+        _emit_json(d.as_dict())
+        return
     click.echo(decision_text(d))
 
 
@@ -293,12 +332,13 @@ def estimate(histogram: str, old: str, new: str, usd_per_mtok: float, tokens_per
 @click.option("--histogram", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Project with a length histogram (window chunkers).")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the same as --format json).")
 @click.pass_context
 def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: int | None, histogram: str | None,
-             fmt: str) -> None:
+             fmt: str, as_json: bool) -> None:
     """CI mode: classify a config change on a fixture (safe / text-affecting / structural).
 
-    Exit codes: 0 safe, 2 text-affecting, 3 structural, 1 error.
+    Exit codes: 0 safe, 2 text-affecting, 3 structural, 1 error, 64 usage error.
 
     \b
     Example:
@@ -308,7 +348,7 @@ def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: i
     from reindex.reports import classification_text
 
     r = api.classify_change(fixture, base, head, scale_to=scale_to, histogram=histogram)
-    if fmt == "json":
+    if fmt == "json" or as_json:
         _emit_json(r.as_dict())
     else:
         click.echo(classification_text(r))
@@ -321,6 +361,9 @@ def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: i
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def calibrate(config_path: str, chunks: int, as_json: bool) -> None:
     """Time the configured embedder on real chunks of the corpus; plans then use the measured rate.
+
+    Precedence of the rate a plan uses: cost.tokens_per_minute in the config, then the rate the last apply
+    of the same model measured, then this calibration, then a default of 150,000 tokens/min.
 
     \b
     Example:
@@ -383,7 +426,7 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
 def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int | None, force: bool, as_json: bool) -> None:
     """Compare old and new on the same queries, gate, and move the alias atomically.
 
-    Exit codes: 0 swapped, 3 the gate failed (alias untouched), 1 error.
+    Exit codes: 0 swapped, 3 the gate failed (alias untouched), 1 error, 64 usage error.
 
     \b
     Example:
@@ -642,7 +685,8 @@ def deploy(config_path: str, pool: str, plans_dir: str | None, timezone: str, ta
 @click.option("--plans-dir", default=None, help="Plans folder (default: plans/ beside the config).")
 @click.option("--timezone", default="UTC", show_default=True, help="Time zone of the schedules (IANA name).")
 @TASK_RUNNER_OPTION
-def serve(config_path: str, plans_dir: str | None, timezone: str, task_runner: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print what is served as JSON (one line) before serving.")
+def serve(config_path: str, plans_dir: str | None, timezone: str, task_runner: str, as_json: bool) -> None:
     """Serve the sync, reindex and gc flows of the config's index from this process (no worker needed).
 
     Runs until Ctrl-C. Scheduled runs start here; paused runs wait for approval in the Prefect UI.
@@ -654,6 +698,10 @@ def serve(config_path: str, plans_dir: str | None, timezone: str, task_runner: s
     from reindex import orchestration
 
     r = orchestration.serve_plan(config_path, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner)
+    if as_json:  # one line: a script reading stdout gets the document before the process blocks
+        click.echo(json.dumps(r.as_dict(), ensure_ascii=False))
+        orchestration.serve(config_path, plans_dir=plans_dir, timezone=timezone, task_runner=task_runner)
+        return
     click.echo(f"serving {', '.join(r.deployments)} (Ctrl-C stops); next, in another shell:")
     for cmd in r.next_commands:
         click.echo(f"  {cmd}")

@@ -102,6 +102,7 @@ class ShardResult:
     failures: list[dict] = field(default_factory=list)
     skipped: bool = False
     seconds: float = 0.0
+    embed_seconds: float = 0.0  # inside successful embedding calls (the throughput apply records)
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -170,6 +171,19 @@ def _old_rows(ctx: ApplyContext, collection: str, shard: int, shards: int | None
     return rows
 
 
+def _timed(embed: Callable[[list[str]], Any], result: ShardResult) -> Callable[[list[str]], Any]:
+    """``embed`` adding the seconds of each successful call to ``result.embed_seconds`` (failed attempts
+    and retry back-off are not embedding throughput)."""
+
+    def call(batch: list[str]) -> Any:
+        t = time.perf_counter()
+        out = embed(batch)
+        result.embed_seconds += time.perf_counter() - t
+        return out
+
+    return call
+
+
 def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
            on_batch: Callable[[list[str], np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
     """Embed distinct texts (text → tokens in the plan's tokenizer), longest first in batches (less
@@ -187,7 +201,7 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
                     f"this apply would embed more than approval.max_tokens ({ctx.token_budget:,}) tokens without "
                     "an approval (the plan's numbers understate its work); run `reindex plan` again and approve it")
             ctx.tokens_spent += cost
-            res = retry_transient(ctx.embedder.embed, batch)
+            res = retry_transient(_timed(ctx.embedder.embed, result), batch)
         result.embedded += len(batch)
         result.tokens_embedded += sum(texts[t] for t in batch)
         result.truncated += res.truncated
@@ -282,7 +296,10 @@ def _sync_batch(
         ctx.fence()
         retry_transient(ctx.store.delete_points, ctx.target, stale)
         result.deleted += len(stale)
-    ctx.emit(kind="documents", documents=len(records), chunks=len(points) + len(written))
+    # Reused and embedded chunks of this batch ride with its documents: a progress display that subtracted
+    # embedding events (which arrive first, from every shard's thread) from documented chunks went negative.
+    ctx.emit(kind="documents", documents=len(records), chunks=len(points) + len(written), reused=len(points),
+             embedded=len(written))
     return [
         ManifestRow(r.doc_id, hashes[r.doc_id], r.ordinal, r.fingerprint, r.tokens, r.point_id)
         for recs in records.values()
@@ -295,9 +312,11 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     """Build (or, in place, sync) one shard. Skips a shard whose manifest exists unless ``force``."""
     t0 = time.perf_counter()
     result = ShardResult(shard)
-    if not force and read_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard) is not None:
+    done = None if force else read_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard)
+    if done is not None:
         result.skipped = True
-        ctx.emit(kind="shard-skipped", shard=shard)
+        # A resumed run's finished shard: its documents count as done for the progress bar.
+        ctx.emit(kind="shard-skipped", shard=shard, documents=done.get("documents", 0), chunks=done.get("chunks", 0))
         return result
     # In place (and in catch-up), the target's own manifest part is the "old" state of these documents.
     part_rows = _old_rows(ctx, ctx.target, shard, ctx.shards) if ctx.in_place else {}
@@ -394,6 +413,7 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
             if not changed and not removed:
                 break
             shards = sorted({shard_of(d, ctx.shards) for d in changed | removed})
+            ctx.emit(kind="catch-up", round=n + 1, documents=len(changed) + len(removed))
             results = [run_shard(ctx, s, only=changed, removed=removed, force=True) for s in shards]
             history.append({
                 "round": n + 1,

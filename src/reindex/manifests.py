@@ -5,7 +5,8 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
     indexes/<index>/live.json                              the population the alias serves
     indexes/<index>/populations/<collection>/population.json
     indexes/<index>/populations/<collection>/chunks/<part>.parquet   chunk manifest parts
-    calibration/<vector id>.json                           measured embedding throughput
+    calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
+    calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
 
 A chunk manifest row: doc_id, content_hash, ordinal, fingerprint, tokens, point_id. It lets planning
 and catch-up run without scrolling the vector store.
@@ -175,6 +176,15 @@ def write_calibration(store: ObjectStore, vector_id: str, result: dict) -> None:
 
 def read_calibration(store: ObjectStore, vector_id: str) -> dict | None:
     return read_json(store, f"calibration/{vector_id}.json")
+
+
+def write_measured_rate(store: ObjectStore, vector_id: str, result: dict) -> None:
+    """The embedding throughput the last apply of this vector half measured."""
+    write_json(store, f"calibration/{vector_id}.apply.json", result)
+
+
+def read_measured_rate(store: ObjectStore, vector_id: str) -> dict | None:
+    return read_json(store, f"calibration/{vector_id}.apply.json")
 
 
 def digest_json(value: Any) -> str:

@@ -94,3 +94,51 @@ def model_max_tokens(path: Path) -> int | None:
                 return None
             return int(value) if value else None
     return None
+
+
+# Output dimensions of API models whose size is published (OpenAI's embedding guide). reindex does not send
+# the API's `dimensions` parameter, so a configured dimension must equal the model's own.
+API_MODEL_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+
+_POOLING_MODES = (
+    "pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
+    "pooling_mode_mean_sqrt_len_tokens", "pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken",
+)
+
+
+def model_dimension(path: Path) -> int | None:
+    """The vector size a sentence-transformers folder produces, read from its module configs (no weights
+    loaded, nothing encoded): the last Dense layer's ``out_features``, else the Pooling layer's word
+    dimension times its pooling modes, else the transformer's ``hidden_size``. None if it does not say."""
+    import json
+
+    root = Path(path)
+
+    def read(rel: str) -> dict:
+        try:
+            value = json.loads((root / rel).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    try:
+        modules = json.loads((root / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        modules = []
+    dim = None
+    for m in modules if isinstance(modules, list) else []:
+        kind, sub = str(m.get("type", "")), str(m.get("path", ""))
+        if kind.endswith("Dense"):
+            dim = read(f"{sub}/config.json").get("out_features", dim)
+        elif kind.endswith("Pooling"):
+            conf = read(f"{sub}/config.json")
+            word = conf.get("word_embedding_dimension")
+            if word:
+                dim = int(word) * max(1, sum(1 for k in _POOLING_MODES if conf.get(k)))
+    if dim is None:
+        dim = read("config.json").get("hidden_size")
+    return int(dim) if dim else None

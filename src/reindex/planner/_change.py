@@ -212,7 +212,7 @@ def _sensitivity_section(req: PlanRequest, t: Totals) -> dict[str, Any]:
         "tail_documents": t.tail_docs,
         "tail_chunks": t.tail_chunks,
         "tail_chunk_share": round(tail_share, 6),
-        "what_if": what_if(req.config, t.doc_tokens, t, req.rates),
+        "what_if": what_if(req.config, t.doc_tokens, t, req.rates, projected=req.sample is not None),
     }
 
 

@@ -204,7 +204,8 @@ def payload_old(baseline: Baseline) -> int:
 class Rates:
     usd_per_mtok: float
     tokens_per_minute: float
-    source: str  # config | calibration | default
+    source: str  # config | apply | calibration | default
+    measured: dict | None = None  # apply / calibration: by, at (ISO UTC), machine, plan_hash, tokens, seconds
 
 
 def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, rates: Rates) -> dict:
@@ -238,6 +239,7 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
         "usd_per_mtok": rates.usd_per_mtok,
         "tokens_per_minute": rates.tokens_per_minute,
         "rate_source": rates.source,
+        "rate_measured": rates.measured,
         "vectors_old": c.vectors_old,
         "vectors_new": c.vectors_new,
         "vectors_embedded": t.chunks_to_embed,
@@ -248,9 +250,39 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
     }
 
 
-def what_if(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates) -> list[dict]:
-    """Other sizes/overlaps of the same chunker family. Window kinds (fixed, sliding): exact seed-001
-    arithmetic over the documents' token lengths. Other kinds: scaled by size (stated as such)."""
+def what_if(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates, *, projected: bool = False) -> list[dict]:
+    """Other sizes/overlaps of the same chunker family. Window kinds (fixed, sliding): seed-001 window
+    arithmetic over the documents' token lengths. Other kinds: ceil(doc tokens / size), scaled by the ratio
+    of this plan's chunk count to that formula at the current size (stated as such).
+
+    The current config's row is this plan's own figure (its chunks and tokens, exact, or the projection of
+    a sampled plan), never a formula: ceil(n / size) undercounts partitioning chunkers, which cut at
+    separators before the size is reached (−17 % for recursive:size=150 and −44 % for sentence:size=200 on
+    the sample corpus), and a sampled plan's document lengths are only those of its sample."""
+    rows = _what_if_rows(cfg, doc_tokens, t, rates)
+    current = next((r for r in rows if r["current"]), None)
+    if current is None:
+        return rows
+    formula = current["chunks"]
+    if cfg.text.chunker.kind not in ("fixed", "sliding") or projected:
+        # Other rows: the formula, scaled so that it meets the exact figure at the current size.
+        scale = t.chunks_new / formula if formula else 1.0
+        for r in rows:
+            if not r["current"]:
+                r["chunks"] = round(r["chunks"] * scale)
+                r["method"] = f"{r['method']}; scaled ×{scale:.3f} to this plan's count at the current size"
+    current.update(
+        chunks=t.chunks_new,
+        tokens_full_reembed=t.tokens_new,
+        usd=round(costmod.usd(t.tokens_new, rates.usd_per_mtok), 6),
+        hours=round(costmod.hours(t.tokens_new, rates.tokens_per_minute), 6),
+        method="this plan's projection (sampled)" if projected else "exact: this plan's chunks",
+    )
+    return rows
+
+
+def _what_if_rows(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates) -> list[dict]:
+    """The formula rows of :func:`what_if` (the current row included, as a formula)."""
     c = cfg.text.chunker
     rows = []
     if c.kind in ("fixed", "sliding"):
@@ -265,7 +297,7 @@ def what_if(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates)
                     "tokens_full_reembed": tokens,
                     "usd": round(costmod.usd(tokens, rates.usd_per_mtok), 6),
                     "hours": round(costmod.hours(tokens, rates.tokens_per_minute), 6),
-                    "method": "exact window arithmetic",
+                    "method": "window arithmetic",
                     "current": size == c.size and math.isclose(ov, getattr(c, "overlap", 0.0)),
                 })
     else:

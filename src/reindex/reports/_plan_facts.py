@@ -9,7 +9,7 @@ from reindex.planner import Plan
 from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 
 __all__ = ["baseline_line", "change_lines", "footprint_rows", "key_rows", "peak_note", "plan_title", "projection_rows",
-           "tail_line", "what_if_rows"]
+           "rate_note", "tail_line", "what_if_rows"]
 
 FIELD_LABELS = {
     "chunks_old": "chunks (old population)",
@@ -22,9 +22,25 @@ FIELD_LABELS = {
 }
 RATE_SOURCES = {
     "config": "from the config (cost.tokens_per_minute)",
+    "apply": "measured by the last `reindex apply` of this model",
     "calibration": "measured by `reindex calibrate`",
-    "default": "a default assumption; run `reindex calibrate` to measure it",
+    "default": "a default assumption; the next apply measures it, or run `reindex calibrate`",
 }
+
+
+def rate_note(cost: Mapping[str, Any]) -> str:
+    """Where the plan's throughput comes from, and for a measured one when and where it was measured."""
+    source = cost.get("rate_source", "default")
+    text = RATE_SOURCES.get(source, source)
+    m = cost.get("rate_measured") or {}
+    if m:
+        where = f" on {m['machine']}" if m.get("machine") else ""
+        when = f" at {m['at'].replace('T', ' ').replace('+00:00', ' UTC')}" if m.get("at") else ""
+        plan = f" (plan {m['plan_hash'][:12]})" if m.get("plan_hash") else ""
+        amount = (f": {m['tokens']:,} tokens in {m['seconds']:g} s of embedding"
+                  if m.get("tokens") and m.get("seconds") else "")
+        text += f"{plan}{where}{when}{amount}"
+    return text
 
 
 def change_lines(plan: Plan) -> list[str]:
@@ -53,7 +69,7 @@ def key_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Tokens to embed", f"{num(w['tokens_to_embed'])} of {num(w['tokens_new'])}"),
         ("API spend", f"{usd(c['usd'])} at ${c['usd_per_mtok']:g} per million tokens"),
         ("Wall clock", f"{duration(c['hours'])} at {num(c['tokens_per_minute'])} tokens/min "
-                       f"(rate source: {RATE_SOURCES.get(c['rate_source'], c['rate_source'])})"),
+                       f"(rate source: {rate_note(c)})"),
         ("Vectors", f"{num(c['vectors_old'])} → {num(c['vectors_new'])} ({ratio(c['vectors_old'], c['vectors_new'])})"),
         ("Peak vectors", f"{num(c['peak_vectors'])} ({peak_note(plan)})"),
     ]

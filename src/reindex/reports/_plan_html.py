@@ -50,7 +50,8 @@ def _cards(plan: Plan) -> str:
     return '<div class="cards">' + "".join([
         _card("API spend", usd(c["usd"]), f"${c['usd_per_mtok']:g} per million tokens"),
         _card("Wall clock", duration(c["hours"]).split(" (")[0],
-              f"{human_number(c['tokens_per_minute'])} tokens/min · {c['rate_source']}"),
+              f"{human_number(c['tokens_per_minute'])} tokens/min · {c['rate_source']}"
+              + (f" ({c['rate_measured']['at'][:10]})" if (c.get("rate_measured") or {}).get("at") else "")),
         _card("Vectors", f"{human_number(c['vectors_old'])} → {human_number(c['vectors_new'])}",
               f"{ratio(c['vectors_old'], c['vectors_new'])} · {num(c['vectors_new'])} after", accent=True),
         _card("Peak vectors", human_number(c["peak_vectors"]),

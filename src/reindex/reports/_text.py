@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from reindex.reports._format import human_bytes
+from reindex.reports._plan_facts import rate_note
 
 __all__ = [
     "apply_text",
@@ -48,7 +49,7 @@ def plan_text(plan: Any, path: Any) -> str:
     lines.append(f"  chunks: {w['chunks_old']:,} → {w['chunks_new']:,}{ratio}; reused {w['chunks_reused']:,}, to embed {w['chunks_to_embed']:,}")
     lines.append(
         f"  tokens to embed: {w['tokens_to_embed']:,}  ·  ${c['usd']:,.2f}  ·  {c['hours']:.2f} h at "
-        f"{c['tokens_per_minute']:,.0f} tokens/min ({c['rate_source']})"
+        f"{c['tokens_per_minute']:,.0f} tokens/min ({rate_note(c)})"
     )
     if w["cross_document"]["chunks"]:
         lines.append(f"  cross-document reuse would save {w['cross_document']['chunks']:,} more chunks ({w['cross_document']['tokens']:,} tokens)")
@@ -112,6 +113,10 @@ def apply_text(r: Any) -> str:
     ]
     if a["truncated"]:
         lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")
+    m = (rep.get("throughput") or {}).get("recorded")
+    if m:
+        lines.append(f"  embedding throughput {m['tokens_per_minute']:,.0f} tokens/min ({m['tokens']:,} tokens in "
+                     f"{m['seconds']:g} s of embedding): recorded, the next plan of this model uses it")
     if rep["catch_up"]["documents"]:
         lines.append(f"  catch-up replayed {rep['catch_up']['documents']} documents that changed during the build")
     for f in rep["failures"][:10]:
@@ -159,7 +164,7 @@ def chunk_summary_text(s: Any) -> str:
 
 def validation_text(config_path: str, v: Any) -> str:
     """What ``reindex validate`` prints: the identities of a valid config and its warnings."""
-    lines = [f"{config_path}: valid"]
+    lines = [f"{config_path}: {'valid' if getattr(v, 'valid', True) else 'parses, but cannot be used (see the errors)'}"]
     rows = [
         ("index (alias)", v.identity.index),
         ("collection", v.identity.collection),

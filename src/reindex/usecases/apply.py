@@ -28,7 +28,7 @@ from reindex.planner import (
 
 
 from reindex import execution
-from reindex.manifests import PopulationRecord, read_live, read_population, write_population
+from reindex.manifests import PopulationRecord, read_live, read_population, write_measured_rate, write_population
 from reindex.runners import ShardJob, ShardRunner, describe
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
@@ -244,6 +244,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         report["runner"] = describe(runner)
         if not failures and not in_place:
             report["actual"]["deleted"] += report_stale
+        report["throughput"]["recorded"] = _record_rate(state, cfg, ident.vector_id, plan, report, describe(runner))
         report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
@@ -252,6 +253,39 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:
         store.close()
+
+
+# An apply that embedded fewer tokens than this (in the plan's tokenizer) is too short to measure throughput:
+# a few batches are dominated by first-call overhead. `reindex calibrate` embeds 256 chunks (~30k tokens).
+MIN_TOKENS_TO_MEASURE = 20_000
+
+
+def _record_rate(state, cfg: PipelineConfig, vector_id: str, plan: Plan, report: dict, runner: str) -> dict | None:
+    """Record this run's embedding throughput (tokens embedded / seconds inside embedding calls) for the
+    vector half, so that the next plan prices with it; None when the run embedded too little to measure."""
+    import os
+    import platform
+
+    tokens, seconds = report["throughput"]["tokens_embedded"], report["throughput"]["embed_seconds"]
+    if tokens < MIN_TOKENS_TO_MEASURE or seconds <= 0:
+        return None
+    tps = tokens / seconds
+    rec = {
+        "source": "apply",
+        "vector_id": vector_id,
+        "model": cfg.vector.model,
+        "index": cfg.index,
+        "plan_hash": plan.plan_hash,
+        "tokens": tokens,
+        "seconds": round(seconds, 3),
+        "tokens_per_second": round(tps, 1),
+        "tokens_per_minute": round(tps * 60, 1),
+        "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cpus)",
+        "runner": runner,
+        "at": time.time(),
+    }
+    write_measured_rate(state, vector_id, rec)
+    return rec
 
 
 def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds: float, target: str, store) -> dict:
@@ -284,6 +318,9 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
             "shards_skipped": sum(1 for r in shards if r["skipped"]),
         },
         "catch_up": catch,
+        # Seconds inside successful embedding calls (timing, like "seconds"; "recorded": see _record_rate).
+        "throughput": {"tokens_embedded": total("tokens_embedded"),
+                       "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3)},
         "bad_documents": [b for r in shards for b in r["bad"]],
         "failures": failures,
     }

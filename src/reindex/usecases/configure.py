@@ -15,13 +15,16 @@ from reindex.config import (
     default_config_yaml,
     load_config,
 )
-from reindex.errors import ConfigError
+from reindex.errors import ConfigError, ReindexError
 from reindex.identity import Identity, identity_of, resolve_config
-from reindex.models import model_max_tokens, resolve_model_path
-
-
-
-
+from reindex.models import (
+    API_MODEL_DIMENSIONS,
+    model_dimension,
+    model_max_tokens,
+    resolve_model_path,
+)
+from reindex.sources import open_source
+from reindex.sources.base import ScanReport
 from reindex.usecases.backends import DEFAULT_CONFIG
 
 
@@ -45,10 +48,19 @@ class Validation:
     identity: Identity
     chunker: str
     warnings: tuple[str, ...]
+    # What makes the config unusable although it parses: a missing or unreadable source, a dimension
+    # the model does not produce. `reindex validate` prints one line each and exits 1.
+    problems: tuple[str, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
 
     def as_dict(self) -> dict:
         return {
             "config": self.path,
+            "valid": self.valid,
+            "problems": list(self.problems),
             **self.identity.as_dict(),
             "chunker": self.chunker,
             "tokenizer": self.config.text.tokenizer,
@@ -65,9 +77,59 @@ def load_resolved(path: str | Path) -> PipelineConfig:
 
 
 def validate_config(path: str | Path = DEFAULT_CONFIG) -> Validation:
-    """Validate ``path``, resolve revisions and compute the ids."""
+    """Validate ``path``, resolve revisions and compute the ids; check that the source can be read and that
+    ``vector.dimension`` is what the model produces (``Validation.problems``)."""
     cfg = load_resolved(path)
-    return Validation(str(path), cfg, identity_of(cfg), chunker_spec(cfg.text.chunker), tuple(config_warnings(cfg)))
+    problems = (*source_problems(cfg), *dimension_problems(cfg.vector))
+    return Validation(str(path), cfg, identity_of(cfg), chunker_spec(cfg.text.chunker), tuple(config_warnings(cfg)),
+                      problems)
+
+
+def source_problems(cfg: PipelineConfig) -> list[str]:
+    """Empty when the source exists and its first document can be read (a folder or file present, a
+    JSONL/Parquet file that opens, an S3 prefix that answers with at least one object). Reads one
+    document, not the corpus."""
+    uri = cfg.source.uri
+    report = ScanReport()
+    try:
+        docs = open_source(cfg.source).scan(report)
+        try:
+            first = next(iter(docs), None)
+        finally:
+            close = getattr(docs, "close", None)
+            if close is not None:
+                close()
+    except ReindexError as err:
+        return [str(err)]
+    except OSError as err:
+        return [f"source {uri}: cannot be read ({err.strerror or err}); check the path and its permissions"]
+    if first is not None:
+        return []
+    if report.bad:
+        bad = report.bad[0]
+        return [f"source {uri}: no readable document ({bad.doc_id}: {bad.reason})"]
+    where = "objects under this prefix" if uri.startswith("s3://") else "documents"
+    return [f"source {uri}: no {where} match source.include ({', '.join(cfg.source.include)})"
+            if not uri.endswith((".jsonl", ".ndjson", ".gz", ".parquet")) else f"source {uri}: no documents in it"]
+
+
+def dimension_problems(vector: VectorHalf) -> list[str]:
+    """Empty when ``vector.dimension`` is what the model produces: sentence-transformers models by their
+    module configs (nothing encoded), API models by their published sizes; the hash provider takes any."""
+    produced, why = None, ""
+    if vector.provider == "sentence-transformers":
+        try:
+            produced = model_dimension(resolve_model_path(vector.model))
+        except ReindexError as err:
+            return [f"vector.model: {err}"]
+        why = f"model {vector.model} produces"
+    elif vector.provider == "openai":
+        produced = API_MODEL_DIMENSIONS.get(vector.model)
+        why = f"the API model {vector.model} returns"
+    if produced is None or produced == vector.dimension:
+        return []
+    return [(f"vector.dimension is {vector.dimension} but {why} {produced}-dimensional vectors; "
+             f"set vector.dimension: {produced}")]
 
 
 def model_input_limit(vector: VectorHalf) -> int | None:

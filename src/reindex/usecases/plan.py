@@ -18,7 +18,7 @@ from reindex.sources.base import ScanReport
 
 from reindex import cost as costmod
 from reindex.approvals import Approval, approve as _approve, check_approval, read_approval
-from reindex.manifests import read_calibration, write_calibration
+from reindex.manifests import read_calibration, read_measured_rate, write_calibration
 from reindex.planner import (
     DEFAULT_TOKENS_PER_MINUTE,
     Plan,
@@ -41,16 +41,31 @@ from reindex.usecases.configure import load_resolved
 
 
 def rates_for(cfg: PipelineConfig) -> Rates:
-    """Price and throughput: config first, then the calibrated rate in the state, then a default."""
+    """Price and throughput. Precedence: an explicit ``cost.tokens_per_minute`` in the config, then the rate
+    the last apply of this vector half measured (the real workload on the machine that ran it), then
+    `reindex calibrate`'s sample, then a default (150k tokens/min). Measured rates carry when and where."""
     if cfg.cost.tokens_per_minute:
         return Rates(cfg.cost.usd_per_mtok, cfg.cost.tokens_per_minute, "config")
-    try:
-        cal = read_calibration(backends.state_store(cfg), identity_of(cfg).vector_id)
-    except ReindexError:
-        cal = None
-    if cal:
-        return Rates(cfg.cost.usd_per_mtok, float(cal["tokens_per_minute"]), "calibration")
+    vector_id = identity_of(cfg).vector_id
+    for source, read in (("apply", read_measured_rate), ("calibration", read_calibration)):
+        try:
+            rec = read(backends.state_store(cfg), vector_id)
+        except ReindexError:
+            rec = None
+        if rec and float(rec.get("tokens_per_minute") or 0) > 0:
+            return Rates(cfg.cost.usd_per_mtok, float(rec["tokens_per_minute"]), source, _measured(source, rec))
     return Rates(cfg.cost.usd_per_mtok, DEFAULT_TOKENS_PER_MINUTE, "default")
+
+
+def _measured(source: str, rec: dict) -> dict:
+    """When, where and on how much a rate was measured (shown in every plan report)."""
+    import datetime as _dt
+
+    at = rec.get("at")
+    when = _dt.datetime.fromtimestamp(float(at), _dt.UTC).isoformat(timespec="seconds") if at else None
+    return {"by": "reindex apply" if source == "apply" else "reindex calibrate", "at": when,
+            "machine": rec.get("machine"), "plan_hash": rec.get("plan_hash"), "tokens": rec.get("tokens"),
+            "seconds": rec.get("seconds")}
 
 
 def make_plan(
