@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers_index import SAMPLE, prefect_api_url
+
 from reindex import api
 
 ROOT = Path(__file__).resolve().parents[1]
