@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -238,3 +239,22 @@ def test_with_the_default_model_the_retrievers_equal_reindex_query(tmp_path: Pat
     assert got[0][0] == "pep-0212.rst"  # PEP 212, "Loop Counter Iteration", was rejected
     nodes = LlamaIndexRetriever(ix.config).retrieve(text)
     assert [n.node.get_content() for n in nodes] == [r["page_content"] for r in cli[:2]]
+
+
+def test_the_llamaindex_retriever_imports_offline_without_downloading(tmp_path: Path) -> None:
+    """llama-index-core ships its NLTK and tiktoken data: importing the retriever with no network, an empty
+    home and no NLTK_DATA / TIKTOKEN_CACHE_DIR writes nothing and tries no download."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = subprocess_env(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), HTTP_PROXY="http://127.0.0.1:9",
+                         HTTPS_PROXY="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9")
+    for var in ("NLTK_DATA", "TIKTOKEN_CACHE_DIR", "LLAMA_INDEX_CACHE_DIR"):
+        env.pop(var, None)
+    code = ("import reindex.retrievers.llamaindex as m; "
+            "n = m.to_node({'doc_id': 'a.md', 'ordinal': 3, 'score': 0.5, 'page_content': 'x', 'metadata': {'k': 1}}); "
+            "print(n.node.node_id, n.node.ref_doc_id, n.node.metadata, n.score)")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "a.md#3 a.md {'k': 1} 0.5"
+    assert "download" not in (r.stdout + r.stderr).lower()
+    assert [p for p in home.rglob("*")] == []
