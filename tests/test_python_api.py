@@ -72,6 +72,25 @@ def test_the_python_api_guide_runs_as_written(tmp_path: Path, monkeypatch: pytes
     assert ns["back"]["to"] == ns["result"].report["swap"]["to"] != ns["live"]  # back to the first build
     assert [(a["collection"], a["action"]) for a in api.gc("reindex.yaml", older_than="0s", dry_run=True)] == [
         (ns["live"], "kept")]  # retired within the rollback window
+    assert "reindex-apply" in _child_flows_of("nightly-reindex")  # PrefectRunner: a child flow of the user's flow
+
+
+def _child_flows_of(parent_flow: str) -> set[str]:
+    """Names of the flows run as children of any run of ``parent_flow`` on the session's Prefect server."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterParentFlowRunId,
+    )
+
+    with get_client(sync_client=True) as client:
+        parents = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=[parent_flow])))
+        assert parents
+        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[p.id for p in parents])))
+        return {client.read_flow(c.flow_id).name for c in children}
 
 
 def test_the_guides_flow_also_runs_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
