@@ -33,7 +33,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("runners", ("reindex.runners",)),
     ("usecases", ("reindex.usecases",)),
     ("api", ("reindex.api",)),
-    ("drivers", ("reindex.orchestration", "reindex.cli", "reindex.progress", "reindex.demo", "reindex.__main__")),
+    ("drivers", ("reindex.orchestration", "reindex.cli", "reindex.progress", "reindex.demo", "reindex.__main__",
+                 "reindex.retrievers")),
 ]
 
 # Third-party libraries allowed in more than one module, with the reason.

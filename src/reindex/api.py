@@ -26,8 +26,19 @@ from reindex.errors import (
 )
 from reindex.planner import Plan
 from reindex.runners import ShardJob, ShardRunner, ThreadRunner
-from reindex.usecases.apply import ApplyReport, apply_plan, check_drift, corpus_digest_of
-from reindex.usecases.backends import DEFAULT_CONFIG, make_embedder, shard_runner, state_store, vector_store_for
+from reindex.usecases.apply import (
+    ApplyReport,
+    apply_plan,
+    check_drift,
+    corpus_digest_of,
+)
+from reindex.usecases.backends import (
+    DEFAULT_CONFIG,
+    make_embedder,
+    shard_runner,
+    state_store,
+    vector_store_for,
+)
 from reindex.usecases.chunk import ChunkSummary, chunk_path, summarize_chunks
 from reindex.usecases.classify import Classification, classify_change
 from reindex.usecases.configure import (
@@ -39,10 +50,19 @@ from reindex.usecases.configure import (
     model_input_limit,
     validate_config,
 )
-from reindex.usecases.lifecycle import CutoverReport, cutover, gc, parse_age, rollback, status
+from reindex.usecases.lifecycle import (
+    CutoverReport,
+    GcAction,
+    IndexStatus,
+    PopulationStatus,
+    RollbackRecord,
+    cutover,
+    gc,
+    parse_age,
+    rollback,
+    status,
+)
 from reindex.usecases.measure import measure
-from reindex.usecases.query import QueryResult, parse_filters, query
-from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
 from reindex.usecases.plan import (
     approval_status,
     approve_plan,
@@ -53,6 +73,8 @@ from reindex.usecases.plan import (
     rates_for,
     show_plan,
 )
+from reindex.usecases.query import Querier, QueryResult, parse_filters, query
+from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -60,14 +82,19 @@ __all__ = [
     "ApprovalError",
     "ChunkSummary",
     "Classification",
+    "GcAction",
+    "IndexStatus",
     "ConfigError",
     "CutoverError",
     "CutoverReport",
     "LockHeld",
     "Plan",
     "PlanError",
+    "PopulationStatus",
+    "Querier",
     "QueryResult",
     "ReindexError",
+    "RollbackRecord",
     "RunnerError",
     "ShardJob",
     "ShardRunner",

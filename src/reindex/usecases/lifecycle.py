@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Callable
+from typing import Any, Callable, TypedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,37 @@ from reindex.usecases.configure import load_resolved
 from reindex.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index
+
+
+# The dict results of rollback, gc and status, typed for callers (the CLI prints them as they are with --json).
+RollbackRecord = TypedDict("RollbackRecord", {"index": str, "from": str | None, "to": str, "at": float})
+
+
+class GcAction(TypedDict):
+    """One population gc considered: ``protected`` says why it was kept (None if it was not)."""
+
+    collection: str
+    state: str
+    age_days: float | None
+    protected: str | None
+    action: str  # deleted | would delete | kept | not confirmed
+
+
+class PopulationStatus(TypedDict):
+    collection: str
+    state: str
+    points: int | None
+    age_days: float
+    chunker: str
+    exists: bool
+
+
+class IndexStatus(TypedDict):
+    index: str
+    aliases: dict[str, str]
+    populations: list[PopulationStatus]
+    lock: dict[str, Any] | None
+    pending: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +227,7 @@ def cutover(
             store.close()
 
 
-def rollback(config_path: str | Path = DEFAULT_CONFIG, *, to: str | None = None) -> dict:
+def rollback(config_path: str | Path = DEFAULT_CONFIG, *, to: str | None = None) -> RollbackRecord:
     """Swap the alias back to the previous population (verified first), under the index lock."""
     from reindex import cutover as co
 
@@ -223,7 +254,7 @@ def parse_age(text: str) -> float:
 
 def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = None, dry_run: bool = False,
        names: list[str] | None = None, force: bool = False,
-       confirm: Callable[[list[dict]], bool] | None = None) -> list[dict]:
+       confirm: Callable[[list[dict]], bool] | None = None) -> list[GcAction]:
     """Delete retired populations past retention (or the named ones), under the index lock. Never one an
     alias points at; never one live within ``cutover.retention_days`` unless ``force``. ``confirm`` sees the
     deletions first and may refuse them all (the CLI asks on a terminal; unattended callers pass None)."""
@@ -259,7 +290,7 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
             store.close()
 
 
-def status(config_path: str | Path = DEFAULT_CONFIG) -> dict:
+def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
     """Aliases, populations (live, shadow, retired with age), locks."""
     import time
 

@@ -3,6 +3,7 @@ half, search through a read-only store that follows alias swaps, return chunks w
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
 
-__all__ = ["QueryResult", "parse_filters", "query"]
+__all__ = ["Querier", "QueryResult", "parse_filters", "query"]
 
 FILTERABLE = ("doc_id",)
 
@@ -45,12 +46,24 @@ def query(text: str, config_path: str | Path = DEFAULT_CONFIG, *, k: int = 10, f
           collection: str | None = None) -> QueryResult:
     """Top ``k`` chunks for ``text`` from the live alias (or ``collection``), from any process: the embedded
     store is opened read-only, so this works while `reindex apply` or `cutover` runs."""
+    _check_args(text, k, filters)
+    cfg = load_resolved(config_path)
+    embedder = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
+    return _search(cfg, embedder, text, k=k, filters=filters, collection=collection)
+
+
+def _check_args(text: str, k: int, filters: dict[str, str] | None) -> None:
     if not text.strip():
         raise ConfigError("the query text is empty")
     if k < 1:
         raise ConfigError(f"--k {k}: must be at least 1")
-    cfg = load_resolved(config_path)
-    embedder = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
+    for key in filters or {}:  # a filter the store cannot apply must not be dropped silently
+        if key not in FILTERABLE:
+            raise ConfigError(f"filter {key!r}: can filter on {', '.join(FILTERABLE)} only")
+
+
+def _search(cfg, embedder, text: str, *, k: int, filters: dict[str, str] | None, collection: str | None) -> QueryResult:
+    """Embed ``text`` with ``embedder`` and search a freshly opened read-only store (so alias swaps are seen)."""
     vector = embedder.embed([text]).vectors[0]
     target = collection or cfg.index
     store = backends.vector_reader_for(cfg)
@@ -62,3 +75,44 @@ def query(text: str, config_path: str | Path = DEFAULT_CONFIG, *, k: int = 10, f
                      "page_content": h.payload.get("text", ""), "metadata": dict(h.payload.get("metadata") or {}),
                      "ordinal": h.payload.get("ordinal")} for h in hits)
     return QueryResult(cfg.index, target, results)
+
+
+class Querier:
+    """:func:`query` for a process that asks many questions (a retriever, a web handler): the embedding model
+    is loaded once and reused, while each call opens the read-only store afresh, so alias swaps (cutover,
+    rollback) are followed and no store handle is held between calls.
+
+    Each call also checks the config file: if its bytes changed, it is loaded again, and the embedder is
+    rebuilt when the vector half differs (a cutover to a new model must not be queried with the old one).
+    Results are exactly those of :func:`query` with the same arguments. Safe to call from several threads.
+    """
+
+    def __init__(self, config_path: str | Path = DEFAULT_CONFIG) -> None:
+        self.config_path = Path(config_path)
+        self._lock = threading.Lock()
+        self._source = self.config_path.read_bytes() if self.config_path.is_file() else None
+        self._cfg = load_resolved(self.config_path)
+        self._embedder = backends.make_embedder(self._cfg.vector.for_queries(), options=self._cfg.embed)
+
+    def _current(self):
+        """(config, embedder) for the config file as it is now."""
+        with self._lock:
+            source = self.config_path.read_bytes() if self.config_path.is_file() else None
+            if source != self._source:
+                cfg = load_resolved(self.config_path)
+                if cfg.vector != self._cfg.vector or cfg.embed != self._cfg.embed:
+                    self._embedder = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
+                self._cfg, self._source = cfg, source
+            return self._cfg, self._embedder
+
+    @property
+    def index(self) -> str:
+        """The alias this querier reads (the config's ``index``)."""
+        return self._current()[0].index
+
+    def query(self, text: str, *, k: int = 10, filters: dict[str, str] | None = None,
+              collection: str | None = None) -> QueryResult:
+        """Top ``k`` chunks for ``text``; see :func:`query`."""
+        _check_args(text, k, filters)
+        cfg, embedder = self._current()
+        return _search(cfg, embedder, text, k=k, filters=filters, collection=collection)
