@@ -205,7 +205,7 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
     c = costmod.price(work, usd_per_mtok=rates.usd_per_mtok, tokens_per_minute=rates.tokens_per_minute)
     fp = c.footprint
     peak_vectors, peak = c.vectors_peak, fp.peak
-    if kind in ("document-scoped", "none"):
+    if kind in ("document-scoped", "payload-only", "none"):
         # In place: new points of the affected documents are written before their stale points are
         # deleted, so the peak is the old population plus the points that are new (not overwritten).
         added_points = t.chunks_to_embed
