@@ -278,3 +278,40 @@ def test_a_stock_langchain_qdrant_store_reads_the_alias_before_and_after_a_cutov
     assert api.cutover(path, ws / "reindex.yaml").report["swap"]
     assert second != first
     read_alias(second)
+
+
+def test_a_payload_only_apply_killed_mid_way_resumes_to_the_same_result(ws: Path) -> None:
+    """A real ``reindex apply`` SIGKILLed right after its first payload overwrite: the rerun finishes, every
+    point has the new metadata, vectors are untouched, nothing was embedded, and the next plan is none."""
+    import signal
+    import subprocess
+
+    from helpers_index import REINDEX_BIN, subprocess_env
+
+    _write_config(ws, ["lang"])
+    live = _build(ws)
+    before = _points(ws, live)
+    _write_config(ws, ["lang", "author"])
+    plan, path = _plan(ws)
+    assert plan.kind == "payload-only"
+    log = ws / "embed.log"
+    embedded_before = sum(read_log(log).values())
+    env = subprocess_env(REINDEX_SHARD_WORKERS="1", REINDEX_EMBED_LOG=str(log))
+    env.pop("PREFECT_API_URL", None)
+    cmd = [str(REINDEX_BIN), "apply", str(path), "-c", str(ws / "reindex.yaml"), "--no-progress"]
+    killed = subprocess.run(cmd, cwd=ws, env={**env, "REINDEX_CRASH_AT": "after-payload:1"},
+                            capture_output=True, text=True, timeout=240)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    half = _points(ws, live)
+    assert any("author" in p["metadata"] for _, p in half.values())  # the first batch is durable
+    assert not all("author" in p["metadata"] for _, p in half.values())  # … and the kill came before the rest
+    done = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    after = _points(ws, live)
+    assert set(after) == set(before)
+    by_doc = {d["id"]: d for d in DOCS}
+    for pid, (vec, payload) in after.items():
+        assert np.array_equal(vec, before[pid][0])
+        assert payload["metadata"]["author"] == by_doc[payload["doc_id"]]["author"]
+    assert sum(read_log(log).values()) == embedded_before
+    assert _plan(ws)[0].kind == "none"

@@ -93,4 +93,6 @@ def test_s3_objects_carry_key_last_modified_and_user_metadata(s3_server: str, s3
     cfg2 = cfg.model_copy(update={"metadata_fields": ["author"]})
     first = _scan(cfg2)["a.txt"]
     assert first.meta() == {"author": "amy"} and first.data == b"alpha"
+    # S3 stores user-metadata names in lower case: a field named in any case finds its value.
+    assert _scan(cfg.model_copy(update={"metadata_fields": ["Author"]}))["a.txt"].meta() == {"Author": "amy"}
     assert _scan(SourceConfig(uri=f"s3://{s3_bucket}/docs", endpoint_url=s3_server))["a.txt"].metadata == ()

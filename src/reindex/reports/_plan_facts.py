@@ -69,6 +69,8 @@ def peak_note(plan: Plan) -> str:
         return "the new population"
     if plan.kind == "none":
         return "nothing to build"
+    if plan.kind == "payload-only":
+        return "in place: payloads are overwritten, no point is added"
     return "in place: new points are written before stale ones are deleted"
 
 
