@@ -38,7 +38,7 @@ def test_jsonl_fields_become_metadata_and_a_value_edit_changes_only_the_document
 
 def test_parquet_columns_become_metadata(tmp_path: Path) -> None:
     path = tmp_path / "d.parquet"
-    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     pq.write_table(pa.table({"id": ["p"], "text": ["body"], "year": [2024], "at": [when]}), path)
     doc = _scan(SourceConfig(uri=str(path), metadata_fields=["year", "at"]))["p"]
     assert doc.meta()["year"] == 2024 and doc.meta()["at"] == when
@@ -87,8 +87,8 @@ def test_s3_objects_carry_key_last_modified_and_user_metadata(s3_server: str, s3
     a, b = docs["a.txt"].meta(), docs["b.txt"].meta()
     assert (a["key"], a["author"], a["lang"]) == ("a.txt", "ann", "en")
     assert (b["author"], b["lang"]) == (None, None)
-    stamp = dt.datetime.fromisoformat(a["last_modified"].replace("Z", "+00:00"))
-    assert abs((dt.datetime.now(dt.timezone.utc) - stamp).total_seconds()) < 3600
+    stamp = dt.datetime.fromisoformat(a["last_modified"])
+    assert abs((dt.datetime.now(dt.UTC) - stamp).total_seconds()) < 3600
     client.put_object(Bucket=s3_bucket, Key="docs/a.txt", Body=b"alpha", Metadata={"Author": "amy", "lang": "en"})
     cfg2 = cfg.model_copy(update={"metadata_fields": ["author"]})
     first = _scan(cfg2)["a.txt"]

@@ -358,7 +358,7 @@ class PayloadConfig(_OpModel):
     )
 
     @model_validator(mode="after")
-    def _distinct_keys(self) -> "PayloadConfig":
+    def _distinct_keys(self) -> PayloadConfig:
         for name in ("content_key", "metadata_key"):
             if getattr(self, name) in RESERVED_PAYLOAD_KEYS:
                 raise ValueError(f"{name} {getattr(self, name)!r} is a key reindex writes itself "

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from reindex.config import PayloadConfig
 from reindex.errors import EvaluationError
 from reindex.stats import paired_bootstrap, percentile
-from reindex.config import PayloadConfig
 from reindex.stores.payload import payload_text
 
 BUDGET_TOKENS = 2048

@@ -19,11 +19,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from reindex.config import PipelineConfig, RechunkConfig, TextHalf, VectorHalf, config_from_dict
+from reindex.config import (
+    PipelineConfig,
+    RechunkConfig,
+    TextHalf,
+    VectorHalf,
+    config_from_dict,
+)
 from reindex.models import digest_path, find_tokenizer_file, resolve_model_path
 
 TEXT_ID_VERSION = "reindex/text/v1"
@@ -118,20 +126,23 @@ def document_hash(data: bytes, metadata: Iterable[tuple[str, Any]] = ()) -> str:
     items = list(metadata)
     if not items:
         return content_hash(data)
-    body = canonical_json([DOCUMENT_HASH_VERSION, content_hash(data), [[k, _jsonable(v)] for k, v in items]])
+    body = canonical_json([DOCUMENT_HASH_VERSION, content_hash(data), [[k, jsonable(v)] for k, v in items]])
     return hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
 
 
-def _jsonable(value: Any) -> Any:
-    """A metadata value in a form canonical JSON accepts (timestamps and other objects as their string)."""
+def jsonable(value: Any) -> Any:
+    """A metadata value as plain JSON (what canonical JSON and a point's payload accept): timestamps as
+    ISO-8601 strings, tuples as lists, bytes as UTF-8 text, NaN/infinity and other objects as their string."""
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return [jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
     if hasattr(value, "isoformat"):
         return value.isoformat()
     return str(value)

@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from reindex.config import PipelineConfig, config_from_dict
-from reindex.identity import CorpusDigest, Identity, identity_of, payload_id, payload_id_of_record
+from reindex.identity import (
+    CorpusDigest,
+    Identity,
+    identity_of,
+    payload_id,
+    payload_id_of_record,
+)
 from reindex.manifests import (
     digest_json,
     manifest_digest,

@@ -7,6 +7,7 @@ deterministic order. Input that cannot become a document is a :class:`BadDocumen
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 from collections import Counter
@@ -258,7 +259,7 @@ def title_of(name: str, data: bytes) -> str:
             if line.startswith("# "):
                 return line[2:].strip().rstrip("#").strip() or stem
     elif media == "text/x-rst":
-        for line, under in zip(lines, lines[1:]):
+        for line, under in itertools.pairwise(lines):
             text = line.strip()
             if text and not _RST_UNDERLINE.match(line) and _RST_UNDERLINE.match(under) and len(under.strip()) >= len(text):
                 return text

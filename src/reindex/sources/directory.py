@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -36,7 +36,7 @@ def file_metadata(fields: list[str], rel: str, path: Path, data: bytes) -> tuple
         elif f == "title":
             out.append((f, title_of(rel, data)))
         elif f == "modified":
-            mtime = datetime.fromtimestamp(int(path.stat().st_mtime), tz=timezone.utc)
+            mtime = datetime.fromtimestamp(int(path.stat().st_mtime), tz=UTC)
             out.append((f, mtime.isoformat().replace("+00:00", "Z")))
     return tuple(out)
 

@@ -101,7 +101,13 @@ import qdrant_edge as qe
 
 from reindex.atomic import atomic_write, fsync_dir
 from reindex.errors import TransientError
-from reindex.stores.vectors import DOC_ID_FIELD, Hit, Point, VectorStoreError, equality_conditions, one_line
+from reindex.stores.vectors import (
+    Hit,
+    Point,
+    VectorStoreError,
+    equality_conditions,
+    one_line,
+)
 
 __all__ = [
     "EdgeReader",

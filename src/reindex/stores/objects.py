@@ -408,7 +408,7 @@ class S3ObjectStore:
             with resp["Body"] as body:
                 data = body.read()
             modified = resp.get("LastModified")
-            stamp = modified.astimezone(_dt.timezone.utc).isoformat().replace("+00:00", "Z") if modified else ""
+            stamp = modified.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z") if modified else ""
             return data, {str(k).lower(): str(v) for k, v in (resp.get("Metadata") or {}).items()}, stamp
 
         return self._call(f"get {key!r}", op)

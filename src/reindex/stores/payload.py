@@ -18,29 +18,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from reindex.config import PayloadConfig
+from reindex.identity import jsonable
 
 __all__ = ["LEGACY_TEXT_KEY", "build_payload", "filter_key", "jsonable", "payload_metadata", "payload_text"]
 
 # Where populations written before the payload contract keep the chunk text.
 LEGACY_TEXT_KEY = "text"
-
-
-def jsonable(value: Any) -> Any:
-    """A metadata value as JSON the store accepts: timestamps as ISO-8601 strings, tuples as lists,
-    other objects as their string."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
 
 
 def build_payload(cfg: PayloadConfig, own: Mapping[str, Any], text: str, metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -45,7 +45,15 @@ from qdrant_client.local.qdrant_local import QdrantLocal
 
 from reindex.atomic import fsync_dir
 from reindex.errors import TransientError
-from reindex.stores.vectors import DOC_ID_FIELD, Hit, Point, VectorStore, VectorStoreError, equality_conditions, one_line
+from reindex.stores.vectors import (
+    DOC_ID_FIELD,
+    Hit,
+    Point,
+    VectorStore,
+    VectorStoreError,
+    equality_conditions,
+    one_line,
+)
 
 __all__ = [
     "BACKENDS",
@@ -438,8 +446,7 @@ class QdrantStore:
             self._client.delete(name, points_selector=models.PointIdsList(points=list(ids)), wait=True)
 
     def overwrite_payload(self, name: str, payloads: Mapping[str, dict[str, Any]]) -> None:
-        """Replace each listed point's whole payload (vectors untouched); durable and all-or-nothing when
-        it returns."""
+        """Replace each listed point's whole payload (vectors untouched); durable, all-or-nothing."""
         if not payloads:
             return
         ops = [models.OverwritePayloadOperation(overwrite_payload=models.SetPayload(payload=dict(p), points=[pid]))
@@ -580,8 +587,7 @@ def _doc_filter(doc_id: str | None) -> models.Filter | None:
 
 
 def _equality_filter(doc_id: str | None, where: Mapping[str, Any] | None) -> models.Filter | None:
-    conditions = equality_conditions(doc_id, where)
-    if not conditions:
+    if not (conditions := equality_conditions(doc_id, where)):
         return None
     return models.Filter(must=[models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in conditions])
 
