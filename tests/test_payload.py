@@ -315,3 +315,21 @@ def test_a_payload_only_apply_killed_mid_way_resumes_to_the_same_result(ws: Path
         assert payload["metadata"]["author"] == by_doc[payload["doc_id"]]["author"]
     assert sum(read_log(log).values()) == embedded_before
     assert _plan(ws)[0].kind == "none"
+
+
+def test_apply_refuses_a_plan_claiming_none_when_the_payload_settings_changed(ws: Path) -> None:
+    """The kind apply re-derives from the live record and the config in force: a changed payload id is an
+    in-place kind, so a plan file that says `none` (edited, hash recomputed) is refused."""
+    from reindex.errors import PlanError
+    from reindex.planner import Plan
+    from reindex.usecases.apply import kind_in_force
+
+    _write_config(ws, ["lang"])
+    _build(ws)
+    _write_config(ws, ["lang", "author"])
+    plan, _ = _plan(ws)
+    cfg = api.load_resolved(ws / "reindex.yaml")
+    state = api.state_store(cfg)
+    assert kind_in_force(plan, cfg, state) == "payload-only"
+    with pytest.raises(PlanError, match="the plan says none but the live index and the config make it payload-only"):
+        kind_in_force(Plan({**plan.body, "kind": "none"}), cfg, state)
