@@ -206,6 +206,7 @@ def test_a_population_written_with_the_text_key_is_read_and_upgraded_in_place(ws
     assert api.query(some["text"], ws / "reindex.yaml", k=1).results[0]["page_content"] == some["text"]
     plan, path = _plan(ws)
     assert plan.kind == "payload-only" and plan.body["work"]["tokens_to_embed"] == 0
+    assert any("predate the payload contract" in line for line in plan.body["explanation"])
     _apply(ws, path)
     for _, payload in _points(ws, live).values():
         assert "text" not in payload and payload["page_content"] and payload["metadata"]["doc_id"] == payload["doc_id"]

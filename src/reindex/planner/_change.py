@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from reindex.config import chunker_spec
 from reindex.errors import PlanError
-from reindex.identity import CorpusDigest, Identity, config_digest, identity_of, payload_id
+from reindex.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes
@@ -159,7 +159,7 @@ def _plan_body(
         "index": cfg.index,
         "kind": kind,
         "documents_changed": documents_changed,
-        "explanation": [e["line"] for e in explanation] + (
+        "explanation": [e["line"] for e in explanation] + _legacy_payload_line(baseline, cfg) + (
             [f"reuses the retained population {baseline.retained_collection} (built with this pipeline before): "
              "its vectors are taken, not embedded again"] if baseline.retained_collection else []),
         "changes": explanation,
@@ -184,6 +184,16 @@ def _plan_body(
         "timing": {"planning_seconds": round(elapsed, 3),
                    "documents_per_second": round(docs_total / elapsed, 1) if elapsed else None},
     }
+
+
+def _legacy_payload_line(baseline: Baseline, cfg) -> list[str]:
+    """The explanation of a payload-only change that no config field shows: a live population written
+    before the payload contract."""
+    if baseline.payload_id != LEGACY_PAYLOAD_ID:
+        return []
+    line = (f"the live population's payloads predate the payload contract (chunk text under `text`, no metadata): "
+            f"they are rewritten in place under `{cfg.payload.content_key}` / `{cfg.payload.metadata_key}`, no re-embedding")
+    return [line]
 
 
 def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, live: int,
