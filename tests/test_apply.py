@@ -39,7 +39,7 @@ def _assert_vectors_are_embeddings_of_their_text(ws: Workspace, snap: Snapshot) 
     vector that came from another text or another vector half shows up here."""
     emb = make_embedder(ws.cfg().vector)
     ids = sorted(snap.points)
-    want = emb.embed([snap.points[i][1]["text"] for i in ids]).vectors
+    want = emb.embed([snap.points[i][1]["page_content"] for i in ids]).vectors
     got = np.stack([snap.points[i][0] for i in ids])
     bad = [ids[n] for n in np.flatnonzero(~np.isclose(got, want, atol=1e-6).all(axis=1))]
     assert not bad, f"{len(bad)} points carry a vector that is not their text's embedding"
@@ -129,9 +129,9 @@ def test_text_half_change_reuses_exactly_the_planned_vectors(tmp_path: Path, emb
     new_snap = ws.snapshot(r.collection)
     _assert_vectors_are_embeddings_of_their_text(ws, new_snap)
     # The reused vectors are the old population's own, bit for bit (same document, same text).
-    old_by_doc_text = {(p["doc_id"], p["text"]): v for v, p in old_snap.points.values()}
-    shared = [(v, old_by_doc_text[(p["doc_id"], p["text"])]) for v, p in new_snap.points.values()
-              if (p["doc_id"], p["text"]) in old_by_doc_text]
+    old_by_doc_text = {(p["doc_id"], p["page_content"]): v for v, p in old_snap.points.values()}
+    shared = [(v, old_by_doc_text[(p["doc_id"], p["page_content"])]) for v, p in new_snap.points.values()
+              if (p["doc_id"], p["page_content"]) in old_by_doc_text]
     assert len(shared) >= w["chunks_reused"]
     assert all(np.array_equal(v, ov) for v, ov in shared)
 
@@ -154,11 +154,11 @@ def test_vector_half_change_reuses_nothing_even_for_identical_text(tmp_path: Pat
 
     new_snap = ws.snapshot(r.collection)
     _assert_vectors_are_embeddings_of_their_text(ws, new_snap)  # prefixed: none can be an old vector
-    old_by_text = {(p["doc_id"], p["ordinal"]): (v, p["text"]) for v, p in old_snap.points.values()}
+    old_by_text = {(p["doc_id"], p["ordinal"]): (v, p["page_content"]) for v, p in old_snap.points.values()}
     same_text = 0
     for v, p in new_snap.points.values():
         ov, otext = old_by_text[(p["doc_id"], p["ordinal"])]
-        if otext == p["text"]:
+        if otext == p["page_content"]:
             same_text += 1
             assert not np.allclose(v, ov), "a vector of the old model was reused for identical text"
     assert same_text == len(old_snap.ids)
@@ -301,7 +301,7 @@ def test_apply_refuses_a_drifted_plan_unless_replanned(tmp_path: Path, embed_log
     assert Path(str(r.report_path).replace(".run.json", ".json")) != path
     assert r.report["actual"]["points_in_collection"] == r.report["planned"]["chunks_new"]
     with ws.store() as s:
-        stored = [p.payload["text"] for p in s.scroll(r.collection) if p.payload["doc_id"] == "pep-0212.rst"]
+        stored = [p.payload["page_content"] for p in s.scroll(r.collection) if p.payload["doc_id"] == "pep-0212.rst"]
     assert any("A sentence added after planning." in t for t in stored)
 
 

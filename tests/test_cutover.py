@@ -26,7 +26,7 @@ from reindex.manifests import PopulationRecord, read_live, read_population, writ
 
 
 def _texts(ws: Workspace, collection: str) -> set[tuple[str, str]]:
-    return {(p["doc_id"], p["text"]) for _, p in ws.snapshot(collection).points.values()}
+    return {(p["doc_id"], p["page_content"]) for _, p in ws.snapshot(collection).points.values()}
 
 
 def _queries(path: Path, pairs: list[tuple[str, str]]) -> Path:

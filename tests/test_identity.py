@@ -17,6 +17,7 @@ from reindex.config import (
     CutoverConfig,
     EmbedConfig,
     NormaliserConfig,
+    PayloadConfig,
     PipelineConfig,
     RechunkConfig,
     SlidingChunkerConfig,
@@ -113,6 +114,7 @@ OPERATIONAL_MUTATIONS = {
     "apply": [ApplyConfig(shards=4, embed_batch_size=8)],
     "cutover": [CutoverConfig(k=5, min_overlap=0.9, retention_days=1)],
     "embed": [EmbedConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY", max_tokens_per_minute=1000)],
+    "payload": [PayloadConfig(content_key="text_body"), PayloadConfig(metadata_key="meta"), PayloadConfig(indexes=["lang"])],
 }
 
 
@@ -322,3 +324,32 @@ def test_rechunk_accepts_a_plain_mode_string() -> None:
     assert cfg.text.rechunk == RechunkConfig(mode="sticky")
     with pytest.raises(Exception, match="rechunk"):
         config_from_dict({"index": "docs", "source": "/data", "text": {"rechunk": "sometimes"}})
+
+
+@pytest.mark.parametrize(("name", "value"), _mutations(OPERATIONAL_MUTATIONS))
+def test_payload_id_changes_with_the_payload_section_and_metadata_fields_only(name: str, value: object) -> None:
+    from reindex.identity import payload_id
+
+    changed = BASE.model_copy(update={name: value})
+    moved = payload_id(changed) != payload_id(BASE)
+    assert moved == (name == "payload")
+    with_field = BASE.model_copy(update={"source": BASE.source.model_copy(update={"metadata_fields": ["lang"]})})
+    assert payload_id(with_field) != payload_id(BASE) and _ids(with_field) == _ids(BASE)
+
+
+def test_a_record_without_a_payload_section_is_the_legacy_layout() -> None:
+    from reindex.identity import LEGACY_PAYLOAD_ID, payload_id, payload_id_of_record
+
+    data = BASE.model_dump(mode="json")
+    assert payload_id_of_record(data) == payload_id(BASE)
+    del data["payload"]
+    assert payload_id_of_record(data) == LEGACY_PAYLOAD_ID
+
+
+def test_document_hash_is_the_bytes_hash_without_metadata_and_moves_with_a_metadata_value() -> None:
+    from reindex.identity import content_hash, document_hash
+
+    assert document_hash(b"abc") == content_hash(b"abc")
+    a = document_hash(b"abc", [("lang", "en")])
+    assert a != content_hash(b"abc") and a != document_hash(b"abc", [("lang", "de")])
+    assert a == document_hash(b"abc", [("lang", "en")]) and a != document_hash(b"abd", [("lang", "en")])

@@ -23,7 +23,7 @@ def test_query_returns_chunks_of_the_live_alias_and_filters_by_document(tmp_path
     first = ws.manifest_rows(live)[0]
     with ws.store() as s:
         [p] = s.retrieve(live, [first.point_id], with_vectors=False)
-    text = p.payload["text"]
+    text = p.payload["page_content"]
     r = _query(ws, text, "--k", "3", "--json")
     assert r.returncode == 0, r.stderr
     results = json.loads(r.stdout)["results"]
@@ -33,7 +33,8 @@ def test_query_returns_chunks_of_the_live_alias_and_filters_by_document(tmp_path
     f = _query(ws, text, "--k", "5", "--filter", f"doc_id={other}", "--json")
     assert f.returncode == 0 and {x["doc_id"] for x in json.loads(f.stdout)["results"]} == {other}
     bad = _query(ws, text, "--filter", "title=x")
-    assert bad.returncode == 1 and bad.stderr.strip() == "error: --filter title: can filter on doc_id only"
+    assert bad.returncode == 1 and bad.stderr.strip() == (
+        "error: --filter title: can filter on doc_id only (add metadata keys to source.metadata_fields)")
 
 
 def test_query_works_from_another_process_while_apply_and_cutover_run(tmp_path: Path) -> None:

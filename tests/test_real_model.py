@@ -51,7 +51,7 @@ def test_the_real_model_through_apply_cutover_and_query(tmp_path: Path, model) -
         store.close()
     assert len(points) == 3
     for p in points:
-        want = model.encode([p.payload["text"]], normalize_embeddings=True)[0]
+        want = model.encode([p.payload["page_content"]], normalize_embeddings=True)[0]
         got = np.asarray(p.vector, dtype=np.float32)
         assert got.shape == (384,) and abs(float(np.linalg.norm(got)) - 1.0) < 1e-3
         assert float(np.dot(got, want)) > 0.999, p.payload["doc_id"]

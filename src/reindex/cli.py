@@ -531,7 +531,7 @@ def gc(config_path: str, older_than: str | None, dry_run: bool, force: bool, yes
 @click.argument("text")
 @CONFIG_OPTION
 @click.option("--k", type=int, default=10, show_default=True, help="How many chunks.")
-@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Only chunks whose payload matches (doc_id).")
+@click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Only chunks whose doc_id or metadata field (source.metadata_fields) equals VALUE; repeatable (all must hold).")
 @click.option("--collection", default=None, help="A population by name instead of the live alias.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: {\"results\": [{doc_id, score, page_content, metadata}]}.")
 def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collection: str | None, as_json: bool) -> None:

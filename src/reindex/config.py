@@ -6,7 +6,9 @@ Every model is tagged with the half it belongs to (``half`` in its JSON schema e
 * ``vector``: decides *which vector* a text gets; hashed into the vector id.
 * ``operational``: neither (where things live, prices, parallelism); never hashed.
 
-Lines: over 600 because the chunker kinds' models belong next to the union that discriminates them.
+Lines: one module is the whole schema of ``reindex.yaml`` (every section's model, the loader and the
+commented template); split, a reader would chase one file's fields across several. The chunker kinds'
+models belong next to the union that discriminates them.
 """
 
 from __future__ import annotations
@@ -362,7 +364,10 @@ class SourceConfig(_OpModel):
     uri: str = Field(description="A directory, a .jsonl or .parquet file, or s3://bucket/prefix.")
     id_field: str | None = Field(None, description="Id column/key (default: first of id, doc_id, _id).")
     text_field: str | None = Field(None, description="Text column/key (default: first of text, content, body).")
-    metadata_fields: list[str] = Field(default_factory=list, description="Extra columns/keys carried as metadata.")
+    metadata_fields: list[str] = Field(
+        default_factory=list,
+        description="Metadata carried into each point's payload: JSONL keys or Parquet columns; for a directory "
+        "path, title, modified; for S3 key, last_modified or a user-metadata name (x-amz-meta-<name>).")
     include: list[str] = Field(
         default_factory=lambda: ["*.txt", "*.md", "*.rst", "*.html", "*.htm"],
         description="File-name patterns read from a directory or S3 prefix.",
@@ -376,6 +381,33 @@ class SourceConfig(_OpModel):
     @classmethod
     def _from_string(cls, value: Any) -> Any:
         return {"uri": value} if isinstance(value, str) else value
+
+
+# Payload keys reindex writes for its own bookkeeping; the chunk text and metadata keys must not shadow them.
+RESERVED_PAYLOAD_KEYS = ("doc_id", "ordinal", "fingerprint", "tokens", "start", "end", "pipeline_id")
+
+
+class PayloadConfig(_OpModel):
+    """What each point's payload carries for readers: the chunk text and the document's metadata, under keys
+    that default to LangChain's layout (``page_content``, ``metadata``). Neither half: a change here (or to
+    ``source.metadata_fields``) is a payload-only change, applied in place without re-embedding."""
+
+    content_key: str = Field("page_content", min_length=1, description="Payload key of the chunk text.")
+    metadata_key: str = Field("metadata", min_length=1, description="Payload key of the document's metadata object.")
+    indexes: list[str] = Field(
+        default_factory=list,
+        description="Metadata fields given a keyword payload index (at <metadata_key>.<field>) for `reindex query --filter`; doc_id is always indexed.",
+    )
+
+    @model_validator(mode="after")
+    def _distinct_keys(self) -> PayloadConfig:
+        for name in ("content_key", "metadata_key"):
+            if getattr(self, name) in RESERVED_PAYLOAD_KEYS:
+                raise ValueError(f"{name} {getattr(self, name)!r} is a key reindex writes itself "
+                                 f"({', '.join(RESERVED_PAYLOAD_KEYS)}); choose another name")
+        if self.content_key == self.metadata_key:
+            raise ValueError(f"content_key and metadata_key are both {self.content_key!r}; they must differ")
+        return self
 
 
 class StoreConfig(_OpModel):
@@ -465,6 +497,7 @@ class PipelineConfig(_Model):
     source: SourceConfig = Field(description="The corpus.")
     text: TextHalf = Field(default_factory=TextHalf, description="Text half.")
     vector: VectorHalf = Field(default_factory=VectorHalf, description="Vector half.")
+    payload: PayloadConfig = Field(default_factory=PayloadConfig, description="Point payload layout for readers.")
     store: StoreConfig = Field(default_factory=StoreConfig, description="Vector store.")
     state: StateConfig = Field(default_factory=StateConfig, description="State store.")
     cost: CostConfig = Field(default_factory=CostConfig, description="Prices and rates.")
@@ -597,7 +630,7 @@ def default_config_yaml(index: str = "docs", source: str = "./corpus") -> str:
     lines.append(f"# [operational] {top['source'].description}")
     lines.append("source:")
     _emit(lines, SourceConfig, {"uri": source}, 1)
-    for name in ("text", "vector", "store", "state", "cost", "approval", "apply", "embed", "cutover"):
+    for name in ("text", "vector", "payload", "store", "state", "cost", "approval", "apply", "embed", "cutover"):
         model = top[name].annotation
         lines.append(f"# [{field_half(model)}] {top[name].description}")
         lines.append(f"{name}:")

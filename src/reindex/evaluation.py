@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from reindex.config import PayloadConfig
 from reindex.errors import EvaluationError
 from reindex.stats import paired_bootstrap, percentile
+from reindex.stores.payload import payload_text
 
 BUDGET_TOKENS = 2048
 MAX_CANDIDATES = 100
@@ -223,12 +225,14 @@ class SideResult:
     collections: set[str] = field(default_factory=set)  # pipeline ids seen in payloads
 
 
-def run_side(store: Any, collection: str, vector: Any, k: int) -> SideResult:
+def run_side(store: Any, collection: str, vector: Any, k: int, payload: PayloadConfig | None = None) -> SideResult:
+    """One side's top candidates; chunk texts are read under ``payload``'s content key (or the default,
+    or the ``text`` key of a population written before the payload contract)."""
     t = time.perf_counter()
     hits = store.query(collection, vector, limit=max(k, MAX_CANDIDATES))
     seconds = time.perf_counter() - t
     cands = [Candidate(h.payload.get("doc_id", ""), int(h.payload.get("start", 0)), int(h.payload.get("end", 0)),
-                       int(h.payload.get("tokens", 0)), h.payload.get("text", "")) for h in hits]
+                       int(h.payload.get("tokens", 0)), payload_text(h.payload, payload)) for h in hits]
     return SideResult(dedupe(c.doc_id for c in cands), cands, seconds,
                       {h.payload.get("pipeline_id", "") for h in hits})
 
@@ -276,16 +280,18 @@ def aggregate(rows: list[dict], k: int, seed: int = 0) -> dict:
 
 
 def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Callable[[list[str]], Any],
-             embed_new: Callable[[list[str]], Any], *, k: int = 10, seed: int = 0) -> dict:
-    """Run every query against ``old`` (e.g. the alias) and ``new`` with each side's query vectors."""
+             embed_new: Callable[[list[str]], Any], *, k: int = 10, seed: int = 0,
+             payload_old: PayloadConfig | None = None, payload_new: PayloadConfig | None = None) -> dict:
+    """Run every query against ``old`` (e.g. the alias) and ``new`` with each side's query vectors (and
+    each side's payload layout)."""
     texts = [q.text for q in queries]
     v_old = embed_old(texts)
     v_new = v_old if embed_new is embed_old else embed_new(texts)
     rows = []
     pipelines: dict[str, set[str]] = {"old": set(), "new": set()}
     for i, q in enumerate(queries):
-        o = run_side(store, old, v_old[i], k)
-        n = run_side(store, new, v_new[i], k)
+        o = run_side(store, old, v_old[i], k, payload_old)
+        n = run_side(store, new, v_new[i], k, payload_new)
         pipelines["old"] |= o.collections
         pipelines["new"] |= n.collections
         rows.append(score_query(q, o, n, k))

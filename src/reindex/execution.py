@@ -7,7 +7,9 @@ A shard is the documents whose ``blake2b(doc id) mod N`` is ``k``. Running a sha
    before it died), then the old population's points of the *same document* with the same
    fingerprint, found by point id from the old chunk manifest (``retrieve``, never a filtered scan);
 3. embed only the misses, each distinct text once, length-sorted;
-4. upsert with deterministic point ids, then (in place) delete the document's stale points;
+4. upsert with deterministic point ids, then (in place) delete the document's stale points; in place, a
+   document whose chunks are exactly the points it has (only its metadata or the payload layout changed)
+   gets its payloads overwritten instead: no vector read, embedded or written;
 5. write the shard's chunk-manifest part, then the shard manifest, last.
 
 Every step can be repeated, so a shard killed anywhere is redone from the start without embedding
@@ -46,6 +48,7 @@ from reindex.retry import call_with_retries
 from reindex.sources import open_source
 from reindex.sources.base import Document, ScanReport
 from reindex.stores.objects import ObjectStore
+from reindex.stores.payload import build_payload
 from reindex.stores.qdrant import Point, VectorStore
 
 DOC_BATCH = 32  # documents per store round trip
@@ -97,6 +100,7 @@ class ShardResult:
     tokens_embedded: int = 0
     truncated: int = 0
     deleted: int = 0
+    payload_updated: int = 0  # points whose payload was overwritten in place (vectors untouched)
     removed_documents: int = 0
     bad: list[dict] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
@@ -136,17 +140,18 @@ class ApplyContext:
             self.progress(event)
 
 
-def _payload(rec: ChunkRecord, collection_pipeline: str) -> dict:
-    return {
+def _payload(ctx: ApplyContext, rec: ChunkRecord, metadata: dict[str, Any]) -> dict:
+    """A point's payload under the payload contract (:mod:`reindex.stores.payload`)."""
+    own = {
         "doc_id": rec.doc_id,
         "ordinal": rec.ordinal,
         "fingerprint": rec.fingerprint,
-        "text": rec.text,
         "tokens": rec.tokens,
         "start": rec.start,
         "end": rec.end,
-        "pipeline_id": collection_pipeline,
+        "pipeline_id": ctx.identity.pipeline_id,
     }
+    return build_payload(ctx.cfg.payload, own, rec.text, metadata)
 
 
 def _shard_docs(ctx: ApplyContext, shard: int, only: set[str] | None, result: ShardResult) -> Iterable[Document]:
@@ -214,7 +219,7 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
 
 
 def _embed_missing(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], vectors: dict[str, Any],
-                   result: ShardResult) -> set[str]:
+                   result: ShardResult, metas: dict[str, dict[str, Any]]) -> set[str]:
     """Embed the texts that have no vector yet and write their points batch by batch, so that a finished
     embedding batch is durable in the target before the next one starts: a resumed shard finds those points
     by id and embeds only what was lost, at most one batch per worker. Returns the point ids written."""
@@ -228,7 +233,7 @@ def _embed_missing(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], vec
         return written
 
     def flush(batch: list[str], batch_vectors: np.ndarray) -> None:
-        points = [Point(r.point_id, v, _payload(r, ctx.identity.pipeline_id))
+        points = [Point(r.point_id, v, _payload(ctx, r, metas[r.doc_id]))
                   for t, v in zip(batch, batch_vectors) for r in waiting[t]]
         crashpoint("before-upsert")
         ctx.fence()
@@ -256,6 +261,8 @@ def _sync_batch(
             raise
         except Exception as err:  # noqa: BLE001 - a chunker bug on one document must not stop the shard
             result.failures.append({"doc_id": doc.doc_id, "reason": f"chunking failed: {type(err).__name__}: {err}"})
+    metas = {doc.doc_id: doc.meta() for doc in docs}
+    rewritten = _rewrite_payloads(ctx, records, old_rows, metas, result) if ctx.in_place else {}
     new_ids = [r.point_id for recs in records.values() for r in recs]
     vectors: dict[str, Any] = {}  # fingerprint → vector
     if new_ids:
@@ -275,9 +282,9 @@ def _sync_batch(
                 vectors.setdefault(p.payload["fingerprint"], p.vector)
             gained = set(vectors) - before
             result.reused_old += sum(1 for recs in records.values() for r in recs if r.fingerprint in gained)
-    written = _embed_missing(ctx, records, vectors, result)
+    written = _embed_missing(ctx, records, vectors, result, metas)
     points = [
-        Point(r.point_id, vectors[r.fingerprint], _payload(r, ctx.identity.pipeline_id))
+        Point(r.point_id, vectors[r.fingerprint], _payload(ctx, r, metas[r.doc_id]))
         for recs in records.values()
         for r in recs
         if r.point_id not in written
@@ -298,13 +305,39 @@ def _sync_batch(
         result.deleted += len(stale)
     # Reused and embedded chunks of this batch ride with its documents: a progress display that subtracted
     # embedding events (which arrive first, from every shard's thread) from documented chunks went negative.
-    ctx.emit(kind="documents", documents=len(records), chunks=len(points) + len(written), reused=len(points),
+    # Documents whose payloads were only rewritten count as reused (no vector was computed).
+    rewritten_chunks = sum(len(r) for r in rewritten.values())
+    ctx.emit(kind="documents", documents=len(records) + len(rewritten),
+             chunks=len(points) + len(written) + rewritten_chunks, reused=len(points) + rewritten_chunks,
              embedded=len(written))
     return [
         ManifestRow(r.doc_id, hashes[r.doc_id], r.ordinal, r.fingerprint, r.tokens, r.point_id)
-        for recs in records.values()
+        for recs in (records | rewritten).values()
         for r in recs
     ]
+
+
+def _rewrite_payloads(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], old_rows: dict[str, list[ManifestRow]],
+                      metas: dict[str, dict[str, Any]], result: ShardResult) -> dict[str, list[ChunkRecord]]:
+    """In place, a document whose chunks are the ones its points already hold (same point ids, in order:
+    only its metadata, or the payload layout, changed) gets its payloads overwritten, vectors untouched.
+    Such documents are taken out of ``records`` (nothing to embed, upsert or delete) and returned."""
+    done: dict[str, list[ChunkRecord]] = {}
+    for doc_id, recs in list(records.items()):
+        old = sorted(old_rows.get(doc_id, ()), key=lambda r: r.ordinal)
+        if recs and [r.point_id for r in recs] == [r.point_id for r in old]:
+            done[doc_id] = records.pop(doc_id)
+    if not done:
+        return done
+    payloads = {r.point_id: _payload(ctx, r, metas[r.doc_id]) for recs in done.values() for r in recs}
+    crashpoint("before-payload")
+    ctx.fence()
+    retry_transient(ctx.store.overwrite_payload, ctx.target, payloads)
+    crashpoint("after-payload")
+    result.payload_updated += len(payloads)
+    result.chunks += len(payloads)
+    result.documents += len(done)
+    return done
 
 
 def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, removed: set[str] = frozenset(),

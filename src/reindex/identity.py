@@ -9,6 +9,10 @@ collection names.
 * ``fingerprint = H(vector_id ‖ chunk text)``: equal fingerprints ⇒ equal vectors, whatever chunker
   produced the text.
 * point id: a UUID from (doc id, fingerprint, occurrence of that fingerprint within the document).
+* ``payload_id = H("reindex/payload/v1" ‖ metadata_fields, payload section)``: neither half, not in the
+  pipeline id; a change of it alone is a payload-only change (points rewritten in place, no embedding).
+* document hash: the bytes' digest, or with metadata ``H(bytes digest ‖ metadata)``: what change detection
+  compares, so a metadata edit alone reaches the payload.
 
 Bump a version prefix whenever the meaning of a hashed field changes.
 """
@@ -19,13 +23,21 @@ import functools
 import hashlib
 import importlib.util
 import json
+import math
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
-from reindex.config import PipelineConfig, RechunkConfig, TextHalf, VectorHalf
+from reindex.config import (
+    PipelineConfig,
+    RechunkConfig,
+    TextHalf,
+    VectorHalf,
+    config_from_dict,
+)
 from reindex.errors import ConfigError
 from reindex.models import digest_path, find_tokenizer_file, resolve_model_path
 
@@ -33,6 +45,11 @@ TEXT_ID_VERSION = "reindex/text/v1"
 VECTOR_ID_VERSION = "reindex/vector/v1"
 PIPELINE_ID_VERSION = "reindex/pipeline/v1"
 POINT_ID_VERSION = "reindex/point/v1"
+PAYLOAD_ID_VERSION = "reindex/payload/v1"
+DOCUMENT_HASH_VERSION = "reindex/document/v1"
+# The payload id of a population written before the payload contract: chunk text under ``text``, no
+# metadata. Its config record has no ``payload`` section.
+LEGACY_PAYLOAD_ID = "legacy-text-payload"
 SHORT = 12
 
 
@@ -121,6 +138,51 @@ def point_ids(doc_id: str, fingerprints: list[str]) -> list[str]:
 def content_hash(data: bytes) -> str:
     """Digest of a document's raw bytes."""
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def document_hash(data: bytes, metadata: Iterable[tuple[str, Any]] = ()) -> str:
+    """What change detection compares for a document: :func:`content_hash` of its bytes when it carries no
+    metadata (so every population built without ``metadata_fields`` keeps its hashes), else a digest of
+    the bytes' hash and its metadata, so that a metadata edit alone is a change the planner sees."""
+    items = list(metadata)
+    if not items:
+        return content_hash(data)
+    body = canonical_json([DOCUMENT_HASH_VERSION, content_hash(data), [[k, jsonable(v)] for k, v in items]])
+    return hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
+
+
+def jsonable(value: Any) -> Any:
+    """A metadata value as plain JSON (what canonical JSON and a point's payload accept): timestamps as
+    ISO-8601 strings, tuples as lists, bytes as UTF-8 text, NaN/infinity and other objects as their string."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def payload_id(cfg: PipelineConfig) -> str:
+    """Hash of what decides a point's payload beyond its chunk: ``source.metadata_fields`` and the
+    ``payload`` section. In neither half (no vector or text depends on it) and not in the pipeline id
+    (the collection stays): a change of it alone is a payload-only change, applied in place."""
+    data = {"metadata_fields": list(cfg.source.metadata_fields), "payload": cfg.payload.model_dump(mode="json")}
+    return _h(PAYLOAD_ID_VERSION.encode(), canonical_json(data).encode())
+
+
+def payload_id_of_record(config: dict) -> str:
+    """:func:`payload_id` of a population's recorded config (JSON); :data:`LEGACY_PAYLOAD_ID` for a
+    population written before the payload contract (its record has no ``payload`` section)."""
+    if "payload" not in config:
+        return LEGACY_PAYLOAD_ID
+    return payload_id(config_from_dict(config, "population record"))
 
 
 # --------------------------------------------------------------------------------------------

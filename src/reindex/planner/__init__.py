@@ -20,7 +20,7 @@ from reindex.planner._baseline import (
     no_baseline,
 )
 from reindex.planner._change import plan_change
-from reindex.planner._classify import KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes
+from reindex.planner._classify import IN_PLACE_KINDS, KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes
 from reindex.planner._plan import (
     PLAN_SCHEMA,
     Plan,
@@ -43,6 +43,7 @@ from reindex.planner._work import (
 __all__ = [
     "attach_retained",
     "DEFAULT_TOKENS_PER_MINUTE",
+    "IN_PLACE_KINDS",
     "KINDS",
     "LENGTH_EDGES",
     "PLAN_SCHEMA",

@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from reindex.config import PipelineConfig, config_from_dict
-from reindex.identity import CorpusDigest, Identity, identity_of
+from reindex.identity import (
+    CorpusDigest,
+    Identity,
+    identity_of,
+    payload_id,
+    payload_id_of_record,
+)
 from reindex.manifests import (
     digest_json,
     manifest_digest,
@@ -44,6 +50,9 @@ class Baseline:
     # A retained (ready or retired) population built with the new pipeline: its vectors are reused too.
     retained_collection: str | None = None
     retained: dict[str, frozenset[str]] = field(default_factory=dict)  # doc id → fingerprints
+    # The payload id the baseline's points were written with (None: no baseline); a live population
+    # written before the payload contract has reindex.identity.LEGACY_PAYLOAD_ID.
+    payload_id: str | None = None
 
     @property
     def identity(self) -> Identity | None:
@@ -76,7 +85,7 @@ def live_baseline(store: ObjectStore, index: str) -> Baseline:
         "config_digest": digest_json(rec.config),
         "manifest_digest": manifest_digest(store, index, rec.collection),
     }
-    return Baseline("live", cfg, states, inputs)
+    return Baseline("live", cfg, states, inputs, payload_id=payload_id_of_record(rec.config))
 
 
 def explicit_baseline(
@@ -107,7 +116,7 @@ def explicit_baseline(
         "documents": report.documents,
         "bad_documents": len(report.bad),
     }
-    base = Baseline("explicit", cfg, docs, inputs, complete=only is None)
+    base = Baseline("explicit", cfg, docs, inputs, complete=only is None, payload_id=payload_id(cfg))
 
     def materialize(ids: set[str]) -> None:
         for doc in source.scan(ScanReport()):

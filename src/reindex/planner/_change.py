@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from reindex.config import chunker_spec
 from reindex.errors import PlanError
-from reindex.identity import CorpusDigest, Identity, config_digest, identity_of
+from reindex.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes
@@ -40,7 +40,8 @@ def plan_change(req: PlanRequest) -> Plan:
     ident = identity_of(cfg)
     baseline = req.baseline
     source = open_source(cfg.source if req.corpus_uri is None else cfg.source.model_copy(update={"uri": req.corpus_uri}))
-    work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document)
+    same_chunks: set[str] = set()  # edited documents whose chunks did not change (a metadata edit)
+    work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document, same_chunks)
 
     report = ScanReport()
     t = Totals()
@@ -57,15 +58,22 @@ def plan_change(req: PlanRequest) -> Plan:
     if req.sample is None:
         _count_old(baseline, t)
     documents_changed = bool(t.docs["added"] or t.docs["edited"] or t.docs["removed"])
-    kind = classify(baseline, ident, documents_changed)
+    payload_changed = baseline.payload_id is not None and baseline.payload_id != payload_id(cfg)
+    text_changed = bool(t.docs["added"] or t.docs["removed"] or t.docs["edited"] > len(same_chunks))
+    kind = classify(baseline, ident, documents_changed, payload_changed=payload_changed, text_changed=text_changed)
     if kind == "none":
         t.affected = []
+    elif payload_changed and kind in ("payload-only", "document-scoped"):
+        t.affected = sorted(seen)  # every point's payload is rewritten
     elapsed = time.perf_counter() - started
     return seal(_plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, digest))
 
 
-def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool) -> Callable[[Document], DocWork]:
-    """The function that computes one document's work against ``baseline``."""
+def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool,
+              same_chunks: set[str] | None = None) -> Callable[[Document], DocWork]:
+    """The function that computes one document's work against ``baseline``; edited documents whose
+    chunks are the baseline's (same fingerprints in order: only their metadata changed) go into
+    ``same_chunks``."""
     same_pipeline = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
     old_fps_global: set[str] | None = None
     if cross_document and baseline.config is not None:
@@ -81,6 +89,9 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
         text = pipe.document_text(doc)
         recs = pipe.chunk_text(doc.doc_id, text)
         toks = [r.tokens for r in recs]
+        if same_chunks is not None and status == "edited" and same_pipeline and \
+                tuple(r.fingerprint for r in recs) == old.fingerprints:
+            same_chunks.add(doc.doc_id)
         return doc_work(doc.doc_id, status, old, [r.fingerprint for r in recs], toks,
                         [len(r.text.encode()) for r in recs], whole_doc_tokens(pipe, text, toks), old_fps_global,
                         baseline.retained.get(doc.doc_id, frozenset()))
@@ -148,7 +159,7 @@ def _plan_body(
         "index": cfg.index,
         "kind": kind,
         "documents_changed": documents_changed,
-        "explanation": [e["line"] for e in explanation] + (
+        "explanation": [e["line"] for e in explanation] + _legacy_payload_line(baseline, cfg) + (
             [f"reuses the retained population {baseline.retained_collection} (built with this pipeline before): "
              "its vectors are taken, not embedded again"] if baseline.retained_collection else []),
         "changes": explanation,
@@ -175,6 +186,16 @@ def _plan_body(
     }
 
 
+def _legacy_payload_line(baseline: Baseline, cfg) -> list[str]:
+    """The explanation of a payload-only change that no config field shows: a live population written
+    before the payload contract."""
+    if baseline.payload_id != LEGACY_PAYLOAD_ID:
+        return []
+    line = (f"the live population's payloads predate the payload contract (chunk text under `text`, no metadata): "
+            f"they are rewritten in place under `{cfg.payload.content_key}` / `{cfg.payload.metadata_key}`, no re-embedding")
+    return [line]
+
+
 def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, live: int,
                   retained: str | None = None) -> dict[str, Any]:
     """The plan's ``work`` section."""
@@ -197,7 +218,7 @@ def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, liv
         "tokens_new": t.tokens_new,
         "tokens_to_embed": t.tokens_to_embed,
         "cross_document": {"chunks": t.cross_doc_chunks, "tokens": t.cross_doc_tokens},
-        "affected_documents": sorted(t.affected) if kind == "document-scoped" else [],
+        "affected_documents": sorted(t.affected) if kind in ("document-scoped", "payload-only") else [],
         "removed_documents": sorted(t.removed),
         "unreadable_documents": sorted(t.unreadable),
         "reuses_retained_population": retained,

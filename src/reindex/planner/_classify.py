@@ -9,9 +9,15 @@ from reindex.config import PipelineConfig
 from reindex.identity import Identity
 from reindex.planner._baseline import Baseline
 
-__all__ = ["KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes"]
+__all__ = ["IN_PLACE_KINDS", "KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes"]
 
-KINDS = ("none", "initial", "document-scoped", "pipeline-scoped/text", "pipeline-scoped/vector")
+KINDS = ("none", "initial", "document-scoped", "payload-only", "pipeline-scoped/text", "pipeline-scoped/vector")
+
+# Kinds applied in place on the live population (no new collection, nothing to cut over).
+IN_PLACE_KINDS = ("document-scoped", "payload-only")
+
+# Config paths a payload-only change is made of (payload_id's inputs): applied in place, no re-embedding.
+PAYLOAD_PATHS = ("source.metadata_fields", "payload.")
 
 
 def _flatten(prefix: str, value: Any) -> dict[str, Any]:
@@ -41,6 +47,8 @@ def explain_changes(old: PipelineConfig, new: PipelineConfig) -> list[dict[str, 
             half, effect = "text", "text half: every document is recut"
         elif path.startswith("vector."):
             half, effect = "vector", "vector half: every vector is recomputed, nothing is reused"
+        elif path.startswith(PAYLOAD_PATHS):
+            half, effect = "payload", "payload: every point's payload is rewritten in place, no re-embedding"
         else:
             half, effect = "operational", "operational: no re-embedding"
         out.append(
@@ -55,8 +63,12 @@ def explain_changes(old: PipelineConfig, new: PipelineConfig) -> list[dict[str, 
     return out
 
 
-def classify(baseline: Baseline, new_identity: Identity, documents_changed: bool) -> str:
-    """The change kind (see DESIGN.md)."""
+def classify(baseline: Baseline, new_identity: Identity, documents_changed: bool, *, payload_changed: bool = False,
+             text_changed: bool | None = None) -> str:
+    """The change kind (see DESIGN.md). ``payload_changed``: the payload id differs from the baseline's
+    (``source.metadata_fields`` or the ``payload`` section). ``text_changed``: some document was added,
+    removed, or edited so that its chunks differ (None: as ``documents_changed``); a change whose edited
+    documents all keep their chunks (a metadata edit) is payload-only."""
     if baseline.config is None:
         return "initial"
     old = baseline.identity
@@ -65,7 +77,10 @@ def classify(baseline: Baseline, new_identity: Identity, documents_changed: bool
         return "pipeline-scoped/vector"
     if old.text_id != new_identity.text_id:
         return "pipeline-scoped/text"
-    return "document-scoped" if documents_changed else "none"
+    text_changed = documents_changed if text_changed is None else text_changed
+    if text_changed:
+        return "document-scoped"
+    return "payload-only" if payload_changed or documents_changed else "none"
 
 
 def approval_needed(kind: str, cfg: PipelineConfig, tokens: int, usd: float, *, live_documents: int = 0,
@@ -88,7 +103,7 @@ def approval_needed(kind: str, cfg: PipelineConfig, tokens: int, usd: float, *, 
         reasons.append(f"{unreadable:,} live documents could not be read and would be missing from the new population")
     if kind.startswith("pipeline-scoped") and pol.pipeline_scoped:
         reasons.append(f"{kind} plans need approval (approval.pipeline_scoped)")
-    if kind in ("document-scoped", "initial"):
+    if kind in ("document-scoped", "payload-only", "initial"):
         if pol.max_tokens is not None and tokens > pol.max_tokens:
             reasons.append(f"{tokens:,} tokens to embed exceed approval.max_tokens ({pol.max_tokens:,})")
         if pol.max_usd is not None and usd > pol.max_usd:

@@ -53,6 +53,9 @@ def change_lines(plan: Plan) -> list[str]:
         lines.insert(0, f"Initial build: {num(d['total'])} documents, no live population yet")
     elif plan.kind == "none":
         lines.insert(0, "Nothing changes: the config and every document match the baseline")
+    elif plan.kind == "payload-only":
+        lines.append(f"Payload only: the payloads of {num(len(b['work'].get('affected_documents', [])))} documents "
+                     "are rewritten in place; no text is embedded and no vector is written")
     elif plan.kind == "document-scoped" or b.get("documents_changed"):
         lines.append(moved)
     return lines
@@ -82,6 +85,8 @@ def peak_note(plan: Plan) -> str:
         return "the new population"
     if plan.kind == "none":
         return "nothing to build"
+    if plan.kind == "payload-only":
+        return "in place: payloads are overwritten, no point is added"
     return "in place: new points are written before stale ones are deleted"
 
 

@@ -111,6 +111,8 @@ def apply_text(r: Any) -> str:
         f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
         f"skipped {a['shards_skipped']}",
     ]
+    if a.get("payload_updated"):
+        lines.append(f"  payloads overwritten in place: {a['payload_updated']:,} points (no vector written)")
     if a["truncated"]:
         lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")
     m = (rep.get("throughput") or {}).get("recorded")

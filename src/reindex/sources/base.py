@@ -7,13 +7,15 @@ deterministic order. Input that cannot become a document is a :class:`BadDocumen
 
 from __future__ import annotations
 
+import itertools
 import posixpath
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from reindex.identity import content_hash
+from reindex.identity import document_hash
 
 # Media types a document can have, chosen from its name's suffix.
 MEDIA_TYPES = {
@@ -51,7 +53,10 @@ def media_type_for(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One document as read from the source: raw UTF-8 bytes, not yet extracted or normalised."""
+    """One document as read from the source: raw UTF-8 bytes, not yet extracted or normalised.
+
+    ``content_hash`` is what change detection compares: the bytes' digest, combined with the metadata's
+    when the document carries any (:func:`reindex.identity.document_hash`)."""
 
     doc_id: str
     data: bytes
@@ -66,13 +71,14 @@ class Document:
     ) -> Document:
         """A document with its hash and size computed; media type from the id's suffix by default."""
         items = metadata.items() if isinstance(metadata, Mapping) else metadata
+        frozen = tuple((str(k), _freeze(v)) for k, v in items)
         return cls(
             doc_id=doc_id,
             data=data,
-            content_hash=content_hash(data),
+            content_hash=document_hash(data, frozen),
             size=len(data),
             media_type=media_type or media_type_for(doc_id),
-            metadata=tuple((str(k), _freeze(v)) for k, v in items),
+            metadata=frozen,
         )
 
     def meta(self) -> dict[str, Any]:
@@ -230,6 +236,34 @@ class Admission:
         doc = Document.of(doc_id, data, media_type, metadata)
         self.report.add(doc)
         return doc
+
+
+_RST_UNDERLINE = re.compile(r"^([=\-~^*#+`:.'\"_])\1+\s*$")
+_HTML_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def title_of(name: str, data: bytes) -> str:
+    """A document's title, by one rule per media type: HTML ``<title>``; Markdown the first ``# `` heading;
+    reStructuredText the first line underlined with a repeated punctuation character (at least as long);
+    otherwise, or when none is found, the file name without its suffix."""
+    media = media_type_for(name)
+    stem = posixpath.splitext(posixpath.basename(name))[0]
+    head = data[:65536]
+    if media == "text/html":
+        m = _HTML_TITLE.search(head)
+        title = " ".join(m.group(1).decode("utf-8", "replace").split()) if m else ""
+        return title or stem
+    lines = head.decode("utf-8", "replace").splitlines()
+    if media == "text/markdown":
+        for line in lines:
+            if line.startswith("# "):
+                return line[2:].strip().rstrip("#").strip() or stem
+    elif media == "text/x-rst":
+        for line, under in itertools.pairwise(lines):
+            text = line.strip()
+            if text and not _RST_UNDERLINE.match(line) and _RST_UNDERLINE.match(under) and len(under.strip()) >= len(text):
+                return text
+    return stem
 
 
 def _freeze(value: Any) -> Any:

@@ -5,12 +5,40 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import os
+from datetime import UTC, datetime
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 
 from reindex.config import SourceConfig
-from reindex.sources.base import Admission, BadDocument, Document, ScanReport
+from reindex.errors import SourceError
+from reindex.sources.base import Admission, BadDocument, Document, ScanReport, title_of
+
+# Metadata a directory source can carry, each opt-in by naming it in ``source.metadata_fields``.
+FILE_FIELDS = ("path", "title", "modified")
+
+
+def check_file_fields(fields: list[str], where: str) -> None:
+    """Refuse metadata field names a directory source cannot fill."""
+    unknown = [f for f in fields if f not in FILE_FIELDS]
+    if unknown:
+        raise SourceError(f"{where}: source.metadata_fields {', '.join(map(repr, unknown))}: a directory source "
+                          f"offers {', '.join(FILE_FIELDS)}")
+
+
+def file_metadata(fields: list[str], rel: str, path: Path, data: bytes) -> tuple[tuple[str, object], ...]:
+    """The configured file attributes: ``path`` (POSIX, relative to the folder: the doc id), ``title``
+    (:func:`reindex.sources.base.title_of`), ``modified`` (UTC ISO-8601 of the file's mtime, seconds)."""
+    out = []
+    for f in fields:
+        if f == "path":
+            out.append((f, rel))
+        elif f == "title":
+            out.append((f, title_of(rel, data)))
+        elif f == "modified":
+            mtime = datetime.fromtimestamp(int(path.stat().st_mtime), tz=UTC)
+            out.append((f, mtime.isoformat().replace("+00:00", "Z")))
+    return tuple(out)
 
 
 def matches(name: str, patterns: list[str]) -> bool:
@@ -31,6 +59,7 @@ class DirectorySource:
         self.cfg = cfg
         self.uri = cfg.uri
         self.root = root
+        check_file_fields(cfg.metadata_fields, str(root))
 
     def describe(self) -> str:
         return f"directory {self.root} (include {', '.join(self.cfg.include)})"
@@ -45,7 +74,8 @@ class DirectorySource:
             except OSError as err:
                 admission.reject(doc_id, f"unreadable: {err.strerror or err}")
                 continue
-            doc = admission.admit(doc_id, data, n)
+            meta = file_metadata(self.cfg.metadata_fields, doc_id, path, data)
+            doc = admission.admit(doc_id, data, n, metadata=meta)
             if doc is not None:
                 yield doc
 

@@ -19,6 +19,21 @@ from reindex.sources.directory import matches
 from reindex.stores.objects import S3ObjectStore, split_s3_uri
 
 
+def object_metadata(fields: list[str], key: str, user: dict[str, str], modified: str) -> tuple[tuple[str, object], ...]:
+    """The configured object attributes: ``key`` (relative to the prefix: the doc id), ``last_modified``
+    (UTC ISO-8601), and any other name from the object's user metadata (``x-amz-meta-<name>``; None when
+    the object has none of that name)."""
+    out: list[tuple[str, object]] = []
+    for f in fields:
+        if f == "key":
+            out.append((f, key))
+        elif f == "last_modified":
+            out.append((f, modified))
+        else:
+            out.append((f, user.get(f.lower())))
+    return tuple(out)
+
+
 class S3Source:
     """Objects under ``s3://bucket/prefix`` whose base names match ``include``; doc id = key
     relative to the prefix. Keys come in S3's listing order (sorted). An object that cannot be
@@ -54,13 +69,17 @@ class S3Source:
             if admission.skip(key, n):
                 continue
             try:
-                data = self.store.get(key)
+                got = self.store.get_with_metadata(key) if self.cfg.metadata_fields else self.store.get(key)
             except ReindexError as err:
                 admission.reject(key, f"unreadable: {err}")
                 continue
-            if data is None:
+            if got is None:
                 admission.reject(key, "unreadable: object was deleted during the scan")
                 continue
-            doc = admission.admit(key, data, n)
+            meta: tuple[tuple[str, object], ...] = ()
+            if isinstance(got, tuple):
+                got, user, modified = got
+                meta = object_metadata(self.cfg.metadata_fields, key, user, modified)
+            doc = admission.admit(key, got, n, metadata=meta)
             if doc is not None:
                 yield doc

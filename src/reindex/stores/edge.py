@@ -91,7 +91,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,7 +101,13 @@ import qdrant_edge as qe
 
 from reindex.atomic import atomic_write, fsync_dir
 from reindex.errors import TransientError
-from reindex.stores.vectors import DOC_ID_FIELD, Hit, Point, VectorStoreError, one_line
+from reindex.stores.vectors import (
+    Hit,
+    Point,
+    VectorStoreError,
+    equality_conditions,
+    one_line,
+)
 
 __all__ = [
     "EdgeReader",
@@ -309,10 +315,11 @@ def _point(record: Any, with_vectors: bool) -> Point:
     return Point(id=str(record.id), vector=vector, payload=dict(record.payload or {}))
 
 
-def _doc_filter(doc_id: str | None) -> Any:
-    if doc_id is None:
+def _doc_filter(doc_id: str | None, where: Mapping[str, Any] | None = None) -> Any:
+    conditions = equality_conditions(doc_id, where)
+    if not conditions:
         return None
-    return qe.Filter(must=[qe.FieldCondition(key=DOC_ID_FIELD, match=qe.MatchValue(doc_id))])
+    return qe.Filter(must=[qe.FieldCondition(key=k, match=qe.MatchValue(v)) for k, v in conditions])
 
 
 def _as_list(vector: Sequence[float] | np.ndarray) -> list[float]:
@@ -326,9 +333,10 @@ def _count(shard: Any, doc_id: str | None) -> int:
     return int(shard.count(qe.CountRequest(exact=True, filter=_doc_filter(doc_id))))
 
 
-def _query(shard: Any, vector: Sequence[float] | np.ndarray, limit: int, doc_id: str | None) -> list[Hit]:
+def _query(shard: Any, vector: Sequence[float] | np.ndarray, limit: int, doc_id: str | None,
+           where: Mapping[str, Any] | None = None) -> list[Hit]:
     request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(_as_list(vector)), with_payload=True,
-                              filter=_doc_filter(doc_id))
+                              filter=_doc_filter(doc_id, where))
     return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in shard.query(request)]
 
 
@@ -356,6 +364,7 @@ def _info(shard: Any, record: _Record) -> dict[str, Any]:
         "replication_factor": 1,
         "status": "green",
         "segments_count": int(info.segments_count),
+        "payload_indexes": sorted(getattr(info, "payload_schema", None) or {}),
     }
 
 
@@ -590,6 +599,24 @@ class EdgeStore:
             o = self._writable(name)
             self._apply(o, qe.UpdateOperation.delete_points(list(ids)), f"delete {len(ids)} points from `{name}`")
 
+    def overwrite_payload(self, name: str, payloads: Mapping[str, dict[str, Any]]) -> None:
+        """Replace each listed point's whole payload (vectors untouched); durable when it returns."""
+        if not payloads:
+            return
+        ops = [qe.UpdateOperation.overwrite_payload([pid], dict(p)) for pid, p in payloads.items()]
+        with self._lock:
+            o = self._writable(name)
+            try:
+                with _edge_errors(f"overwrite the payload of {len(ops)} points in `{name}`"):
+                    for op in ops:
+                        o.shard.update(op)
+                    o.shard.flush()  # one durability point for the batch
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    o.shard.close()
+                self._open.pop(o.record.name, None)
+                raise
+
     def _apply(self, o: _Open, op: Any, action: str) -> None:
         try:
             with _edge_errors(action):
@@ -623,11 +650,12 @@ class EdgeStore:
                 return
 
     def query(
-        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None
+        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> list[Hit]:
         """Nearest points to ``vector`` in a collection or alias (optionally one document's), best first."""
         with self._lock, _edge_errors(f"query `{name}`"):
-            return _query(self._get(name).shard, vector, limit, doc_id)
+            return _query(self._get(name).shard, vector, limit, doc_id, where)
 
     # publishing and aliases -------------------------------------------------------------------
 
@@ -815,11 +843,12 @@ class EdgeReader:
             return _info(held.shard, held.record)
 
     def query(
-        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None
+        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> list[Hit]:
         """Nearest points in the published generation ``name`` resolves to now, best first."""
         with self._lock, _edge_errors(f"query `{name}`"):
-            return _query(self._current(name).shard, vector, limit, doc_id)
+            return _query(self._current(name).shard, vector, limit, doc_id, where)
 
     def count(self, name: str, *, doc_id: str | None = None) -> int:
         with self._lock, _edge_errors(f"count points in `{name}`"):
@@ -849,7 +878,7 @@ class EdgeReader:
         )
 
     create_collection = finish_bulk = create_payload_index = delete_collection = _read_only
-    upsert = delete_points = swap_alias = delete_alias = _read_only
+    upsert = delete_points = overwrite_payload = swap_alias = delete_alias = _read_only
 
     def close(self) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ mean equal bytes, so callers that need to tell two writes apart put a fresh nonc
 
 from __future__ import annotations
 
+import datetime as _dt
 import fcntl
 import hashlib
 import os
@@ -389,6 +390,26 @@ class S3ObjectStore:
                 raise
             with resp["Body"] as body:
                 return body.read()
+
+        return self._call(f"get {key!r}", op)
+
+    def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str], str] | None:
+        """An object's bytes, its user metadata (``x-amz-meta-*``, names lower-case without the prefix) and
+        its last-modified time (UTC ISO-8601); None when it does not exist."""
+        full = self._key(key)
+
+        def op() -> tuple[bytes, dict[str, str], str] | None:
+            try:
+                resp = self._client.get_object(Bucket=self.bucket, Key=full)
+            except bex.ClientError as err:
+                if _code(err) in _NOT_FOUND:
+                    return None
+                raise
+            with resp["Body"] as body:
+                data = body.read()
+            modified = resp.get("LastModified")
+            stamp = modified.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z") if modified else ""
+            return data, {str(k).lower(): str(v) for k, v in (resp.get("Metadata") or {}).items()}, stamp
 
         return self._call(f"get {key!r}", op)
 

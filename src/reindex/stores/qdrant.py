@@ -32,7 +32,7 @@ import os
 import sqlite3
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,15 @@ from qdrant_client.local.qdrant_local import QdrantLocal
 
 from reindex.atomic import fsync_dir
 from reindex.errors import TransientError
-from reindex.stores.vectors import DOC_ID_FIELD, Hit, Point, VectorStore, VectorStoreError, one_line
+from reindex.stores.vectors import (
+    DOC_ID_FIELD,
+    Hit,
+    Point,
+    VectorStore,
+    VectorStoreError,
+    equality_conditions,
+    one_line,
+)
 
 __all__ = [
     "BACKENDS",
@@ -400,6 +408,7 @@ class QdrantStore:
             "shard_number": info.config.params.shard_number or 1,
             "replication_factor": info.config.params.replication_factor or 1,
             "status": str(getattr(info.status, "value", info.status)),
+            "payload_indexes": sorted(info.payload_schema or {}),  # local mode ignores payload indexes: []
         }
 
     # points -----------------------------------------------------------------------------------
@@ -436,6 +445,15 @@ class QdrantStore:
         with self._lock, self._batch(name), _translate(f"delete {len(ids)} points from `{name}`"):
             self._client.delete(name, points_selector=models.PointIdsList(points=list(ids)), wait=True)
 
+    def overwrite_payload(self, name: str, payloads: Mapping[str, dict[str, Any]]) -> None:
+        """Replace each listed point's whole payload (vectors untouched); durable, all-or-nothing."""
+        if not payloads:
+            return
+        ops = [models.OverwritePayloadOperation(overwrite_payload=models.SetPayload(payload=dict(p), points=[pid]))
+               for pid, p in payloads.items()]
+        with self._lock, self._batch(name), _quiet(), _translate(f"overwrite the payload of {len(ops)} points in `{name}`"):
+            self._client.batch_update_points(name, ops, wait=True)
+
     def count(self, name: str, *, doc_id: str | None = None) -> int:
         """Exact number of points, or of one document's points."""
         with self._lock, _translate(f"count points in `{name}`"):
@@ -455,13 +473,15 @@ class QdrantStore:
                 return
 
     def query(
-        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None
+        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> list[Hit]:
-        """Nearest points to ``vector`` in a collection or alias (optionally one document's), best first."""
+        """Nearest points to ``vector`` in a collection or alias, best first; ``doc_id`` and ``where``
+        (payload path → value) are equality filters."""
         query = vector.tolist() if isinstance(vector, np.ndarray) else list(vector)
         with self._lock, _translate(f"query `{name}`"):
             result = self._client.query_points(name, query=query, limit=limit, with_payload=True,
-                                               query_filter=_doc_filter(doc_id))
+                                               query_filter=_equality_filter(doc_id, where))
         return [Hit(id=str(p.id), score=float(p.score), payload=p.payload or {}) for p in result.points]
 
     # aliases ----------------------------------------------------------------------------------
@@ -564,6 +584,12 @@ def _doc_filter(doc_id: str | None) -> models.Filter | None:
     if doc_id is None:
         return None
     return models.Filter(must=[models.FieldCondition(key=DOC_ID_FIELD, match=models.MatchValue(value=doc_id))])
+
+
+def _equality_filter(doc_id: str | None, where: Mapping[str, Any] | None) -> models.Filter | None:
+    if not (conditions := equality_conditions(doc_id, where)):
+        return None
+    return models.Filter(must=[models.FieldCondition(key=k, match=models.MatchValue(value=v)) for k, v in conditions])
 
 
 def _point(record: Any, with_vectors: bool) -> Point:

@@ -6,7 +6,7 @@ qdrant-edge) and its callers can share these names without loading the other bac
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from reindex.errors import VectorStoreError
 
-__all__ = ["DOC_ID_FIELD", "Hit", "Point", "VectorStore", "VectorStoreError", "one_line"]
+__all__ = ["DOC_ID_FIELD", "Hit", "Point", "VectorStore", "VectorStoreError", "equality_conditions", "one_line"]
 
 # Payload key that ``count(doc_id=…)`` and ``query(doc_id=…)`` filter on; every point's payload carries it.
 DOC_ID_FIELD = "doc_id"
@@ -55,16 +55,30 @@ class VectorStore(Protocol):
     def upsert(self, name: str, points: list[Point]) -> None: ...
     def retrieve(self, name: str, ids: list[str], *, with_vectors: bool = True) -> list[Point]: ...
     def delete_points(self, name: str, ids: list[str]) -> None: ...
+    def overwrite_payload(self, name: str, payloads: Mapping[str, dict[str, Any]]) -> None:
+        """Replace the whole payload of each point id in ``payloads`` (vectors untouched); durable when
+        it returns. A payload-only change and an in-place document whose chunks did not change use it."""
+        ...
     def count(self, name: str, *, doc_id: str | None = None) -> int: ...
     def scroll(self, name: str, *, with_vectors: bool = False, batch: int = 2048) -> Iterator[Point]: ...
     def query(
-        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None
-    ) -> list[Hit]: ...
+        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Nearest points; ``doc_id`` and ``where`` (payload path → value, e.g. ``metadata.lang``) are
+        equality filters, all of which must hold."""
+        ...
     def get_alias(self, alias: str) -> str | None: ...
     def list_aliases(self) -> dict[str, str]: ...
     def swap_alias(self, alias: str, new_collection: str, old_collection: str | None) -> None: ...
     def delete_alias(self, alias: str) -> None: ...
     def close(self) -> None: ...
+
+
+def equality_conditions(doc_id: str | None, where: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """The (payload path, value) pairs of a query's equality filter, ``doc_id`` first; empty: no filter."""
+    out = [(DOC_ID_FIELD, doc_id)] if doc_id is not None else []
+    return out + [(str(k), v) for k, v in (where or {}).items()]
 
 
 def one_line(exc: BaseException) -> str:

@@ -12,13 +12,13 @@ from reindex.config import (
     PipelineConfig,
     config_from_dict,
 )
-from reindex.identity import corpus_digest, identity_of
+from reindex.identity import corpus_digest, identity_of, payload_id, payload_id_of_record
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
 from reindex.approvals import check_approval, read_approval
-from reindex.planner import approval_of_plan
+from reindex.planner import IN_PLACE_KINDS, approval_of_plan
 from reindex.planner import (
     Plan,
     PlanError,
@@ -30,6 +30,7 @@ from reindex.planner import (
 from reindex import execution
 from reindex.manifests import PopulationRecord, read_live, read_population, write_measured_rate, write_population
 from reindex.runners import ShardJob, ShardRunner, describe
+from reindex.stores.payload import filter_key
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
@@ -115,8 +116,10 @@ def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> str:
         kind = "pipeline-scoped/vector"
     elif old.text_id != ident.text_id:
         kind = "pipeline-scoped/text"
+    elif payload_id_of_record(live.config) != payload_id(cfg):
+        kind = plan.kind if plan.kind in IN_PLACE_KINDS else "payload-only"
     else:
-        kind = plan.kind if plan.kind in ("document-scoped", "none") else "document-scoped"
+        kind = plan.kind if plan.kind in (*IN_PLACE_KINDS, "none") else "document-scoped"
     if kind != plan.kind:
         raise PlanError(f"the plan says {plan.kind} but the live index and the config make it {kind}; "
                         "run `reindex plan` again")
@@ -128,13 +131,15 @@ def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str,
     Returns (target, old collection to reuse from, the old population's config)."""
     ident = identity_of(cfg)
     live = read_live(state, cfg.index)
-    in_place = plan.kind == "document-scoped"
+    in_place = plan.kind in IN_PLACE_KINDS
     target = live.collection if in_place and live else ident.collection
     if not store.collection_exists(target):
         store.create_collection(target, dimension=cfg.vector.dimension, distance=cfg.vector.distance, bulk=True,
                                 shard_number=cfg.store.shard_number, replication_factor=cfg.store.replication_factor)
         for fld in ("doc_id", "fingerprint"):
             store.create_payload_index(target, fld, "keyword")
+    for fld in cfg.payload.indexes:  # the configured filter keys (again in place: the list may have grown)
+        store.create_payload_index(target, filter_key(cfg.payload, fld), "keyword")
     if not in_place:
         _set_population_state(state, cfg, target, "building")
     old = live.collection if live else None
@@ -148,11 +153,28 @@ def _set_population_state(state, cfg: PipelineConfig, collection: str, value: st
                                              identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
 
 
+def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
+    """After an in-place apply, record the payload settings its points now carry in the live population's
+    config (``source.metadata_fields`` and ``payload``; nothing else: in place, the rest of the record
+    still describes how the population was built), so that the next plan compares against them."""
+    rec = read_population(state, cfg.index, collection)
+    if rec is None:
+        return
+    config = dict(rec.config)
+    if config.get("payload") == cfg.payload.model_dump(mode="json") and \
+            config.get("source", {}).get("metadata_fields") == list(cfg.source.metadata_fields):
+        return
+    config["payload"] = cfg.payload.model_dump(mode="json")
+    config["source"] = {**config.get("source", {}), "metadata_fields": list(cfg.source.metadata_fields)}
+    write_population(state, PopulationRecord(rec.index, rec.collection, config, rec.identity, rec.state,
+                                             rec.created_at, time.time()))
+
+
 def _token_budget(plan: Plan, plan_path: Path, cfg: PipelineConfig) -> int | None:
     """Tokens an apply may embed without an approval record: ``approval.max_tokens`` for a plan the policy
     lets through unapproved, none (unbounded) for an approved one. A guard against a plan file whose work
     numbers were edited: the embedder stops before the batch that would exceed it."""
-    if plan.kind not in ("document-scoped", "initial") or cfg.approval.max_tokens is None:
+    if plan.kind not in (*IN_PLACE_KINDS, "initial") or cfg.approval.max_tokens is None:
         return None
     approval = read_approval(plan_path)
     return None if approval is not None and approval.plan_hash == plan.plan_hash else cfg.approval.max_tokens
@@ -163,7 +185,7 @@ def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJ
     (``shards``: the layout to use, default ``apply.shards``)."""
     w = plan.body["work"]
     n = shards or cfg.apply.shards
-    if plan.kind != "document-scoped":
+    if plan.kind not in IN_PLACE_KINDS:
         return ShardJob(tuple(range(n)))
     affected = set(w["affected_documents"]) | set(w["removed_documents"])
     shards = tuple(sorted({execution.shard_of(d, n) for d in affected}))
@@ -205,7 +227,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
     t0 = t = time.perf_counter()
     store = backends.vector_store_for(cfg)
     try:
-        in_place = plan.kind == "document-scoped"
+        in_place = plan.kind in IN_PLACE_KINDS
         target, old, old_cfg = _prepare_target(plan, cfg, state, store)
         ident = identity_of(cfg)
         # In place, shards follow the layout the live population's manifest was written with (recorded in
@@ -239,6 +261,8 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             report_stale = execution.delete_unlisted_points(ctx)
             store.finish_bulk(target)
             _set_population_state(state, cfg, target, "ready")
+        if not failures and in_place:
+            _record_payload(state, cfg, target)
         phases["finish"] = time.perf_counter() - t
         report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
         report["runner"] = describe(runner)
@@ -313,6 +337,7 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
             "tokens_embedded": total("tokens_embedded"),
             "truncated": total("truncated"),
             "deleted": total("deleted"),
+            "payload_updated": sum(r.get("payload_updated", 0) for r in shards),
             "points_in_collection": actual_points,
             "shards_run": sum(1 for r in shards if not r["skipped"]),
             "shards_skipped": sum(1 for r in shards if r["skipped"]),

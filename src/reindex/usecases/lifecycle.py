@@ -21,6 +21,7 @@ from reindex.sources.base import ScanReport
 
 from reindex.approvals import check_not_rejected, read_approval
 from reindex.planner import (
+    IN_PLACE_KINDS,
     PlanError,
     read_plan,
 )
@@ -90,7 +91,7 @@ def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Pa
             plan = read_plan(p)
         except ReindexError:
             continue
-        if plan.body["identity"]["new"]["collection"] == coll and plan.kind != "document-scoped":
+        if plan.body["identity"]["new"]["collection"] == coll and plan.kind not in IN_PLACE_KINDS:
             return p
     raise PlanError(f"no plan in {plans_dir}/ builds {coll}; give the plan file")
 
@@ -123,7 +124,8 @@ def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: 
         embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
         note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
                 else "each side embeds queries with its own vector.query_prefix")
-    return ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed), note
+    return ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
+                       payload_old=old_cfg.payload, payload_new=cfg.payload), note
 
 
 def _gate(store, state, cfg: PipelineConfig, path: Path, shadow: str, evaluation, k: int) -> list:
@@ -145,7 +147,7 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
     from reindex.manifests import read_population
 
     check_plan_index(plan, cfg, path)
-    if plan.kind in ("document-scoped", "none"):
+    if plan.kind in (*IN_PLACE_KINDS, "none"):
         raise co.CutoverError(f"{path}: a {plan.kind} plan is applied in place; there is nothing to cut over")
     if force:
         check_not_rejected(plan, path)

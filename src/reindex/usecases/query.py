@@ -4,17 +4,19 @@ half, search through a read-only store that follows alias swaps, return chunks w
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from reindex.errors import ConfigError
+from reindex.stores.payload import filter_key, payload_metadata, payload_text
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
 
 __all__ = ["Querier", "QueryResult", "parse_filters", "query"]
 
-FILTERABLE = ("doc_id",)
+FILTERABLE = ("doc_id",)  # always; plus the config's source.metadata_fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,15 +31,18 @@ class QueryResult:
         return {"index": self.index, "target": self.target, "results": list(self.results)}
 
 
-def parse_filters(items: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """``key=value`` options → a dict; only payload keys the store indexes can be filtered on."""
+def parse_filters(items: tuple[str, ...] | list[str], metadata_fields: Sequence[str] | None = None) -> dict[str, str]:
+    """``key=value`` options → a dict. ``doc_id`` and the configured metadata fields (``metadata_fields``;
+    None: keys are checked later, by :func:`query` against the config) can be filtered on."""
+    allowed = (*FILTERABLE, *(f for f in metadata_fields or () if f not in FILTERABLE))
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key or not value:
             raise ConfigError(f"--filter {item!r}: expected key=value, e.g. doc_id=pep-0008.rst")
-        if key not in FILTERABLE:
-            raise ConfigError(f"--filter {key}: can filter on {', '.join(FILTERABLE)} only")
+        if metadata_fields is not None and key not in allowed:
+            raise ConfigError(f"--filter {key}: can filter on {', '.join(allowed)} only"
+                              + ("" if metadata_fields else " (add metadata keys to source.metadata_fields)"))
         out[key] = value
     return out
 
@@ -57,22 +62,25 @@ def _check_args(text: str, k: int, filters: dict[str, str] | None) -> None:
         raise ConfigError("the query text is empty")
     if k < 1:
         raise ConfigError(f"--k {k}: must be at least 1")
-    for key in filters or {}:  # a filter the store cannot apply must not be dropped silently
-        if key not in FILTERABLE:
-            raise ConfigError(f"filter {key!r}: can filter on {', '.join(FILTERABLE)} only")
 
 
 def _search(cfg, embedder, text: str, *, k: int, filters: dict[str, str] | None, collection: str | None) -> QueryResult:
-    """Embed ``text`` with ``embedder`` and search a freshly opened read-only store (so alias swaps are seen)."""
+    """Embed ``text`` with ``embedder`` and search a freshly opened read-only store (so alias swaps are seen).
+    Filters on keys the config cannot filter on are refused, never dropped silently."""
+    filters = dict(filters or {})
+    if filters:
+        parse_filters([f"{key}={v}" for key, v in filters.items()], cfg.source.metadata_fields)
+    where = {filter_key(cfg.payload, key): v for key, v in filters.items() if key != "doc_id"}
     vector = embedder.embed([text]).vectors[0]
     target = collection or cfg.index
     store = backends.vector_reader_for(cfg)
     try:
-        hits = store.query(target, vector, limit=k, doc_id=(filters or {}).get("doc_id"))
+        hits = store.query(target, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
     finally:
         store.close()
     results = tuple({"doc_id": h.payload.get("doc_id"), "score": round(float(h.score), 6),
-                     "page_content": h.payload.get("text", ""), "metadata": dict(h.payload.get("metadata") or {}),
+                     "page_content": payload_text(h.payload, cfg.payload),
+                     "metadata": payload_metadata(h.payload, cfg.payload),
                      "ordinal": h.payload.get("ordinal")} for h in hits)
     return QueryResult(cfg.index, target, results)
 
