@@ -35,22 +35,28 @@ PAYLOAD_FIELD_BYTES = 200
 
 _MIB = 2**20
 
-# The embedded stores, fitted on measurements (bench/scale.py, 384-dim float32 vectors, ~1 KB payloads, 30k
-# and 300k points; bench/RESULTS.md, "Embedded store at scale"). A straight line through the two sizes:
-#   edge disk      124 → 594 MiB     = 72 MiB + 1,825 B/point  (vector 1,536 B + ~290 B)
-#   edge reader    116 → 586 MiB RSS = 65 MiB + 1,817 B/point  (vectors and HNSW mapped at open)
-#   edge writer    292 → 1,783 MiB   = ~126 MiB + 5,790 B/point while the HNSW is built (appendable segment,
-#                                      the optimized copy and payloads mapped: ~3 vector copies + payload)
+# The embedded stores, fitted on measurements. Edge: bench/footprint.py (the real pipeline: PEP snapshot at 1×
+# and 10×, 18,003 and 180,030 points of 384 dims, ~970 B of payload each; apply, cutover and the store folder
+# measured) and bench/scale.py (a reader alone, 30k and 300k points); bench/RESULTS.md has both tables.
+#   edge, serving  disk (allocated) 455 MiB at 180k after the HNSW build = n × (vector + ~290 B + payload);
+#                  a reader maps 116 → 586 MiB at 30k → 300k = 65 MiB + 1,817 B/point (vectors + HNSW)
+#   edge, building apply's RSS over an idle reindex process 298 → 1,819 MiB at 18k → 180k = 129 MiB +
+#                  9,843 B/point ≈ 5 vector copies + 2 payload copies + 290 B (appendable segment, the
+#                  optimized copy, HNSW build buffers, manifest rows); the store folder peaks at 2× its
+#                  serving size (both segments exist until the optimized one replaces the appendable one)
 #   local mode     844 MiB RAM right after opening 30,103 points (~29 KB/point: every point a Python object,
 #                  its vector as Python floats), 143 MiB disk at 30k.
-#: Fixed disk of one edge population (preallocated segment files).
-EDGE_POPULATION_DISK = 72 * _MIB
 #: Per point, besides its vector: HNSW links, id tracker, version and the doc_id index.
 EDGE_POINT_OVERHEAD = 290
 #: Anonymous memory of a process that has the embedded store open (engine, not Python).
 EDGE_PROCESS_RAM = 65 * _MIB
-#: Vector copies mapped by the writer while it builds a population's HNSW.
-EDGE_BUILD_COPIES = 3
+#: What an apply process adds over an idle one before the first point (engine, tokenizer, buffers).
+EDGE_APPLY_RAM = 129 * _MIB
+#: Vector and payload copies mapped by apply while it builds a population (fitted, see above).
+EDGE_BUILD_VECTOR_COPIES = 5
+EDGE_BUILD_PAYLOAD_COPIES = 2
+#: The store folder while a population's HNSW is built, over its serving size.
+EDGE_BUILD_DISK_FACTOR = 2
 #: qdrant-client local mode keeps ~76 bytes of RAM per vector component (844 MiB right after opening 30,103
 #: 384-dim points: 29 KB each).
 LOCAL_RAM_PER_COMPONENT = 76
@@ -97,9 +103,9 @@ def population_usage(n_vectors: int, dimension: int, payload: int, precision: Pr
                      backend: Backend = "server") -> Usage:
     """RAM and disk of one population *while it serves*, by one documented formula per backend.
 
-    ``edge`` (the embedded default; constants fitted on bench/scale.py, see above): RAM is what a reader
-    process maps, ``65 MiB + n × (d × b + 290)``; disk is ``72 MiB + n × (d × s + 290) + q × n × d + payload``
-    (payload counted uncompressed: an upper bound, the engine compresses it). ``local`` (qdrant-client local
+    ``edge`` (the embedded default; constants fitted on bench/footprint.py and bench/scale.py, see above): RAM
+    is what a reader process maps, ``65 MiB + n × (d × b + 290)``; disk (allocated) is
+    ``n × (d × s + 290) + q × n × d + payload`` (payload uncompressed: the engine compresses some of it). ``local`` (qdrant-client local
     mode): RAM ``n × d × 76`` in *every* process that opens the folder, disk ``n × (d × 8 + 900) + payload``.
     ``server``:
 
@@ -121,8 +127,7 @@ def population_usage(n_vectors: int, dimension: int, payload: int, precision: Pr
         stored = n_vectors * (dimension * (4 if precision == "int8" else BYTES_PER_COMPONENT[precision]) + EDGE_POINT_OVERHEAD)
         quantised = n_vectors * dimension if precision == "int8" else 0
         empty = n_vectors == 0
-        return Usage(ram_bytes=0 if empty else EDGE_PROCESS_RAM + searched,
-                     disk_bytes=0 if empty else EDGE_POPULATION_DISK + stored + quantised + payload)
+        return Usage(ram_bytes=0 if empty else EDGE_PROCESS_RAM + searched, disk_bytes=stored + quantised + payload)
     if backend == "local":
         return Usage(ram_bytes=n_vectors * dimension * LOCAL_RAM_PER_COMPONENT,
                      disk_bytes=n_vectors * (dimension * 8 + LOCAL_DISK_POINT_OVERHEAD) + payload)
@@ -148,16 +153,18 @@ def _check(n_vectors: int, dimension: int, payload: int, precision: str, backend
 def build_usage(n_vectors: int, dimension: int, payload: int, precision: Precision = "float32",
                 backend: Backend = "server") -> Usage:
     """RAM and disk of one population *while apply builds it*. Only the embedded edge store differs from
-    :func:`population_usage`: its writer maps the appendable segment, the optimized copy and the payload
-    while it builds the HNSW, ``65 MiB + n × (3 × d × s + 290) + payload`` of RAM (fitted: 5.8 KB per
-    384-dim point with ~1 KB payloads). A server builds in its own memory (the capacity rule covers its
-    optimisation segments); local mode holds the population in memory either way."""
+    :func:`population_usage`: apply maps the appendable segment, the optimized copy and the HNSW build
+    buffers, ``129 MiB + n × (5 × d × s + 290) + 2 × payload`` of RAM over an idle process (fitted: 9.8 KB per
+    384-dim point with ~970 B payloads), and the folder holds both segments, 2× the serving disk. A server
+    builds in its own memory (the capacity rule covers its optimisation segments); local mode holds the
+    population in memory either way."""
     serving = population_usage(n_vectors, dimension, payload, precision, backend)
     if backend != "edge" or n_vectors == 0:
         return serving
     stored = dimension * (4 if precision == "int8" else BYTES_PER_COMPONENT[precision])
-    ram = EDGE_PROCESS_RAM + n_vectors * (EDGE_BUILD_COPIES * stored + EDGE_POINT_OVERHEAD) + payload
-    return Usage(ram_bytes=max(ram, serving.ram_bytes), disk_bytes=serving.disk_bytes)
+    ram = (EDGE_APPLY_RAM + n_vectors * (EDGE_BUILD_VECTOR_COPIES * stored + EDGE_POINT_OVERHEAD)
+           + EDGE_BUILD_PAYLOAD_COPIES * payload)
+    return Usage(ram_bytes=max(ram, serving.ram_bytes), disk_bytes=EDGE_BUILD_DISK_FACTOR * serving.disk_bytes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,10 +40,10 @@ FOOTPRINT_FORMULAS = {
     "server": "Qdrant server: ram = ceil(1.5 × vectors × dimension × bytes/component); disk = ceil(1.5 × vectors × "
               "dimension × stored bytes) + quantised copy + payload (Qdrant capacity-planning rule: vectors × dimension "
               "× 4 B × 1.5)",
-    "edge": "embedded edge store (fitted on bench/scale.py): ram of a reader = 65 MiB + vectors × (dimension × "
-            "bytes/component + 290 B), of the writer building the HNSW = 65 MiB + vectors × (3 × dimension × 4 B + "
-            "290 B) + payload; disk = 72 MiB + vectors × (dimension × 4 B + 290 B) + payload (uncompressed: an upper "
-            "bound); in place, a copy-on-write generation beside the published one",
+    "edge": "embedded edge store (fitted on bench/footprint.py and bench/scale.py): ram of a reader = 65 MiB + "
+            "vectors × (dimension × bytes/component + 290 B), of apply building a population = 129 MiB + vectors × "
+            "(5 × dimension × 4 B + 290 B) + 2 × payload; disk = vectors × (dimension × 4 B + 290 B) + payload, 2× "
+            "while the HNSW is built; in place, a copy-on-write generation beside the published one",
     "local": "qdrant-client local mode (measured): ram = vectors × dimension × 76 B in every process that opens the "
              "folder; disk = vectors × (dimension × 8 B + 900 B) + payload",
 }
