@@ -280,3 +280,18 @@ def test_footprint_describes_the_configured_backend(small: dict[str, Path]) -> N
     assert fps["server"]["old"]["ram_bytes"] == 9_216
     assert fps["local"]["old"]["ram_bytes"] == 4 * 384 * 76
     assert "edge" in plans["edge"].body["cost"]["formula"] and "server" in plans["server"].body["cost"]["formula"]
+
+
+def test_live_baseline_groups_rows_by_document_streaming_and_falls_back_for_scattered_rows() -> None:
+    # The planner's live baseline is built from manifest rows one document at a time; rows of one document
+    # that are not contiguous (a foreign manifest) must give the same states as contiguous ones.
+    from reindex.manifests import ManifestRow
+    from reindex.planner._baseline import _doc_states
+
+    rows = [ManifestRow("a", "ha", 1, "fa1", 5, "p1"), ManifestRow("a", "ha", 0, "fa0", 4, "p0"),
+            ManifestRow("b", "hb", 0, "fb0", 7, "p2")]
+    contiguous = _doc_states(lambda: iter(rows))
+    assert contiguous["a"].fingerprints == ("fa0", "fa1") and contiguous["a"].tokens == (4, 5)
+    assert contiguous["b"].content_hash == "hb" and contiguous["b"].fingerprints == ("fb0",)
+    scattered = [rows[0], rows[2], rows[1]]
+    assert _doc_states(lambda: iter(scattered)) == contiguous

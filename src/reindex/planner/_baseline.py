@@ -3,6 +3,8 @@ config over an old corpus)."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -15,6 +17,7 @@ from reindex.identity import (
     payload_id_of_record,
 )
 from reindex.manifests import (
+    ManifestRow,
     digest_json,
     manifest_digest,
     read_chunk_manifest,
@@ -59,6 +62,34 @@ class Baseline:
         return identity_of(self.config) if self.config is not None else None
 
 
+def _doc_states(rows: Callable[[], Iterable[ManifestRow]]) -> dict[str, DocState]:
+    """Per-document states from manifest rows (``rows()`` gives a fresh stream), streaming: a part holds each
+    of its documents' rows together (sorted by document and ordinal), so one document's rows are collected at
+    a time and only the compact ``DocState`` is kept (holding every row first cost ~400 B per chunk at the
+    peak of a plan). If a document's rows are not contiguous (a hand-edited or foreign manifest), the rows
+    are read again and grouped in memory, the slow but general way."""
+    states: dict[str, DocState] = {}
+    for doc_id, grouped in itertools.groupby(rows(), key=lambda r: r.doc_id):
+        if doc_id in states:
+            return _doc_states_in_memory(rows())
+        group = [(r.ordinal, r.fingerprint, r.tokens, r.content_hash) for r in grouped]
+        group.sort()
+        states[doc_id] = DocState(group[0][3], tuple(r[1] for r in group), tuple(r[2] for r in group))
+    return states
+
+
+def _doc_states_in_memory(rows: Iterable[ManifestRow]) -> dict[str, DocState]:
+    docs: dict[str, list] = {}
+    for row in rows:
+        entry = docs.setdefault(row.doc_id, [row.content_hash, []])
+        entry[1].append((row.ordinal, row.fingerprint, row.tokens))
+    out = {}
+    for doc_id, (chash, group) in docs.items():
+        group.sort()
+        out[doc_id] = DocState(chash, tuple(r[1] for r in group), tuple(r[2] for r in group))
+    return out
+
+
 def no_baseline() -> Baseline:
     """An initial build: nothing exists yet."""
     return Baseline("none", None, inputs={"kind": "none"})
@@ -70,14 +101,7 @@ def live_baseline(store: ObjectStore, index: str) -> Baseline:
     if rec is None:
         return no_baseline()
     cfg = config_from_dict(rec.config, f"{store.describe()} population {rec.collection}")
-    docs: dict[str, list] = {}
-    for row in read_chunk_manifest(store, index, rec.collection):
-        entry = docs.setdefault(row.doc_id, [row.content_hash, [], []])
-        entry[1].append((row.ordinal, row.fingerprint, row.tokens))
-    states = {}
-    for doc_id, (chash, _, _) in docs.items():
-        rows = sorted(docs[doc_id][1])
-        states[doc_id] = DocState(chash, tuple(r[1] for r in rows), tuple(r[2] for r in rows))
+    states = _doc_states(lambda: read_chunk_manifest(store, index, rec.collection))
     inputs = {
         "kind": "live",
         "collection": rec.collection,
