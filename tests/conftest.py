@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 # Set by `make mutation` (and mutmut sets MUTANT_UNDER_TEST): only tests whose code runs in this process count.
-IN_PROCESS_ONLY = bool(os.environ.get("REINDEX_TESTS_IN_PROCESS") or os.environ.get("MUTANT_UNDER_TEST"))
+IN_PROCESS_ONLY = bool(os.environ.get("REINDEX_TESTS_IN_PROCESS")) or "MUTANT_UNDER_TEST" in os.environ
 _VENV_BIN = Path(sys.executable).parent
 
 
