@@ -1,6 +1,6 @@
 """Mutation testing helpers for `make mutation` (see bench/mutation/README.md).
 
-    python bench/mutation/tally.py sample [--rate 0.08] [--seed 12]   names of the sampled mutants
+    python bench/mutation/tally.py sample [--full-rate R] [--rate 0.04] [--seed 12]   sampled mutant names
     python bench/mutation/tally.py table                              killed/survived/... per module
     python bench/mutation/tally.py survivors [MODULE_GLOB]            surviving mutant names
 
@@ -40,26 +40,29 @@ def module_of(name: str) -> str:
     return name.split(".x")[0]
 
 
-def sample(names: list[str], rate: float, seed: int) -> list[str]:
-    """A seeded random sample of `rate` of each sampled module's mutants (stratified by module)."""
+def sample(names: list[str], rate: float, seed: int, full_rate: float | None = None) -> list[str]:
+    """A seeded random sample of `rate` of each module's mutants (stratified by module). The FULL modules
+    are left out (run whole) unless `full_rate` is given: then they are sampled at that rate."""
     rng = random.Random(seed)
     by_module: dict[str, list[str]] = {}
     for n in sorted(names):
-        if not n.startswith(FULL):
+        if full_rate is not None or not n.startswith(FULL):
             by_module.setdefault(module_of(n), []).append(n)
     picked: list[str] = []
     for module in sorted(by_module):
         pool = by_module[module]
-        picked += sorted(rng.sample(pool, max(1, round(rate * len(pool)))))
+        share = full_rate if full_rate is not None and module + "." in FULL else rate
+        picked += sorted(rng.sample(pool, max(1, round(share * len(pool)))))
     return picked
 
 
 def main(argv: list[str]) -> None:
     res = results()
     if argv[0] == "sample":
-        rate = float(argv[argv.index("--rate") + 1]) if "--rate" in argv else 0.08
+        rate = float(argv[argv.index("--rate") + 1]) if "--rate" in argv else 0.04
         seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else 12
-        print("\n".join(sample(list(res), rate, seed)))
+        full = float(argv[argv.index("--full-rate") + 1]) if "--full-rate" in argv else None
+        print("\n".join(sample(list(res), rate, seed, full)))
     elif argv[0] == "table":
         rows: dict[str, Counter] = {}
         for name, code in res.items():

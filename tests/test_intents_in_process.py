@@ -1,0 +1,129 @@
+"""Alias-move intents and two-step gc deletion, stopped *in this process* at the same crash points the
+kill tests of test_safety.py use with SIGKILL in a child process.
+
+Why both: mutation testing (bench/mutation/README.md) runs only in-process tests, since a child process
+imports the unmutated sources; without these, reconcile and the gc recovery could be broken without a
+mutant being killed. A crash point here raises an exception no code catches (BaseException), so nothing
+after it runs, as after a kill.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers_index import Workspace
+
+from reindex import api
+from reindex import cutover as co
+from reindex.manifests import read_live, read_population
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL at a crash point."""
+
+
+@pytest.fixture
+def switched(tmp_path: Path) -> dict:
+    """A live; B built beside it from an approved chunker change (not cut over yet)."""
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    a = ws.build_live()
+    _, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    b = ws.apply(path).collection
+    return {"ws": ws, "a": a, "b": b, "path": path}
+
+
+def _die_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    def crashpoint(name: str) -> None:
+        if name == point:
+            raise Killed(name)
+
+    monkeypatch.setattr(co, "crashpoint", crashpoint)
+
+
+def _history(ws: Workspace) -> list[dict]:
+    folder = ws.root / ".reindex" / "indexes" / "docs" / "history"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+
+
+def test_a_cutover_stopped_after_the_swap_is_completed_by_reconcile(switched: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
+    _die_at(monkeypatch, "cutover-after-swap")
+    with pytest.raises(Killed):
+        api.cutover(path, ws.config)
+    monkeypatch.undo()
+    state = ws.state()
+    intent = co.pending_intent(state, "docs")
+    assert intent is not None and (intent["op"], intent["from"], intent["to"]) == ("cutover", a, b)
+    assert co.pending_intent(state, "other") is None
+    assert api.status(ws.config)["pending"]["to"] == b
+    assert ws.alias() == b and read_live(state, "docs").collection == a  # moved, not yet recorded
+    with ws.store() as s:
+        done = co.reconcile(s, state, "docs")
+        assert co.reconcile(s, state, "docs") is None  # nothing left to do
+    # (The history record's "recovered": True overrides the op name in what reconcile returns.)
+    assert (done["recovered"], done["outcome"], done["from"], done["to"]) == (True, "completed", a, b)
+    assert co.pending_intent(state, "docs") is None
+    live = json.loads((ws.root / ".reindex" / "indexes" / "docs" / "live.json").read_text())
+    assert (live["collection"], live["previous"]) == (b, a)
+    assert read_population(state, "docs", b).state == "live"
+    assert read_population(state, "docs", a).state == "retired"
+    [*_, last] = _history(ws)
+    assert (last["from"], last["to"], last["recovered"]) == (a, b, True)
+    back = api.rollback(ws.config)  # the recorded previous population is where rollback goes
+    assert (back["from"], back["to"]) == (b, a) and ws.alias() == a
+
+
+def test_a_cutover_stopped_before_the_swap_is_undone_by_reconcile(switched: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
+    _die_at(monkeypatch, "cutover-before-swap")
+    with pytest.raises(Killed):
+        api.cutover(path, ws.config)
+    monkeypatch.undo()
+    state = ws.state()
+    assert co.pending_intent(state, "docs")["to"] == b
+    with ws.store() as s:
+        done = co.reconcile(s, state, "docs")
+    assert (done["outcome"], done["to"], done["alias"]) == ("undone", b, a)
+    assert co.pending_intent(state, "docs") is None and ws.alias() == a
+    assert read_live(state, "docs").collection == a and read_population(state, "docs", b).state == "ready"
+    assert api.cutover(path, ws.config).report["swap"]["to"] == b and ws.alias() == b
+
+
+def test_a_rollback_stopped_after_the_swap_is_completed_without_a_previous(switched: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
+    assert api.cutover(path, ws.config).report["swap"]
+    _die_at(monkeypatch, "rollback-after-swap")
+    with pytest.raises(Killed):
+        api.rollback(ws.config)
+    monkeypatch.undo()
+    st = api.status(ws.config)
+    assert st["pending"]["op"] == "rollback" and st["aliases"]["docs"] == a
+    api.gc(ws.config, dry_run=True)  # every command under the lock reconciles first
+    state = ws.state()
+    assert co.pending_intent(state, "docs") is None
+    live = json.loads((ws.root / ".reindex" / "indexes" / "docs" / "live.json").read_text())
+    assert (live["collection"], live["previous"]) == (a, None)  # a rollback is not itself rolled back
+    assert read_population(state, "docs", b).state == "retired"
+    assert read_population(state, "docs", a).state == "live"
+
+
+def test_a_gc_stopped_after_marking_finishes_on_the_next_gc(switched: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
+    assert api.cutover(path, ws.config).report["swap"]
+    _die_at(monkeypatch, "gc-marked")
+    with pytest.raises(Killed):
+        api.gc(ws.config, names=[a], force=True)
+    monkeypatch.undo()
+    state = ws.state()
+    assert read_population(state, "docs", a).state == "deleting"
+    with ws.store() as s:
+        assert s.collection_exists(a)  # marked, not yet deleted
+        # A deleting population is gc's to finish, whatever its age and the retention window.
+        [c] = co.gc_candidates(s, state, "docs", older_than_s=10**9, retention_s=10**9, force=False)
+        assert (c["collection"], c["state"], c["protected"]) == (a, "deleting", None)
+    done = api.gc(ws.config)
+    assert [(x["collection"], x["action"]) for x in done] == [(a, "deleted")]
+    assert state.list(f"indexes/docs/populations/{a}/") == []
+    assert read_population(state, "docs", b).state == "live" and ws.alias() == b
