@@ -60,6 +60,11 @@ def test_a_cutover_stopped_after_the_swap_is_completed_by_reconcile(switched: di
     assert api.status(ws.config)["pending"]["to"] == b
     assert ws.alias() == b and read_live(state, "docs").collection == a  # moved, not yet recorded
     with ws.store() as s:
+        # Until reconciled, both are protected from gc: B by the alias, A by live.json.
+        for name in (a, b):
+            with pytest.raises(co.CutoverError, match=f"{name} is served by an alias"):
+                co.gc_candidates(s, state, "docs", older_than_s=0, retention_s=0, force=True, names=[name])
+        assert co.gc_candidates(s, state, "docs", older_than_s=0, retention_s=0, force=True) == []
         done = co.reconcile(s, state, "docs")
         assert co.reconcile(s, state, "docs") is None  # nothing left to do
     # (The history record's "recovered": True overrides the op name in what reconcile returns.)
@@ -123,6 +128,8 @@ def test_a_gc_stopped_after_marking_finishes_on_the_next_gc(switched: dict, monk
         # A deleting population is gc's to finish, whatever its age and the retention window.
         [c] = co.gc_candidates(s, state, "docs", older_than_s=10**9, retention_s=10**9, force=False)
         assert (c["collection"], c["state"], c["protected"]) == (a, "deleting", None)
+    with pytest.raises(co.CutoverError, match=f"{b} is served by an alias"):
+        api.gc(ws.config, names=[b], force=True)
     done = api.gc(ws.config)
     assert [(x["collection"], x["action"]) for x in done] == [(a, "deleted")]
     assert state.list(f"indexes/docs/populations/{a}/") == []
