@@ -128,6 +128,12 @@ def test_a_gc_stopped_after_marking_finishes_on_the_next_gc(switched: dict, monk
         # A deleting population is gc's to finish, whatever its age and the retention window.
         [c] = co.gc_candidates(s, state, "docs", older_than_s=10**9, retention_s=10**9, force=False)
         assert (c["collection"], c["state"], c["protected"]) == (a, "deleting", None)
+        # A named population must exist as a record or a collection; a bare collection is "unknown".
+        with pytest.raises(co.CutoverError, match="docs__nope: no such population of index 'docs'"):
+            co.gc_candidates(s, state, "docs", older_than_s=0, retention_s=0, force=False, names=["docs__nope"])
+        s.create_collection("docs__stranger", dimension=ws.cfg().vector.dimension, distance="cosine")
+        [x] = co.gc_candidates(s, state, "docs", older_than_s=0, retention_s=0, force=False, names=["docs__stranger"])
+        assert (x["collection"], x["state"], x["age_days"], x["protected"]) == ("docs__stranger", "unknown", None, None)
     with pytest.raises(co.CutoverError, match=f"{b} is served by an alias"):
         api.gc(ws.config, names=[b], force=True)
     done = api.gc(ws.config)
