@@ -114,17 +114,19 @@ def test_a_rollback_stopped_after_the_swap_is_completed_without_a_previous(switc
     assert read_population(state, "docs", a).state == "live"
 
 
-def test_a_gc_stopped_after_marking_finishes_on_the_next_gc(switched: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("point", ["gc-marked", "gc-collection-deleted"])
+def test_a_gc_stopped_between_its_steps_finishes_on_the_next_gc(switched: dict, monkeypatch: pytest.MonkeyPatch,
+                                                                  point: str) -> None:
     ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
     assert api.cutover(path, ws.config).report["swap"]
-    _die_at(monkeypatch, "gc-marked")
+    _die_at(monkeypatch, point)
     with pytest.raises(Killed):
         api.gc(ws.config, names=[a], force=True)
     monkeypatch.undo()
     state = ws.state()
     assert read_population(state, "docs", a).state == "deleting"
     with ws.store() as s:
-        assert s.collection_exists(a)  # marked, not yet deleted
+        assert s.collection_exists(a) == (point == "gc-marked")  # marked first, deleted second
         # A deleting population is gc's to finish, whatever its age and the retention window.
         [c] = co.gc_candidates(s, state, "docs", older_than_s=10**9, retention_s=10**9, force=False)
         assert (c["collection"], c["state"], c["protected"]) == (a, "deleting", None)
@@ -134,6 +136,9 @@ def test_a_gc_stopped_after_marking_finishes_on_the_next_gc(switched: dict, monk
         s.create_collection("docs__stranger", dimension=ws.cfg().vector.dimension, distance="cosine")
         [x] = co.gc_candidates(s, state, "docs", older_than_s=0, retention_s=0, force=False, names=["docs__stranger"])
         assert (x["collection"], x["state"], x["age_days"], x["protected"]) == ("docs__stranger", "unknown", None, None)
+        # delete_population refuses the live one on its own, whoever calls it.
+        with pytest.raises(co.CutoverError, match=f"{b} is served by an alias \\(live\\); gc never deletes"):
+            co.delete_population(s, state, "docs", b)
     with pytest.raises(co.CutoverError, match=f"{b} is served by an alias"):
         api.gc(ws.config, names=[b], force=True)
     done = api.gc(ws.config)
