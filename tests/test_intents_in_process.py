@@ -18,6 +18,7 @@ from helpers_index import Workspace
 from reindex import api
 from reindex import cutover as co
 from reindex.manifests import read_live, read_population
+from reindex.usecases import backends
 
 
 class Killed(BaseException):
@@ -141,7 +142,20 @@ def test_a_gc_stopped_between_its_steps_finishes_on_the_next_gc(switched: dict, 
             co.delete_population(s, state, "docs", b)
     with pytest.raises(co.CutoverError, match=f"{b} is served by an alias"):
         api.gc(ws.config, names=[b], force=True)
+    deleted: list[str] = []
+    real_state_store = backends.state_store
+
+    def recording_state_store(cfg: object) -> object:
+        inner = real_state_store(cfg)
+        real_delete = inner.delete
+        inner.delete = lambda key: (deleted.append(key), real_delete(key))[1]
+        return inner
+
+    monkeypatch.setattr(backends, "state_store", recording_state_store)
     done = api.gc(ws.config)
     assert [(x["collection"], x["action"]) for x in done] == [(a, "deleted")]
     assert state.list(f"indexes/docs/populations/{a}/") == []
+    # The record goes last: until then the population stays marked deleting.
+    ours = [k for k in deleted if f"/populations/{a}/" in k]
+    assert len(ours) > 1 and ours[-1] == f"indexes/docs/populations/{a}/population.json"
     assert read_population(state, "docs", b).state == "live" and ws.alias() == b
