@@ -17,6 +17,7 @@ from helpers_index import Workspace
 
 from reindex import api
 from reindex import cutover as co
+from reindex.locks import LockLost
 from reindex.manifests import read_live, read_population
 from reindex.usecases import backends
 
@@ -159,3 +160,31 @@ def test_a_gc_stopped_between_its_steps_finishes_on_the_next_gc(switched: dict, 
     ours = [k for k in deleted if f"/populations/{a}/" in k]
     assert len(ours) > 1 and ours[-1] == f"indexes/docs/populations/{a}/population.json"
     assert read_population(state, "docs", b).state == "live" and ws.alias() == b
+
+
+@pytest.mark.parametrize("step", ["cutover", "rollback"])
+def test_an_alias_move_whose_lock_was_taken_over_stops_before_the_move(
+        switched: dict, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Between verifying the population and moving the alias, another owner takes the index lock over:
+    the move is fenced (LockLost), the alias and the state stay as they were, no intent is left."""
+    ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
+    if step == "rollback":
+        assert api.cutover(path, ws.config).report["swap"]
+    before = ws.alias()
+    real_verify = co.require_verified
+
+    def verify_then_lose_the_lock(store: object, state: object, index: str, collection: str, action: str) -> None:
+        real_verify(store, state, index, collection, action)
+        key = "indexes/docs/lock.json"
+        body = json.loads(state.get(key))
+        body.update(owner="b:2:y", purpose="apply 2", token=body["token"] + 1)
+        state.put(key, json.dumps(body).encode())
+
+    monkeypatch.setattr(co, "require_verified", verify_then_lose_the_lock)
+    with pytest.raises(LockLost, match="now held by b:2:y"):
+        api.cutover(path, ws.config) if step == "cutover" else api.rollback(ws.config)
+    monkeypatch.undo()
+    state = ws.state()
+    assert ws.alias() == before and co.pending_intent(state, "docs") is None
+    assert read_live(state, "docs").collection == before
+    assert {read_population(state, "docs", c).state for c in (a, b)} == {"live", "ready" if step == "cutover" else "retired"}
