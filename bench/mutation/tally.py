@@ -1,7 +1,7 @@
 """Mutation testing helpers for `make mutation` (see bench/mutation/README.md).
 
     python bench/mutation/tally.py sample [--full-rate R] [--rate 0.04] [--seed 12]   sampled mutant names
-    python bench/mutation/tally.py table                              killed/survived/... per module
+    python bench/mutation/tally.py table [DIR]                        killed/survived/... per module
     python bench/mutation/tally.py survivors [MODULE_GLOB]            surviving mutant names
 
 Reads mutmut's per-file results (mutants/src/**/*.py.meta) after `mutmut run` generated them.
@@ -64,19 +64,27 @@ def main(argv: list[str]) -> None:
         full = float(argv[argv.index("--full-rate") + 1]) if "--full-rate" in argv else None
         print("\n".join(sample(list(res), rate, seed, full)))
     elif argv[0] == "table":
+        if len(argv) > 1:  # a saved copy of mutants/ (its src/**/*.meta)
+            res = results(Path(argv[1]))
         rows: dict[str, Counter] = {}
         for name, code in res.items():
             rows.setdefault(module_of(name), Counter())[status(code)] += 1
         cols = ["killed", "survived", "timeout", "no tests", "not checked"]
-        print("| module | mutants | run | " + " | ".join(cols) + " | kill rate |")
+        print("| module | mutants | run | " + " | ".join(cols) + " | kill rate (of tested) |")
         print("|---|" + "---:|" * (len(cols) + 3))
         for module in sorted(rows):
             c = rows[module]
             run = sum(c.values()) - c["not checked"]
-            rate = f"{(c['killed'] + c['timeout']) / run:.0%}" if run else "–"
+            tested = c["killed"] + c["timeout"] + c["survived"]  # "no tests": no selected test calls it
+            rate = f"{(c['killed'] + c['timeout']) / tested:.0%}" if tested else "–"
             other = sum(v for k, v in c.items() if k not in cols)
             extra = f" (+{other} other)" if other else ""
             print(f"| {module} | {sum(c.values())} | {run}{extra} | " + " | ".join(str(c[k]) for k in cols) + f" | {rate} |")
+        total = sum(rows.values(), Counter())
+        tested = total["killed"] + total["timeout"] + total["survived"]
+        print(f"| **all** | {sum(total.values())} | {sum(total.values()) - total['not checked']} | "
+              + " | ".join(str(total[k]) for k in cols)
+              + f" | {(total['killed'] + total['timeout']) / tested:.0%} |" if tested else " | – |")
     elif argv[0] == "survivors":
         pattern = argv[1] if len(argv) > 1 else "*"
         print("\n".join(n for n, c in sorted(res.items()) if c == 0 and fnmatch.fnmatch(n, pattern)))
