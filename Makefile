@@ -36,7 +36,7 @@ bench: $(STAMP)
 # Mutation testing (bench/mutation/README.md): every mutant of the four critical modules, then a seeded
 # random sample of the rest; one worker (2-core box). Results stay in mutants/ (mutmut results / show NAME).
 MUTATION_FULL := "reindex.manifests.*" "reindex.cutover.*" "reindex.planner._classify.*" "reindex.execution.*"
-MUTATION_RATE ?= 0.05
+MUTATION_RATE ?= 0.04
 MUTATION_SEED ?= 12
 mutation: $(STAMP)
 	$(BIN)/pip install -q -e '.[mutation]'
