@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +13,27 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
+# Set by `make mutation` (and mutmut sets MUTANT_UNDER_TEST): only tests whose code runs in this process count.
+IN_PROCESS_ONLY = bool(os.environ.get("REINDEX_TESTS_IN_PROCESS")) or "MUTANT_UNDER_TEST" in os.environ
+_VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(autouse=True)
+def _no_python_children_under_mutation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under mutation testing, skip a test at the moment it starts a Python process (python, reindex,
+    prefect from this venv): the child imports the installed, unmutated sources, so its result would
+    say nothing about the mutant (a false survivor or a false kill)."""
+    if not IN_PROCESS_ONLY:
+        return
+    real_init = subprocess.Popen.__init__
+
+    def guarded(self: subprocess.Popen, args: object, *a: object, **kw: object) -> None:
+        argv0 = args if isinstance(args, (str, os.PathLike)) else next(iter(args), "")  # type: ignore[call-overload]
+        if Path(os.fspath(argv0)).parent == _VENV_BIN or os.fspath(argv0) == sys.executable:
+            pytest.skip("starts a Python process, which would not run the mutated sources")
+        real_init(self, args, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
 
 
 @pytest.fixture(scope="session", autouse=True)
