@@ -428,3 +428,28 @@ def test_open_vector_reader_picks_the_reader_of_each_backend(tmp_path: Path) -> 
         open_vector_reader(None, str(tmp_path / "old"), backend="local")
     with pytest.raises(VectorStoreError, match="store.url"):
         open_vector_reader(None, None)
+
+
+def test_reader_counts_by_document_and_both_sides_filter_by_payload_in_process(tmp_path: Path) -> None:
+    # Found by the sampled mutmut run: a reader's count(doc_id=…) and the writer's query(where=…) were only
+    # exercised from child processes. 12 points, 5 per document: d0 5, d1 5, d2 2.
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("idx__a", dimension=DIM, distance="dot")
+    store.create_payload_index("idx__a", "doc_id", "keyword")
+    store.create_payload_index("idx__a", "pop", "keyword")
+    pts = _points(12, pop="a", version=1, seed=4)
+    pts[0].payload["pop"] = "other"
+    store.upsert("idx__a", pts)
+    store.swap_alias("idx", "idx__a", None)
+    reader = open_reader(folder)
+    try:
+        assert reader.count("idx") == 12
+        assert [reader.count("idx", doc_id=f"d{i}") for i in range(3)] == [5, 5, 2]
+        for side in (store, reader):
+            hits = side.query("idx", pts[0].vector, limit=12, where={"pop": "other"})
+            assert [h.id for h in hits] == [pts[0].id], side
+            assert len(side.query("idx", pts[0].vector, limit=12, where={"pop": "a"})) == 11
+    finally:
+        reader.close()
+        store.close()

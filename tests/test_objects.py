@@ -248,3 +248,19 @@ def test_s3_access_denied_is_not_retried(s3_server: str, s3_bucket: str) -> None
     with pytest.raises(StateError, match="AccessDenied"):
         store.get("k")
     assert len(calls) == 1
+
+
+def test_s3_server_errors_are_transient_by_status_whatever_their_code() -> None:
+    # Found by the sampled mutmut run: only throttling codes were tested. A 5xx (or 429) is retried whatever
+    # its error code; a 4xx is not.
+    import botocore.exceptions as bex
+
+    from reindex.stores.objects import is_transient
+
+    def err(code: str, status: int) -> Exception:
+        return bex.ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+                               "PutObject")
+
+    assert is_transient(err("InternalError", 500)) and is_transient(err("SomethingNew", 503))
+    assert is_transient(err("SomethingNew", 429))
+    assert not is_transient(err("NoSuchKey", 404)) and not is_transient(err("PreconditionFailed", 412))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from helpers_index import Workspace, prefect_api_url
+from helpers_index import Workspace, config_text, prefect_api_url
 from reindex import api
 from reindex.execution import shard_of
 from reindex.pipeline import TextPipeline
@@ -151,3 +151,46 @@ def test_shard_job_of_an_in_place_plan_touches_only_affected_shards(tmp_path: Pa
     assert job.only == frozenset(edited) and job.removed == frozenset()
     assert job.shards == tuple(sorted({shard_of(d, 4) for d in edited}))
     assert isinstance(job, ShardJob)
+
+
+def test_a_resumed_apply_skips_the_shards_that_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by the sampled mutmut run: only the kill tests (child processes) showed that a shard with a
+    # manifest is not run again. In process: shard 2 fails, the re-apply runs shard 2 alone and embeds only
+    # its texts; the others are skipped.
+    import reindex.execution as execution
+
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    real = execution.run_shard
+
+    def failing(ctx: Any, shard: int, **kw: Any) -> Any:
+        if shard == 2:
+            raise RuntimeError("injected")
+        return real(ctx, shard, **kw)
+
+    monkeypatch.setattr(execution, "run_shard", failing)
+    first = api.apply_plan(path, ws.config, runner=ThreadRunner(workers=2))
+    assert first.status == "failed"
+    monkeypatch.setattr(execution, "run_shard", real)
+    again = api.apply_plan(path, ws.config, runner=ThreadRunner(workers=2))
+    assert again.status != "failed", again.report
+    total = first.report["actual"]["shards_run"] + 1
+    assert again.report["actual"]["shards_skipped"] == total - 1
+    assert again.report["actual"]["shards_run"] == 1
+    embedded = first.report["actual"]["embedded"] + again.report["actual"]["embedded"]
+    assert embedded == plan.body["work"]["chunks_to_embed"], (first.report["actual"], again.report["actual"])
+
+
+def test_reuse_from_an_old_population_written_with_another_shard_count(tmp_path: Path) -> None:
+    # Found by the sampled mutmut run: reuse when the old population's manifest parts were written with a
+    # different shard count (a streaming filter over all parts) ran in no in-process test. 4 shards → 3.
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.config.write_text(config_text(120).replace("shards: 4", "shards: 3"), encoding="utf-8")
+    plan, path = ws.plan()
+    ws.approve(path)
+    assert plan.body["work"]["chunks_reused"] > 0
+    r = ws.apply(path)
+    assert r.status == "done", r.report
+    assert r.report["actual"]["reused_from_old"] == plan.body["work"]["chunks_reused"]
+    assert r.report["actual"]["embedded"] == plan.body["work"]["chunks_to_embed"]
