@@ -160,7 +160,7 @@ def main() -> None:
     rows = []
     for s in (int(x) for x in args.scales.split(",")):
         rows += one_scale(s, Path(args.dir) / f"x{s}")
-    mib = lambda b: f"{b / MIB:,.0f}"  # noqa: E731
+    mib = lambda b: f"{b / MIB:,.0f}"
     print("\n| scale | step | chunks | plan peak RAM MiB | apply RSS − baseline MiB (anon + file) | ratio | "
           "plan peak disk MiB | store peak MiB | ratio | cutover RSS MiB | plan RSS MiB | plan s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

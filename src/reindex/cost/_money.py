@@ -180,7 +180,7 @@ class Footprint:
 Mode = Literal["initial", "shadow", "in-place"]
 
 
-def footprint(work: "Work", mode: Mode, *, added_points: int = 0, backend: Backend = "server") -> tuple[int, Footprint]:
+def footprint(work: Work, mode: Mode, *, added_points: int = 0, backend: Backend = "server") -> tuple[int, Footprint]:
     """Peak vectors and the RAM/disk footprint of ``work`` done in ``mode`` on ``backend``.
 
     * ``initial``: the new population alone, as it is built.
