@@ -166,8 +166,9 @@ def test_cli_plan_exit_codes_and_json(small: dict[str, Path]) -> None:
     data = json.loads(stdout)
     assert code == 2
     for key in ("kind", "plan_file", "chunks_old", "chunks_new", "chunks_reused", "tokens_to_embed", "usd", "hours",
-                "peak_vectors", "peak_bytes"):
+                "peak_vectors", "peak_bytes", "approval_required"):
         assert key in data
+    assert data["approval_required"] is True  # it removes 1 of 3 live documents: above approval.max_removed_share
     code, stdout, _ = _run("show", data["plan_file"])
     assert code == 0 and "document-scoped" in stdout
 
