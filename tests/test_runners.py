@@ -102,11 +102,10 @@ def test_summarize_runs_catch_up_only_after_a_clean_run() -> None:
     assert calls == [1]
 
 
-def test_a_shard_that_raises_is_reported_and_the_others_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _fail_shard_2(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Make shard 2 raise in every apply until restored; returns the real ``run_shard``."""
     import reindex.execution as execution
 
-    ws = Workspace(tmp_path / "ws")
-    plan, path = ws.plan()
     real = execution.run_shard
 
     def run_shard(ctx: Any, shard: int, **kw: Any) -> Any:
@@ -115,6 +114,13 @@ def test_a_shard_that_raises_is_reported_and_the_others_go_on(tmp_path: Path, mo
         return real(ctx, shard, **kw)
 
     monkeypatch.setattr(execution, "run_shard", run_shard)
+    return real
+
+
+def test_a_shard_that_raises_is_reported_and_the_others_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    _fail_shard_2(monkeypatch)
     r = api.apply_plan(path, ws.config, runner=ThreadRunner(workers=2))
     assert r.status == "failed"
     assert r.report["failures"] == [{"shard": 2, "reason": "RuntimeError: injected: the shard's host went away"}]
@@ -161,14 +167,7 @@ def test_a_resumed_apply_skips_the_shards_that_finished(tmp_path: Path, monkeypa
 
     ws = Workspace(tmp_path / "ws")
     plan, path = ws.plan()
-    real = execution.run_shard
-
-    def failing(ctx: Any, shard: int, **kw: Any) -> Any:
-        if shard == 2:
-            raise RuntimeError("injected")
-        return real(ctx, shard, **kw)
-
-    monkeypatch.setattr(execution, "run_shard", failing)
+    real = _fail_shard_2(monkeypatch)
     first = api.apply_plan(path, ws.config, runner=ThreadRunner(workers=2))
     assert first.status == "failed"
     monkeypatch.setattr(execution, "run_shard", real)

@@ -42,38 +42,36 @@ _HIDDEN = (_TMP_PREFIX, _CAS_PREFIX)
 class ObjectStore(Protocol):
     """Bytes under relative keys, with atomic writes and create-if-absent."""
 
+    def _get_object(self, key: str) -> tuple[bytes, dict] | None:
+        """An object's bytes and its GetObject response (None when it does not exist), retried like every call."""
+        full = self._key(key)
+
+        def op() -> tuple[bytes, dict] | None:
+            try:
+                resp = self._client.get_object(Bucket=self.bucket, Key=full)
+            except bex.ClientError as err:
+                if _code(err) in _NOT_FOUND:
+                    return None
+                raise
+            with resp["Body"] as body:
+                return body.read(), resp
+
+        return self._call(f"get {key!r}", op)
+
     def get(self, key: str) -> bytes | None:
-        """The bytes under ``key``, or None if there are none."""
-        ...
+        got = self._get_object(key)
+        return None if got is None else got[0]
 
-    def put(self, key: str, data: bytes) -> None:
-        """Store ``data`` under ``key`` atomically, replacing what was there."""
-        ...
-
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        """Store ``data`` under ``key`` only if the key does not exist; True if this call created it."""
-        ...
-
-    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
-        """The bytes under ``key`` and their version, or None if there are none."""
-        ...
-
-    def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
-        """Store ``data`` under ``key`` only if the key is still at ``version`` (``None``: only if the
-        key is absent). Returns the new version, or None when the key has moved on (nothing written)."""
-        ...
-
-    def delete_if_version(self, key: str, version: str) -> bool:
-        """Remove ``key`` only if it is still at ``version``; True if this call removed it."""
-        ...
-
-    def delete(self, key: str) -> None:
-        """Remove ``key``; a missing key is not an error."""
-        ...
-
-    def list(self, prefix: str = "") -> list[str]:
-        """Sorted keys that start with ``prefix``."""
-        ...
+    def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str], str] | None:
+        """An object's bytes, its user metadata (``x-amz-meta-*``, names lower-case without the prefix) and
+        its last-modified time (UTC ISO-8601); None when it does not exist."""
+        got = self._get_object(key)
+        if got is None:
+            return None
+        data, resp = got
+        modified = resp.get("LastModified")
+        stamp = modified.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z") if modified else ""
+        return data, {str(k).lower(): str(v) for k, v in (resp.get("Metadata") or {}).items()}, stamp
 
     def exists(self, key: str) -> bool:
         """Whether ``key`` holds an object."""
