@@ -38,9 +38,13 @@ from reindex.manifests import (
     ManifestRow,
     read_chunk_manifest,
     read_chunk_manifest_part,
+    read_chunk_texts,
+    read_chunk_texts_part,
     read_shard_manifest,
     shard_name,
+    shard_of,
     write_chunk_manifest_part,
+    write_chunk_texts_part,
     write_shard_manifest,
 )
 from reindex.pipeline import ChunkRecord, TextPipeline
@@ -61,11 +65,6 @@ def retry_transient(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     can be repeated."""
     return call_with_retries(lambda: fn(*args, **kwargs), attempts=RETRY_ATTEMPTS,
                              retry_if=lambda e: isinstance(e, TransientError), initial_s=0.05, max_s=2.0)
-
-
-def shard_of(doc_id: str, shards: int) -> int:
-    """Stable shard of a document: blake2b of its id, mod the shard count."""
-    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little") % shards
 
 
 def crashpoint(name: str) -> None:
@@ -247,21 +246,47 @@ def _embed_missing(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], vec
     return written
 
 
+def _previous_chunks(rows: Iterable[ManifestRow], texts: dict[str, str]) -> list[str]:
+    """A document's previous chunk texts in ordinal order; empty (cut statelessly) when any is not stored,
+    exactly as the planner decides (:class:`reindex.planner.PreviousTexts`)."""
+    out = [texts.get(r.fingerprint) for r in sorted(rows, key=lambda r: r.ordinal)]
+    return [] if any(t is None for t in out) else out  # type: ignore[misc]
+
+
+def _sticky_texts(ctx: ApplyContext, shard: int, part_rows: dict[str, list[ManifestRow]]) -> dict[str, str]:
+    """Fingerprint → text of the chunks in the target's manifest part ``shard`` (in place, sticky): the
+    part's own chunk-text part, then every part for what it lacks (a part written with another shard count)."""
+    wanted = {r.fingerprint for rows in part_rows.values() for r in rows}
+    texts = {f: t for f, t in read_chunk_texts_part(ctx.state, ctx.index, ctx.target, shard_name(shard)).items() if f in wanted}
+    if len(texts) < len(wanted):
+        texts.update(read_chunk_texts(ctx.state, ctx.index, ctx.target, wanted - set(texts)))
+    return texts
+
+
 def _sync_batch(
     ctx: ApplyContext, docs: list[Document], old_rows: dict[str, list[ManifestRow]], result: ShardResult,
+    previous_texts: dict[str, str] | None = None, new_texts: dict[str, str] | None = None,
 ) -> list[ManifestRow]:
-    """Write the points of ``docs`` into the target (reuse → embed → upsert → delete stale)."""
+    """Write the points of ``docs`` into the target (reuse → embed → upsert → delete stale). With
+    ``previous_texts`` (in place, sticky) each document is re-chunked against its previous chunks;
+    ``new_texts`` collects fingerprint → text of every chunk written (for the chunk-text part)."""
     records: dict[str, list[ChunkRecord]] = {}
     hashes: dict[str, str] = {}
     for doc in docs:
         try:
-            records[doc.doc_id] = ctx.pipeline.chunk_document(doc)
+            if previous_texts is None:
+                records[doc.doc_id] = ctx.pipeline.chunk_document(doc)
+            else:
+                prev = _previous_chunks(old_rows.get(doc.doc_id, ()), previous_texts)
+                records[doc.doc_id] = ctx.pipeline.rechunk_text(doc.doc_id, ctx.pipeline.document_text(doc), prev)
             hashes[doc.doc_id] = doc.content_hash
         except ReindexError:
             raise
         except Exception as err:  # noqa: BLE001 - a chunker bug on one document must not stop the shard
             result.failures.append({"doc_id": doc.doc_id, "reason": f"chunking failed: {type(err).__name__}: {err}"})
     metas = {doc.doc_id: doc.meta() for doc in docs}
+    if new_texts is not None:
+        new_texts.update((r.fingerprint, r.text) for recs in records.values() for r in recs)
     rewritten = _rewrite_payloads(ctx, records, old_rows, metas, result) if ctx.in_place else {}
     new_ids = [r.point_id for recs in records.values() for r in recs]
     vectors: dict[str, Any] = {}  # fingerprint → vector
@@ -356,15 +381,20 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     reuse_rows = part_rows if ctx.in_place else (
         _old_rows(ctx, ctx.old, shard, ctx.old_shards) if ctx.old is not None else {}
     )
+    # Sticky re-chunking: in place, edited documents are re-chunked against their previous chunk texts;
+    # every build keeps the texts of its chunks beside the manifest for the next one.
+    sticky = ctx.pipeline.sticky
+    previous_texts = _sticky_texts(ctx, shard, part_rows) if sticky and ctx.in_place else None
+    new_texts: dict[str, str] | None = {} if sticky else None
     rows: list[ManifestRow] = []
     batch: list[Document] = []
     for doc in _shard_docs(ctx, shard, only, result):
         batch.append(doc)
         if len(batch) >= DOC_BATCH:
-            rows += _sync_batch(ctx, batch, reuse_rows, result)
+            rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts)
             batch = []
     if batch:
-        rows += _sync_batch(ctx, batch, reuse_rows, result)
+        rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts)
     if ctx.in_place:
         # Documents that are gone from the source: delete all their points.
         gone = [pid for d in removed if shard_of(d, ctx.shards) == shard for pid in (r.point_id for r in part_rows.get(d, ()))]
@@ -376,6 +406,14 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
         touched = {r.doc_id for r in rows} | set(removed) | set(only or ())
         rows = [r for d, rs in part_rows.items() if d not in touched for r in rs] + rows
     rows.sort(key=lambda r: (r.doc_id, r.ordinal))
+    if new_texts is not None:
+        # Written before the manifest part and holding the texts of the part it replaces as well, so that
+        # whichever part is current after a crash here, its texts are stored.
+        final = {r.fingerprint for r in rows}
+        texts = {f: t for f, t in new_texts.items() if f in final} | (previous_texts or {})
+        crashpoint("before-chunk-texts")
+        ctx.fence()
+        write_chunk_texts_part(ctx.state, ctx.index, ctx.target, shard_name(shard), texts)
     crashpoint("before-manifest")
     ctx.fence()
     write_chunk_manifest_part(ctx.state, ctx.index, ctx.target, shard_name(shard), rows)

@@ -5,15 +5,25 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
     indexes/<index>/live.json                              the population the alias serves
     indexes/<index>/populations/<collection>/population.json
     indexes/<index>/populations/<collection>/chunks/<part>.parquet   chunk manifest parts
+    indexes/<index>/populations/<collection>/chunk-texts/<part>.parquet  chunk texts by fingerprint
+                                                           (sticky re-chunking only)
     calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
     calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
 
 A chunk manifest row: doc_id, content_hash, ordinal, fingerprint, tokens, point_id. It lets planning
 and catch-up run without scrolling the vector store.
+
+Chunk-text parts (``text.rechunk: sticky`` only) map fingerprint → chunk text for the fingerprints of the
+manifest part of the same name: sticky re-chunking needs an edited document's previous chunk texts,
+and the manifest holds only their fingerprints. They are content-addressed (a fingerprint is a digest of
+its text), written *before* their manifest part and holding the texts of both the part they replace and
+the new one, so whichever manifest part is current after a crash between the two writes, its texts are
+there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -24,6 +34,8 @@ from reindex.identity import digest_json as _digest_json
 from reindex.stores.objects import ObjectStore
 from reindex.tables import TableError, columns_from_parquet, parquet_from_columns
 
+# Column → Parquet type of a chunk-text part.
+CHUNK_TEXT_COLUMNS = {"fingerprint": "string", "text": "string"}
 # Column → Parquet type of a chunk manifest part.
 CHUNK_COLUMNS = {"doc_id": "string", "content_hash": "string", "ordinal": "int32", "fingerprint": "string",
                  "tokens": "int32", "point_id": "string"}
@@ -157,8 +169,6 @@ def read_chunk_manifest(store: ObjectStore, index: str, collection: str) -> Iter
 
 def manifest_digest(store: ObjectStore, index: str, collection: str) -> str:
     """A digest of a population's chunk manifest (its parts' bytes), for plan input checks."""
-    import hashlib
-
     h = hashlib.blake2b(digest_size=16)
     for key in chunk_manifest_keys(store, index, collection):
         h.update(key.encode() + b"\0" + (store.get(key) or b"") + b"\0")
@@ -197,6 +207,12 @@ def digest_json(value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def shard_of(doc_id: str, shards: int) -> int:
+    """Stable shard of a document: blake2b of its id, mod the shard count (its manifest part is
+    ``shard_name(shard_of(doc_id, shards))`` for the shard count the part was written with)."""
+    return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little") % shards
+
+
 def shard_name(shard: int) -> str:
     return f"shard-{shard:04d}"
 
@@ -219,6 +235,43 @@ def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, pa
     if data is None:
         return []
     return _manifest_rows(data, f"{store.describe()}/{key}")
+
+
+def chunk_texts_key(index: str, collection: str, part: str) -> str:
+    return f"{population_prefix(index, collection)}/chunk-texts/{part}.parquet"
+
+
+def write_chunk_texts_part(store: ObjectStore, index: str, collection: str, part: str, texts: dict[str, str]) -> str:
+    """Write the chunk-text part ``part`` (fingerprint → text, sorted by fingerprint)."""
+    fps = sorted(texts)
+    key = chunk_texts_key(index, collection, part)
+    store.put(key, parquet_from_columns({"fingerprint": fps, "text": [texts[f] for f in fps]}, CHUNK_TEXT_COLUMNS))
+    return key
+
+
+def read_chunk_texts_part(store: ObjectStore, index: str, collection: str, part: str) -> dict[str, str]:
+    """Fingerprint → text of one chunk-text part; empty when the population has none (not sticky)."""
+    key = chunk_texts_key(index, collection, part)
+    data = store.get(key)
+    if data is None:
+        return {}
+    try:
+        cols, _ = columns_from_parquet(data, list(CHUNK_TEXT_COLUMNS))
+    except TableError as err:
+        raise StateError(f"{store.describe()}/{key}: not a readable chunk-text part ({err}); delete it and re-run "
+                         "the apply (its documents are then re-chunked statelessly once)") from None
+    return dict(zip(cols["fingerprint"], cols["text"]))
+
+
+def read_chunk_texts(store: ObjectStore, index: str, collection: str, wanted: set[str] | None = None) -> dict[str, str]:
+    """Fingerprint → text over every chunk-text part of a population, only ``wanted`` fingerprints if given."""
+    out: dict[str, str] = {}
+    for key in store.list(f"{population_prefix(index, collection)}/chunk-texts/"):
+        if not key.endswith(".parquet"):
+            continue
+        part = read_chunk_texts_part(store, index, collection, key.rsplit("/", 1)[-1][: -len(".parquet")])
+        out.update(part if wanted is None else {f: t for f, t in part.items() if f in wanted})
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from reindex.chunkers import make_chunker
 from reindex.chunkers.base import Chunk, Chunker
-from reindex.chunkers.sticky import StickyConfig, rechunk_document
+from reindex.chunkers.sticky import Rechunked, StickyConfig, rechunk_document
 from reindex.config import PipelineConfig, TextHalf, chunker_spec
 from reindex.errors import ChunkerError
 from reindex.identity import fingerprint, point_ids
@@ -72,19 +72,33 @@ class TextPipeline:
             raise ChunkerError(f"document {doc_id!r}: {err}") from None  # name the document, not just the splitter
         return self._records(doc_id, chunks)
 
+    @property
+    def sticky(self) -> bool:
+        """Whether edited documents are re-chunked against their previous chunks (``text.rechunk: sticky``)."""
+        return self.text.rechunk.mode == "sticky"
+
     def rechunk_text(self, doc_id: str, text: str, previous: Sequence[str]) -> list[ChunkRecord]:
         """Chunk records of an edited document's normalised text given its previous version's chunk
+        texts in ordinal order (see :meth:`rechunk_detail`)."""
+        return self.rechunk_detail(doc_id, text, previous)[0]
+
+    def rechunk_detail(self, doc_id: str, text: str, previous: Sequence[str]) -> tuple[list[ChunkRecord], Rechunked | None]:
+        """``(records, how)`` of an edited document's normalised text given its previous version's chunk
         texts in ordinal order, taken from a population with the *same text id*. With
         ``text.rechunk.mode: sticky`` previous chunks that survive are kept and only the gaps are cut
-        (:func:`reindex.chunkers.sticky.rechunk_document`, with its drift control); otherwise, or with
-        no previous chunks, the same as :meth:`chunk_text`. Deterministic in (previous, text, config),
-        so planning and apply get the same records from the same live chunk manifest."""
-        if self.text.rechunk.mode != "sticky" or not previous:
-            return self.chunk_text(doc_id, text)
+        (:func:`reindex.chunkers.sticky.rechunk_document`, with its drift control; ``how`` says what was
+        kept, re-cut and how far the result drifted); otherwise, or with no previous chunks, the same as
+        :meth:`chunk_text` and ``how`` is None. Deterministic in (previous, text, config), so planning and
+        apply get the same records from the same live chunk texts."""
+        if not self.sticky or not previous:
+            return self.chunk_text(doc_id, text), None
         if self._sticky is None:
             self._sticky = StickyConfig.of(self.text.chunker, self.text.rechunk)
-        done = rechunk_document(list(previous), text, self.chunker, self.tokenizer, self._sticky)
-        return self._records(doc_id, list(done.chunks))
+        try:
+            done = rechunk_document(list(previous), text, self.chunker, self.tokenizer, self._sticky)
+        except ChunkerError as err:
+            raise ChunkerError(f"document {doc_id!r}: {err}") from None
+        return self._records(doc_id, list(done.chunks)), done
 
     def _records(self, doc_id: str, chunks: list[Chunk]) -> list[ChunkRecord]:
         fps = [fingerprint(self.vector_id, c.text) for c in chunks]

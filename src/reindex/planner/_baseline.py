@@ -21,14 +21,18 @@ from reindex.manifests import (
     digest_json,
     manifest_digest,
     read_chunk_manifest,
+    read_chunk_texts,
+    read_chunk_texts_part,
     read_live,
+    shard_name,
+    shard_of,
 )
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 from reindex.stores.objects import ObjectStore
 
-__all__ = ["Baseline", "DocState", "attach_retained", "explicit_baseline", "live_baseline", "no_baseline"]
+__all__ = ["Baseline", "DocState", "PreviousTexts", "attach_retained", "explicit_baseline", "live_baseline", "no_baseline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,9 @@ class Baseline:
     # The payload id the baseline's points were written with (None: no baseline); a live population
     # written before the payload contract has reindex.identity.LEGACY_PAYLOAD_ID.
     payload_id: str | None = None
+    # doc id → the baseline's chunk texts of that document in ordinal order, None when not stored: what
+    # sticky re-chunking keeps chunks from (a live population built with ``text.rechunk: sticky``).
+    previous_texts: Callable[[str], list[str] | None] | None = None
 
     @property
     def identity(self) -> Identity | None:
@@ -90,6 +97,39 @@ def _doc_states_in_memory(rows: Iterable[ManifestRow]) -> dict[str, DocState]:
     return out
 
 
+class PreviousTexts:
+    """The previous chunk texts of a live population's documents, from its chunk-text parts, read part
+    by part on demand: a document's own part first (by the population's shard count), then, for a
+    fingerprint it lacks (parts written with another shard count), every part once. A document with
+    any text missing gets None, and is cut statelessly — exactly what apply decides from the same parts.
+    Holds the texts of the parts the edited documents fall in."""
+
+    def __init__(self, store: ObjectStore, index: str, collection: str, shards: int, docs: dict[str, DocState]) -> None:
+        self._store, self._index, self._collection, self._shards, self._docs = store, index, collection, shards, docs
+        self._parts: dict[str, dict[str, str]] = {}
+        self._everything: dict[str, str] | None = None
+
+    def _part(self, doc_id: str) -> dict[str, str]:
+        name = shard_name(shard_of(doc_id, self._shards))
+        if name not in self._parts:
+            self._parts[name] = read_chunk_texts_part(self._store, self._index, self._collection, name)
+        return self._parts[name]
+
+    def __call__(self, doc_id: str) -> list[str] | None:
+        state = self._docs.get(doc_id)
+        if state is None or not state.fingerprints:
+            return None
+        part = self._part(doc_id)
+        texts = [part.get(fp) for fp in state.fingerprints]
+        if any(t is None for t in texts):
+            if self._everything is None:
+                self._everything = read_chunk_texts(self._store, self._index, self._collection)
+            texts = [self._everything.get(fp) for fp in state.fingerprints]
+            if any(t is None for t in texts):
+                return None
+        return texts  # type: ignore[return-value]
+
+
 def no_baseline() -> Baseline:
     """An initial build: nothing exists yet."""
     return Baseline("none", None, inputs={"kind": "none"})
@@ -109,7 +149,8 @@ def live_baseline(store: ObjectStore, index: str) -> Baseline:
         "config_digest": digest_json(rec.config),
         "manifest_digest": manifest_digest(store, index, rec.collection),
     }
-    return Baseline("live", cfg, states, inputs, payload_id=payload_id_of_record(rec.config))
+    texts = PreviousTexts(store, index, rec.collection, cfg.apply.shards, states) if cfg.text.rechunk.mode == "sticky" else None
+    return Baseline("live", cfg, states, inputs, payload_id=payload_id_of_record(rec.config), previous_texts=texts)
 
 
 def explicit_baseline(

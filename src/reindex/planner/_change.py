@@ -18,6 +18,7 @@ from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import sampled_projection
 from reindex.planner._work import (
     DocWork,
+    RechunkTally,
     Totals,
     bucket,
     bucket_order,
@@ -41,10 +42,11 @@ def plan_change(req: PlanRequest) -> Plan:
     baseline = req.baseline
     source = open_source(cfg.source if req.corpus_uri is None else cfg.source.model_copy(update={"uri": req.corpus_uri}))
     same_chunks: set[str] = set()  # edited documents whose chunks did not change (a metadata edit)
-    work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document, same_chunks)
+    t = Totals()
+    work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document, same_chunks,
+                         t.rechunk)
 
     report = ScanReport()
-    t = Totals()
     digest = CorpusDigest()
     seen: set[str] = set()
     started = time.perf_counter()
@@ -70,10 +72,12 @@ def plan_change(req: PlanRequest) -> Plan:
 
 
 def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool,
-              same_chunks: set[str] | None = None) -> Callable[[Document], DocWork]:
+              same_chunks: set[str] | None = None, rechunk: RechunkTally | None = None) -> Callable[[Document], DocWork]:
     """The function that computes one document's work against ``baseline``; edited documents whose
     chunks are the baseline's (same fingerprints in order: only their metadata changed) go into
-    ``same_chunks``."""
+    ``same_chunks``. With ``text.rechunk: sticky`` and a live baseline of the same pipeline (the change
+    is applied in place), an edited document is re-chunked against its previous chunk texts as apply
+    will do it, and ``rechunk`` tallies what that kept, re-cut and how far it drifted."""
     same_pipeline = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
     old_fps_global: set[str] | None = None
     if cross_document and baseline.config is not None:
@@ -87,7 +91,13 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
             return DocWork(doc.doc_id, status, len(old.fingerprints), len(old.fingerprints), len(old.fingerprints), 0,
                            sum(old.tokens), 0, 0, 0, sum(old.tokens), 0, old.tokens)
         text = pipe.document_text(doc)
-        recs = pipe.chunk_text(doc.doc_id, text)
+        if status == "edited" and same_pipeline and pipe.sticky and baseline.previous_texts is not None:
+            previous = baseline.previous_texts(doc.doc_id)
+            recs, how = pipe.rechunk_detail(doc.doc_id, text, previous or ())
+            if rechunk is not None:
+                rechunk.add(previous, how)
+        else:
+            recs = pipe.chunk_text(doc.doc_id, text)
         toks = [r.tokens for r in recs]
         if same_chunks is not None and status == "edited" and same_pipeline and \
                 tuple(r.fingerprint for r in recs) == old.fingerprints:
@@ -175,7 +185,7 @@ def _plan_body(
         },
         "config": cfg.model_dump(mode="json"),
         "work": _work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,
-                              baseline.retained_collection),
+                              baseline.retained_collection, cfg.text.rechunk),
         "projection": projection,
         "cost": c,
         "sensitivity": _sensitivity_section(req, t),
@@ -197,7 +207,7 @@ def _legacy_payload_line(baseline: Baseline, cfg) -> list[str]:
 
 
 def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, live: int,
-                  retained: str | None = None) -> dict[str, Any]:
+                  retained: str | None = None, rechunk: Any = None) -> dict[str, Any]:
     """The plan's ``work`` section."""
     return {
         "documents": {
@@ -222,6 +232,7 @@ def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, liv
         "removed_documents": sorted(t.removed),
         "unreadable_documents": sorted(t.unreadable),
         "reuses_retained_population": retained,
+        "rechunk": t.rechunk.as_dict(rechunk),
     }
 
 

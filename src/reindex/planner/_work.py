@@ -17,6 +17,7 @@ __all__ = [
     "LENGTH_EDGES",
     "DocWork",
     "Rates",
+    "RechunkTally",
     "Totals",
     "bucket",
     "bucket_order",
@@ -121,6 +122,57 @@ def whole_doc_tokens(pipe: TextPipeline, text: str, chunk_tokens: list[int]) -> 
 
 
 @dataclass
+class RechunkTally:
+    """What sticky re-chunking did over a plan's edited documents (``text.rechunk: sticky``)."""
+
+    documents: int = 0  # edited documents re-chunked against their previous chunks
+    without_previous: int = 0  # edited documents whose previous chunk texts are not stored: cut statelessly
+    previous_chunks: int = 0
+    kept: int = 0  # previous chunks kept unchanged
+    recut: int = 0  # documents drift control cut freshly
+    distances: list = field(default_factory=list)  # drift (W1 / fresh median) of each checked document
+    out_of_bounds: list = field(default_factory=list)  # share of chunks outside the size bounds, per checked document
+
+    def add(self, previous: list[str] | None, how) -> None:
+        """One edited document: its previous texts (None: not stored) and ``rechunk_detail``'s ``how``."""
+        if not previous:
+            self.without_previous += 1
+            return
+        self.documents += 1
+        self.previous_chunks += len(previous)
+        if how is None:
+            return
+        self.kept += how.kept
+        self.recut += int(how.recut)
+        if how.drift is not None:
+            self.distances.append(how.drift.distance)
+            self.out_of_bounds.append(how.drift.out_of_bounds)
+
+    def as_dict(self, rechunk) -> dict:
+        """The plan's ``work.rechunk`` section for the text half's ``rechunk`` config."""
+        if rechunk.mode != "sticky":
+            return {"mode": rechunk.mode}
+        d, o = self.distances, self.out_of_bounds
+        return {
+            "mode": "sticky",
+            "documents": self.documents,
+            "without_previous_texts": self.without_previous,
+            "previous_chunks": self.previous_chunks,
+            "kept_chunks": self.kept,
+            "recut_documents": self.recut,
+            "drift": {
+                "checked_documents": len(d),
+                "distance_mean": round(sum(d) / len(d), 6) if d else None,
+                "distance_max": round(max(d), 6) if d else None,
+                "out_of_bounds_mean": round(sum(o) / len(o), 6) if o else None,
+                "out_of_bounds_max": round(max(o), 6) if o else None,
+                "max_drift": rechunk.max_drift,
+                "max_out_of_bounds": rechunk.max_out_of_bounds,
+            },
+        }
+
+
+@dataclass
 class Totals:
     """Running totals and distributions of a plan's work (mutable while the corpus is scanned)."""
 
@@ -145,6 +197,7 @@ class Totals:
     embed_by_status: Counter = field(default_factory=Counter)
     tail_chunks: int = 0
     tail_docs: int = 0
+    rechunk: RechunkTally = field(default_factory=RechunkTally)
 
     def add(self, w: DocWork, tail_tokens: int) -> None:
         self.docs[w.status] += 1

@@ -9,7 +9,7 @@ from reindex.planner import Plan
 from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 
 __all__ = ["baseline_line", "change_lines", "footprint_rows", "key_rows", "peak_note", "plan_title", "projection_rows",
-           "rate_note", "tail_line", "what_if_rows"]
+           "rate_note", "rechunk_line", "tail_line", "what_if_rows"]
 
 FIELD_LABELS = {
     "chunks_old": "chunks (old population)",
@@ -70,12 +70,29 @@ def key_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Chunks reused", f"{num(w['chunks_reused'])} ({pct(w['chunks_reused'], w['chunks_new'])} of new)"),
         ("Chunks to embed", num(w["chunks_to_embed"])),
         ("Tokens to embed", f"{num(w['tokens_to_embed'])} of {num(w['tokens_new'])}"),
+        *([("Re-chunking", rc)] if (rc := rechunk_line(w)) is not None else []),
         ("API spend", f"{usd(c['usd'])} at ${c['usd_per_mtok']:g} per million tokens"),
         ("Wall clock", f"{duration(c['hours'])} at {num(c['tokens_per_minute'])} tokens/min "
                        f"(rate source: {rate_note(c)})"),
         ("Vectors", f"{num(c['vectors_old'])} → {num(c['vectors_new'])} ({ratio(c['vectors_old'], c['vectors_new'])})"),
         ("Peak vectors", f"{num(c['peak_vectors'])} ({peak_note(plan)})"),
     ]
+
+
+def rechunk_line(w: dict) -> str | None:
+    """One line on sticky re-chunking (``work.rechunk``), or None when edited documents are cut statelessly."""
+    rc = w.get("rechunk") or {}
+    if rc.get("mode") != "sticky" or not (rc["documents"] or rc["without_previous_texts"]):
+        return None
+    d = rc["drift"]
+    line = (f"sticky re-chunking: {num(rc['documents'])} edited documents kept {num(rc['kept_chunks'])} of their "
+            f"{num(rc['previous_chunks'])} previous chunks; drift control re-cut {num(rc['recut_documents'])}")
+    if d["checked_documents"]:
+        line += (f" (drift W1/median mean {d['distance_mean']:.3f}, max {d['distance_max']:.3f} of {d['max_drift']:g}; "
+                 f"out of bounds mean {d['out_of_bounds_mean']:.1%}, max {d['out_of_bounds_max']:.1%})")
+    if rc["without_previous_texts"]:
+        line += f"; {num(rc['without_previous_texts'])} cut statelessly (previous chunk texts not stored)"
+    return line
 
 
 def peak_note(plan: Plan) -> str:

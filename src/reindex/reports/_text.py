@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import rate_note
+from reindex.reports._plan_facts import rate_note, rechunk_line
 
 __all__ = [
     "apply_text",
@@ -51,6 +51,8 @@ def plan_text(plan: Any, path: Any) -> str:
         f"  tokens to embed: {w['tokens_to_embed']:,}  ·  ${c['usd']:,.2f}  ·  {c['hours']:.2f} h at "
         f"{c['tokens_per_minute']:,.0f} tokens/min ({rate_note(c)})"
     )
+    if (rc := rechunk_line(w)) is not None:
+        lines.append(f"  {rc}")
     if w["cross_document"]["chunks"]:
         lines.append(f"  cross-document reuse would save {w['cross_document']['chunks']:,} more chunks ({w['cross_document']['tokens']:,} tokens)")
     peak = c["footprint"]["peak"]

@@ -1,0 +1,187 @@
+"""Sticky re-chunking in the planner and apply (issue 16): an edited document of a document-scoped
+change is re-chunked against its previous chunk texts (stored beside the chunk manifest), the plan's
+tokens to embed equal what apply embeds, the plan reports what was kept and how far it drifted, and
+a population without stored texts is cut statelessly by both.
+
+Runs in process on the bundled 24-PEP sample (recursive:size=150, 4 shards, the ``hash`` embedder,
+embedded Qdrant); the crash test runs a real ``reindex apply --no-prefect`` that SIGKILLs itself."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers_index import REINDEX_BIN, Workspace, read_log, subprocess_env
+from reindex.manifests import read_chunk_manifest, read_chunk_texts, shard_of
+from reindex.pipeline import TextPipeline
+from reindex.identity import identity_of
+from reindex.reports import plan_markdown, plan_text
+
+STATELESS = "text: {chunker: {kind: recursive, size: 150}}"
+
+
+def _workspace(root: Path, rechunk: str = "{mode: sticky}") -> Workspace:
+    ws = Workspace(root)
+    text = ws.config.read_text()
+    assert STATELESS in text
+    ws.config.write_text(text.replace(STATELESS, "text: {chunker: {kind: recursive, size: 150}, rechunk: %s}" % rechunk))
+    return ws
+
+
+@pytest.fixture
+def embed_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "embed.log"
+    monkeypatch.setenv("REINDEX_EMBED_LOG", str(path))
+    return path
+
+
+def _texts_by_doc(ws: Workspace, collection: str) -> dict[str, list[str]]:
+    """Each document's chunk texts in ordinal order, read from the points themselves."""
+    snap = ws.snapshot(collection)
+    docs: dict[str, list[tuple[int, str]]] = {}
+    for _, p in snap.points.values():
+        docs.setdefault(p["doc_id"], []).append((p["ordinal"], p["page_content"]))
+    return {d: [t for _, t in sorted(v)] for d, v in docs.items()}
+
+
+def test_every_chunk_text_is_stored_beside_the_manifest(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    live = ws.build_live()
+    rows = ws.manifest_rows(live)
+    texts = read_chunk_texts(ws.state(), "docs", live)
+    by_point = {pid: p["page_content"] for pid, (_, p) in ws.snapshot(live).points.items()}
+    assert rows and all(texts[r.fingerprint] == by_point[r.point_id] for r in rows)
+    # One text part per manifest part, under the same name.
+    keys = ws.state().list(f"indexes/docs/populations/{live}/")
+    parts = sorted(k.rsplit("/", 1)[-1] for k in keys if "/chunks/" in k)
+    assert parts == sorted(k.rsplit("/", 1)[-1] for k in keys if "/chunk-texts/" in k)
+
+
+def test_stateless_populations_store_no_chunk_texts(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    live = ws.build_live()
+    assert not [k for k in ws.state().list(f"indexes/docs/populations/{live}/") if "/chunk-texts/" in k]
+
+
+def test_sticky_plan_equals_apply_and_keeps_the_previous_chunks(tmp_path: Path, embed_log: Path) -> None:
+    stateless = Workspace(tmp_path / "stateless")
+    stateless.build_live()
+    stateless.edit_documents()
+    stateless_plan, _ = stateless.plan()
+
+    ws = _workspace(tmp_path / "sticky")
+    live = ws.build_live()
+    before = _texts_by_doc(ws, live)
+    edited = ws.edit_documents()
+    plan, path = ws.plan()
+    w = plan.body["work"]
+    assert plan.kind == "document-scoped" and w["documents"]["edited"] == len(edited) == 2
+    assert sorted(w["affected_documents"]) == sorted(edited)
+    rc = w["rechunk"]
+    assert rc["mode"] == "sticky" and rc["documents"] == 2 and rc["without_previous_texts"] == 0
+    assert rc["previous_chunks"] == sum(len(before[d]) for d in edited)
+    assert 0 < rc["kept_chunks"] < rc["previous_chunks"] and rc["recut_documents"] == 0
+    assert rc["drift"]["checked_documents"] == 2 and rc["drift"]["distance_max"] < rc["drift"]["max_drift"]
+    # Sticky embeds less than re-cutting the same edits statelessly (sample edits: 579 vs 678 tokens).
+    assert 0 < w["tokens_to_embed"] < stateless_plan.body["work"]["tokens_to_embed"]
+
+    logged = sum(read_log(embed_log).values())
+    r = ws.apply(path)
+    a = r.report["actual"]
+    assert r.status == "done" and r.collection == live
+    assert a["tokens_embedded"] == w["tokens_to_embed"]
+    assert a["embedded"] == w["chunks_to_embed"] == sum(read_log(embed_log).values()) - logged
+
+    # The live chunks of each edited document are sticky: every previous chunk the plan kept is still there,
+    # and they are exactly what the pipeline re-chunks from the previous texts.
+    after = _texts_by_doc(ws, live)
+    cfg = ws.cfg()
+    pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
+    kept, not_fresh = 0, 0
+    for doc_id in after:
+        if after[doc_id] == before.get(doc_id):
+            continue
+        text = "".join(after[doc_id])
+        assert [c.text for c in pipe.rechunk_text(doc_id, text, before[doc_id])] == after[doc_id]
+        not_fresh += [c.text for c in pipe.chunk_text(doc_id, text)] != after[doc_id]
+        kept += len(set(after[doc_id]) & set(before[doc_id]))
+    assert kept == rc["kept_chunks"] and not_fresh >= 1  # at least one edited document is not a fresh cut
+    # The stored texts now describe the new chunks, so the next edit is sticky against them.
+    texts = read_chunk_texts(ws.state(), "docs", live)
+    assert all(r.fingerprint in texts for r in ws.manifest_rows(live))
+    replan, _ = ws.plan()
+    assert replan.kind == "none"
+
+
+def test_missing_chunk_texts_mean_a_stateless_cut_in_plan_and_apply(tmp_path: Path, embed_log: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    live = ws.build_live()
+    state = ws.state()
+    for k in state.list(f"indexes/docs/populations/{live}/chunk-texts/"):
+        state.delete(k)
+    ws.edit_documents()
+    plan, path = ws.plan()
+    w = plan.body["work"]
+    assert w["rechunk"]["documents"] == 0 and w["rechunk"]["without_previous_texts"] == 2
+    r = ws.apply(path)
+    assert r.report["actual"]["tokens_embedded"] == w["tokens_to_embed"]
+    # Same work as the stateless pipeline would plan for the same edits.
+    stateless = Workspace(tmp_path / "stateless")
+    stateless.build_live()
+    stateless.edit_documents()
+    assert stateless.plan()[0].body["work"]["tokens_to_embed"] == w["tokens_to_embed"]
+
+
+def test_drift_control_recut_is_planned_and_applied_alike(tmp_path: Path, embed_log: Path) -> None:
+    ws = _workspace(tmp_path / "ws", "{mode: sticky, max_drift: 0.0}")
+    ws.build_live()
+    ws.edit_documents()
+    plan, path = ws.plan()
+    w = plan.body["work"]
+    assert w["rechunk"]["recut_documents"] >= 1
+    assert w["rechunk"]["kept_chunks"] < w["rechunk"]["previous_chunks"]
+    r = ws.apply(path)
+    assert r.report["actual"]["tokens_embedded"] == w["tokens_to_embed"]
+    line = f"drift control re-cut {w['rechunk']['recut_documents']}"
+    assert line in plan_text(plan, path) and line in plan_markdown(plan)
+
+
+def test_a_sticky_apply_killed_between_texts_and_manifest_resumes_to_the_plan(tmp_path: Path) -> None:
+    """Killed after a shard's chunk-text part is written but before its manifest part: the resumed run
+    finds the previous texts (the part holds old and new), re-chunks identically and ends where an
+    uninterrupted apply ends."""
+    ref = _workspace(tmp_path / "ref")
+    ref_live = ref.build_live()
+    ref.edit_documents()
+    ref_plan, ref_path = ref.plan()
+    assert ref.apply(ref_path).status == "done"
+    want = ref.snapshot(ref_live)
+
+    ws = _workspace(tmp_path / "ws")
+    live = ws.build_live()
+    assert live == ref_live
+    ws.edit_documents()
+    plan, path = ws.plan()
+    assert plan.body["work"]["tokens_to_embed"] == ref_plan.body["work"]["tokens_to_embed"]
+    # The shards the plan touches, in the order apply runs them: kill at the first one's manifest write.
+    cmd = [str(REINDEX_BIN), "apply", str(path), "-c", str(ws.config), "--no-prefect", "--no-progress"]
+    killed = subprocess.run(cmd, cwd=ws.root, env=subprocess_env(REINDEX_CRASH_AT="before-manifest", REINDEX_SHARD_WORKERS="1"),
+                            capture_output=True, text=True, timeout=240)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    # The killed shard's manifest part is still the old one, and its text part already holds old and new.
+    first = min(shard_of(d, 4) for d in plan.body["work"]["affected_documents"])
+    old_rows = {r.fingerprint for r in read_chunk_manifest(ws.state(), "docs", live) if shard_of(r.doc_id, 4) == first}
+    new_rows = {r.fingerprint for r in ref.manifest_rows(ref_live) if shard_of(r.doc_id, 4) == first}
+    assert old_rows != new_rows
+    texts = read_chunk_texts(ws.state(), "docs", live)
+    assert old_rows | new_rows <= set(texts)
+    log = tmp_path / "resume.log"
+    done = subprocess.run(cmd, cwd=ws.root, env=subprocess_env(REINDEX_EMBED_LOG=str(log)), capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ws.snapshot(live).assert_same(want)
+    assert ws.manifest_rows(live) == ref.manifest_rows(ref_live)
+    # Vectors written before the kill are found again: the resumed run embeds less than the whole plan.
+    assert sum(read_log(log).values()) < plan.body["work"]["chunks_to_embed"]
