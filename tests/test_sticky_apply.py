@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers_index import REINDEX_BIN, Workspace, read_log, subprocess_env
+from reindex import api
 from reindex.manifests import read_chunk_manifest, read_chunk_texts, shard_of
 from reindex.pipeline import TextPipeline
 from reindex.identity import identity_of
@@ -185,3 +186,22 @@ def test_a_sticky_apply_killed_between_texts_and_manifest_resumes_to_the_plan(tm
     assert ws.manifest_rows(live) == ref.manifest_rows(ref_live)
     # Vectors written before the kill are found again: the resumed run embeds less than the whole plan.
     assert sum(read_log(log).values()) < plan.body["work"]["chunks_to_embed"]
+
+
+def test_an_explicit_baseline_plans_sticky_work_like_the_live_one(tmp_path: Path) -> None:
+    """``--baseline-config/--baseline-corpus`` keeps the old chunk texts, so a what-if plan of a sticky
+    config against an old snapshot prices the same work as the live population would."""
+    import shutil
+
+    ws = _workspace(tmp_path / "ws")
+    ws.build_live()
+    old_corpus = tmp_path / "old-corpus"
+    shutil.copytree(ws.corpus, old_corpus)
+    ws.edit_documents()
+    live_plan, _ = ws.plan()
+    what_if, _ = api.make_plan(ws.config, baseline_config=ws.config, baseline_corpus=str(old_corpus), out=None)
+    assert what_if.kind == live_plan.kind == "document-scoped"
+    for key in ("tokens_to_embed", "chunks_to_embed", "chunks_new"):
+        assert what_if.body["work"][key] == live_plan.body["work"][key], key
+    rc_live, rc_what_if = live_plan.body["work"]["rechunk"], what_if.body["work"]["rechunk"]
+    assert rc_what_if == rc_live and rc_live["documents"] == 2

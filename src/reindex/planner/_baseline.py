@@ -163,11 +163,15 @@ def explicit_baseline(
     report = ScanReport()
     docs: dict[str, DocState] = {}
     digest = CorpusDigest()
+    # With sticky re-chunking, an edited document is re-chunked against the old chunk texts: keep them.
+    texts: dict[str, list[str]] | None = {} if pipe.sticky else None
     for n, doc in enumerate(source.scan(report), 1):
         digest.add(doc.doc_id, doc.content_hash)
         if only is None or doc.doc_id in only:
             recs = pipe.chunk_document(doc)
             docs[doc.doc_id] = DocState(doc.content_hash, tuple(r.fingerprint for r in recs), tuple(r.tokens for r in recs))
+            if texts is not None:
+                texts[doc.doc_id] = [r.text for r in recs]
         else:
             docs[doc.doc_id] = DocState(doc.content_hash, (), ())
         if progress:
@@ -181,7 +185,8 @@ def explicit_baseline(
         "documents": report.documents,
         "bad_documents": len(report.bad),
     }
-    base = Baseline("explicit", cfg, docs, inputs, complete=only is None, payload_id=payload_id(cfg))
+    base = Baseline("explicit", cfg, docs, inputs, complete=only is None, payload_id=payload_id(cfg),
+                    previous_texts=texts.get if texts is not None else None)
 
     def materialize(ids: set[str]) -> None:
         for doc in source.scan(ScanReport()):
@@ -190,6 +195,8 @@ def explicit_baseline(
                 base.docs[doc.doc_id] = DocState(
                     doc.content_hash, tuple(r.fingerprint for r in recs), tuple(r.tokens for r in recs)
                 )
+                if texts is not None:
+                    texts[doc.doc_id] = [r.text for r in recs]
 
     base.materialize = materialize
     return base
