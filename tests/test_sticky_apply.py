@@ -205,3 +205,111 @@ def test_an_explicit_baseline_plans_sticky_work_like_the_live_one(tmp_path: Path
         assert what_if.body["work"][key] == live_plan.body["work"][key], key
     rc_live, rc_what_if = live_plan.body["work"]["rechunk"], what_if.body["work"]["rechunk"]
     assert rc_what_if == rc_live and rc_live["documents"] == 2
+
+
+def _text_parts(ws: Workspace, collection: str) -> dict[str, set[str]]:
+    from reindex.manifests import read_chunk_texts_part
+
+    state = ws.state()
+    names = [k.rsplit("/", 1)[-1].removesuffix(".parquet") for k in state.list(f"indexes/docs/populations/{collection}/chunk-texts/")]
+    return {n: set(read_chunk_texts_part(state, "docs", collection, n)) for n in names}
+
+
+def _manifest_parts(ws: Workspace, collection: str) -> dict[str, set[str]]:
+    from reindex.manifests import shard_name
+
+    out: dict[str, set[str]] = {}
+    for r in ws.manifest_rows(collection):
+        out.setdefault(shard_name(shard_of(r.doc_id, 4)), set()).add(r.fingerprint)
+    return out
+
+
+def test_text_parts_hold_the_current_and_the_replaced_manifest_and_nothing_older(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import reindex.execution as execution
+
+    ws = _workspace(tmp_path / "ws")
+    live = ws.build_live()
+    first = _manifest_parts(ws, live)
+    assert _text_parts(ws, live) == first
+    # Same shard count: each shard's previous texts come from its own part, never from a scan of every part.
+    def no_scan(*a, **k):
+        raise AssertionError("read every chunk-text part although the shard's own part has its texts")
+
+    monkeypatch.setattr(execution, "read_chunk_texts", no_scan)
+    ws.edit_documents()
+    _, path = ws.plan()
+    assert ws.apply(path).status == "done"
+    second = _manifest_parts(ws, live)
+    touched = {n for n in second if second[n] != first[n]}
+    assert touched
+    parts = _text_parts(ws, live)
+    for name in second:
+        assert parts[name] == (second[name] | first[name] if name in touched else second[name]), name
+
+    # A second edit of one of the same documents: the texts only the first manifest had are pruned.
+    doc = sorted(ws.edit_documents())[0]
+    with open(ws.corpus / doc, "a", encoding="utf-8") as f:
+        f.write("\nA closing paragraph added by a later revision of this document.\n")
+    _, path = ws.plan()
+    assert ws.apply(path).status == "done"
+    third = _manifest_parts(ws, live)
+    parts = _text_parts(ws, live)
+    for name in third:
+        want = third[name] | second[name] if third[name] != second[name] else third[name]
+        assert parts[name] == want, name
+    name = shard_name_of(doc)
+    assert first[name] - second[name] - third[name], "the test needs texts that only the first manifest named"
+    assert not (first[name] - second[name] - third[name]) & parts[name]
+
+
+def shard_name_of(doc_id: str) -> str:
+    from reindex.manifests import shard_name
+
+    return shard_name(shard_of(doc_id, 4))
+
+
+def test_read_chunk_texts_returns_only_the_wanted_fingerprints(tmp_path: Path) -> None:
+    from reindex.manifests import write_chunk_texts_part
+    from reindex.stores.objects import open_object_store
+
+    store = open_object_store(str(tmp_path / "state"))
+    write_chunk_texts_part(store, "docs", "c1", "shard-0000", {"a": "alpha", "b": "beta"})
+    write_chunk_texts_part(store, "docs", "c1", "shard-0001", {"c": "gamma"})
+    store.put("indexes/docs/populations/c1/chunk-texts/README.txt", b"not a part")
+    assert read_chunk_texts(store, "docs", "c1") == {"a": "alpha", "b": "beta", "c": "gamma"}
+    assert read_chunk_texts(store, "docs", "c1", {"b", "c", "zz"}) == {"b": "beta", "c": "gamma"}
+    assert read_chunk_texts(store, "docs", "other") == {}
+
+
+def test_a_stateless_pipeline_ignores_previous_chunks(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    cfg = ws.cfg()
+    pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
+    text = (ws.corpus / "pep-0687.rst").read_text(encoding="utf-8")
+    previous = [text[:500], text[500:]]  # chunks a sticky cut would keep
+    assert not pipe.sticky
+    records, how = pipe.rechunk_detail("d", text, previous)
+    assert how is None and [r.text for r in records] == [r.text for r in pipe.chunk_text("d", text)]
+
+
+def test_texts_found_only_under_another_part_name_are_used_by_plan_and_apply_alike(tmp_path: Path) -> None:
+    """A part written under another name (another shard count) still serves its texts: the planner and
+    apply both fall back to every part, and the rewritten part keeps only the texts its manifest names."""
+    ws = _workspace(tmp_path / "ws")
+    live = ws.build_live()
+    edited = ws.edit_documents()
+    name = shard_name_of(edited[0])
+    state = ws.state()
+    prefix = f"indexes/docs/populations/{live}/chunk-texts/"
+    state.put(prefix + "shard-9999.parquet", state.get(prefix + name + ".parquet"))
+    state.delete(prefix + name + ".parquet")
+    before = _manifest_parts(ws, live)
+    plan, path = ws.plan()
+    w = plan.body["work"]
+    assert w["rechunk"]["documents"] == 2 and w["rechunk"]["without_previous_texts"] == 0
+    r = ws.apply(path)
+    assert r.report["actual"]["tokens_embedded"] == w["tokens_to_embed"]
+    after = _manifest_parts(ws, live)
+    assert _text_parts(ws, live)[name] == after[name] | before[name]
