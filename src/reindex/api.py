@@ -62,7 +62,7 @@ from reindex.usecases.lifecycle import (
     rollback,
     status,
 )
-from reindex.usecases.measure import measure
+from reindex.usecases.measure import measure, measure_chains
 from reindex.usecases.plan import (
     approval_status,
     approve_plan,
@@ -122,6 +122,7 @@ __all__ = [
     "make_embedder",
     "make_plan",
     "measure",
+    "measure_chains",
     "model_input_limit",
     "parse_age",
     "parse_filters",

@@ -600,11 +600,14 @@ def status(config_path: str, as_json: bool) -> None:
               help="Write measure.json, measure.md and measure.html here.")
 @click.option("--rechunk", type=click.Choice(["stateless", "sticky"]), default="stateless", show_default=True,
               help="sticky: re-chunk each new version against its old version's chunks (text.rechunk: sticky).")
+@click.option("--chains", "chains", type=int, default=None, metavar="N",
+              help="With --from-git and --rechunk sticky: follow the files with the most commits (--limit of them, "
+                   "default 12) over their last N revisions, sticky vs stateless, instead of pairs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
 def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers: tuple[str, ...], config_path: str | None,
             lang: str | None, bands: tuple[str, ...], limit: int | None, calibrate: bool, target_median: float,
             queries: str | None, corpus: tuple[str, ...], pool: int | None, cache: str, seed: int, report_dir: str | None,
-            rechunk: str, as_json: bool) -> None:
+            rechunk: str, chains: int | None, as_json: bool) -> None:
     """Measure the recompute fraction R_c of chunkers over real revision pairs (seed 000).
 
     An input is reused only if byte-identical to an input of the old version of the same document;
@@ -616,13 +619,28 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
       reindex measure --pairs revisions.parquet --chunker anchored --chunker recursive:size=300 --band '<=5%' --json
       reindex measure --from-git ../peps --paths 'peps/*.rst' --limit 50
       reindex measure --pairs revisions.parquet --lang en --queries queries.jsonl --corpus snapshot_new.parquet --pool 200
+      reindex measure --from-git ../peps --paths 'peps/*.rst' --rechunk sticky --chains 20 --limit 11
     """
     from reindex import api
-    from reindex.reports import measure_text
+    from reindex.reports import chains_text, measure_text
 
     def progress(line: str) -> None:
         if not as_json:
             click.echo(f"  {line}", err=True)
+
+    if chains is not None:
+        if from_git is None or rechunk != "sticky":
+            raise click.UsageError("--chains needs --from-git REPO and --rechunk sticky")
+        if pairs or bands or calibrate or queries or corpus or report_dir:
+            raise click.UsageError("--chains measures revision chains: --pairs, --band, --calibrate, --queries, --corpus and "
+                                   "--report do not apply")
+        result = api.measure_chains(from_git=from_git, paths=paths or "", chunkers=chunkers, config_path=config_path,
+                                    lang=lang, revisions=chains, limit=limit or 12, seed=seed, progress=progress)
+        if as_json:
+            _emit_json(result)
+        else:
+            click.echo(chains_text(result))
+        return
 
     report, written = api.measure(
         pairs=pairs, chunkers=chunkers, config_path=config_path, from_git=from_git, paths=paths, lang=lang, bands=bands,

@@ -18,6 +18,7 @@ __all__ = [
     "cutover_text",
     "estimate_json",
     "estimate_text",
+    "chains_text",
     "measure_text",
     "plan_text",
     "status_text",
@@ -127,6 +128,29 @@ def apply_text(r: Any) -> str:
         lines.append(f"  failed: shard {f.get('shard')}: {f.get('doc_id', '')} {f.get('reason')}")
     if r.report_path:
         lines.append(f"  run report: {r.report_path}")
+    return "\n".join(lines)
+
+
+def chains_text(r: dict) -> str:
+    """The table ``reindex measure --chains`` prints: sticky vs stateless over revision chains."""
+    lines = [f"revision chains from {r['source']}: {len(r['chains'])} files × {r['revisions']} revisions; tokens of {r['tokenizer']}"]
+    for c in r["chunkers"]:
+        b = c["bounds"]
+        lines.append(f"  {c['spec']} (sticky bounds [{b['lo']}, {b['hi']}] tokens, max_drift {b['max_drift']:g}, "
+                     f"max_out_of_bounds {b['max_out_of_bounds']:g})")
+        for lang, s in c["summary"].items():
+            mid, lo, hi = s["ratio_sticky_stateless"]  # (mean, 95 % low, high) of bootstrap_mean
+            d = s["rc_diff_points"]
+            lines.append(
+                f"    {lang:<4} {s['chains']} chains, {s['revisions']} revisions: mean R_c sticky {s['rc_mean_sticky']:.1%} vs "
+                f"stateless {s['rc_mean_stateless']:.1%} (diff {d[0]:+.1f} points [{d[1]:+.1f}, {d[2]:+.1f}])")
+            lines.append(
+                f"         tokens embedded after the initial build: sticky {s['tokens_sticky']:,}, stateless "
+                f"{s['tokens_stateless']:,}, whole edited documents {s['tokens_whole_documents']:,}; sticky ÷ stateless "
+                f"{mid:.3f} [{lo:.3f}, {hi:.3f}] (mean per chain); re-cuts {s['recuts']}")
+            if s.get("final_distance") is not None:
+                lines.append(f"         final revision's drift: W1/median {s['final_distance']:.3f}, out of bounds "
+                             f"{s['final_out_of_bounds']:.1%} (fresh cut {s['final_fresh_out_of_bounds']:.1%})")
     return "\n".join(lines)
 
 

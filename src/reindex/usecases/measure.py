@@ -174,3 +174,84 @@ def _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, se
         ),
     }
     return m.with_retrieval(report, per_chunker, info)
+
+
+def measure_chains(
+    *,
+    from_git: str | Path,
+    paths: str,
+    chunkers: tuple[str, ...] | list[str] = (),
+    config_path: str | Path | None = None,
+    lang: str | None = None,
+    revisions: int = 20,
+    limit: int = 12,
+    seed: int = 0,
+    progress=None,
+) -> dict:
+    """Sticky against stateless re-chunking over revision chains from git history (``reindex measure
+    --from-git REPO --paths GLOB --rechunk sticky --chains N``): the files matching ``paths`` with the
+    most non-merge commits, each its last ``revisions + 1`` distinct texts (files with fewer are
+    skipped), at most ``limit`` files. Revision 0 is cut statelessly; each later one is re-chunked
+    against the previous revision's chunks (sticky, the config's ``text.rechunk`` thresholds) or cut
+    afresh (stateless). Per chunker: R_c per revision, cumulative tokens embedded after the initial build
+    (sticky, stateless, and re-embedding every edited revision whole), re-cuts and drift, with paired
+    bootstrap intervals over chains (``measure_sticky.chain_summary``)."""
+    from collections import Counter
+
+    from reindex import measure as m
+    from reindex.chunkers import make_chunker
+    from reindex.chunkers.sticky import StickyConfig
+    from reindex.measure_sticky import chain_summary, chains_from_git, run_chain
+    from reindex.tokenizers import load_tokenizer
+
+    if revisions < 1:
+        raise ConfigError("--chains must be at least 1 (revisions after the first text of each file)")
+    if limit < 1:
+        raise ConfigError("--limit must be at least 1 (files to follow)")
+    repo = Path(from_git)
+    if not repo.is_dir():
+        raise ConfigError(f"{repo}: not a folder (give a git repository for --from-git)")
+    git_dir = repo / ".git" if (repo / ".git").is_dir() else repo
+    cfg = load_config(config_path) if config_path is not None else PipelineConfig(index="measure", source=SourceConfig(uri="."))
+    specs = [parse_chunker_spec(s) for s in (chunkers or [chunker_spec(cfg.text.chunker)])]
+    rechunk = cfg.text.rechunk.model_copy(update={"mode": "sticky"})
+    sticky_cfgs = [StickyConfig.of(s, rechunk) for s in specs]  # refuses chunkers without size bounds, before any work
+    tok = load_tokenizer(cfg.text.tokenizer)
+    from reindex.measure_sticky import git_bytes
+
+    log = git_bytes(git_dir, "log", "--no-merges", "--format=", "--name-only", "--", f":(glob){paths}")
+    commits = Counter(line.strip() for line in log.decode("utf-8", "surrogateescape").splitlines() if line.strip())
+    chains = []
+    for path, n in sorted(commits.items(), key=lambda kv: (-kv[1], kv[0])):
+        if n < revisions + 1 or len(chains) >= limit:
+            break
+        chain = chains_from_git(git_dir, [path], lang=lang or "en", last=revisions + 1)[0]
+        if len(chain.texts) >= revisions + 1:
+            chains.append(chain)
+            if progress:
+                progress(f"chain {len(chains)}/{limit}: {path} ({len(chain.texts) - 1} revisions)")
+    if not chains:
+        raise m.MeasureError(f"git {repo} -- {paths}: no file has {revisions + 1} distinct texts in its non-merge history; "
+                             "lower --chains or widen --paths")
+    out = []
+    for spec, sc in zip(specs, sticky_cfgs, strict=True):
+        chunker = make_chunker(spec, tok)
+        sticky = [run_chain(c, chunker, tok, sc) for c in chains]
+        stateless = [run_chain(c, chunker, tok, None) for c in chains]
+        out.append({
+            "spec": chunker_spec(spec),
+            "bounds": {"lo": sc.lo, "hi": sc.hi, "max_drift": sc.max_drift, "max_out_of_bounds": sc.max_out_of_bounds},
+            "summary": chain_summary(sticky, stateless, seed=seed),
+            "per_chain": [
+                {"chain": a.chain_id, "revisions": len(a.steps) - 1, "tokens_sticky": a.embedded_after_initial,
+                 "tokens_stateless": b.embedded_after_initial, "tokens_whole_documents": b.whole_documents,
+                 "rc_sticky": [round(s.rc, 6) for s in a.steps[1:]], "rc_stateless": [round(s.rc, 6) for s in b.steps[1:]],
+                 "recuts": sum(s.recut for s in a.steps)}
+                for a, b in zip(sticky, stateless, strict=True)
+            ],
+        })
+        if progress:
+            progress(f"{chunker_spec(spec)}: {len(chains)} chains measured")
+    return {"source": f"git {repo} -- {paths}", "tokenizer": cfg.text.tokenizer, "revisions": revisions, "seed": seed,
+            "chains": [{"chain": c.chain_id, "lang": c.lang, "commits": list(c.commits)} for c in chains],
+            "chunkers": out}
