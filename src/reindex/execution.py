@@ -35,6 +35,7 @@ from reindex.embedders import Embedder
 from reindex.errors import ApprovalError, ReindexError, TransientError
 from reindex.identity import Identity
 from reindex.manifests import (
+    DOC_BATCH,
     ManifestRow,
     read_chunk_manifest,
     read_chunk_manifest_part,
@@ -55,7 +56,6 @@ from reindex.stores.objects import ObjectStore
 from reindex.stores.payload import build_payload
 from reindex.stores.qdrant import Point, VectorStore
 
-DOC_BATCH = 32  # documents per store round trip
 RETRY_ATTEMPTS = 5
 
 

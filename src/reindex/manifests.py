@@ -207,6 +207,11 @@ def digest_json(value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+#: Documents apply takes from a shard at a time (one store round trip); a text is embedded once per batch.
+#: The planner replays this batching to count exactly what apply embeds.
+DOC_BATCH = 32
+
+
 def shard_of(doc_id: str, shards: int) -> int:
     """Stable shard of a document: blake2b of its id, mod the shard count (its manifest part is
     ``shard_name(shard_of(doc_id, shards))`` for the shard count the part was written with)."""

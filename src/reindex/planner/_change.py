@@ -17,6 +17,7 @@ from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
 from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import sampled_projection
 from reindex.planner._work import (
+    ApplyBatches,
     DocWork,
     RechunkTally,
     Totals,
@@ -52,7 +53,7 @@ def plan_change(req: PlanRequest) -> Plan:
     started = time.perf_counter()
     projection = None
     if req.sample is None:
-        _scan_exact(req, source, report, work_for, t, digest, seen)
+        _scan_exact(req, source, report, work_for, t, digest, seen, _apply_batches(baseline, cfg, ident, same_chunks))
     else:
         projection = sampled_projection(req, source, report, work_for, t, digest, seen)
 
@@ -109,11 +110,23 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
     return work_for
 
 
+def _apply_batches(baseline: Baseline, cfg, ident: Identity, same_chunks: set[str]) -> ApplyBatches:
+    """Apply's batches for this change: in place (same pipeline) over the live population's shard layout,
+    taking the affected documents (every document when the payload layout changes); else every document
+    into the new population's shards."""
+    in_place = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
+    if not in_place:
+        return ApplyBatches(cfg.apply.shards, lambda w: True, lambda w: True)
+    every = baseline.payload_id is not None and baseline.payload_id != payload_id(cfg)
+    return ApplyBatches(baseline.config.apply.shards, lambda w: every or w.status != "unchanged",
+                        lambda w: w.status != "unchanged" and w.doc_id not in same_chunks)
+
+
 def _scan_exact(
     req: PlanRequest, source, report: ScanReport, work_for: Callable[[Document], DocWork], t: Totals,
-    digest: CorpusDigest, seen: set[str],
+    digest: CorpusDigest, seen: set[str], batches: ApplyBatches,
 ) -> None:
-    """Every document of the new corpus, its work computed exactly."""
+    """Every document of the new corpus, its work computed exactly (with apply's batching replayed)."""
     n = 0
     for doc in source.scan(report):
         n += 1
@@ -121,10 +134,12 @@ def _scan_exact(
         seen.add(doc.doc_id)
         w = work_for(doc)
         t.add(w, req.tail_tokens)
+        batches.add(w, t)
         if w.status != "unchanged":
             t.affected.append(doc.doc_id)
         if req.progress and n % 50 == 0:
             req.progress("chunking", n, None)
+    batches.finish(t)
 
 
 def _count_removed(baseline: Baseline, seen: set[str], bad: set[str], t: Totals) -> None:

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from reindex import cost as costmod
 from reindex.config import PipelineConfig
+from reindex.manifests import DOC_BATCH, shard_of
 from reindex.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline, DocState
 
 __all__ = [
     "DEFAULT_TOKENS_PER_MINUTE",
     "LENGTH_EDGES",
+    "ApplyBatches",
     "DocWork",
     "Rates",
     "RechunkTally",
@@ -75,6 +78,8 @@ class DocWork:
     doc_tokens: int
     payload_bytes: int
     chunk_tokens: tuple[int, ...]
+    missing: tuple[tuple[str, int], ...] = ()  # (fingerprint, tokens) of each distinct text to embed
+    reused: frozenset[str] = frozenset()  # fingerprints whose vectors this document reuses
 
 
 def doc_work(
@@ -104,6 +109,8 @@ def doc_work(
         doc_tokens=doc_tokens,
         payload_bytes=sum(text_bytes) + len(fps) * costmod.PAYLOAD_FIELD_BYTES,
         chunk_tokens=tuple(toks),
+        missing=tuple(missing.items()),
+        reused=frozenset(fp for fp in fps if fp in old_set),
     )
 
 
@@ -119,6 +126,52 @@ def whole_doc_tokens(pipe: TextPipeline, text: str, chunk_tokens: list[int]) -> 
 
         return sliding_stride(c.size, c.overlap) * (len(chunk_tokens) - 1) + chunk_tokens[-1]
     return pipe.tokenizer.count(text)
+
+
+class ApplyBatches:
+    """Apply's batching, replayed over the scan so that the plan counts what apply embeds.
+
+    Apply takes each shard's documents in scan order, :data:`reindex.manifests.DOC_BATCH` at a time;
+    within a batch it first gathers every vector it can reuse (each document's own), then embeds each
+    still-missing *text* once. So a text that two documents of one batch miss is embedded once, and not
+    at all when another document of the batch reuses it (a licence footer, a repeated notice). The plan
+    adds every document's own misses (:func:`doc_work`) to the totals and, when a batch closes, takes
+    those duplicates back out. ``processes(work)`` says which documents apply takes through embedding (in
+    place: the affected ones whose chunks changed; a new population: all)."""
+
+    def __init__(self, shards: int, takes: Callable[[DocWork], bool], embeds: Callable[[DocWork], bool]) -> None:
+        self._shards, self._takes, self._embeds = shards, takes, embeds
+        self._open: dict[int, list[DocWork]] = {}
+
+    def add(self, w: DocWork, t: Totals) -> None:
+        """Count ``w`` (already added to ``t``) in its shard's open batch; close the batch when full.
+        ``takes(w)``: apply reads the document in this run (it fills a place in a batch); ``embeds(w)``: its
+        chunks go through reuse and embedding (not a payload rewrite of unchanged chunks)."""
+        if not self._takes(w):
+            return
+        shard = shard_of(w.doc_id, self._shards)
+        batch = self._open.setdefault(shard, [])
+        batch.append(w if self._embeds(w) else replace(w, missing=(), reused=frozenset()))
+        if len(batch) >= DOC_BATCH:
+            self._close(self._open.pop(shard), t)
+
+    def finish(self, t: Totals) -> None:
+        """Close every partly filled batch (the last of each shard)."""
+        for shard in sorted(self._open):
+            self._close(self._open[shard], t)
+        self._open.clear()
+
+    @staticmethod
+    def _close(batch: list[DocWork], t: Totals) -> None:
+        reused = set().union(*(w.reused for w in batch))
+        seen: set[str] = set()
+        for w in batch:
+            for fp, tokens in w.missing:
+                if fp in reused or fp in seen:  # another document of the batch brings or embeds this text
+                    t.chunks_to_embed -= 1
+                    t.tokens_to_embed -= tokens
+                    t.embed_by_status[w.status] -= tokens
+                seen.add(fp)
 
 
 @dataclass
