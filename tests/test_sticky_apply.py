@@ -141,12 +141,44 @@ def test_drift_control_recut_is_planned_and_applied_alike(tmp_path: Path, embed_
     ws.edit_documents()
     plan, path = ws.plan()
     w = plan.body["work"]
-    assert w["rechunk"]["recut_documents"] >= 1
+    # Every edited document whose sticky cut drifts at all from a fresh cut is re-cut (max_drift 0).
+    cfg = ws.cfg()
+    pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
+    from reindex.planner import live_baseline
+
+    base = live_baseline(ws.state(), "docs")
+    recut = 0
+    for doc_id in w["affected_documents"]:
+        text = pipe.document_text(next(d for d in _documents(ws) if d.doc_id == doc_id))
+        recut += pipe.rechunk_detail(doc_id, text, base.previous_texts(doc_id))[1].recut
+    assert w["rechunk"]["recut_documents"] == recut >= 1
     assert w["rechunk"]["kept_chunks"] < w["rechunk"]["previous_chunks"]
     r = ws.apply(path)
     assert r.report["actual"]["tokens_embedded"] == w["tokens_to_embed"]
     line = f"drift control re-cut {w['rechunk']['recut_documents']}"
     assert line in plan_text(plan, path) and line in plan_markdown(plan)
+
+
+def _documents(ws: Workspace) -> list:
+    from reindex.sources import open_source
+    from reindex.sources.base import ScanReport
+
+    return list(open_source(ws.cfg().source).scan(ScanReport()))
+
+
+def test_the_planner_reads_a_documents_own_text_part_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import reindex.planner._baseline as baseline_module
+
+    ws = _workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.edit_documents()
+
+    def no_scan(*a, **k):
+        raise AssertionError("read every chunk-text part although each document's own part has its texts")
+
+    monkeypatch.setattr(baseline_module, "read_chunk_texts", no_scan)
+    plan, _ = ws.plan()
+    assert plan.body["work"]["rechunk"]["documents"] == 2 and plan.body["work"]["rechunk"]["kept_chunks"] > 0
 
 
 def test_a_sticky_apply_killed_between_texts_and_manifest_resumes_to_the_plan(tmp_path: Path) -> None:
@@ -313,3 +345,22 @@ def test_texts_found_only_under_another_part_name_are_used_by_plan_and_apply_ali
     assert r.report["actual"]["tokens_embedded"] == w["tokens_to_embed"]
     after = _manifest_parts(ws, live)
     assert _text_parts(ws, live)[name] == after[name] | before[name]
+
+
+def test_the_rechunk_tally_adds_up_documents() -> None:
+    from reindex.chunkers.sticky import Drift, Rechunked
+    from reindex.config import RechunkConfig
+    from reindex.planner._work import RechunkTally
+
+    tally = RechunkTally()
+    drift = Drift(4, 4, 0.25, 0.0, 0.5)
+    tally.add(["a", "b"], Rechunked((), 0, True, drift))
+    tally.add(["c", "d", "e"], Rechunked((), 2, True, Drift(3, 3, 0.0, 0.0, 0.1)))
+    tally.add(["f"], Rechunked((), 1, False, None))
+    tally.add(None, None)
+    tally.add([], None)
+    d = tally.as_dict(RechunkConfig(mode="sticky"))
+    assert (d["documents"], d["without_previous_texts"], d["previous_chunks"], d["kept_chunks"], d["recut_documents"]) == (3, 2, 6, 3, 2)
+    assert d["drift"]["checked_documents"] == 2 and d["drift"]["distance_max"] == 0.5 and d["drift"]["distance_mean"] == 0.3
+    assert d["drift"]["out_of_bounds_mean"] == 0.125 and d["drift"]["out_of_bounds_max"] == 0.25
+    assert tally.as_dict(RechunkConfig()) == {"mode": "stateless"}
