@@ -177,6 +177,12 @@ def part_chains(tok, args) -> dict:
         configs["isolated" if iso else "sticky"] = cfg
         # Drift control off: how far sticky departs from a fresh cut.
         configs["uncontrolled_isolated" if iso else "uncontrolled"] = replace(cfg, max_drift=float("inf"), max_out_of_bounds=1.0)
+    if args.variant:
+        # One more setting, e.g. "isolate_edits=1,max_drift=0.5": RechunkConfig fields over the default.
+        upd = {k: (v == "1" if k == "isolate_edits" else float(v)) for k, v in (kv.split("=") for kv in args.variant.split(","))}
+        configs["variant"] = StickyConfig.of(DEFAULT, RechunkConfig(mode="sticky", **upd))
+    if args.chain_configs:
+        configs = {k: v for k, v in configs.items() if k in args.chain_configs.split(",")}
     t0 = time.perf_counter()
     stateless = [ms.run_chain(c, chunker, tok, None) for c in chains]
     runs = {name: [ms.run_chain(c, chunker, tok, cfg) for c in chains] for name, cfg in configs.items()}
@@ -187,8 +193,7 @@ def part_chains(tok, args) -> dict:
                                  for k in range(1, args.revisions + 1)] for lang in sorted({r.lang for r in rs})}
     at = (1, 5, 10, 15, args.revisions)
     drift = {}
-    for name in ("uncontrolled", "uncontrolled_isolated", "sticky", "isolated"):
-        rs = runs[name]
+    for name, rs in runs.items():
         drift[name] = {"revisions": list(at), **{
             lang: [{"out_of_bounds": round(statistics.fmean(r.steps[k].drift.out_of_bounds for r in rs if r.lang == lang), 4),
                     "fresh_out_of_bounds": round(statistics.fmean(r.steps[k].drift.fresh_out_of_bounds for r in rs if r.lang == lang), 4),
@@ -219,6 +224,8 @@ def part_retrieval(tok, args) -> dict:
     rechunk = RechunkConfig(mode="sticky")
     if args.isolate_edits != "default":
         rechunk = rechunk.model_copy(update={"isolate_edits": args.isolate_edits == "on"})
+    if args.max_drift is not None:
+        rechunk = rechunk.model_copy(update={"max_drift": args.max_drift})
     cfg = StickyConfig.of(DEFAULT, rechunk)
     log(f"retrieval: sticky config {cfg}")
     finals: dict[str, tuple] = {}
@@ -262,6 +269,10 @@ def main() -> int:
     ap.add_argument("--chains", type=int, default=12, help="chains per language at most")
     ap.add_argument("--cache", default=".reindex/embed-cache")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--variant", default=None, help="chains: one more sticky setting, e.g. isolate_edits=1,max_drift=0.5")
+    ap.add_argument("--chain-configs", default=None, help="chains: run only these (sticky, isolated, uncontrolled, "
+                    "uncontrolled_isolated, variant); the stateless default always runs")
+    ap.add_argument("--max-drift", type=float, default=None, help="retrieval: text.rechunk.max_drift of the sticky chains")
     ap.add_argument("--isolate-edits", choices=("default", "on", "off"), default="default",
                     help="retrieval: text.rechunk.isolate_edits of the sticky chains (default: the config default)")
     args = ap.parse_args()

@@ -18,6 +18,7 @@ from reindex.chunkers.sticky import (
     align_previous,
     chunk_drift,
     rechunk_document,
+    reuse_floor,
     size_bounds,
     sticky_chunks,
     wasserstein1,
@@ -176,6 +177,12 @@ def test_alignment_keeps_the_most_tokens_then_the_least_displacement() -> None:
     doc = Doc.of("x x x ", tok)  # "x x " occurs at characters 0 and 2 (overlapping)
     assert align_previous(["q\n\n", "x x "], doc) == [(1, 1, 3)]  # previous offset 3: the one at 2
     assert align_previous(["x x ", "q\n\n"], doc) == [(0, 0, 2)]  # previous offset 0: the one at 0
+    # A full tie (previous offset 1: both 1 character away): the set found first in the scan stays.
+    assert align_previous(["z", "x x "], doc) == [(1, 0, 2)]
+    # Tokens come before characters: "m a b " (3 tokens, 6 characters) beats the 23-character
+    # 2-token chunk it overlaps.
+    long = "LLLLLLLLLLLLLLLLLLLL m "
+    assert align_previous([long, "m a b "], Doc.of("LLLLLLLLLLLLLLLLLLLL m a b ", tok)) == [(1, 1, 4)]
 
 
 def test_alignment_requires_valid_cuts_and_the_cap() -> None:
@@ -328,6 +335,9 @@ def test_isolating_an_edit_cuts_at_the_line_ends_around_it() -> None:
     chunks, kept = sticky_chunks(prev, new, chunker, tok, iso)
     assert [c.text for c in chunks] == [_A, "Title: X\n", "Status: Final\n", "Type: T\nPost: d1\n\n", _B]
     _check_partition(new, chunks, tok)
+    # A change at the start of a line keeps the line before it whole (the cut is at the line end).
+    chunks, _ = sticky_chunks(prev, _doc().replace("Type:", "Kind:"), chunker, tok, iso)
+    assert [c.text for c in chunks][1:4] == ["Title: X\nStatus: Draft\n", "Kind: T\n", "Post: d1\n\n"]
     # The lower bound still holds: with lo = 3 the 2-token "Title: X\n" joins the changed line.
     iso3 = StickyConfig(lo=3, hi=12, max_drift=10, max_out_of_bounds=1, isolate_edits=True)
     first = [c.text for c in sticky_chunks(prev, new, chunker, tok, iso3)[0]]
@@ -356,6 +366,13 @@ def test_isolating_an_edit_cuts_at_sentence_ends_and_stays_deterministic() -> No
     # A gap at the start of the document compares with the previous chunks before its right neighbour.
     chunks, _ = sticky_chunks([para, _B], "One two. Three FOUR. Five six.\n\n" + _B, chunker, tok, iso)
     assert [c.text for c in chunks] == ["One two. ", "Three FOUR. ", "Five six.\n\n", _B]
+    # A change in the first word: nothing before it is unchanged, the rest after it still is.
+    chunks, _ = sticky_chunks(prev, _A + "Uno two. Three four. Five six.\n\n" + _B, chunker, tok, iso)
+    assert [c.text for c in chunks] == [_A, "Uno two. ", "Three four. Five six.\n\n", _B]
+    # The same with A moved to the end: the start gap replaces only what lies between the previous
+    # kept chunk before B (A, index 0) and B, i.e. the paragraph.
+    chunks, _ = sticky_chunks(prev, "One two. Three FOUR. Five six.\n\n" + _B + _A, chunker, tok, iso)
+    assert [c.text for c in chunks] == ["One two. ", "Three FOUR. ", "Five six.\n\n", _B, _A]
     # A pure insertion (nothing replaced) is cut by the chunker alone.
     chunks, _ = sticky_chunks([_A, _B], _A + para + _B, chunker, tok, iso)
     assert [c.text for c in chunks] == [_A, para, _B]
@@ -370,3 +387,13 @@ def test_isolate_edits_is_a_text_setting() -> None:
     on, off = (TextHalf(rechunk=RechunkConfig(mode="sticky", isolate_edits=v)) for v in (True, False))
     assert text_id(on) != text_id(off)
     assert text_id(TextHalf()) == text_id(TextHalf(rechunk=RechunkConfig()))
+
+
+def test_reuse_floor_partitions_the_new_text() -> None:
+    tok = load_tokenizer("whitespace")
+    prev = [_A, "One two. Three four.\n\n", _B]
+    new = _B + "One two. Three FOUR.\n\nmore words\n\n" + _A
+    # Kept chunks in any order, every stretch between them one piece, no size bounds.
+    assert reuse_floor(prev, new, tok) == [_B, "One two. Three FOUR.\n\nmore words\n\n", _A]
+    assert reuse_floor(prev, "", tok) == []
+    assert reuse_floor([], "a b", tok) == ["a b"]
