@@ -30,6 +30,7 @@ import re
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -80,6 +81,11 @@ def part_pairs(tok, args) -> dict:
     report = ms.measure_sticky([DEFAULT, *MATCHED], pairs, tok, source="revisions.parquet <=5%", with_stateless=True,
                                progress=lambda s: log("  " + s))
     best = best_public(RECORDED)
+    # The reuse floor per pair (the least R_c any scheme keeping whole old chunks can reach), per chunker.
+    floors = {}
+    for spec in (DEFAULT, *MATCHED):
+        chunker, cfg = make_chunker(spec, tok), StickyConfig.of(spec, RechunkConfig(mode="sticky"))
+        floors[ms.sticky_spec(spec)] = {p.pair_id: ms.floor_pair(chunker, tok, cfg, p) for p in pairs}
     rows = []
     for c in report.chunkers:
         row = {"spec": c.spec, "median": c.median_chunk_tokens, "median_by_lang": c.median_by_lang,
@@ -91,6 +97,16 @@ def part_pairs(tok, args) -> dict:
             if lang in best:
                 row[lang]["ratio_to_best_public"] = [mean / best[lang]["rc_mean"], low / best[lang]["rc_mean"],
                                                      high / best[lang]["rc_mean"]]
+            if c.spec in floors:
+                fl = [floors[c.spec][r.pair_id] for r in res]
+                f_mean, f_low, f_high = m.bootstrap_mean(fl, [r.doc_key for r in res])
+                row[lang]["floor"] = {"rc_mean": f_mean, "low": f_low, "high": f_high}
+                if lang in best:
+                    row[lang]["floor"]["ratio_to_best_public"] = [f_mean / best[lang]["rc_mean"], f_low / best[lang]["rc_mean"],
+                                                                  f_high / best[lang]["rc_mean"]]
+                # Sticky above its floor, paired over the same pairs (points).
+                row[lang]["sticky_minus_floor_points"] = list(m.bootstrap_mean([100 * (r.rc - f) for r, f in zip(res, fl)],
+                                                                               [r.doc_key for r in res]))
         rows.append(row)
     diffs = [d for d in report.paired if d["band"] == "<=5%" and d["b"] == ms.sticky_spec(d["a"])]
     # What the lower size bound costs: the same sticky run with no merge of small gaps (lo = 1).
@@ -154,26 +170,44 @@ def part_chains(tok, args) -> dict:
     log(f"chains: {len(chains)} ({sum(c.lang == 'en' for c in chains)} en, {sum(c.lang == 'zh' for c in chains)} zh), "
         f"{args.revisions} revisions each")
     chunker = make_chunker(DEFAULT, tok)
-    cfg = StickyConfig.of(DEFAULT, RechunkConfig(mode="sticky"))
-    free = StickyConfig(cfg.lo, cfg.hi, float("inf"), 1.0)  # drift control off: how far sticky departs
+    base = StickyConfig.of(DEFAULT, RechunkConfig(mode="sticky", isolate_edits=False))
+    configs = {}
+    for iso in (False, True):
+        cfg = replace(base, isolate_edits=iso)
+        configs["isolated" if iso else "sticky"] = cfg
+        # Drift control off: how far sticky departs from a fresh cut.
+        configs["uncontrolled_isolated" if iso else "uncontrolled"] = replace(cfg, max_drift=float("inf"), max_out_of_bounds=1.0)
+    if args.variant:
+        # One more setting, e.g. "isolate_edits=1,max_drift=0.5": RechunkConfig fields over the default.
+        upd = {k: (v == "1" if k == "isolate_edits" else float(v)) for k, v in (kv.split("=") for kv in args.variant.split(","))}
+        configs["variant"] = StickyConfig.of(DEFAULT, RechunkConfig(mode="sticky", **upd))
+    if args.chain_configs:
+        configs = {k: v for k, v in configs.items() if k in args.chain_configs.split(",")}
     t0 = time.perf_counter()
     stateless = [ms.run_chain(c, chunker, tok, None) for c in chains]
-    sticky = [ms.run_chain(c, chunker, tok, cfg) for c in chains]
-    uncontrolled = [ms.run_chain(c, chunker, tok, free) for c in chains]
+    runs = {name: [ms.run_chain(c, chunker, tok, cfg) for c in chains] for name, cfg in configs.items()}
     log(f"  chunked in {time.perf_counter() - t0:.1f} s")
     per_step = {}
-    for name, runs in (("sticky", sticky), ("uncontrolled", uncontrolled), ("stateless", stateless)):
-        per_step[name] = {lang: [round(statistics.fmean(r.steps[k].rc for r in runs if r.lang == lang), 4)
-                                 for k in range(1, args.revisions + 1)] for lang in sorted({r.lang for r in runs})}
-    drift_curve = {lang: [{"out_of_bounds": round(statistics.fmean(r.steps[k].drift.out_of_bounds for r in uncontrolled if r.lang == lang), 4),
-                           "fresh_out_of_bounds": round(statistics.fmean(r.steps[k].drift.fresh_out_of_bounds for r in uncontrolled if r.lang == lang), 4),
-                           "distance": round(statistics.fmean(r.steps[k].drift.distance for r in uncontrolled if r.lang == lang), 4)}
-                          for k in (1, 5, 10, 15, args.revisions)]
-                   for lang in sorted({r.lang for r in uncontrolled})}
+    for name, rs in (*runs.items(), ("stateless", stateless)):
+        per_step[name] = {lang: [round(statistics.fmean(r.steps[k].rc for r in rs if r.lang == lang), 4)
+                                 for k in range(1, args.revisions + 1)] for lang in sorted({r.lang for r in rs})}
+    at = (1, 5, 10, 15, args.revisions)
+    drift = {}
+    for name, rs in runs.items():
+        drift[name] = {"revisions": list(at), **{
+            lang: [{"out_of_bounds": round(statistics.fmean(r.steps[k].drift.out_of_bounds for r in rs if r.lang == lang), 4),
+                    "fresh_out_of_bounds": round(statistics.fmean(r.steps[k].drift.fresh_out_of_bounds for r in rs if r.lang == lang), 4),
+                    "distance": round(statistics.fmean(r.steps[k].drift.distance for r in rs if r.lang == lang), 4),
+                    "chunks": round(statistics.fmean(r.steps[k].chunks for r in rs if r.lang == lang), 2)}
+                   for k in at]
+            for lang in sorted({r.lang for r in rs})}}
     return {"chains": [{"id": c.chain_id, "first": c.commits[0], "last": c.commits[-1]} for c in chains],
-            "config": {"lo": cfg.lo, "hi": cfg.hi, "max_drift": cfg.max_drift, "max_out_of_bounds": cfg.max_out_of_bounds},
-            "sticky": ms.chain_summary(sticky, stateless), "uncontrolled": ms.chain_summary(uncontrolled, stateless),
-            "rc_per_revision": per_step, "uncontrolled_drift_at": {"revisions": [1, 5, 10, 15, args.revisions], **drift_curve}}
+            "config": {name: {"lo": c.lo, "hi": c.hi, "max_drift": c.max_drift, "max_out_of_bounds": c.max_out_of_bounds,
+                              "isolate_edits": c.isolate_edits} for name, c in configs.items()},
+            **{name: ms.chain_summary(rs, stateless) for name, rs in runs.items()},
+            "rc_per_revision": per_step, "drift_at": drift,
+            "stateless_chunks_at": {lang: [round(statistics.fmean(r.steps[k].chunks for r in stateless if r.lang == lang), 2) for k in at]
+                                    for lang in sorted({r.lang for r in stateless})}}
 
 
 def part_retrieval(tok, args) -> dict:
@@ -187,7 +221,13 @@ def part_retrieval(tok, args) -> dict:
     # --follow: most PEPs moved into peps/ in 2022; their history before the move counts too.
     chains = ms.chains_from_git(args.peps, paths, lang="en", last=args.revisions + 1, until=PEPS_HEAD, follow=True)
     chunker = make_chunker(DEFAULT, tok)
-    cfg = StickyConfig.of(DEFAULT, RechunkConfig(mode="sticky"))
+    rechunk = RechunkConfig(mode="sticky")
+    if args.isolate_edits != "default":
+        rechunk = rechunk.model_copy(update={"isolate_edits": args.isolate_edits == "on"})
+    if args.max_drift is not None:
+        rechunk = rechunk.model_copy(update={"max_drift": args.max_drift})
+    cfg = StickyConfig.of(DEFAULT, rechunk)
+    log(f"retrieval: sticky config {cfg}")
     finals: dict[str, tuple] = {}
     lengths = []
     for c in chains:
@@ -213,7 +253,9 @@ def part_retrieval(tok, args) -> dict:
         out[name] = res.as_dict()
         log(f"  {name}: recall {res.evidence_recall:.3f}, nDCG@5 {res.ndcg_at_5:.3f}, chunks {res.chunks}, "
             f"embedded {res.embedded} in {time.perf_counter() - t0:.0f} s")
-    return {"documents": len(paths), "with_chain": len(finals), "revisions_median": statistics.median(lengths) if lengths else 0,
+    return {"config": {"lo": cfg.lo, "hi": cfg.hi, "max_drift": cfg.max_drift, "max_out_of_bounds": cfg.max_out_of_bounds,
+                       "isolate_edits": cfg.isolate_edits},
+            "documents": len(paths), "with_chain": len(finals), "revisions_median": statistics.median(lengths) if lengths else 0,
             "queries": len(queries), **out}
 
 
@@ -227,6 +269,12 @@ def main() -> int:
     ap.add_argument("--chains", type=int, default=12, help="chains per language at most")
     ap.add_argument("--cache", default=".reindex/embed-cache")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--variant", default=None, help="chains: one more sticky setting, e.g. isolate_edits=1,max_drift=0.5")
+    ap.add_argument("--chain-configs", default=None, help="chains: run only these (sticky, isolated, uncontrolled, "
+                    "uncontrolled_isolated, variant); the stateless default always runs")
+    ap.add_argument("--max-drift", type=float, default=None, help="retrieval: text.rechunk.max_drift of the sticky chains")
+    ap.add_argument("--isolate-edits", choices=("default", "on", "off"), default="default",
+                    help="retrieval: text.rechunk.isolate_edits of the sticky chains (default: the config default)")
     args = ap.parse_args()
     tok = load_tokenizer("all-MiniLM-L6-v2")
     out: dict = {}

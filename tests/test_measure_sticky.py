@@ -192,3 +192,24 @@ def test_cli_measure_rechunk_sticky_prints_the_same_json_shape(tmp_path) -> None
     assert {"median_chunk_tokens", "failures", "bands"} <= set(c)
     [band] = [b for b in c["bands"] if b["band"] == "all" and b["lang"] == "en"] or c["bands"][:1]
     assert 0 < band["rc_mean"] < 1
+
+
+def test_reuse_floor_is_the_oracle_below_the_lower_bound_merge() -> None:
+    """The floor keeps every reusable old chunk and embeds only the rest; sticky with lo = 3 merges
+    the 1-token insertion into "f g" (3 of 13 tokens), the floor embeds the insertion alone (1 of 13)."""
+    chunker, control = make_chunker("recursive:size=6", WS), make_chunker("recursive:size=6", WS)
+    old = "a b c d e\n\nf g\n\nh i j k l\n\n"
+    assert [c.text for c in chunker.chunk(old)] == ["a b c d e\n\n", "f g\n\n", "h i j k l\n\n"]
+    pair = _pair("p1", old, "a b c d e\n\nNEW\n\nf g\n\nh i j k l\n\n")
+    cfg = StickyConfig(lo=3, hi=6, max_drift=10, max_out_of_bounds=1)
+    got, _ = ms.sticky_pair(chunker, control, WS, cfg, pair, WS.count_batch)
+    assert got.rc == pytest.approx(3 / 13)
+    assert ms.floor_pair(chunker, WS, cfg, pair) == pytest.approx(1 / 13)
+    # A moved section costs nothing at the floor (and in sticky mode: the alignment is order-free).
+    moved = _pair("p2", old, "h i j k l\n\na b c d e\n\nf g\n\n")
+    assert ms.floor_pair(chunker, WS, cfg, moved) == 0
+    assert ms.sticky_pair(chunker, control, WS, cfg, moved, WS.count_batch)[0].rc == 0
+    # measure_sticky names the floor per language in its warnings (the JSON keys stay as they were).
+    report = ms.measure_sticky(["recursive:size=6"], [pair, moved], WS, source="hand",
+                               rechunk=RechunkConfig(mode="sticky", min_share=0.5))
+    assert any("reuse floor" in w and "en 3.8 %" in w for w in report.warnings)

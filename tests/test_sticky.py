@@ -3,6 +3,9 @@ bounds, the drift metrics and the fresh re-cut."""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -15,6 +18,7 @@ from reindex.chunkers.sticky import (
     align_previous,
     chunk_drift,
     rechunk_document,
+    reuse_floor,
     size_bounds,
     sticky_chunks,
     wasserstein1,
@@ -56,7 +60,7 @@ def _check_partition(text: str, chunks, tok) -> None:
     for i, c in enumerate(chunks):
         assert c.ordinal == i and c.text == text[c.start : c.end]
         assert c.tokens == int(np.searchsorted(starts, c.end) - np.searchsorted(starts, c.start)) >= 1
-    assert all(a.end == b.start for a, b in zip(chunks, chunks[1:]))
+    assert all(a.end == b.start for a, b in itertools.pairwise(chunks))
 
 
 def _edit(text: str, data) -> str:
@@ -74,6 +78,7 @@ def _edit(text: str, data) -> str:
 @given(data=st.data(), old=documents)
 def test_sticky_partitions_is_deterministic_and_bounded(spec: str, tok_name: str, data, old: str) -> None:
     tok, chunker, cfg = _setup(tok_name, spec)
+    cfg = dataclasses.replace(cfg, isolate_edits=data.draw(st.booleans()))
     new = _edit(old, data)
     previous = [c.text for c in chunker.chunk(old)]
     a = rechunk_document(previous, new, chunker, tok, cfg)
@@ -132,31 +137,52 @@ def test_an_insertion_keeps_every_chunk_it_does_not_touch(spec: str, tok_name: s
     shift = len(inserted) + 2
     spans = {(c.start, c.end, c.text) for c in chunks}
     untouched = [c for c in previous if c.end <= at or c.start >= at]
+    reusable = 0
     for c in untouched:
         moved = (c.start, c.end) if c.end <= at else (c.start + shift, c.end + shift)
         if moved[0] == 0 and new[:1].isspace() != old[:1].isspace():
             continue
-        if sum(new.startswith(c.text, k) for k in range(len(new))) == 1:
+        reusable += c.tokens
+        if all(new.count(p.text) <= 1 for p in previous if p.text.strip()):
             assert (*moved, c.text) in spans
-        else:  # repeated text: the alignment may keep another occurrence of the same text
-            assert c.text in {t for _, _, t in spans}
-    assert kept >= len(untouched) - 1
+    # Repeated text: other occurrences may be kept instead, but never fewer tokens than the
+    # untouched chunks hold (the kept set is the optimum over all non-overlapping occurrences).
+    doc = Doc.of(new, tok)
+    assert sum(b - a for _, a, b in align_previous([c.text for c in previous], doc, cfg.hi)) >= reusable
+    assert kept >= 1 or reusable == 0
 
 
-def test_alignment_keeps_the_most_tokens_not_the_first_match() -> None:
-    """A greedy in-order search would find A at the end and lose B, C, D; the alignment keeps them."""
+def test_alignment_keeps_a_moved_section() -> None:
+    """A moved at the end: an alignment in previous order would keep B, C, D and lose A; the kept
+    set is the best over all non-overlapping occurrences in any order, so A is kept too."""
     tok = load_tokenizer("whitespace")
     a, b, c, d = "one two three\n\n", "four five six\n\n", "seven eight nine\n\n", "ten eleven twelve\n\n"
     doc = Doc.of(b + c + d + a, tok)
-    kept = align_previous([a, b, c, d], doc)
-    assert [i for i, _, _ in kept] == [1, 2, 3]
-    assert [(x, y) for _, x, y in kept] == [(0, 3), (3, 6), (6, 9)]
-    # Equal weights: the candidate that starts first wins (A B at 0, or B A?); a repeated chunk is
-    # kept at both occurrences when the order allows it.
-    doc2 = Doc.of(a + a + b, tok)
-    assert [(i, x, y) for i, x, y in align_previous([a, a, b], doc2)] == [(0, 0, 3), (1, 3, 6), (2, 6, 9)]
-    # One previous chunk is kept once at most, even when its text now occurs twice.
-    assert align_previous([a], Doc.of(a + a, tok)) == [(0, 0, 3)]
+    assert align_previous([a, b, c, d], doc) == [(1, 0, 3), (2, 3, 6), (3, 6, 9), (0, 9, 12)]
+    # Two sections swapped: both kept, and sticky re-chunking embeds nothing new.
+    chunker, cfg = make_chunker("recursive:size=6", tok), StickyConfig(1, 6, 10, 1)
+    chunks, kept = sticky_chunks([a, b, c, d], a + c + b + d, chunker, tok, cfg)
+    assert [x.text for x in chunks] == [a, c, b, d] and kept == 4
+    # A chunk whose text now occurs twice is kept at both places (one embedding serves both).
+    assert align_previous([a], Doc.of(a + a, tok)) == [(0, 0, 3), (0, 3, 6)]
+
+
+def test_alignment_keeps_the_most_tokens_then_the_least_displacement() -> None:
+    tok = load_tokenizer("whitespace")
+    # Overlapping candidates: X (4 tokens) alone, Y (5) alone, or Z (2) then Y: 7 tokens, the most,
+    # although Z comes after Y in the previous order.
+    x, y, z = "p q r s ", "r s t u v", "p q "
+    assert align_previous([x, y, z], Doc.of("p q r s t u v", tok)) == [(2, 0, 2), (1, 2, 7)]
+    # Equal tokens and characters: the occurrence nearest the chunk's previous offset is kept.
+    doc = Doc.of("x x x ", tok)  # "x x " occurs at characters 0 and 2 (overlapping)
+    assert align_previous(["q\n\n", "x x "], doc) == [(1, 1, 3)]  # previous offset 3: the one at 2
+    assert align_previous(["x x ", "q\n\n"], doc) == [(0, 0, 2)]  # previous offset 0: the one at 0
+    # A full tie (previous offset 1: both 1 character away): the set found first in the scan stays.
+    assert align_previous(["z", "x x "], doc) == [(1, 0, 2)]
+    # Tokens come before characters: "m a b " (3 tokens, 6 characters) beats the 23-character
+    # 2-token chunk it overlaps.
+    long = "LLLLLLLLLLLLLLLLLLLL m "
+    assert align_previous([long, "m a b "], Doc.of("LLLLLLLLLLLLLLLLLLLL m a b ", tok)) == [(1, 1, 4)]
 
 
 def test_alignment_requires_valid_cuts_and_the_cap() -> None:
@@ -285,3 +311,89 @@ def test_config_refuses_sticky_with_an_overlapping_chunker() -> None:
         config_from_dict({"index": "d", "source": "/x", "text": {"rechunk": "sticky", "chunker": {"kind": "fixed_chars"}}})
     cfg = config_from_dict({"index": "d", "source": "/x", "text": {"rechunk": "sticky", "chunker": {"kind": "anchored"}}})
     assert cfg.text.rechunk.mode == "sticky"
+
+
+_HEAD = "Title: X\nStatus: {status}\nType: T\nPost: {post}\n\n"
+_A, _B = "a1 a2 a3 a4 a5 a6\n\n", "b1 b2 b3 b4 b5 b6\n\n"
+
+
+def _doc(status: str = "Draft", post: str = "d1") -> str:
+    return _A + _HEAD.format(status=status, post=post) + _B
+
+
+def test_isolating_an_edit_cuts_at_the_line_ends_around_it() -> None:
+    tok = load_tokenizer("whitespace")
+    chunker = make_chunker("recursive:size=12", tok)
+    prev = [c.text for c in chunker.chunk(_doc())]
+    assert prev == [_A, _HEAD.format(status="Draft", post="d1"), _B]
+    new = _doc(status="Final")
+    plain = StickyConfig(lo=1, hi=12, max_drift=10, max_out_of_bounds=1)
+    chunks, kept = sticky_chunks(prev, new, chunker, tok, plain)
+    assert [c.text for c in chunks] == [_A, "Title: X\nStatus: Final\nType: T\nPost: d1\n\n", _B] and kept == 2
+    # Isolated: the changed line alone, the unchanged lines before and after it their own chunks.
+    iso = StickyConfig(lo=1, hi=12, max_drift=10, max_out_of_bounds=1, isolate_edits=True)
+    chunks, kept = sticky_chunks(prev, new, chunker, tok, iso)
+    assert [c.text for c in chunks] == [_A, "Title: X\n", "Status: Final\n", "Type: T\nPost: d1\n\n", _B]
+    _check_partition(new, chunks, tok)
+    # A change at the start of a line keeps the line before it whole (the cut is at the line end).
+    chunks, _ = sticky_chunks(prev, _doc().replace("Type:", "Kind:"), chunker, tok, iso)
+    assert [c.text for c in chunks][1:4] == ["Title: X\nStatus: Draft\n", "Kind: T\n", "Post: d1\n\n"]
+    # The lower bound still holds: with lo = 3 the 2-token "Title: X\n" joins the changed line.
+    iso3 = StickyConfig(lo=3, hi=12, max_drift=10, max_out_of_bounds=1, isolate_edits=True)
+    first = [c.text for c in sticky_chunks(prev, new, chunker, tok, iso3)[0]]
+    assert first == [_A, "Title: X\nStatus: Final\n", "Type: T\nPost: d1\n\n", _B]
+    # The next edit in the same header re-embeds only the piece it touches (5 tokens, not 9).
+    newer = _doc(status="Final", post="d1, d2")
+    after_plain = [c.text for c in sticky_chunks([c.text for c in sticky_chunks(prev, new, chunker, tok, plain)[0]], newer,
+                                                 chunker, tok, plain)[0]]
+    after_iso = [c.text for c in sticky_chunks(first, newer, chunker, tok, iso3)[0]]
+    assert recompute(first, after_iso, tok.count_batch)[0] == 5
+    plain_first = [c.text for c in sticky_chunks(prev, new, chunker, tok, plain)[0]]
+    assert recompute(plain_first, after_plain, tok.count_batch)[0] == 9
+    assert "".join(after_iso) == newer
+
+
+def test_isolating_an_edit_cuts_at_sentence_ends_and_stays_deterministic() -> None:
+    tok = load_tokenizer("whitespace")
+    chunker = make_chunker("recursive:size=20", tok)
+    para = "One two. Three four. Five six.\n\n"
+    prev = [_A, para, _B]
+    new = _A + "One two. Three FOUR. Five six.\n\n" + _B
+    iso = StickyConfig(lo=1, hi=20, max_drift=10, max_out_of_bounds=1, isolate_edits=True)
+    chunks, _ = sticky_chunks(prev, new, chunker, tok, iso)
+    assert [c.text for c in chunks] == [_A, "One two. ", "Three FOUR. ", "Five six.\n\n", _B]
+    assert sticky_chunks(prev, new, make_chunker("recursive:size=20", tok), tok, iso)[0] == chunks
+    # A gap at the start of the document compares with the previous chunks before its right neighbour.
+    chunks, _ = sticky_chunks([para, _B], "One two. Three FOUR. Five six.\n\n" + _B, chunker, tok, iso)
+    assert [c.text for c in chunks] == ["One two. ", "Three FOUR. ", "Five six.\n\n", _B]
+    # A change in the first word: nothing before it is unchanged, the rest after it still is.
+    chunks, _ = sticky_chunks(prev, _A + "Uno two. Three four. Five six.\n\n" + _B, chunker, tok, iso)
+    assert [c.text for c in chunks] == [_A, "Uno two. ", "Three four. Five six.\n\n", _B]
+    # The same with A moved to the end: the start gap replaces only what lies between the previous
+    # kept chunk before B (A, index 0) and B, i.e. the paragraph.
+    chunks, _ = sticky_chunks(prev, "One two. Three FOUR. Five six.\n\n" + _B + _A, chunker, tok, iso)
+    assert [c.text for c in chunks] == ["One two. ", "Three FOUR. ", "Five six.\n\n", _B, _A]
+    # A pure insertion (nothing replaced) is cut by the chunker alone.
+    chunks, _ = sticky_chunks([_A, _B], _A + para + _B, chunker, tok, iso)
+    assert [c.text for c in chunks] == [_A, para, _B]
+
+
+def test_isolate_edits_is_a_text_setting() -> None:
+    from reindex.config import TextHalf
+    from reindex.identity import text_id
+
+    assert StickyConfig.of("recursive:size=250", RechunkConfig(mode="sticky", isolate_edits=True)).isolate_edits
+    assert not StickyConfig.of("recursive:size=250", RechunkConfig(mode="sticky", isolate_edits=False)).isolate_edits
+    on, off = (TextHalf(rechunk=RechunkConfig(mode="sticky", isolate_edits=v)) for v in (True, False))
+    assert text_id(on) != text_id(off)
+    assert text_id(TextHalf()) == text_id(TextHalf(rechunk=RechunkConfig()))
+
+
+def test_reuse_floor_partitions_the_new_text() -> None:
+    tok = load_tokenizer("whitespace")
+    prev = [_A, "One two. Three four.\n\n", _B]
+    new = _B + "One two. Three FOUR.\n\nmore words\n\n" + _A
+    # Kept chunks in any order, every stretch between them one piece, no size bounds.
+    assert reuse_floor(prev, new, tok) == [_B, "One two. Three FOUR.\n\nmore words\n\n", _A]
+    assert reuse_floor(prev, "", tok) == []
+    assert reuse_floor([], "a b", tok) == ["a b"]

@@ -272,6 +272,10 @@ class RechunkConfig(_Model):
         0.15, ge=0.0, le=1.0,
         description="sticky: re-cut a document freshly when its share of chunks outside the size bounds exceeds the fresh cut's share by more than this.",
     )
+    isolate_edits: bool = Field(
+        False,
+        description="sticky: cut an edited gap at the line or sentence ends around its changed span, so the unchanged rest of a touched chunk becomes its own chunk and the next edit there re-embeds less.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -28,7 +28,13 @@ import numpy as np
 from reindex import measure as m
 from reindex.chunkers import make_chunker
 from reindex.chunkers.base import Chunk, Chunker
-from reindex.chunkers.sticky import Drift, StickyConfig, chunk_drift, rechunk_document
+from reindex.chunkers.sticky import (
+    Drift,
+    StickyConfig,
+    chunk_drift,
+    rechunk_document,
+    reuse_floor,
+)
 from reindex.config import RechunkConfig, chunker_spec, parse_chunker_spec
 from reindex.errors import ChunkerError, ReindexError
 from reindex.tokenizers import Tokenizer
@@ -40,6 +46,7 @@ __all__ = [
     "FixedChunks",
     "chain_summary",
     "chains_from_git",
+    "floor_pair",
     "git_bytes",
     "measure_sticky",
     "run_chain",
@@ -92,8 +99,16 @@ def sticky_pair(
     return result, done.recut
 
 
+def floor_pair(chunker: Chunker, tokenizer: Tokenizer, config: StickyConfig, pair: m.RevisionPair) -> float:
+    """The reuse floor of one pair: R_c of :func:`reindex.chunkers.sticky.reuse_floor`'s partition
+    of the new version against the old version's stateless chunks, i.e. the least R_c any
+    re-chunking that keeps whole old chunks can reach (no lower size bound, no drift control)."""
+    old = _texts(chunker.chunk(pair.old_text))
+    return m.recompute_fraction(old, reuse_floor(old, pair.new_text, tokenizer, config.hi), tokenizer.count_batch)
+
+
 def _sticky_report(spec: str, chunker_cfg: object, pairs: Sequence[m.RevisionPair], tokenizer: Tokenizer,
-                   rechunk: RechunkConfig, langs: Sequence[str]) -> tuple[m.ChunkerReport, int]:
+                   rechunk: RechunkConfig, langs: Sequence[str]) -> tuple[m.ChunkerReport, int, dict[str, float]]:
     t0 = time.perf_counter()
     try:
         config = StickyConfig.of(chunker_cfg, rechunk)
@@ -104,6 +119,10 @@ def _sticky_report(spec: str, chunker_cfg: object, pairs: Sequence[m.RevisionPai
         raise ChunkerError(f"cannot build chunker {spec}: {err}".splitlines()[0]) from None
     done = [sticky_pair(chunker, control, tokenizer, config, p, tokenizer.count_batch) for p in pairs]
     results = tuple(r for r, _ in done)
+    floors: dict[str, list[float]] = {}
+    for p, r in zip(pairs, results):
+        if r.error is None:
+            floors.setdefault(p.lang, []).append(floor_pair(chunker, tokenizer, config, p))
     ok = [r for r in results if r.error is None]
     lengths = [n for r in ok for n in r.chunk_tokens]
     by_lang = {lang: float(statistics.median(ls)) if (ls := [n for r in ok if r.lang == lang for n in r.chunk_tokens]) else 0.0
@@ -115,7 +134,8 @@ def _sticky_report(spec: str, chunker_cfg: object, pairs: Sequence[m.RevisionPai
         float(statistics.median(lengths)) if lengths else 0.0, by_lang, sum(1 for r in results if r.error),
         tuple(m.band_stats(results, langs)), time.perf_counter() - t0,
     )
-    return report, sum(1 for r, recut in done if recut and r.error is None)
+    recuts = sum(1 for r, recut in done if recut and r.error is None)
+    return report, recuts, {lang: statistics.fmean(fs) for lang, fs in sorted(floors.items())}
 
 
 def measure_sticky(
@@ -126,8 +146,9 @@ def measure_sticky(
     """R_c of every chunker (a config or spec string) in sticky mode on the same pairs, as a
     :class:`reindex.measure.MeasureReport` (chunker specs get ``+sticky``). ``with_stateless`` also
     measures each chunker statelessly (``reindex.measure.run_measure``'s way), so the paired
-    differences include sticky vs stateless. Warnings name non-zero no-edit controls, failures and
-    how many pairs drift control re-cut freshly."""
+    differences include sticky vs stateless. Warnings name non-zero no-edit controls, failures,
+    how many pairs drift control re-cut freshly and the reuse floor per language (mean R_c of
+    :func:`floor_pair`)."""
     if not pairs:
         raise m.MeasureError(f"{source}: no revision pairs to measure (check --lang, --band and --limit)")
     if rechunk.mode != "sticky":
@@ -143,11 +164,14 @@ def measure_sticky(
         if with_stateless:
             rep = m.measure_chunker(m.Candidate(spec, lambda c=cfg: make_chunker(c, tokenizer)), pairs, count, langs)
             reports.append(rep)
-        rep, recuts = _sticky_report(spec, cfg, pairs, tokenizer, rechunk, langs)
+        rep, recuts, floor = _sticky_report(spec, cfg, pairs, tokenizer, rechunk, langs)
         if calibration and spec in calibration.get("chunkers", {}):
             rep = replace(rep, calibrated=calibration["chunkers"][spec])
         reports.append(rep)
         warnings.append(f"{rep.spec}: drift control re-cut {recuts} of {len(pairs)} new versions freshly")
+        if floor:
+            warnings.append(f"{rep.spec}: reuse floor (the least mean R_c any re-chunking keeping whole old chunks can reach): "
+                            + ", ".join(f"{lang} {100 * v:.1f} %" for lang, v in floor.items()))
         if progress:
             progress(f"{rep.spec}: {len(pairs)} pairs in {rep.seconds:.1f} s")
     paired = m.paired_differences([c.spec for c in reports], [c.results for c in reports], langs, seed=seed)

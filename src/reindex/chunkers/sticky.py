@@ -6,16 +6,15 @@ moved chunk is a new embedding input. Sticky re-chunking takes the previous vers
 (in order) and the new text and:
 
 1. **Aligns** previous chunks to the new text: every occurrence of a previous chunk whose ends are
-   valid cuts of the new document (see ``_segments``) is a candidate; the kept set is the chain of
-   candidates, increasing in previous order *and* in position, without overlap, with the most
-   tokens (then characters) in all: a weighted longest-common-subsequence over chunks, solved
-   exactly by dynamic programming with a Fenwick tree (O(k log k) for k candidates). A greedy
-   left-to-right search is not used because one moved chunk found late in the text would make it
-   drop every chunk that precedes it there; maximising kept tokens keeps the rest. Ties between
-   chains of equal tokens and characters (repeated text) go to the chain whose chunks moved least
-   from their previous offsets (the previous chunks tile the previous text, so their offsets are
-   known), then to the one whose last chunk starts first: the result is a function of (previous
-   chunks, new text) alone.
+   valid cuts of the new document (see ``_segments``) is a candidate, in any order (a moved section
+   is a candidate like any other; a text that now occurs twice is one embedding for both places);
+   the kept set is the non-overlapping set of candidates with the most tokens (then characters):
+   weighted interval scheduling, solved exactly by dynamic programming over the candidates sorted by
+   end (O(k log k) for k candidates). That is the least R_c any partition reusing whole previous
+   chunks can reach, before the size bounds (:func:`reuse_floor`). Ties between sets of equal
+   tokens and characters (repeated text) go to the set whose chunks moved least from their previous
+   offsets (the previous chunks tile the previous text, so their offsets are known), then to the
+   set found first in the scan: the result is a function of (previous chunks, new text) alone.
 2. **Cuts the gaps** (the new text between kept chunks) with the configured stateless chunker, on
    the gap text, and maps its cuts back to token cuts of the whole document.
 3. **Enforces the size bounds** ``[lo, hi]`` (see :func:`size_bounds`): a gap piece under ``lo``
@@ -38,13 +37,14 @@ in the new document, like every partitioning chunker.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from reindex.chunkers._segments import Doc
+from reindex.chunkers._segments import LINE_BREAK, SENTENCE_END, Doc
 from reindex.chunkers.base import Chunk, Chunker
 from reindex.config import STICKY_KINDS, RechunkConfig, parse_chunker_spec
 from reindex.errors import ChunkerError
@@ -57,6 +57,7 @@ __all__ = [
     "align_previous",
     "chunk_drift",
     "rechunk_document",
+    "reuse_floor",
     "size_bounds",
     "sticky_chunks",
     "wasserstein1",
@@ -76,13 +77,14 @@ class StickyConfig:
     hi: int  # the chunker's hard cap
     max_drift: float  # W1(sticky lengths, fresh lengths) / fresh median above this ⇒ fresh re-cut
     max_out_of_bounds: float  # out-of-bounds share above the fresh cut's by more than this ⇒ re-cut
+    isolate_edits: bool = False  # cut a gap at the edges of its changed span (see _isolation_cuts)
 
     @classmethod
     def of(cls, chunker_config: object, rechunk: RechunkConfig | None = None) -> StickyConfig:
         """The sticky parameters of a chunker config (or spec string) and the text half's rechunk config."""
         rc = rechunk or RechunkConfig(mode="sticky")
         lo, hi = size_bounds(chunker_config, rc.min_share)
-        return cls(lo, hi, rc.max_drift, rc.max_out_of_bounds)
+        return cls(lo, hi, rc.max_drift, rc.max_out_of_bounds, rc.isolate_edits)
 
 
 def size_bounds(chunker_config: object, min_share: float) -> tuple[int, int]:
@@ -118,17 +120,13 @@ def _valid_cut_chars(doc: Doc) -> np.ndarray:
     return np.unique(np.concatenate(([0], valid, [len(doc.text)])).astype(np.int64))
 
 
-def align_previous(previous: Sequence[str], doc: Doc, hi: int | None = None) -> list[tuple[int, int, int]]:
-    """The kept previous chunks: ``(previous index, token start, token end)`` in document order.
-
-    Candidates are occurrences whose ends are valid cuts and that hold 1..``hi`` tokens; the kept
-    chain increases in previous index and position, does not overlap and has the most tokens, then
-    characters, then the least total displacement from the previous offsets, then the earliest
-    last chunk. (Lexicographic order on these sums is compatible with addition, so the dynamic
-    programme is exact for it.)"""
+def _candidates(previous: Sequence[str], doc: Doc, hi: int | None) -> list[tuple[int, int, int, int, int, int]]:
+    """Occurrences of previous chunks in ``doc`` whose ends are valid cuts and that hold 1..``hi``
+    tokens: ``(token start, token end, previous index, tokens, chars, -displacement)``, where the
+    displacement is the distance in characters from the chunk's previous offset."""
     text = doc.text
     cuts = _valid_cut_chars(doc)
-    cands: list[tuple[int, int, int, int, int, int]] = []  # (start, index, end, tokens, chars, -displacement)
+    out: list[tuple[int, int, int, int, int, int]] = []
     offset = 0
     for i, prev in enumerate(previous):
         old_at = offset
@@ -145,49 +143,71 @@ def align_previous(previous: Sequence[str], doc: Doc, hi: int | None = None) -> 
                 a = 0 if at == 0 else int(np.searchsorted(doc.starts, at, "left"))
                 b = int(np.searchsorted(doc.starts, end, "left"))
                 if b > a and (hi is None or b - a <= hi):
-                    cands.append((at, i, end, b - a, len(prev), -abs(at - old_at)))
+                    out.append((a, b, i, b - a, len(prev), -abs(at - old_at)))
             found += 1
             at = text.find(prev, at + 1)
+    return out
+
+
+def align_previous(previous: Sequence[str], doc: Doc, hi: int | None = None) -> list[tuple[int, int, int]]:
+    """The kept previous chunks: ``(previous index, token start, token end)`` in document order.
+
+    Candidates are occurrences whose ends are valid cuts and that hold 1..``hi`` tokens, in any
+    order (a moved section is kept; a chunk whose text now occurs twice is kept at both places).
+    The kept set is the non-overlapping set with the most tokens, then characters, then the least
+    total displacement from the previous offsets: weighted interval scheduling, exact by dynamic
+    programming over the candidates sorted by end (lexicographic order on these sums is compatible
+    with addition). On a full tie the set found first in the scan (by end, start, previous index)
+    stays, so the result is a function of (previous chunks, new text) alone. Since any partition of
+    the new text reuses at most the tokens of such a set, no re-chunking that reuses whole previous
+    chunks can embed fewer tokens (see :func:`reuse_floor`)."""
+    cands = sorted(_candidates(previous, doc, hi), key=lambda c: (c[1], c[0], c[2]))
     if not cands:
         return []
-    cands.sort(key=lambda c: (c[0], c[1]))
+    ends = [c[1] for c in cands]
     k = len(cands)
-    size = len(previous)
-    # Fenwick tree over previous indices holding the best (tokens, chars, -displacement, -order)
-    # chain ending at an index; candidates enter it once the scan passes their end, so every chain is
-    # non-overlapping.
-    none = (-1, 0, 0, 0)
-    tree: list[tuple[int, int, int, int]] = [none] * (size + 1)
-    owner: list[int] = [-1] * (size + 1)
-    score: list[tuple[int, int, int, int]] = [none] * k
-    back: list[int] = [-1] * k
-    by_end = sorted(range(k), key=lambda j: (cands[j][2], j))
-    pending = 0
-    for j, (start, idx, _end, toks, chars, disp) in enumerate(cands):
-        while pending < k and cands[by_end[pending]][2] <= start:
-            q = by_end[pending]
-            pos, val = cands[q][1] + 1, score[q]
-            while pos <= size:
-                if val > tree[pos]:
-                    tree[pos], owner[pos] = val, q
-                pos += pos & -pos
-            pending += 1
-        best, best_q, pos = none, -1, idx  # prefix over indices < idx (1-based positions 1..idx)
-        while pos > 0:
-            if tree[pos] > best:
-                best, best_q = tree[pos], owner[pos]
-            pos -= pos & -pos
-        base = score[best_q] if best_q >= 0 else (0, 0, 0, 0)
-        score[j] = (base[0] + toks, base[1] + chars, base[2] + disp, -j)
-        back[j] = best_q
-    j = max(range(k), key=lambda x: score[x])
+    zero = (0, 0, 0)
+    best: list[tuple[int, int, int]] = [zero] * (k + 1)  # best[j]: the best set among the first j candidates
+    take = [False] * (k + 1)
+    pred = [0] * (k + 1)
+    for j, (a, _b, _i, toks, chars, disp) in enumerate(cands, start=1):
+        p = bisect.bisect_right(ends, a, 0, j - 1)  # candidates ending at or before this one's start
+        base = best[p]
+        with_j = (base[0] + toks, base[1] + chars, base[2] + disp)
+        if with_j > best[j - 1]:  # strictly better: on a tie the set found earlier stays
+            best[j], take[j], pred[j] = with_j, True, p
+        else:
+            best[j] = best[j - 1]
     out = []
-    while j >= 0:
-        start, idx, end = cands[j][:3]
-        a = 0 if start == 0 else int(np.searchsorted(doc.starts, start, "left"))
-        out.append((idx, a, int(np.searchsorted(doc.starts, end, "left"))))
-        j = back[j]
+    j = k
+    while j > 0:
+        if take[j]:
+            a, b, i = cands[j - 1][:3]
+            out.append((i, a, b))
+            j = pred[j]
+        else:
+            j -= 1
     return out[::-1]
+
+
+def reuse_floor(previous: Sequence[str], text: str, tokenizer: Tokenizer, hi: int | None = None) -> list[str]:
+    """The oracle partition of ``text`` for R_c: the kept previous chunks of :func:`align_previous`
+    and every maximal stretch between them as one piece, with no size bounds on the pieces. Its R_c
+    is the least any re-chunking that reuses whole previous chunks (at valid cuts, ≤ ``hi`` tokens)
+    can reach: the kept set covers the most tokens any partition can reuse."""
+    doc = Doc.of(text, tokenizer)
+    if doc is None:
+        return []
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for _, a, b in align_previous(previous, doc, hi):
+        if a > cursor:
+            spans.append((cursor, a))
+        spans.append((a, b))
+        cursor = b
+    if cursor < doc.n:
+        spans.append((cursor, doc.n))
+    return [c.text for c in doc.ranges(spans)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -222,6 +242,55 @@ def _merge_small(bounds: list[int], lo: int, hi: int) -> list[int]:
     return b
 
 
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:  # binary search on slice equality: C-speed comparisons, O(n log n) at worst
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _isolation_cuts(doc: Doc, a: int, b: int, replaced: str) -> list[int]:
+    """Token cuts strictly inside gap ``[a, b)`` that separate its changed span from the unchanged
+    text around it: the gap's common prefix and suffix with ``replaced`` (the previous chunks the gap
+    replaces, concatenated) are unchanged; the changed span between them is widened to the nearest
+    line break or sentence end (paragraph breaks included) on each side, and cut there. Empty when
+    nothing of the gap is unchanged or no separator lies between the change and the gap's ends."""
+    ca, cb = doc.char_at(a), doc.char_end(b)
+    gap = doc.text[ca:cb]
+    if not replaced or not gap:
+        return []
+    pre = _common_prefix(gap, replaced)
+    suf = _common_prefix(gap[pre:][::-1], replaced[pre:][::-1])
+    if pre == 0 and suf == 0:
+        return []
+    bounds = sorted({m.end() for m in LINE_BREAK.finditer(gap)} | {m.end() for m in SENTENCE_END.finditer(gap)})
+    left = max((x for x in bounds if x <= pre), default=0)
+    right = min((x for x in bounds if x >= len(gap) - suf), default=len(gap))
+    positions = [ca + x for x in (left, right) if 0 < x < len(gap)]
+    return sorted(set(doc.cuts_at(positions, a, b).tolist())) if positions else []
+
+
+def _replaced_text(previous: Sequence[str], kept_idx: Sequence[int], left: int | None, right: int | None) -> str:
+    """The previous text a gap replaces: the previous chunks after its left kept neighbour (index
+    ``left``) up to the next kept index, or, at the start of the document, those before its right
+    kept neighbour down to the previous kept index. ``kept_idx`` is sorted."""
+    if left is not None:
+        k = bisect.bisect_right(kept_idx, left)
+        stop = kept_idx[k] if k < len(kept_idx) else len(previous)
+        return "".join(previous[left + 1 : stop])
+    if right is not None:
+        k = bisect.bisect_left(kept_idx, right)
+        begin = kept_idx[k - 1] + 1 if k > 0 else 0
+        return "".join(previous[begin:right])
+    return ""
+
+
 def sticky_chunks(previous: Sequence[str], text: str, chunker: Chunker, tokenizer: Tokenizer, config: StickyConfig) -> tuple[list[Chunk], int]:
     """``(chunks, kept)``: ``text`` re-chunked against the previous version's chunk texts without
     drift control; ``kept`` counts previous chunks kept unchanged."""
@@ -231,46 +300,52 @@ def sticky_chunks(previous: Sequence[str], text: str, chunker: Chunker, tokenize
     kept = align_previous(previous, doc, config.hi)
     if not kept:
         return chunker.chunk(text), 0
-    # Segments in document order: [start, end, is_kept].
+    # Segments in document order: [start, end, kind, previous index] with kind "kept", "gap" or
+    # "merged" (a small gap joined to a kept chunk: one chunk, within hi).
     segs: list[list] = []
     cursor = 0
-    for _, a, b in kept:
+    for idx, a, b in kept:
         if a > cursor:
-            segs.append([cursor, a, False])
-        segs.append([a, b, True])
+            segs.append([cursor, a, "gap", None])
+        segs.append([a, b, "kept", idx])
         cursor = b
     if cursor < doc.n:
-        segs.append([cursor, doc.n, False])
+        segs.append([cursor, doc.n, "gap", None])
     # A whole gap under the lower bound joins a kept neighbour (the one giving the smaller chunk).
     i = 0
     while i < len(segs):
-        a, b, is_kept = segs[i]
-        if not is_kept and b - a < config.lo:
+        a, b, kind, _ = segs[i]
+        if kind == "gap" and b - a < config.lo:
             options = []
             for j in (i - 1, i + 1):
-                if 0 <= j < len(segs) and segs[j][2]:
+                if 0 <= j < len(segs) and segs[j][2] == "kept":
                     merged = max(b, segs[j][1]) - min(a, segs[j][0])
                     if merged <= config.hi:
                         options.append((merged, j))
             if options:
                 _, j = min(options)
                 lo_i, hi_i = min(i, j), max(i, j)
-                segs[lo_i : hi_i + 1] = [[segs[lo_i][0], segs[hi_i][1], False, "merged"]]
+                segs[lo_i : hi_i + 1] = [[segs[lo_i][0], segs[hi_i][1], "merged", segs[j][3]]]
                 i = lo_i + 1
                 continue
         i += 1
+    kept_idx = sorted({idx for idx, _, _ in kept})
     spans: list[tuple[int, int]] = []
     n_kept = 0
-    for seg in segs:
-        a, b, is_kept = seg[0], seg[1], seg[2]
-        if is_kept:
+    for k, (a, b, kind, _) in enumerate(segs):
+        if kind != "gap":
             spans.append((a, b))
-            n_kept += 1
-        elif len(seg) > 3:  # a small gap merged into a kept chunk: one chunk, within hi
-            spans.append((a, b))
-        else:
-            bounds = _merge_small([a, *_cut_gap(doc, a, b, chunker), b], config.lo, config.hi)
-            spans.extend(itertools.pairwise(bounds))
+            n_kept += kind == "kept"
+            continue
+        parts = [a, b]
+        if config.isolate_edits:
+            left = segs[k - 1][3] if k > 0 else None
+            right = segs[k + 1][3] if k + 1 < len(segs) else None
+            parts = [a, *_isolation_cuts(doc, a, b, _replaced_text(previous, kept_idx, left, right)), b]
+        bounds = [a]
+        for x, y in itertools.pairwise(parts):
+            bounds += [*_cut_gap(doc, x, y, chunker), y]
+        spans.extend(itertools.pairwise(_merge_small(bounds, config.lo, config.hi)))
     return doc.ranges(spans), n_kept
 
 
