@@ -10,6 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as _hypothesis_settings
+
+# Property tests draw the same examples on every run (CI and `make test` must not fail on a new random
+# draw); `HYPOTHESIS_PROFILE=explore make test` draws fresh ones to look for counterexamples (that is how
+# the sticky alignment's repeated-chunk limit was found).
+_hypothesis_settings.register_profile("ci", derandomize=True)
+_hypothesis_settings.register_profile("explore", derandomize=False)
+_hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"

@@ -64,9 +64,14 @@ __all__ = [
 ]
 
 # Occurrences of one previous chunk considered in the new text: bounds the work on documents with
-# much repeated text; the first ones are taken, so the limit never makes the result depend on more
-# than (previous chunks, new text).
+# much repeated text. The first MAX_OCCURRENCES are taken, and NEAR_OCCURRENCES from the last one at or
+# before each of two anchors: the chunk's previous offset, and that offset moved by the document's change
+# in length (where a chunk after a single edit lands). Without the anchors a short chunk repeated more
+# than MAX_OCCURRENCES times (a one-character piece) could not be found at its own place, and an
+# unchanged document would not be recognised as one. Either way the candidates depend on (previous
+# chunks, new text) alone.
 MAX_OCCURRENCES = 64
+NEAR_OCCURRENCES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,15 +132,14 @@ def _candidates(previous: Sequence[str], doc: Doc, hi: int | None) -> list[tuple
     text = doc.text
     cuts = _valid_cut_chars(doc)
     out: list[tuple[int, int, int, int, int, int]] = []
+    delta = len(text) - sum(len(p) for p in previous)
     offset = 0
     for i, prev in enumerate(previous):
         old_at = offset
         offset += len(prev)
         if not prev or prev.isspace():
             continue
-        at = text.find(prev)
-        found = 0
-        while at >= 0 and found < MAX_OCCURRENCES:
+        for at in _occurrences(text, prev, (old_at, old_at + delta)):
             end = at + len(prev)
             ok_a = cuts[min(np.searchsorted(cuts, at), cuts.shape[0] - 1)] == at
             ok_b = cuts[min(np.searchsorted(cuts, end), cuts.shape[0] - 1)] == end
@@ -144,9 +148,29 @@ def _candidates(previous: Sequence[str], doc: Doc, hi: int | None) -> list[tuple
                 b = int(np.searchsorted(doc.starts, end, "left"))
                 if b > a and (hi is None or b - a <= hi):
                     out.append((a, b, i, b - a, len(prev), -abs(at - old_at)))
-            found += 1
-            at = text.find(prev, at + 1)
     return out
+
+
+def _occurrences(text: str, sub: str, anchors: Sequence[int]) -> list[int]:
+    """Sorted start offsets of ``sub`` in ``text`` considered as candidates: the first MAX_OCCURRENCES,
+    and NEAR_OCCURRENCES from the last occurrence at or before each anchor (else the first after it)."""
+    found: set[int] = set()
+    at, n = text.find(sub), 0
+    while at >= 0 and n < MAX_OCCURRENCES:
+        found.add(at)
+        at, n = text.find(sub, at + 1), n + 1
+    if n < MAX_OCCURRENCES:  # every occurrence is already in
+        return sorted(found)
+    for anchor in anchors:
+        anchor = min(max(anchor, 0), len(text))
+        at = text.rfind(sub, 0, anchor + len(sub))
+        if at < 0:
+            at = text.find(sub, anchor)
+        n = 0
+        while at >= 0 and n < NEAR_OCCURRENCES:
+            found.add(at)
+            at, n = text.find(sub, at + 1), n + 1
+    return sorted(found)
 
 
 def align_previous(previous: Sequence[str], doc: Doc, hi: int | None = None) -> list[tuple[int, int, int]]:
