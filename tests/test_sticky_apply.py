@@ -363,4 +363,5 @@ def test_the_rechunk_tally_adds_up_documents() -> None:
     assert (d["documents"], d["without_previous_texts"], d["previous_chunks"], d["kept_chunks"], d["recut_documents"]) == (3, 2, 6, 3, 2)
     assert d["drift"]["checked_documents"] == 2 and d["drift"]["distance_max"] == 0.5 and d["drift"]["distance_mean"] == 0.3
     assert d["drift"]["out_of_bounds_mean"] == 0.125 and d["drift"]["out_of_bounds_max"] == 0.25
+    assert (d["drift"]["max_drift"], d["drift"]["max_out_of_bounds"]) == (0.25, 0.15)  # the thresholds in force
     assert tally.as_dict(RechunkConfig()) == {"mode": "stateless"}

@@ -94,10 +94,7 @@ class TextPipeline:
             return self.chunk_text(doc_id, text), None
         if self._sticky is None:
             self._sticky = StickyConfig.of(self.text.chunker, self.text.rechunk)
-        try:
-            done = rechunk_document(list(previous), text, self.chunker, self.tokenizer, self._sticky)
-        except ChunkerError as err:
-            raise ChunkerError(f"document {doc_id!r}: {err}") from None
+        done = rechunk_document(list(previous), text, self.chunker, self.tokenizer, self._sticky)
         return self._records(doc_id, list(done.chunks)), done
 
     def _records(self, doc_id: str, chunks: list[Chunk]) -> list[ChunkRecord]:
