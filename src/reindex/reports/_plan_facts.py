@@ -85,8 +85,10 @@ def rechunk_line(w: dict) -> str | None:
     if rc.get("mode") != "sticky" or not (rc["documents"] or rc["without_previous_texts"]):
         return None
     d = rc["drift"]
-    line = (f"sticky re-chunking: {num(rc['documents'])} edited documents kept {num(rc['kept_chunks'])} of their "
-            f"{num(rc['previous_chunks'])} previous chunks; drift control re-cut {num(rc['recut_documents'])}")
+    n = rc["documents"]
+    line = (f"sticky re-chunking: {num(n)} edited document{'' if n == 1 else 's'} kept {num(rc['kept_chunks'])} of "
+            f"{'its' if n == 1 else 'their'} {num(rc['previous_chunks'])} previous chunks; drift control re-cut "
+            f"{num(rc['recut_documents'])}")
     if d["checked_documents"]:
         line += (f" (drift W1/median mean {d['distance_mean']:.3f}, max {d['distance_max']:.3f} of {d['max_drift']:g}; "
                  f"out of bounds mean {d['out_of_bounds_mean']:.1%}, max {d['out_of_bounds_max']:.1%})")
