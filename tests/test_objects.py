@@ -29,6 +29,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     return open_object_store(f"s3://{bucket}/team/state", endpoint_url=endpoint)
 
 
+def test_both_backends_implement_the_whole_protocol(store: ObjectStore) -> None:
+    """The Protocol declares the contract (no implementation inside it) and both stores meet it."""
+    members = {"get", "put", "put_if_absent", "get_versioned", "put_if_version", "delete_if_version", "delete", "list",
+               "exists", "describe"}
+    assert members <= set(dir(ObjectStore)) and isinstance(store, ObjectStore)
+    assert not [n for n in vars(ObjectStore) if n.startswith("_") and not n.startswith("__") and callable(vars(ObjectStore)[n])]
+
+
 def test_get_missing_is_none(store: ObjectStore) -> None:
     assert store.get("plans/nothing.json") is None
     assert not store.exists("plans/nothing.json")

@@ -42,36 +42,38 @@ _HIDDEN = (_TMP_PREFIX, _CAS_PREFIX)
 class ObjectStore(Protocol):
     """Bytes under relative keys, with atomic writes and create-if-absent."""
 
-    def _get_object(self, key: str) -> tuple[bytes, dict] | None:
-        """An object's bytes and its GetObject response (None when it does not exist), retried like every call."""
-        full = self._key(key)
-
-        def op() -> tuple[bytes, dict] | None:
-            try:
-                resp = self._client.get_object(Bucket=self.bucket, Key=full)
-            except bex.ClientError as err:
-                if _code(err) in _NOT_FOUND:
-                    return None
-                raise
-            with resp["Body"] as body:
-                return body.read(), resp
-
-        return self._call(f"get {key!r}", op)
-
     def get(self, key: str) -> bytes | None:
-        got = self._get_object(key)
-        return None if got is None else got[0]
+        """The bytes under ``key``, or None if there are none."""
+        ...
 
-    def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str], str] | None:
-        """An object's bytes, its user metadata (``x-amz-meta-*``, names lower-case without the prefix) and
-        its last-modified time (UTC ISO-8601); None when it does not exist."""
-        got = self._get_object(key)
-        if got is None:
-            return None
-        data, resp = got
-        modified = resp.get("LastModified")
-        stamp = modified.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z") if modified else ""
-        return data, {str(k).lower(): str(v) for k, v in (resp.get("Metadata") or {}).items()}, stamp
+    def put(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key`` atomically, replacing what was there."""
+        ...
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` only if the key does not exist; True if this call created it."""
+        ...
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        """The bytes under ``key`` and their version, or None if there are none."""
+        ...
+
+    def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
+        """Store ``data`` under ``key`` only if the key is still at ``version`` (``None``: only if the
+        key is absent). Returns the new version, or None when the key has moved on (nothing written)."""
+        ...
+
+    def delete_if_version(self, key: str, version: str) -> bool:
+        """Remove ``key`` only if it is still at ``version``; True if this call removed it."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is not an error."""
+        ...
+
+    def list(self, prefix: str = "") -> list[str]:
+        """Sorted keys that start with ``prefix``."""
+        ...
 
     def exists(self, key: str) -> bool:
         """Whether ``key`` holds an object."""
@@ -376,10 +378,11 @@ class S3ObjectStore:
         except bex.BotoCoreError as err:
             raise StateError(f"{what} on {self.describe()} failed: {_one_line(err)}") from None
 
-    def get(self, key: str) -> bytes | None:
+    def _get_object(self, key: str) -> tuple[bytes, dict] | None:
+        """An object's bytes and its GetObject response (None when it does not exist), retried like every call."""
         full = self._key(key)
 
-        def op() -> bytes | None:
+        def op() -> tuple[bytes, dict] | None:
             try:
                 resp = self._client.get_object(Bucket=self.bucket, Key=full)
             except bex.ClientError as err:
@@ -387,29 +390,24 @@ class S3ObjectStore:
                     return None
                 raise
             with resp["Body"] as body:
-                return body.read()
+                return body.read(), resp
 
         return self._call(f"get {key!r}", op)
+
+    def get(self, key: str) -> bytes | None:
+        got = self._get_object(key)
+        return None if got is None else got[0]
 
     def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str], str] | None:
         """An object's bytes, its user metadata (``x-amz-meta-*``, names lower-case without the prefix) and
         its last-modified time (UTC ISO-8601); None when it does not exist."""
-        full = self._key(key)
-
-        def op() -> tuple[bytes, dict[str, str], str] | None:
-            try:
-                resp = self._client.get_object(Bucket=self.bucket, Key=full)
-            except bex.ClientError as err:
-                if _code(err) in _NOT_FOUND:
-                    return None
-                raise
-            with resp["Body"] as body:
-                data = body.read()
-            modified = resp.get("LastModified")
-            stamp = modified.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z") if modified else ""
-            return data, {str(k).lower(): str(v) for k, v in (resp.get("Metadata") or {}).items()}, stamp
-
-        return self._call(f"get {key!r}", op)
+        got = self._get_object(key)
+        if got is None:
+            return None
+        data, resp = got
+        modified = resp.get("LastModified")
+        stamp = modified.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z") if modified else ""
+        return data, {str(k).lower(): str(v) for k, v in (resp.get("Metadata") or {}).items()}, stamp
 
     def exists(self, key: str) -> bool:
         full = self._key(key)
@@ -444,19 +442,8 @@ class S3ObjectStore:
         return self._call(f"conditional put {key!r}", op)
 
     def get_versioned(self, key: str) -> tuple[bytes, str] | None:
-        full = self._key(key)
-
-        def op() -> tuple[bytes, str] | None:
-            try:
-                resp = self._client.get_object(Bucket=self.bucket, Key=full)
-            except bex.ClientError as err:
-                if _code(err) in _NOT_FOUND:
-                    return None
-                raise
-            with resp["Body"] as body:
-                return body.read(), resp["ETag"]
-
-        return self._call(f"get {key!r}", op)
+        got = self._get_object(key)
+        return None if got is None else (got[0], got[1]["ETag"])
 
     def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
         # If-Match / If-None-Match on PUT: S3 compares and writes in one step on the server. A retry
