@@ -168,6 +168,17 @@ class Workspace:
         return sorted(read_chunk_manifest(self.state(), "docs", collection), key=lambda r: (r.doc_id, r.ordinal))
 
 
+def switched_workspace(root: Path) -> dict:
+    """A workspace with A live and B built beside it from an approved chunker change (150 → 120 tokens,
+    not cut over yet; lenient cutover gates): ``{"ws", "a", "b", "path", "plan"}``."""
+    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    ws = Workspace(root, extra=lenient)
+    a = ws.build_live()
+    plan, path = ws.planned_change(size=120, extra=lenient)
+    b = ws.apply(path).collection
+    return {"ws": ws, "a": a, "b": b, "path": path, "plan": plan}
+
+
 def read_log(path: Path) -> Counter:
     """Embed-log digests (one line per embedded text) as a multiset."""
     if not path.exists():

@@ -9,11 +9,13 @@ after it runs, as after a kill.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers_index import Workspace
+from helpers_index import Workspace, switched_workspace
 
 from reindex import api
 from reindex import cutover as co
@@ -29,19 +31,20 @@ class Killed(BaseException):
 @pytest.fixture
 def switched(tmp_path: Path) -> dict:
     """A live; B built beside it from an approved chunker change (not cut over yet)."""
-    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
-    a = ws.build_live()
-    _, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
-    b = ws.apply(path).collection
-    return {"ws": ws, "a": a, "b": b, "path": path}
+    return switched_workspace(tmp_path / "ws")
 
 
-def _die_at(monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+@contextlib.contextmanager
+def _killed_at(monkeypatch: pytest.MonkeyPatch, point: str) -> Iterator[None]:
+    """The body must stop at crash point ``point``; the crash hook is removed afterwards."""
     def crashpoint(name: str) -> None:
         if name == point:
             raise Killed(name)
 
     monkeypatch.setattr(co, "crashpoint", crashpoint)
+    with pytest.raises(Killed):
+        yield
+    monkeypatch.undo()
 
 
 def _history(ws: Workspace) -> list[dict]:
@@ -51,10 +54,8 @@ def _history(ws: Workspace) -> list[dict]:
 
 def test_a_cutover_stopped_after_the_swap_is_completed_by_reconcile(switched: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
-    _die_at(monkeypatch, "cutover-after-swap")
-    with pytest.raises(Killed):
+    with _killed_at(monkeypatch, "cutover-after-swap"):
         api.cutover(path, ws.config)
-    monkeypatch.undo()
     state = ws.state()
     intent = co.pending_intent(state, "docs")
     assert intent is not None and (intent["op"], intent["from"], intent["to"]) == ("cutover", a, b)
@@ -84,10 +85,8 @@ def test_a_cutover_stopped_after_the_swap_is_completed_by_reconcile(switched: di
 
 def test_a_cutover_stopped_before_the_swap_is_undone_by_reconcile(switched: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
-    _die_at(monkeypatch, "cutover-before-swap")
-    with pytest.raises(Killed):
+    with _killed_at(monkeypatch, "cutover-before-swap"):
         api.cutover(path, ws.config)
-    monkeypatch.undo()
     state = ws.state()
     assert co.pending_intent(state, "docs")["to"] == b
     with ws.store() as s:
@@ -101,10 +100,8 @@ def test_a_cutover_stopped_before_the_swap_is_undone_by_reconcile(switched: dict
 def test_a_rollback_stopped_after_the_swap_is_completed_without_a_previous(switched: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
     assert api.cutover(path, ws.config).report["swap"]
-    _die_at(monkeypatch, "rollback-after-swap")
-    with pytest.raises(Killed):
+    with _killed_at(monkeypatch, "rollback-after-swap"):
         api.rollback(ws.config)
-    monkeypatch.undo()
     st = api.status(ws.config)
     assert st["pending"]["op"] == "rollback" and st["aliases"]["docs"] == a
     api.gc(ws.config, dry_run=True)  # every command under the lock reconciles first
@@ -121,10 +118,8 @@ def test_a_gc_stopped_between_its_steps_finishes_on_the_next_gc(switched: dict, 
                                                                   point: str) -> None:
     ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
     assert api.cutover(path, ws.config).report["swap"]
-    _die_at(monkeypatch, point)
-    with pytest.raises(Killed):
+    with _killed_at(monkeypatch, point):
         api.gc(ws.config, names=[a], force=True)
-    monkeypatch.undo()
     state = ws.state()
     assert read_population(state, "docs", a).state == "deleting"
     with ws.store() as s:

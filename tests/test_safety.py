@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers_index import REINDEX_BIN, Workspace, subprocess_env
+from helpers_index import REINDEX_BIN, Workspace, subprocess_env, switched_workspace
 from reindex import api
 from reindex.cutover import CutoverError
 from reindex.manifests import PopulationRecord, read_live, read_population, write_population
@@ -34,11 +34,7 @@ def _cli(ws: Workspace, *args: str, crash_at: str | None = None, stdin: str | No
 @pytest.fixture
 def switched(tmp_path: Path) -> dict:
     """A live; B built beside it from an approved chunker change (not cut over yet)."""
-    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
-    a = ws.build_live()
-    plan, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
-    b = ws.apply(path).collection
-    return {"ws": ws, "a": a, "b": b, "path": path, "plan": plan}
+    return switched_workspace(tmp_path / "ws")
 
 
 def test_rollback_refuses_a_population_that_was_never_verified(switched: dict) -> None:
