@@ -7,7 +7,7 @@ import datetime as _dt
 import time
 from typing import Any, Callable
 
-from reindex.config import chunker_spec
+from reindex.config import RechunkConfig, chunker_spec
 from reindex.errors import PlanError
 from reindex.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
@@ -222,7 +222,7 @@ def _legacy_payload_line(baseline: Baseline, cfg) -> list[str]:
 
 
 def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, live: int,
-                  retained: str | None = None, rechunk: Any = None) -> dict[str, Any]:
+                  retained: str | None, rechunk: RechunkConfig) -> dict[str, Any]:
     """The plan's ``work`` section."""
     return {
         "documents": {

@@ -136,8 +136,8 @@ class ApplyBatches:
     still-missing *text* once. So a text that two documents of one batch miss is embedded once, and not
     at all when another document of the batch reuses it (a licence footer, a repeated notice). The plan
     adds every document's own misses (:func:`doc_work`) to the totals and, when a batch closes, takes
-    those duplicates back out. ``processes(work)`` says which documents apply takes through embedding (in
-    place: the affected ones whose chunks changed; a new population: all)."""
+    those duplicates back out. Which documents apply takes, and which of those go through reuse and
+    embedding, is given by ``takes`` and ``embeds`` (see :meth:`add`)."""
 
     def __init__(self, shards: int, takes: Callable[[DocWork], bool], embeds: Callable[[DocWork], bool]) -> None:
         self._shards, self._takes, self._embeds = shards, takes, embeds

@@ -201,7 +201,7 @@ def measure_chains(
     from reindex import measure as m
     from reindex.chunkers import make_chunker
     from reindex.chunkers.sticky import StickyConfig
-    from reindex.measure_sticky import chain_summary, chains_from_git, run_chain
+    from reindex.measure_sticky import chain_summary, chains_from_git, git_bytes, run_chain
     from reindex.tokenizers import load_tokenizer
 
     if revisions < 1:
@@ -217,8 +217,6 @@ def measure_chains(
     rechunk = cfg.text.rechunk.model_copy(update={"mode": "sticky"})
     sticky_cfgs = [StickyConfig.of(s, rechunk) for s in specs]  # refuses chunkers without size bounds, before any work
     tok = load_tokenizer(cfg.text.tokenizer)
-    from reindex.measure_sticky import git_bytes
-
     log = git_bytes(git_dir, "log", "--no-merges", "--format=", "--name-only", "--", f":(glob){paths}")
     commits = Counter(line.strip() for line in log.decode("utf-8", "surrogateescape").splitlines() if line.strip())
     chains = []
