@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from reindex.domain import PopulationState
 from reindex.errors import CutoverError
 from reindex.execution import crashpoint
 from reindex.manifests import (
@@ -74,7 +75,7 @@ def check_names(store: Any, index: str) -> None:
 # Verified populations: only a complete population may go live
 # --------------------------------------------------------------------------------------------
 
-SERVABLE = ("ready", "live", "retired")
+SERVABLE = tuple(s for s in PopulationState if s.servable)
 VERIFY_SAMPLE = 32
 
 
@@ -86,7 +87,7 @@ def verify_population(store: Any, state: ObjectStore, index: str, collection: st
     rec = read_population(state, index, collection)
     if rec is None:
         return [f"{collection} has no population record: it was never built by reindex"]
-    if rec.state not in SERVABLE:
+    if not rec.state.servable:
         return [f"{collection} is {rec.state}, not a complete population"]
     if not store.collection_exists(collection):
         return [f"collection {collection} no longer exists (deleted by gc?)"]
@@ -134,9 +135,9 @@ def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: st
                  extra: dict | None = None) -> dict:
     """The bookkeeping after the alias moved: live record, population states, history, intent cleared."""
     write_live(state, index, new, previous if op == "cutover" else None)
-    _set_state(state, index, new, "live", at)
+    _set_state(state, index, new, PopulationState.LIVE, at)
     if previous and previous != new:
-        _set_state(state, index, previous, "retired", at)
+        _set_state(state, index, previous, PopulationState.RETIRED, at)
     record = {"index": index, "from": previous, "to": new, "at": at, **(extra or {})}
     state.put(f"{index_prefix(index)}/history/{int(at * 1000)}-{op}.json", json.dumps(record).encode())
     state.delete(_intent_key(index))
@@ -206,7 +207,7 @@ def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current:
     return _finish_move(state, index, "cutover", new, current, time.time(), {"verified_query": verified})
 
 
-def _set_state(state: ObjectStore, index: str, collection: str, value: str, at: float) -> None:
+def _set_state(state: ObjectStore, index: str, collection: str, value: PopulationState, at: float) -> None:
     rec = read_population(state, index, collection)
     if rec is None:
         return
@@ -261,13 +262,14 @@ def gc_candidates(store: Any, state: ObjectStore, index: str, *, older_than_s: f
         chosen = list(names)
     else:
         chosen = [c for c, r in recs.items() if c not in protected and (
-            r.state == "deleting" or (r.state == "retired" and now - r.updated_at >= older_than_s))]
+            r.state is PopulationState.DELETING
+            or (r.state is PopulationState.RETIRED and now - r.updated_at >= older_than_s))]
     out = []
     for c in chosen:
         rec = recs.get(c)
         age = (now - rec.updated_at) / 86400 if rec else None
         why = None
-        if rec and rec.state == "retired" and now - rec.updated_at < retention_s and not force:
+        if rec and rec.state is PopulationState.RETIRED and now - rec.updated_at < retention_s and not force:
             why = (f"live until {age:.2f} days ago, within the {retention_s / 86400:g}-day rollback window; "
                    "pass --force to delete it anyway")
         out.append({"collection": c, "state": rec.state if rec else "unknown",
@@ -281,7 +283,7 @@ def delete_population(store: Any, state: ObjectStore, index: str, collection: st
     next gc finishes; it never leaves a half-deleted collection that looks valid."""
     if collection in set(store.list_aliases().values()):
         raise CutoverError(f"{collection} is served by an alias (live); gc never deletes a live population")
-    _set_state(state, index, collection, "deleting", time.time())
+    _set_state(state, index, collection, PopulationState.DELETING, time.time())
     crashpoint("gc-marked")
     if store.collection_exists(collection):
         store.delete_collection(collection)

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
+from reindex.domain import PopulationState, check_transition
 from reindex.errors import StateError
 from reindex.identity import digest_json as _digest_json
 from reindex.stores.objects import ObjectStore
@@ -71,7 +72,7 @@ class PopulationRecord:
     collection: str
     config: dict  # resolved PipelineConfig as JSON
     identity: dict  # Identity.as_dict()
-    state: str  # building | ready | live | retired
+    state: PopulationState  # see reindex.domain: building → ready → live → retired → deleting
     created_at: float
     updated_at: float
 
@@ -88,7 +89,8 @@ class PopulationRecord:
 
     @classmethod
     def from_dict(cls, d: dict) -> "PopulationRecord":
-        return cls(d["index"], d["collection"], d["config"], d["identity"], d["state"], d["created_at"], d["updated_at"])
+        return cls(d["index"], d["collection"], d["config"], d["identity"], PopulationState.of(d["state"]),
+                   d["created_at"], d["updated_at"])
 
 
 def read_population(store: ObjectStore, index: str, collection: str) -> PopulationRecord | None:
@@ -97,6 +99,9 @@ def read_population(store: ObjectStore, index: str, collection: str) -> Populati
 
 
 def write_population(store: ObjectStore, record: PopulationRecord) -> None:
+    """Write a population record; its state may move only along :data:`reindex.domain.TRANSITIONS`."""
+    old = read_population(store, record.index, record.collection)
+    check_transition(record.collection, old.state if old else None, record.state)
     write_json(store, f"{population_prefix(record.index, record.collection)}/population.json", record.as_dict())
 
 

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from reindex.domain import ChangeKind
 from reindex.settings import apply_offline_defaults
 
 apply_offline_defaults()
@@ -402,7 +403,7 @@ def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: st
         raise ReindexError(f"apply of {plan_path} failed: {len(applied.report['failures'])} failures; "
                            f"see {applied.report_path}; run the flow again to resume")
     out: dict[str, Any] = {"plan": plan_path, "kind": kind, "apply": applied.status, "collection": applied.collection}
-    if kind in ("document-scoped", "payload-only"):
+    if ChangeKind.of(kind).in_place:
         logger.info("synced %s in place (%s)", applied.collection, applied.status)
         return out
     cut = cutover_task(plan_path, config, **cut_opts)
@@ -515,7 +516,7 @@ def sync_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir:
         plan = api.show_plan(plan_path)
         if plan.kind == "none":
             return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
-        if plan.kind in ("document-scoped", "payload-only") and not plan.body["approval"]["required"]:
+        if plan.kind.in_place and not plan.body["approval"]["required"]:
             out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment, cut_opts)
             out["status"] = "done"
             _result_artifact(index, f"Synced {len(plan.body['work']['affected_documents'])} changed and "

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from reindex.config import PipelineConfig, config_from_dict
+from reindex.domain import PopulationState
 from reindex.identity import (
     CorpusDigest,
     Identity,
@@ -212,7 +213,7 @@ def attach_retained(baseline: Baseline, store: ObjectStore, index: str, pipeline
         if not key.endswith("/population.json"):
             continue
         rec = read_population(store, index, key.split("/")[-2])
-        if rec is None or rec.collection == live or rec.state not in ("ready", "retired"):
+        if rec is None or rec.collection == live or rec.state not in (PopulationState.READY, PopulationState.RETIRED):
             continue
         if rec.identity.get("pipeline_id") != pipeline_id:
             continue

@@ -8,6 +8,7 @@ import time
 from typing import Any, Callable
 
 from reindex.config import RechunkConfig, chunker_spec
+from reindex.domain import ChangeKind
 from reindex.errors import PlanError
 from reindex.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
@@ -64,9 +65,9 @@ def plan_change(req: PlanRequest) -> Plan:
     payload_changed = baseline.payload_id is not None and baseline.payload_id != payload_id(cfg)
     text_changed = bool(t.docs["added"] or t.docs["removed"] or t.docs["edited"] > len(same_chunks))
     kind = classify(baseline, ident, documents_changed, payload_changed=payload_changed, text_changed=text_changed)
-    if kind == "none":
+    if kind is ChangeKind.NONE:
         t.affected = []
-    elif payload_changed and kind in ("payload-only", "document-scoped"):
+    elif payload_changed and kind.in_place:
         t.affected = sorted(seen)  # every point's payload is rewritten
     elapsed = time.perf_counter() - started
     return seal(_plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, digest))
@@ -243,7 +244,7 @@ def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, liv
         "tokens_new": t.tokens_new,
         "tokens_to_embed": t.tokens_to_embed,
         "cross_document": {"chunks": t.cross_doc_chunks, "tokens": t.cross_doc_tokens},
-        "affected_documents": sorted(t.affected) if kind in ("document-scoped", "payload-only") else [],
+        "affected_documents": sorted(t.affected) if ChangeKind.of(kind).in_place else [],
         "removed_documents": sorted(t.removed),
         "unreadable_documents": sorted(t.unreadable),
         "reuses_retained_population": retained,

@@ -6,15 +6,16 @@ import json
 from typing import Any
 
 from reindex.config import PipelineConfig
+from reindex.domain import ChangeKind
 from reindex.identity import Identity
 from reindex.planner._baseline import Baseline
 
 __all__ = ["IN_PLACE_KINDS", "KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes"]
 
-KINDS = ("none", "initial", "document-scoped", "payload-only", "pipeline-scoped/text", "pipeline-scoped/vector")
+KINDS = tuple(ChangeKind)
 
 # Kinds applied in place on the live population (no new collection, nothing to cut over).
-IN_PLACE_KINDS = ("document-scoped", "payload-only")
+IN_PLACE_KINDS = tuple(k for k in ChangeKind if k.in_place)
 
 # Config paths a payload-only change is made of (payload_id's inputs): applied in place, no re-embedding.
 PAYLOAD_PATHS = ("source.metadata_fields", "payload.")
@@ -64,23 +65,24 @@ def explain_changes(old: PipelineConfig, new: PipelineConfig) -> list[dict[str, 
 
 
 def classify(baseline: Baseline, new_identity: Identity, documents_changed: bool, *, payload_changed: bool = False,
-             text_changed: bool | None = None) -> str:
-    """The change kind (see DESIGN.md). ``payload_changed``: the payload id differs from the baseline's
+             text_changed: bool | None = None) -> ChangeKind:
+    """The change kind (see DESIGN.md), the one classifier: the planner calls it with its baseline, apply
+    with the live population as the baseline (to re-derive the kind in force). ``payload_changed``: the
+    payload id differs from the baseline's
     (``source.metadata_fields`` or the ``payload`` section). ``text_changed``: some document was added,
     removed, or edited so that its chunks differ (None: as ``documents_changed``); a change whose edited
     documents all keep their chunks (a metadata edit) is payload-only."""
-    if baseline.config is None:
-        return "initial"
     old = baseline.identity
-    assert old is not None
+    if old is None:
+        return ChangeKind.INITIAL
     if old.vector_id != new_identity.vector_id:
-        return "pipeline-scoped/vector"
+        return ChangeKind.VECTOR
     if old.text_id != new_identity.text_id:
-        return "pipeline-scoped/text"
+        return ChangeKind.TEXT
     text_changed = documents_changed if text_changed is None else text_changed
     if text_changed:
-        return "document-scoped"
-    return "payload-only" if payload_changed or documents_changed else "none"
+        return ChangeKind.DOCUMENT
+    return ChangeKind.PAYLOAD if payload_changed or documents_changed else ChangeKind.NONE
 
 
 def approval_needed(kind: str, cfg: PipelineConfig, tokens: int, usd: float, *, live_documents: int = 0,
@@ -98,12 +100,13 @@ def approval_needed(kind: str, cfg: PipelineConfig, tokens: int, usd: float, *, 
     if live_documents and removed > pol.max_removed_share * live_documents:
         reasons.append(f"removes {removed:,} of {live_documents:,} live documents "
                        f"({removed / live_documents:.0%} > approval.max_removed_share {pol.max_removed_share:.0%})")
-    if unreadable and kind.startswith("pipeline-scoped"):
+    kind = ChangeKind.of(kind)
+    if unreadable and kind.pipeline_scoped:
         # In place, an unreadable document simply keeps its live points; a new population would lack it.
         reasons.append(f"{unreadable:,} live documents could not be read and would be missing from the new population")
-    if kind.startswith("pipeline-scoped") and pol.pipeline_scoped:
+    if kind.pipeline_scoped and pol.pipeline_scoped:
         reasons.append(f"{kind} plans need approval (approval.pipeline_scoped)")
-    if kind in ("document-scoped", "payload-only", "initial"):
+    if not kind.pipeline_scoped:
         if pol.max_tokens is not None and tokens > pol.max_tokens:
             reasons.append(f"{tokens:,} tokens to embed exceed approval.max_tokens ({pol.max_tokens:,})")
         if pol.max_usd is not None and usd > pol.max_usd:

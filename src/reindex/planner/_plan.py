@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from reindex.atomic import atomic_write_text
+from reindex.domain import ChangeKind
 from reindex.errors import PlanError
 from reindex.identity import canonical_json
 
@@ -28,8 +29,8 @@ class Plan:
         return self.body["plan_hash"]
 
     @property
-    def kind(self) -> str:
-        return self.body["kind"]
+    def kind(self) -> ChangeKind:
+        return ChangeKind.of(self.body["kind"])
 
     @property
     def index(self) -> str:
@@ -77,7 +78,7 @@ def seal(body: dict[str, Any]) -> Plan:
 
 def plan_filename(plan: Plan) -> str:
     date = plan.body["created_at"][:10]
-    return f"{date}-{plan.index}-{plan.kind.replace('/', '-')}-{plan.plan_hash[:8]}.json"
+    return f"{date}-{plan.index}-{plan.kind.value.replace('/', '-')}-{plan.plan_hash[:8]}.json"
 
 
 def write_plan(plan: Plan, out_dir: str | Path) -> Path:

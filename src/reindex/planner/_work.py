@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from reindex import cost as costmod
 from reindex.config import PipelineConfig
+from reindex.domain import ChangeKind
 from reindex.manifests import DOC_BATCH, shard_of
 from reindex.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline, DocState
@@ -35,9 +36,6 @@ __all__ = [
 #: Embedding throughput assumed when neither config nor calibration gives one: all-MiniLM-L6-v2 on
 #: two CPU cores measured ~2,000–2,800 tokens/s (ENVIRONMENT.md); 150,000 tokens/min is that middle.
 DEFAULT_TOKENS_PER_MINUTE = 150_000.0
-
-#: Kinds applied in place on the live population (no shadow collection).
-IN_PLACE_KINDS = ("document-scoped", "none", "payload-only")
 
 #: How the plan's footprint was computed, per backend (shown with the figures).
 FOOTPRINT_FORMULAS = {
@@ -332,7 +330,7 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
     )
     c = costmod.price(work, usd_per_mtok=rates.usd_per_mtok, tokens_per_minute=rates.tokens_per_minute)
     backend = backend_of(cfg)
-    mode = "initial" if kind == "initial" else "in-place" if kind in IN_PLACE_KINDS else "shadow"
+    mode = ChangeKind.of(kind).footprint_mode
     peak_vectors, fp = costmod.footprint(work, mode, added_points=t.chunks_to_embed, backend=backend)
     peak = fp.peak
 

@@ -163,7 +163,7 @@ def chart_population(plan: Plan) -> str:
     if plan.kind == "none" or peak == 0:
         note = f"nothing to build; the population stays at {num(old)} vectors" if plan.kind == "none" else "no vectors"
         return figure_html("population", "Vector population over time", 0, note)
-    blue_green = plan.kind.startswith("pipeline-scoped")
+    blue_green = plan.kind.pipeline_scoped
     top = nice_max(peak * 1.15)
     plot_w, plot_h = CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B
     y_of = lambda v: PAD_T + plot_h * (1 - v / top)  # noqa: E731

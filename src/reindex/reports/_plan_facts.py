@@ -98,7 +98,7 @@ def rechunk_line(w: dict) -> str | None:
 
 
 def peak_note(plan: Plan) -> str:
-    if plan.kind.startswith("pipeline-scoped"):
+    if plan.kind.pipeline_scoped:
         return "at cutover, old and new populations both live"
     if plan.kind == "initial":
         return "the new population"

@@ -126,7 +126,7 @@ def plan_html(plan: Plan) -> str:
         '<p class="muted">What if the chunker were different (full re-embed of this corpus):</p>'
         + _table(("chunker", "chunks", "tokens", "$", "hours", "method"), what_if_rows(plan), (1, 2, 3, 4),
                  row_class=["current" if r.get("current") else "" for r in wi]) if wi else "")))
-    if plan.kind in ("document-scoped", "payload-only"):
+    if plan.kind.in_place:
         parts.append(_html_ids("Affected documents", w.get("affected_documents", [])))
     if w.get("removed_documents"):
         parts.append(_html_ids("Removed documents", w["removed_documents"]))

@@ -66,7 +66,7 @@ def plan_markdown(plan: Plan) -> str:
     ap = b["approval"]
     out += ["## Approval", "", "**Required.**" if ap["required"] else "Not required.", ""]
     out += [f"- {r}" for r in ap["reasons"]] + ([""] if ap["reasons"] else [])
-    if plan.kind in ("document-scoped", "payload-only"):
+    if plan.kind.in_place:
         out += _md_ids("Affected documents", w.get("affected_documents", []))
     if w.get("removed_documents"):
         out += _md_ids("Removed documents", w["removed_documents"])

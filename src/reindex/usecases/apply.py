@@ -18,7 +18,8 @@ from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
 from reindex.approvals import check_approval, read_approval
-from reindex.planner import IN_PLACE_KINDS, approval_of_plan
+from reindex.domain import ChangeKind, PopulationState
+from reindex.planner import Baseline, approval_of_plan, classify
 from reindex.planner import (
     Plan,
     PlanError,
@@ -102,24 +103,17 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
     return plan, plan_path
 
 
-def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> str:
-    """The plan's kind as the live index and the config in force make it; a plan file claiming another
-    kind (an edited plan whose hash was recomputed) is refused."""
+def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> ChangeKind:
+    """The plan's kind as the live index and the config in force make it, by the planner's own
+    :func:`~reindex.planner.classify`; a plan file claiming another kind (an edited plan whose hash was
+    recomputed) is refused. What the documents did comes from the plan (its corpus digest was checked)."""
     live = read_live(state, cfg.index)
-    ident = identity_of(cfg)
     # The live ids are recomputed from its recorded config, as the planner does (one formula): a population
     # recorded under an older formula is re-identified, not rebuilt (docs/design-notes.md, model identity).
-    old = identity_of(config_from_dict(live.config)) if live is not None else None
-    if old is None:
-        kind = "initial"
-    elif old.vector_id != ident.vector_id:
-        kind = "pipeline-scoped/vector"
-    elif old.text_id != ident.text_id:
-        kind = "pipeline-scoped/text"
-    elif payload_id_of_record(live.config) != payload_id(cfg):
-        kind = plan.kind if plan.kind in IN_PLACE_KINDS else "payload-only"
-    else:
-        kind = plan.kind if plan.kind in (*IN_PLACE_KINDS, "none") else "document-scoped"
+    old = Baseline("live", config_from_dict(live.config)) if live is not None else Baseline("none", None)
+    payload_changed = live is not None and payload_id_of_record(live.config) != payload_id(cfg)
+    kind = classify(old, identity_of(cfg), bool(plan.body["documents_changed"]) or plan.kind.in_place,
+                    payload_changed=payload_changed, text_changed=plan.kind is ChangeKind.DOCUMENT)
     if kind != plan.kind:
         raise PlanError(f"the plan says {plan.kind} but the live index and the config make it {kind}; "
                         "run `reindex plan` again")
@@ -131,7 +125,7 @@ def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str,
     Returns (target, old collection to reuse from, the old population's config)."""
     ident = identity_of(cfg)
     live = read_live(state, cfg.index)
-    in_place = plan.kind in IN_PLACE_KINDS
+    in_place = plan.kind.in_place
     target = live.collection if in_place and live else ident.collection
     if not store.collection_exists(target):
         store.create_collection(target, dimension=cfg.vector.dimension, distance=cfg.vector.distance, bulk=True,
@@ -141,12 +135,12 @@ def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str,
     for fld in cfg.payload.indexes:  # the configured filter keys (again in place: the list may have grown)
         store.create_payload_index(target, filter_key(cfg.payload, fld), "keyword")
     if not in_place:
-        _set_population_state(state, cfg, target, "building")
+        _set_population_state(state, cfg, target, PopulationState.BUILDING)
     old = live.collection if live else None
     return target, old, config_from_dict(live.config) if live else None
 
 
-def _set_population_state(state, cfg: PipelineConfig, collection: str, value: str) -> None:
+def _set_population_state(state, cfg: PipelineConfig, collection: str, value: PopulationState) -> None:
     rec = read_population(state, cfg.index, collection)
     now = time.time()
     write_population(state, PopulationRecord(cfg.index, collection, cfg.model_dump(mode="json"),
@@ -174,7 +168,7 @@ def _token_budget(plan: Plan, plan_path: Path, cfg: PipelineConfig) -> int | Non
     """Tokens an apply may embed without an approval record: ``approval.max_tokens`` for a plan the policy
     lets through unapproved, none (unbounded) for an approved one. A guard against a plan file whose work
     numbers were edited: the embedder stops before the batch that would exceed it."""
-    if plan.kind not in (*IN_PLACE_KINDS, "initial") or cfg.approval.max_tokens is None:
+    if plan.kind.pipeline_scoped or cfg.approval.max_tokens is None:
         return None
     approval = read_approval(plan_path)
     return None if approval is not None and approval.plan_hash == plan.plan_hash else cfg.approval.max_tokens
@@ -185,7 +179,7 @@ def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJ
     (``shards``: the layout to use, default ``apply.shards``)."""
     w = plan.body["work"]
     n = shards or cfg.apply.shards
-    if plan.kind not in IN_PLACE_KINDS:
+    if not plan.kind.in_place:
         return ShardJob(tuple(range(n)))
     affected = set(w["affected_documents"]) | set(w["removed_documents"])
     shards = tuple(sorted({execution.shard_of(d, n) for d in affected}))
@@ -214,7 +208,7 @@ def apply_plan(
         prev = json.loads(state.get(done_key) or b"{}")
         return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
     plan, plan_path = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan)
-    if plan.kind == "none":
+    if not plan.kind.does_work:
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
     runner = runner or backends.shard_runner(prefect if prefect is not None else use_prefect)
     with holding_index_lock(state, cfg.index, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
@@ -227,7 +221,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
     t0 = t = time.perf_counter()
     store = backends.vector_store_for(cfg)
     try:
-        in_place = plan.kind in IN_PLACE_KINDS
+        in_place = plan.kind.in_place
         target, old, old_cfg = _prepare_target(plan, cfg, state, store)
         ident = identity_of(cfg)
         # In place, shards follow the layout the live population's manifest was written with (recorded in
@@ -260,7 +254,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             lock.check()
             report_stale = execution.delete_unlisted_points(ctx)
             store.finish_bulk(target)
-            _set_population_state(state, cfg, target, "ready")
+            _set_population_state(state, cfg, target, PopulationState.READY)
         if not failures and in_place:
             _record_payload(state, cfg, target)
         phases["finish"] = time.perf_counter() - t

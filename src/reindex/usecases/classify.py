@@ -8,6 +8,7 @@ from pathlib import Path
 from reindex.config import (
     chunker_spec,
 )
+from reindex.domain import ChangeKind
 from reindex.errors import ConfigError
 from reindex.identity import identity_of
 from reindex.pipeline import TextPipeline
@@ -84,11 +85,11 @@ def classify_change(
     outcome = "structural" if bc != hc else ("text-affecting" if bf != hf else "safe")
     b_id, h_id = identity_of(b_cfg), identity_of(h_cfg)
     if b_id.vector_id != h_id.vector_id:
-        kind = "pipeline-scoped/vector"
+        kind = ChangeKind.VECTOR
     elif b_id.text_id != h_id.text_id:
-        kind = "pipeline-scoped/text"
+        kind = ChangeKind.TEXT
     else:
-        kind = "none"
+        kind = ChangeKind.NONE
     projection = None
     if scale_to is not None:
         f = scale_to / bd if bd else 0.0

@@ -21,7 +21,6 @@ from reindex.sources.base import ScanReport
 
 from reindex.approvals import check_not_rejected, read_approval
 from reindex.planner import (
-    IN_PLACE_KINDS,
     PlanError,
     read_plan,
 )
@@ -91,7 +90,7 @@ def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Pa
             plan = read_plan(p)
         except ReindexError:
             continue
-        if plan.body["identity"]["new"]["collection"] == coll and plan.kind not in IN_PLACE_KINDS:
+        if plan.body["identity"]["new"]["collection"] == coll and plan.kind.needs_cutover:
             return p
     raise PlanError(f"no plan in {plans_dir}/ builds {coll}; give the plan file")
 
@@ -147,7 +146,7 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
     from reindex.manifests import read_population
 
     check_plan_index(plan, cfg, path)
-    if plan.kind in (*IN_PLACE_KINDS, "none"):
+    if not plan.kind.needs_cutover:
         raise co.CutoverError(f"{path}: a {plan.kind} plan is applied in place; there is nothing to cut over")
     if force:
         check_not_rejected(plan, path)
@@ -157,7 +156,7 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
                                   f"run `reindex approve {path} --by NAME` first")
     shadow = plan.body["identity"]["new"]["collection"]
     rec = read_population(state, cfg.index, shadow)
-    if rec is None or rec.state not in ("ready", "live", "retired"):
+    if rec is None or not rec.state.servable:
         raise co.CutoverError(f"population {shadow} is not built ({rec.state if rec else 'absent'}); run `reindex apply {path}`")
     return shadow
 

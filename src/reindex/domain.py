@@ -1,0 +1,128 @@
+"""The decisions of the domain as types: what kind a change is, and where a population is in its life cycle.
+
+Both are ``StrEnum``s whose values are the strings every file on disk already holds (plans, population
+records, run reports), so a member *is* its value: ``ChangeKind.DOCUMENT == "document-scoped"``, JSON
+writes it unchanged, and reading a file back gives a member with :meth:`ChangeKind.of`.
+
+The questions the code asks of a kind or a state are properties here, asked nowhere else:
+``kind.in_place``, ``kind.builds_population``, ``kind.needs_cutover``, ``state.servable``. A new change
+kind is one member here plus one branch of :func:`reindex.planner.classify`.
+
+A population record's state moves only along :data:`TRANSITIONS`; :func:`check_transition` refuses any
+other move (``reindex.manifests.write_population`` calls it on every write)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from reindex.errors import StateError
+
+__all__ = ["ChangeKind", "IllegalTransition", "PopulationState", "TRANSITIONS", "check_transition"]
+
+
+class ChangeKind(StrEnum):
+    """What a change to an index is (DESIGN.md, "change kinds")."""
+
+    NONE = "none"
+    INITIAL = "initial"
+    DOCUMENT = "document-scoped"
+    PAYLOAD = "payload-only"
+    TEXT = "pipeline-scoped/text"
+    VECTOR = "pipeline-scoped/vector"
+
+    @classmethod
+    def of(cls, value: str) -> "ChangeKind":
+        """The member for a kind read from a file; a clear error for anything else."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise StateError(f"unknown change kind {value!r} (known: {', '.join(k.value for k in cls)})") from None
+
+    @property
+    def in_place(self) -> bool:
+        """Applied to the live population itself: no new collection, nothing to cut over."""
+        return self in (ChangeKind.DOCUMENT, ChangeKind.PAYLOAD)
+
+    @property
+    def builds_population(self) -> bool:
+        """Apply builds a new collection (a shadow, or the first population)."""
+        return self in (ChangeKind.INITIAL, ChangeKind.TEXT, ChangeKind.VECTOR)
+
+    @property
+    def needs_cutover(self) -> bool:
+        """Readers see the result only after a cutover moves the alias (same as ``builds_population``)."""
+        return self.builds_population
+
+    @property
+    def pipeline_scoped(self) -> bool:
+        """The pipeline config changed: every document is recut (text) or re-embedded (vector)."""
+        return self in (ChangeKind.TEXT, ChangeKind.VECTOR)
+
+    @property
+    def does_work(self) -> bool:
+        """Anything to apply at all."""
+        return self is not ChangeKind.NONE
+
+    @property
+    def footprint_mode(self) -> str:
+        """How the cost model prices the footprint: ``initial``, ``in-place`` (nothing new beside the live
+        population: in-place kinds and ``none``) or ``shadow`` (two populations coexist until cutover)."""
+        if self is ChangeKind.INITIAL:
+            return "initial"
+        return "shadow" if self.pipeline_scoped else "in-place"
+
+
+class PopulationState(StrEnum):
+    """Where a population (one collection of an index) is in its life cycle."""
+
+    BUILDING = "building"  # apply is writing it; never served
+    READY = "ready"  # built completely, not yet served
+    LIVE = "live"  # the alias points at it
+    RETIRED = "retired"  # was live; kept for rollback until gc
+    DELETING = "deleting"  # gc started deleting it; it can never be served again
+
+    @classmethod
+    def of(cls, value: str) -> "PopulationState":
+        try:
+            return cls(value)
+        except ValueError:
+            raise StateError(f"unknown population state {value!r} (known: {', '.join(s.value for s in cls)})") from None
+
+    @property
+    def servable(self) -> bool:
+        """Complete, so an alias may point at it (after verification)."""
+        return self in (PopulationState.READY, PopulationState.LIVE, PopulationState.RETIRED)
+
+
+_S = PopulationState
+#: Allowed moves of a population record, from → to (``None``: no record yet). Rewriting a record in the same
+#: state (a payload-layout update, a resumed build) is always allowed.
+TRANSITIONS: dict[PopulationState | None, frozenset[PopulationState]] = {
+    None: frozenset({_S.BUILDING}),
+    # a build finishes, or is abandoned and deleted
+    _S.BUILDING: frozenset({_S.READY, _S.DELETING}),
+    # cut over; rebuilt for reuse by a later plan; deleted unserved; retired by a bookkeeping completion
+    _S.READY: frozenset({_S.LIVE, _S.BUILDING, _S.DELETING, _S.RETIRED}),
+    # an alias moved away from it
+    _S.LIVE: frozenset({_S.RETIRED}),
+    # rolled back to; rebuilt for reuse (a config went back to it); deleted by gc
+    _S.RETIRED: frozenset({_S.LIVE, _S.BUILDING, _S.DELETING}),
+    # terminal: only the deletion finishes
+    _S.DELETING: frozenset(),
+}
+
+
+class IllegalTransition(StateError):
+    """A population record was asked to move along an edge :data:`TRANSITIONS` does not have."""
+
+
+def check_transition(collection: str, old: PopulationState | str | None, new: PopulationState | str) -> PopulationState:
+    """Refuse a move of ``collection``'s record that the life cycle does not allow; returns the new state."""
+    to = PopulationState.of(new)
+    frm = PopulationState.of(old) if old is not None else None
+    if frm == to or to in TRANSITIONS[frm]:
+        return to
+    allowed = ", ".join(sorted(s.value for s in TRANSITIONS[frm])) or "nothing (terminal)"
+    raise IllegalTransition(
+        f"population {collection} cannot go from {frm.value if frm else 'no record'} to {to.value} "
+        f"(allowed from there: {allowed}); this is a bug or a concurrent writer: run `reindex status`")
