@@ -223,35 +223,23 @@ def _artifact_key(prefix: str, index: str) -> str:
 
 def plan_numbers(plan: Any) -> list[dict]:
     """The key numbers of a plan as table rows (quantity, value)."""
-    w, c = plan.body["work"], plan.body["cost"]
-    peak = c["footprint"]["peak"]
-    rows = [
-        ("kind", plan.kind), ("plan", plan.plan_hash[:12]),
-        ("chunks old → new", f"{w['chunks_old']:,} → {w['chunks_new']:,}"),
-        ("chunks reused", f"{w['chunks_reused']:,}"), ("chunks to embed", f"{w['chunks_to_embed']:,}"),
-        ("tokens to embed", f"{w['tokens_to_embed']:,}"), ("cost (USD)", f"{c['usd']:.4f}"),
-        ("hours", f"{c['hours']:.3f}"), ("peak vectors", f"{c['peak_vectors']:,}"),
-        ("peak disk bytes", f"{peak['disk_bytes']:,}"), ("peak RAM bytes", f"{peak['ram_bytes']:,}"),
-        ("approval required", str(plan.body["approval"]["required"]).lower()),
-    ]
-    return [{"quantity": k, "value": v} for k, v in rows]
+    return [{"quantity": k, "value": v} for k, v in plan.numbers.rows()]
 
 
 def approval_description(plan: Any, plan_path: str, deadline: _dt.datetime | None = None) -> str:
     """The Markdown shown above the approval form: what is asked, peak footprint, tokens, $, hours."""
-    w, c = plan.body["work"], plan.body["cost"]
-    peak = c["footprint"]["peak"]
-    reasons = "; ".join(plan.body["approval"]["reasons"]) or "policy"
+    n = plan.numbers
+    reasons = "; ".join(n.approval_reasons) or "policy"
     lines = [
-        f"### Approve `{plan.kind}` reindex of `{plan.index}` (plan `{plan.plan_hash[:12]}`)",
+        f"### Approve `{n.kind}` reindex of `{n.index}` (plan `{n.plan_hash[:12]}`)",
         "",
-        f"- **Peak footprint:** {c['peak_vectors']:,} vectors"
-        + (f" ({human_number(c['peak_vectors'])})" if c["peak_vectors"] >= 1000 else "") + ", "
-        f"{human_bytes(peak['disk_bytes'])} disk / {human_bytes(peak['ram_bytes'])} RAM while both populations exist",
-        f"- **Tokens to embed:** {w['tokens_to_embed']:,} ({w['chunks_to_embed']:,} of {w['chunks_new']:,} chunks; "
-        f"{w['chunks_reused']:,} reused)",
-        f"- **Cost:** ${c['usd']:,.4f}",
-        f"- **Time:** {c['hours']:,.3f} hours of embedding",
+        f"- **Peak footprint:** {n.peak_vectors:,} vectors"
+        + (f" ({human_number(n.peak_vectors)})" if n.peak_vectors >= 1000 else "") + ", "
+        f"{human_bytes(n.peak_disk_bytes)} disk / {human_bytes(n.peak_ram_bytes)} RAM while both populations exist",
+        f"- **Tokens to embed:** {n.tokens_to_embed:,} ({n.chunks_to_embed:,} of {n.chunks_new:,} chunks; "
+        f"{n.chunks_reused:,} reused)",
+        f"- **Cost:** ${n.usd:,.4f}",
+        f"- **Time:** {n.hours:,.3f} hours of embedding",
         f"- **Why approval:** {reasons}",
         f"- **Plan:** `{plan_path}` (report: `{Path(plan_path).with_suffix('.html')}`)",
         "",

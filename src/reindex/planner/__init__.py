@@ -21,6 +21,7 @@ from reindex.planner._baseline import (
 )
 from reindex.planner._change import plan_change
 from reindex.planner._classify import IN_PLACE_KINDS, KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes
+from reindex.planner._numbers import KeyNumbers, key_numbers
 from reindex.planner._plan import (
     PLAN_SCHEMA,
     Plan,
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_TOKENS_PER_MINUTE",
     "IN_PLACE_KINDS",
     "KINDS",
+    "KeyNumbers",
     "LENGTH_EDGES",
     "PLAN_SCHEMA",
     "SAMPLED_FIELDS",
@@ -64,6 +66,7 @@ __all__ = [
     "explain_changes",
     "explicit_baseline",
     "hash_body",
+    "key_numbers",
     "live_baseline",
     "no_baseline",
     "plan_change",

@@ -12,6 +12,7 @@ from reindex.atomic import atomic_write_text
 from reindex.domain import ChangeKind
 from reindex.errors import PlanError
 from reindex.identity import canonical_json
+from reindex.planner._numbers import KeyNumbers, key_numbers
 
 __all__ = ["PLAN_SCHEMA", "Plan", "hash_body", "plan_filename", "read_plan", "seal", "write_plan"]
 
@@ -36,32 +37,14 @@ class Plan:
     def index(self) -> str:
         return self.body["index"]
 
+    @property
+    def numbers(self) -> KeyNumbers:
+        """The plan's key numbers, typed (:func:`reindex.planner.key_numbers`)."""
+        return key_numbers(self)
+
     def summary(self) -> dict[str, Any]:
         """The key numbers scripts read (``reindex plan --json``)."""
-        w, c = self.body["work"], self.body["cost"]
-        return {
-            "kind": self.kind,
-            "index": self.index,
-            "plan_hash": self.plan_hash,
-            "documents_changed": self.body["documents_changed"],
-            "documents": w["documents"],
-            "chunks_old": w["chunks_old"],
-            "chunks_new": w["chunks_new"],
-            "chunks_reused": w["chunks_reused"],
-            "chunks_to_embed": w["chunks_to_embed"],
-            "tokens_to_embed": w["tokens_to_embed"],
-            "usd": c["usd"],
-            "hours": c["hours"],
-            "tokens_per_minute": c["tokens_per_minute"],
-            "rate_source": c["rate_source"],
-            "rate_measured": c.get("rate_measured"),
-            "vectors_old": c["vectors_old"],
-            "vectors_new": c["vectors_new"],
-            "peak_vectors": c["peak_vectors"],
-            "peak_bytes": c["footprint"]["peak"]["ram_bytes"] + c["footprint"]["peak"]["disk_bytes"],
-            "approval_required": self.body["approval"]["required"],
-            "sampled": self.body["projection"] is not None,
-        }
+        return key_numbers(self).summary()
 
 
 def hash_body(body: Mapping[str, Any]) -> str:

@@ -62,20 +62,20 @@ def change_lines(plan: Plan) -> list[str]:
 
 
 def key_rows(plan: Plan) -> list[tuple[str, str]]:
-    w, c = plan.body["work"], plan.body["cost"]
-    d = w["documents"]
+    n = plan.numbers
+    d = n.documents
     return [
-        ("Documents", " · ".join(f"{k} {num(d[k])}" for k in ("added", "edited", "removed", "unchanged", "bad"))),
-        ("Chunks", f"{num(w['chunks_old'])} → {num(w['chunks_new'])} ({ratio(w['chunks_old'], w['chunks_new'])})"),
-        ("Chunks reused", f"{num(w['chunks_reused'])} ({pct(w['chunks_reused'], w['chunks_new'])} of new)"),
-        ("Chunks to embed", num(w["chunks_to_embed"])),
-        ("Tokens to embed", f"{num(w['tokens_to_embed'])} of {num(w['tokens_new'])}"),
-        *([("Re-chunking", rc)] if (rc := rechunk_line(w)) is not None else []),
-        ("API spend", f"{usd(c['usd'])} at ${c['usd_per_mtok']:g} per million tokens"),
-        ("Wall clock", f"{duration(c['hours'])} at {num(c['tokens_per_minute'])} tokens/min "
-                       f"(rate source: {rate_note(c)})"),
-        ("Vectors", f"{num(c['vectors_old'])} → {num(c['vectors_new'])} ({ratio(c['vectors_old'], c['vectors_new'])})"),
-        ("Peak vectors", f"{num(c['peak_vectors'])} ({peak_note(plan)})"),
+        ("Documents", " · ".join(f"{k} {num(getattr(d, k))}" for k in ("added", "edited", "removed", "unchanged", "bad"))),
+        ("Chunks", f"{num(n.chunks_old)} → {num(n.chunks_new)} ({ratio(n.chunks_old, n.chunks_new)})"),
+        ("Chunks reused", f"{num(n.chunks_reused)} ({pct(n.chunks_reused, n.chunks_new)} of new)"),
+        ("Chunks to embed", num(n.chunks_to_embed)),
+        ("Tokens to embed", f"{num(n.tokens_to_embed)} of {num(n.tokens_new)}"),
+        *([("Re-chunking", rc)] if (rc := rechunk_line(plan.body["work"])) is not None else []),
+        ("API spend", f"{usd(n.usd)} at ${n.usd_per_mtok:g} per million tokens"),
+        ("Wall clock", f"{duration(n.hours)} at {num(n.tokens_per_minute)} tokens/min "
+                       f"(rate source: {rate_note(plan.body['cost'])})"),
+        ("Vectors", f"{num(n.vectors_old)} → {num(n.vectors_new)} ({ratio(n.vectors_old, n.vectors_new)})"),
+        ("Peak vectors", f"{num(n.peak_vectors)} ({peak_note(plan)})"),
     ]
 
 

@@ -37,30 +37,29 @@ def _compact(n: float) -> str:
 def plan_text(plan: Any, path: Any) -> str:
     """The plan summary ``reindex plan`` and ``reindex show`` print (``path``: the plan file, or None)."""
     b = plan.body
-    w, c = b["work"], b["cost"]
-    d = w["documents"]
-    lines = [f"{b['kind']}  ·  index {b['index']}  ·  plan {plan.plan_hash[:12]}"]
+    n = plan.numbers
+    d = n.documents
+    lines = [f"{n.kind}  ·  index {n.index}  ·  plan {n.plan_hash[:12]}"]
     for e in b["explanation"]:
         lines.append(f"  {e}")
     lines.append(
-        f"  documents: {d['added']:,} added, {d['edited']:,} edited, {d['removed']:,} removed, "
-        f"{d['unchanged']:,} unchanged, {d['bad']:,} bad"
+        f"  documents: {d.added:,} added, {d.edited:,} edited, {d.removed:,} removed, "
+        f"{d.unchanged:,} unchanged, {d.bad:,} bad"
     )
-    ratio = f" (×{w['chunks_new'] / w['chunks_old']:.2f})" if w["chunks_old"] else ""
-    lines.append(f"  chunks: {w['chunks_old']:,} → {w['chunks_new']:,}{ratio}; reused {w['chunks_reused']:,}, to embed {w['chunks_to_embed']:,}")
+    ratio = f" (×{n.chunks_new / n.chunks_old:.2f})" if n.chunks_old else ""
+    lines.append(f"  chunks: {n.chunks_old:,} → {n.chunks_new:,}{ratio}; reused {n.chunks_reused:,}, to embed {n.chunks_to_embed:,}")
     lines.append(
-        f"  tokens to embed: {w['tokens_to_embed']:,}  ·  ${c['usd']:,.2f}  ·  {c['hours']:.2f} h at "
-        f"{c['tokens_per_minute']:,.0f} tokens/min ({rate_note(c)})"
+        f"  tokens to embed: {n.tokens_to_embed:,}  ·  ${n.usd:,.2f}  ·  {n.hours:.2f} h at "
+        f"{n.tokens_per_minute:,.0f} tokens/min ({rate_note(b['cost'])})"
     )
-    if (rc := rechunk_line(w)) is not None:
+    if (rc := rechunk_line(b["work"])) is not None:
         lines.append(f"  {rc}")
-    if w["cross_document"]["chunks"]:
-        lines.append(f"  cross-document reuse would save {w['cross_document']['chunks']:,} more chunks ({w['cross_document']['tokens']:,} tokens)")
-    peak = c["footprint"]["peak"]
+    if n.cross_document_chunks:
+        lines.append(f"  cross-document reuse would save {n.cross_document_chunks:,} more chunks ({n.cross_document_tokens:,} tokens)")
     lines.append(
-        f"  vectors: {c['vectors_old']:,} → {c['vectors_new']:,}, peak {c['peak_vectors']:,} "
-        f"(RAM {human_bytes(peak['ram_bytes'])}, disk {human_bytes(peak['disk_bytes'])} at the peak"
-        + (f", {c['footprint']['backend']} store" if c["footprint"].get("backend") else "") + ")"
+        f"  vectors: {n.vectors_old:,} → {n.vectors_new:,}, peak {n.peak_vectors:,} "
+        f"(RAM {human_bytes(n.peak_ram_bytes)}, disk {human_bytes(n.peak_disk_bytes)} at the peak"
+        + (f", {n.footprint_backend} store" if n.footprint_backend else "") + ")"
     )
     if b["projection"]:
         p = b["projection"]
@@ -70,10 +69,10 @@ def plan_text(plan: Any, path: Any) -> str:
             f"chunks {iv['chunks_new']['estimate']:,.0f} [{iv['chunks_new']['low']:,.0f}, {iv['chunks_new']['high']:,.0f}], "
             f"tokens to embed {iv['tokens_to_embed']['estimate']:,.0f} [{iv['tokens_to_embed']['low']:,.0f}, {iv['tokens_to_embed']['high']:,.0f}]"
         )
-    if b["approval"]["required"]:
-        lines.append("  approval required: " + "; ".join(b["approval"]["reasons"]))
-    if w["affected_documents"]:
-        ids = w["affected_documents"]
+    if n.approval_required:
+        lines.append("  approval required: " + "; ".join(n.approval_reasons))
+    if n.affected_documents:
+        ids = n.affected_documents
         lines.append(f"  affected: {', '.join(ids[:8])}" + (f" … and {len(ids) - 8} more" if len(ids) > 8 else ""))
     if path is not None:
         lines.append(f"  plan: {path}")

@@ -81,15 +81,14 @@ class Decision:
 
 def approval_request(plan: Plan, plan_path: str | Path, deadline: _dt.datetime) -> dict:
     """The request a paused run publishes: which plan, its footprint and cost, and the deadline."""
-    c, w = plan.body["cost"], plan.body["work"]
-    peak = c["footprint"]["peak"]
+    n = plan.numbers
     return {
-        "schema": REQUEST_SCHEMA, "index": plan.index, "plan": str(Path(plan_path).resolve()),
-        "plan_hash": plan.plan_hash, "kind": plan.kind, "peak_vectors": int(c["peak_vectors"]),
-        "peak_disk_bytes": int(peak["disk_bytes"]), "peak_ram_bytes": int(peak["ram_bytes"]),
-        "tokens_to_embed": int(w["tokens_to_embed"]), "usd": float(c["usd"]),
+        "schema": REQUEST_SCHEMA, "index": n.index, "plan": str(Path(plan_path).resolve()),
+        "plan_hash": n.plan_hash, "kind": n.kind, "peak_vectors": int(n.peak_vectors),
+        "peak_disk_bytes": int(n.peak_disk_bytes), "peak_ram_bytes": int(n.peak_ram_bytes),
+        "tokens_to_embed": int(n.tokens_to_embed), "usd": float(n.usd),
         "deadline": deadline.astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "reasons": list(plan.body["approval"]["reasons"]),
+        "reasons": list(n.approval_reasons),
     }
 
 

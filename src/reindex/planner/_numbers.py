@@ -1,0 +1,113 @@
+"""The key numbers of a plan, typed, selected once: what ``reindex plan --json`` prints, what the CLI, the
+Markdown and HTML reports, the Prefect artifacts, the approval form and ``reindex runs`` render.
+
+The plan stays the JSON document it always was (:class:`~reindex.planner.Plan`); :func:`key_numbers` reads
+it once into a frozen :class:`KeyNumbers`. Renderers read fields of that, never the plan's dicts.
+
+To show approvers a new number: add a field here (``summary=False`` in its metadata unless ``reindex plan
+--json`` should print it too), fill it in :func:`key_numbers`, and add one row to :meth:`KeyNumbers.rows`
+(the rows the Prefect table artifact shows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+from reindex.domain import ChangeKind
+
+__all__ = ["Documents", "KeyNumbers", "key_numbers"]
+
+_EXTRA = {"summary": False}  # a field renderers read that `reindex plan --json` does not print
+
+
+@dataclass(frozen=True, slots=True)
+class Documents:
+    added: int
+    edited: int
+    removed: int
+    unchanged: int
+    bad: int
+    total: int
+    raw: Mapping[str, Any] = field(repr=False)  # the plan's own dict, printed as it is by --json
+
+
+@dataclass(frozen=True, slots=True)
+class KeyNumbers:
+    """A plan's key numbers (field order = the order of ``reindex plan --json``)."""
+
+    kind: ChangeKind
+    index: str
+    plan_hash: str
+    documents_changed: bool
+    documents: Documents
+    chunks_old: int
+    chunks_new: int
+    chunks_reused: int
+    chunks_to_embed: int
+    tokens_to_embed: int
+    usd: float
+    hours: float
+    tokens_per_minute: float
+    rate_source: str
+    rate_measured: Mapping[str, Any] | None
+    vectors_old: int
+    vectors_new: int
+    peak_vectors: int
+    peak_bytes: int
+    approval_required: bool
+    sampled: bool
+    # read by renderers, not printed by --json
+    tokens_new: int = field(default=0, metadata=_EXTRA)
+    usd_per_mtok: float = field(default=0.0, metadata=_EXTRA)
+    peak_ram_bytes: int = field(default=0, metadata=_EXTRA)
+    peak_disk_bytes: int = field(default=0, metadata=_EXTRA)
+    footprint_backend: str | None = field(default=None, metadata=_EXTRA)
+    approval_reasons: tuple[str, ...] = field(default=(), metadata=_EXTRA)
+    affected_documents: tuple[str, ...] = field(default=(), metadata=_EXTRA)
+    removed_documents: tuple[str, ...] = field(default=(), metadata=_EXTRA)
+    cross_document_chunks: int = field(default=0, metadata=_EXTRA)
+    cross_document_tokens: int = field(default=0, metadata=_EXTRA)
+
+    def summary(self) -> dict[str, Any]:
+        """What ``reindex plan --json`` prints (besides ``plan_file``)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.metadata.get("summary", True):
+                v = getattr(self, f.name)
+                out[f.name] = v.raw if isinstance(v, Documents) else v
+        return out
+
+    def rows(self) -> list[tuple[str, str]]:
+        """(quantity, value) rows for approvers: the Prefect table artifact of a plan."""
+        return [
+            ("kind", self.kind.value), ("plan", self.plan_hash[:12]),
+            ("chunks old → new", f"{self.chunks_old:,} → {self.chunks_new:,}"),
+            ("chunks reused", f"{self.chunks_reused:,}"), ("chunks to embed", f"{self.chunks_to_embed:,}"),
+            ("tokens to embed", f"{self.tokens_to_embed:,}"), ("cost (USD)", f"{self.usd:.4f}"),
+            ("hours", f"{self.hours:.3f}"), ("peak vectors", f"{self.peak_vectors:,}"),
+            ("peak disk bytes", f"{self.peak_disk_bytes:,}"), ("peak RAM bytes", f"{self.peak_ram_bytes:,}"),
+            ("approval required", str(self.approval_required).lower()),
+        ]
+
+
+def key_numbers(plan: Any) -> KeyNumbers:
+    """The key numbers of ``plan`` (a :class:`~reindex.planner.Plan`): the one place they are selected."""
+    b = plan.body
+    w, c = b["work"], b["cost"]
+    d = w["documents"]
+    peak = c["footprint"]["peak"]
+    return KeyNumbers(
+        kind=plan.kind, index=plan.index, plan_hash=plan.plan_hash, documents_changed=b["documents_changed"],
+        documents=Documents(d["added"], d["edited"], d["removed"], d["unchanged"], d["bad"], d["total"], d),
+        chunks_old=w["chunks_old"], chunks_new=w["chunks_new"], chunks_reused=w["chunks_reused"],
+        chunks_to_embed=w["chunks_to_embed"], tokens_to_embed=w["tokens_to_embed"],
+        usd=c["usd"], hours=c["hours"], tokens_per_minute=c["tokens_per_minute"], rate_source=c["rate_source"],
+        rate_measured=c.get("rate_measured"), vectors_old=c["vectors_old"], vectors_new=c["vectors_new"],
+        peak_vectors=c["peak_vectors"], peak_bytes=peak["ram_bytes"] + peak["disk_bytes"],
+        approval_required=b["approval"]["required"], sampled=b["projection"] is not None,
+        tokens_new=w["tokens_new"], usd_per_mtok=c["usd_per_mtok"], peak_ram_bytes=peak["ram_bytes"],
+        peak_disk_bytes=peak["disk_bytes"], footprint_backend=c["footprint"].get("backend"),
+        approval_reasons=tuple(b["approval"]["reasons"]), affected_documents=tuple(w["affected_documents"]),
+        removed_documents=tuple(w.get("removed_documents", ())),
+        cross_document_chunks=w["cross_document"]["chunks"], cross_document_tokens=w["cross_document"]["tokens"],
+    )
