@@ -1,6 +1,14 @@
 """The stable Python surface of reindex: the use cases the CLI and the Prefect flows call.
 
-Re-exports only; the code lives in :mod:`reindex.usecases`. Typical use::
+Re-exports only; the code lives in :mod:`reindex.usecases`. The handle first::
+
+    from reindex.api import Index
+
+    with Index.open("reindex.yaml") as ix:        # config resolved once; pass state=, store=, embedder=, runner=
+        result = ix.sync()                         # plan → apply in place / build → cutover → gc, one cycle
+        plan, path = ix.plan()                     # or each step alone: plan, approve, apply, cutover, …
+
+The same use cases as functions over a config path (thin wrappers kept for scripts)::
 
     from reindex import api
 
@@ -73,10 +81,16 @@ from reindex.usecases.plan import (
     rates_for,
     show_plan,
 )
+from reindex.usecases.cycle import CycleOutcome, CycleResult, SyncPolicy
+from reindex.usecases.index import Index
 from reindex.usecases.query import Querier, QueryResult, parse_filters, query
 from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
 
 __all__ = [
+    "Index",
+    "CycleOutcome",
+    "CycleResult",
+    "SyncPolicy",
     "DEFAULT_CONFIG",
     "ApplyReport",
     "ApprovalError",

@@ -413,6 +413,40 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
         raise click.exceptions.Exit(1)
 
 
+@main.command()
+@CONFIG_OPTION
+@click.option("--plans", "plans_dir", default="plans", show_default=True, help="Folder for plans and their reports.")
+@click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="JSONL queries for the cutover's comparison (default: probes from the corpus).")
+@click.option("--k", type=int, default=None, help="Comparison depth of the cutover (default: cutover.k).")
+@click.option("--no-gc", is_flag=True, help="Do not delete retired populations past retention at the end.")
+@click.option("--json", "as_json", is_flag=True, help="Print the cycle's result as JSON.")
+def sync(config_path: str, plans_dir: str, queries: str | None, k: int | None, no_gc: bool, as_json: bool) -> None:
+    """One unattended cycle, for cron: plan; apply a change the approval policy lets through (in place, or
+    built and cut over through the gate); plan a change that needs approval and stop (after `reindex
+    approve`, the next `reindex sync` carries it out); then gc past retention.
+
+    Takes the index lock before planning: beside a running apply it reports "skipped" and exits 0.
+    Exit codes: 0 applied, nothing to do, or skipped; 2 a plan waits for approval (its path is printed);
+    3 the cutover gate failed (alias untouched); 1 error.
+
+    \b
+    Example (crontab):
+      0 * * * *  cd /srv/docs && reindex sync -c reindex.yaml
+    """
+    from reindex import api
+    from reindex.reports import sync_text
+
+    with api.Index.open(config_path) as ix:
+        r = ix.sync(api.SyncPolicy(plans_dir=plans_dir, queries=queries, k=k, gc=not no_gc))
+    if as_json:
+        _emit_json(r.as_dict())
+    else:
+        click.echo(sync_text(r))
+    if r.exit_code:
+        raise click.exceptions.Exit(r.exit_code)
+
+
 
 
 @main.command()

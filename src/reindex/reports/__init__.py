@@ -28,6 +28,7 @@ from reindex.reports._text import (
     chains_text,
     measure_text,
     plan_text,
+    sync_text,
     status_text,
     validation_text,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "plan_html",
     "plan_markdown",
     "plan_text",
+    "sync_text",
     "status_text",
     "validation_text",
     "write_cutover_reports",

@@ -315,3 +315,15 @@ def waiting_runs_text(waiting: Sequence[Any]) -> str:
             f"  decide    reindex approve {r.plan} --by NAME   (or --reject)",
         ]
     return "\n".join(lines)
+
+
+def sync_text(r: Any) -> str:
+    """What ``reindex sync`` prints: the outcome, and the plan file when there is one."""
+    lines = [f"{r.outcome}: {r.message}"]
+    if r.plan_file and r.outcome.value != "awaiting-approval":
+        lines.append(f"  plan: {r.plan_file}")
+    if r.apply and r.apply.get("report_path"):
+        lines.append(f"  run report: {r.apply['report_path']}")
+    for g in r.gc:
+        lines.append(f"  gc: deleted {g['collection']} (retired {g['age_days']} days ago)")
+    return "\n".join(lines)

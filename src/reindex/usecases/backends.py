@@ -1,20 +1,82 @@
 """The one seam between the use cases and the outside world: the state store, the vector store, the
-embedder and the shard runner of a config. Tests patch these names (and only these)."""
+embedder and the shard runner of a config.
+
+An :class:`~reindex.usecases.index.Index` handle lends the use cases what it holds (:class:`Lent`, set for
+the duration of one call with :func:`lending`): the resolved config, and whichever of state, store,
+reader, embedder and runner it was given or has opened. Each function here returns the lent object when
+there is one for the config's index, else opens its own as before. A lent vector store is handed out
+behind :class:`Borrowed`, whose ``close`` does nothing: the handle closes what it owns."""
 
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 from reindex.config import PipelineConfig
 from reindex.stores.objects import open_object_store
 
-__all__ = ["DEFAULT_CONFIG", "make_embedder", "shard_runner", "state_store", "vector_reader_for", "vector_store_for"]
+__all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "lending", "lent", "make_embedder", "shard_runner", "state_store",
+           "vector_reader_for", "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
 
 
+@dataclass
+class Lent:
+    """What an Index handle lends the use cases during one call (None: the use case opens its own)."""
+
+    config_path: str
+    cfg: PipelineConfig
+    state: Any = None
+    store: Any = None
+    reader: Any = None
+    embedder: Any = None  # for the index's own vector half (passages and queries)
+    runner: Any = None
+    embedders: dict[str, Any] = field(default_factory=dict)  # made on demand, kept for the handle's lifetime
+
+    def owns(self, cfg: PipelineConfig) -> bool:
+        return cfg.index == self.cfg.index and cfg.state.uri == self.cfg.state.uri
+
+
+_LENT: ContextVar[Lent | None] = ContextVar("reindex_lent_backends", default=None)
+
+
+def lent() -> Lent | None:
+    """What the current Index call lends, if any."""
+    return _LENT.get()
+
+
+@contextlib.contextmanager
+def lending(what: Lent) -> Iterator[Lent]:
+    """Lend ``what`` to the use cases called inside the block (this thread and context only)."""
+    token = _LENT.set(what)
+    try:
+        yield what
+    finally:
+        _LENT.reset(token)
+
+
+class Borrowed:
+    """A lent vector store: every call goes to the store, ``close`` is the owner's business."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def close(self) -> None:
+        pass
+
+
 def state_store(cfg: PipelineConfig):
     """The object store holding plans' state, manifests, locks and calibration."""
+    o = _LENT.get()
+    if o is not None and o.state is not None and o.owns(cfg):
+        return o.state
     return open_object_store(cfg.state.uri, cfg.state.endpoint_url)
 
 
@@ -29,6 +91,9 @@ def _store_path(cfg: PipelineConfig) -> str | None:
 def vector_store_for(cfg: PipelineConfig):
     """The vector store of a config: a Qdrant server by URL, or embedded (``store.backend``: edge by default)
     in ``store.path`` or under the state folder."""
+    o = _LENT.get()
+    if o is not None and o.store is not None and o.owns(cfg):
+        return Borrowed(o.store)
     from reindex.stores.qdrant import open_vector_store
 
     return open_vector_store(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
@@ -36,16 +101,34 @@ def vector_store_for(cfg: PipelineConfig):
 
 def vector_reader_for(cfg: PipelineConfig):
     """A read-only store for a process that queries while another one may write (see stores.qdrant)."""
+    o = _LENT.get()
+    if o is not None and o.owns(cfg) and (o.reader is not None or o.store is not None):
+        return Borrowed(o.reader if o.reader is not None else o.store)
     from reindex.stores.qdrant import open_vector_reader
 
     return open_vector_reader(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
 
 
 def make_embedder(vector, **kwargs):
-    """The embedder of a vector half (see :func:`reindex.embedders.make_embedder`)."""
+    """The embedder of a vector half (see :func:`reindex.embedders.make_embedder`). Under an Index handle: the
+    embedder it was given for its own model, or one made once per vector half and options and kept."""
+    o = _LENT.get()
+    if o is not None and o.embedder is not None and _same_model(vector, o.cfg.vector):
+        return o.embedder
     from reindex.embedders import make_embedder as _make
 
-    return _make(vector, **kwargs)
+    if o is None:
+        return _make(vector, **kwargs)
+    key = vector.model_dump_json() + repr(sorted(kwargs.items(), key=lambda kv: kv[0]))
+    if key not in o.embedders:
+        o.embedders[key] = _make(vector, **kwargs)
+    return o.embedders[key]
+
+
+def _same_model(a: Any, b: Any) -> bool:
+    """Two vector halves that differ at most in the text prefixed to inputs (passages vs queries)."""
+    drop = {"prefix", "query_prefix"}
+    return a.model_dump(exclude=drop) == b.model_dump(exclude=drop)
 
 
 def shard_runner(prefect: bool | None = None):
@@ -55,6 +138,9 @@ def shard_runner(prefect: bool | None = None):
     from reindex import settings
     from reindex.runners import ThreadRunner
 
+    o = _LENT.get()
+    if o is not None and o.runner is not None:
+        return o.runner
     if prefect is None:
         prefect = settings.prefect_api_url() is not None
     if not prefect:

@@ -25,6 +25,7 @@ from reindex.models import (
 )
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
+from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 
 
@@ -71,8 +72,14 @@ class Validation:
         }
 
 
-def load_resolved(path: str | Path) -> PipelineConfig:
-    """Load a config and resolve its ``auto`` revisions."""
+def load_resolved(path: str | Path | PipelineConfig) -> PipelineConfig:
+    """Load a config and resolve its ``auto`` revisions (a config object is returned as it is; under an
+    Index handle, its own config file gives the config the handle resolved once)."""
+    if isinstance(path, PipelineConfig):
+        return path
+    o = backends.lent()
+    if o is not None and Path(path).resolve() == Path(o.config_path).resolve():
+        return o.cfg
     return resolve_config(load_config(path))
 
 

@@ -1,5 +1,10 @@
 """The index lock as the use cases hold it: taken before the first write, renewed in the background,
-released at the end. Every writer (apply, cutover, rollback, gc) goes through :func:`holding_index_lock`."""
+released at the end. Every writer (apply, cutover, rollback, gc, sync) goes through :func:`holding_index_lock`.
+
+The lock is taken in one place per call chain: a block that already holds an index's lock (``Index.sync``
+holds it from before planning to after cutover) lends it to the writers it calls, which check it instead of
+taking it again. Held locks are tracked per context (a contextvar), so another thread or process contends
+as before."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import contextlib
 import os
 import socket
 import uuid
+from contextvars import ContextVar
 from typing import Any, Iterator
 
 from reindex.manifests import acquire_lock
@@ -23,6 +29,19 @@ def lock_owner() -> str:
 def holding_index_lock(state: Any, index: str, purpose: str) -> Iterator[Any]:
     """Hold the index lock for the duration of the block, renewed in the background; a writer calls
     ``lock.check()`` before each write and stops when the lease is lost (see :mod:`reindex.locks`)."""
+    key = (state.describe(), index)
+    held = _HELD.get()
+    if key in held:  # this call chain holds the index already: the inner writer works under that lease
+        held[key].check()
+        yield held[key]
+        return
     lock = acquire_lock(state, index, lock_owner(), purpose=purpose)
-    with lock:
-        yield lock
+    token = _HELD.set({**held, key: lock})
+    try:
+        with lock:
+            yield lock
+    finally:
+        _HELD.reset(token)
+
+
+_HELD: ContextVar[dict[tuple[str, str], Any]] = ContextVar("reindex_held_index_locks", default={})

@@ -1,0 +1,170 @@
+"""One plan → approve → apply → cutover → gc cycle of an index, as one library call (``Index.sync``).
+
+What a cycle does, under the index lock from before planning to after cutover:
+
+* the config and every document match the live index → ``nothing-to-do``;
+* a change the approval policy lets through (document-scoped or payload-only within its bounds; any kind the
+  policy does not hold) → applied: in place (``applied-in-place``), or built, then cut over through the gate
+  (``cut-over``, or ``gate-failed`` with the alias untouched);
+* a change that needs approval → planned and left for ``reindex approve`` (``awaiting-approval``: the plan
+  file is the answer). The next cycle whose inputs are the same (config, live population, corpus) finds that
+  plan approved and carries it out; a rejected one is not planned again until the inputs change;
+* another writer holds the index → ``skipped``, nothing touched (a cron tick beside a running apply is normal,
+  not a failure).
+
+Drivers (the CLI's ``reindex sync``, the scheduled ``reindex-sync`` flow, a cron job, a service) hold slots,
+pause for approval and render; they never re-sequence these steps."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from reindex.approvals import read_approval, read_rejection
+from reindex.errors import LockHeld, ReindexError
+from reindex.planner import Plan, read_plan, write_plan
+
+__all__ = ["CycleOutcome", "CycleResult", "SyncPolicy"]
+
+
+class CycleOutcome(StrEnum):
+    NOTHING_TO_DO = "nothing-to-do"
+    APPLIED_IN_PLACE = "applied-in-place"
+    AWAITING_APPROVAL = "awaiting-approval"
+    CUT_OVER = "cut-over"
+    GATE_FAILED = "gate-failed"
+    REJECTED = "rejected"
+    SKIPPED = "skipped"
+
+    @property
+    def exit_code(self) -> int:
+        """``reindex sync``'s exit status: 0 done or nothing to do or skipped, 2 waits for approval, 3 the
+        gate failed (as ``reindex cutover``)."""
+        return {CycleOutcome.AWAITING_APPROVAL: 2, CycleOutcome.GATE_FAILED: 3}.get(self, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncPolicy:
+    """How a cycle carries out what it finds. ``plans_dir``: where plans are written and looked for (default:
+    ``plans/`` beside the config); ``queries``/``k``/``force``: the cutover's (see ``reindex cutover``);
+    ``gc``: delete retired populations past ``cutover.retention_days`` at the end (never a live one, never one
+    inside the rollback window); ``apply_new_populations``: build and cut over a change that needs no approval
+    (False: leave every population-building change for an explicit ``reindex apply``/``cutover``)."""
+
+    plans_dir: str | Path | None = None
+    queries: str | Path | None = None
+    k: int | None = None
+    force: bool = False
+    gc: bool = True
+    apply_new_populations: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """What one cycle did."""
+
+    outcome: CycleOutcome
+    index: str
+    message: str
+    plan_file: str | None = None
+    plan_hash: str | None = None
+    kind: str | None = None
+    apply: dict | None = None
+    cutover: dict | None = None
+    gc: list = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return self.outcome.exit_code
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome.value, "index": self.index, "message": self.message,
+                "plan_file": self.plan_file, "plan_hash": self.plan_hash, "kind": self.kind, "apply": self.apply,
+                "cutover": self.cutover, "gc": list(self.gc)}
+
+
+def _same_inputs(a: Plan, b: Plan) -> bool:
+    """Two plans made from the same config, live population and corpus (their work is the same)."""
+    x, y = a.body["inputs"], b.body["inputs"]
+    return (a.index == b.index and a.kind == b.kind and x["config"]["digest"] == y["config"]["digest"]
+            and x["baseline"] == y["baseline"] and x["corpus"]["digest"] == y["corpus"]["digest"])
+
+
+def _earlier_plan(fresh: Plan, plans_dir: Path) -> Path | None:
+    """The newest plan file in ``plans_dir`` made from the same inputs as ``fresh``, if any."""
+    for path in sorted(plans_dir.glob(f"*-{fresh.index}-*.json"), reverse=True):
+        if path.name.count(".") != 1:
+            continue  # .run.json, .approval.json, …
+        try:
+            plan = read_plan(path)
+        except ReindexError:
+            continue
+        if _same_inputs(plan, fresh):
+            return path
+    return None
+
+
+def run_cycle(index: Any, policy: SyncPolicy) -> CycleResult:
+    """One cycle of ``index`` (an :class:`~reindex.usecases.index.Index`); see the module docstring."""
+    from reindex.usecases.locking import holding_index_lock
+
+    name = index.name
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(holding_index_lock(index.state, name, "sync"))
+        except LockHeld as err:
+            return CycleResult(CycleOutcome.SKIPPED, name, f"skipped: {err}")
+        return _cycle(index, policy)
+
+
+def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
+    name = index.name
+    plans_dir = Path(policy.plans_dir) if policy.plans_dir else index.plans_dir
+    fresh, _ = index.plan(out=None)
+    if not fresh.kind.does_work:
+        return CycleResult(CycleOutcome.NOTHING_TO_DO, name, f"nothing to do: index {name!r} matches its config and "
+                           "corpus", plan_hash=fresh.plan_hash, kind=fresh.kind)
+    path = _earlier_plan(fresh, plans_dir)
+    plan = read_plan(path) if path is not None else fresh
+    if path is None:
+        from reindex.reports import write_reports
+
+        path = write_plan(fresh, plans_dir)
+        write_reports(fresh, path)
+    base = dict(plan_file=str(path), plan_hash=plan.plan_hash, kind=plan.kind)
+    approval, rejection = read_approval(path), read_rejection(path)
+    if rejection is not None and rejection.plan_hash == plan.plan_hash:
+        return CycleResult(CycleOutcome.REJECTED, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) was rejected by "
+                           f"{rejection.by}; nothing changes until the config or the corpus does", **base)
+    approved = approval is not None and approval.plan_hash == plan.plan_hash
+    needs = bool(plan.body["approval"]["required"])
+    if needs and not approved:
+        return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) needs "
+                           f"approval: run `reindex approve {path} --by NAME`, then `reindex sync` again", **base)
+    if plan.kind.builds_population and not (approved or policy.apply_new_populations):
+        return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) builds a "
+                           f"new population: run `reindex apply {path}`", **base)
+    applied = index.apply(path)
+    if applied.status == "failed":
+        raise ReindexError(f"apply of {path} failed: {len(applied.report['failures'])} failures (see "
+                           f"{applied.report_path}); run `reindex sync` again to resume")
+    if plan.kind.in_place:
+        return CycleResult(CycleOutcome.APPLIED_IN_PLACE, name, f"applied {plan.kind} plan {plan.plan_hash[:12]} in "
+                           f"place ({applied.status})", apply=applied.as_dict(),
+                           gc=_gc(index, policy), **base)
+    cut = index.cutover(path, queries=policy.queries, k=policy.k, force=policy.force and approved)
+    outcome = CycleOutcome.CUT_OVER if cut.report.get("swap") or cut.report.get("already") else CycleOutcome.GATE_FAILED
+    msg = (f"alias {name} now serves {cut.report['shadow']}" if outcome is CycleOutcome.CUT_OVER else
+           f"the cutover gate failed for {cut.report['shadow']}: the alias was not moved (report: {cut.report_path})")
+    return CycleResult(outcome, name, msg, apply=applied.as_dict(), cutover=cut.as_dict(),
+                       gc=_gc(index, policy) if outcome is CycleOutcome.CUT_OVER else [], **base)
+
+
+def _gc(index: Any, policy: SyncPolicy) -> list:
+    """Retired populations past retention, deleted (the automatic path: never live, never in the window)."""
+    if not policy.gc:
+        return []
+    return [a for a in index.gc() if a["action"] == "deleted"]

@@ -1,0 +1,168 @@
+"""The ``Index`` handle: one object owns an index's config and backends and has the use cases as methods.
+
+::
+
+    from reindex.api import Index
+
+    with Index.open("reindex.yaml") as ix:          # the config is read and resolved once
+        plan, path = ix.plan()                       # classify and price the change
+        ix.approve(path, by="me")                    # if it needs approval
+        ix.apply(path)                               # build or sync in place
+        ix.cutover(path)                             # gate, swap the alias
+        result = ix.sync()                           # or all of it as one cycle (what `reindex sync` runs)
+        print(ix.status()["aliases"], ix.query("how are sockets closed?", k=3).results[0])
+
+A caller passes what it has (``state``, ``store``, ``reader``, ``embedder``, ``runner``: a service's own
+clients, a test's fakes, a shard worker's cached model) and everything else has defaults. What the handle
+was given it never closes; what it opens (the state store at once, an embedder on first use, kept for every
+later call) it keeps until :meth:`Index.close`. The vector store is opened by each use case, as before,
+unless one is given: the embedded store allows one writer per folder, so a handle must not hold it between
+calls (``reindex status`` beside a running apply reads through a reader of its own)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from reindex.config import PipelineConfig
+from reindex.usecases import backends
+from reindex.usecases.backends import DEFAULT_CONFIG, Lent
+from reindex.usecases.configure import load_resolved
+from reindex.usecases.cycle import CycleResult, SyncPolicy, run_cycle
+
+__all__ = ["Index"]
+
+
+class Index:
+    """An index and its backends (see the module docstring). Make one with :meth:`Index.open`."""
+
+    def __init__(self, config_path: str, cfg: PipelineConfig, *, state: Any = None, store: Any = None,
+                 reader: Any = None, embedder: Any = None, runner: Any = None) -> None:
+        self._lent = Lent(config_path, cfg, state=state if state is not None else backends.state_store(cfg),
+                          store=store, reader=reader, embedder=embedder, runner=runner)
+        self._closed = False
+
+    @classmethod
+    def open(cls, config: str | Path | PipelineConfig = DEFAULT_CONFIG, *, state: Any = None, store: Any = None,
+             reader: Any = None, embedder: Any = None, runner: Any = None) -> "Index":
+        """The handle of the index a config describes (a path to ``reindex.yaml``, or a config object).
+
+        ``state``: the object store for plans' state, manifests and locks (default: ``state.uri``);
+        ``store``: the vector store writers use (and readers, unless ``reader`` is given); ``embedder``: the
+        embedder of the config's vector half, for passages and queries; ``runner``: the shard runner for
+        apply (default: in-process threads, or Prefect when an API is configured)."""
+        if isinstance(config, PipelineConfig):
+            path, cfg = "<config object>", config
+        else:
+            path, cfg = str(config), load_resolved(config)
+        return cls(path, cfg, state=state, store=store, reader=reader, embedder=embedder, runner=runner)
+
+    # -- what the handle holds ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> PipelineConfig:
+        """The resolved config (read once, at open)."""
+        return self._lent.cfg
+
+    @property
+    def name(self) -> str:
+        """The index (the alias readers query)."""
+        return self._lent.cfg.index
+
+    @property
+    def state(self) -> Any:
+        return self._lent.state
+
+    @property
+    def plans_dir(self) -> Path:
+        """Where plans are written and looked for: ``plans/`` in the working directory, as ``reindex plan``."""
+        return Path("plans")
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._closed:
+            from reindex.errors import ReindexError
+
+            raise ReindexError(f"the Index handle of {self.name!r} is closed; open a new one")
+        with backends.lending(self._lent):
+            return fn(*args, **kwargs)
+
+    @property
+    def _config_arg(self) -> str | PipelineConfig:
+        """What the use cases are given as their config: the file (recorded in plans) or the object."""
+        return self._lent.cfg if self._lent.config_path == "<config object>" else self._lent.config_path
+
+    # -- the use cases --------------------------------------------------------------------------------
+
+    def plan(self, *, out: str | Path | None = ..., **kwargs: Any):  # type: ignore[assignment]
+        """Classify and price the change (:func:`reindex.api.make_plan`); ``out=None`` writes no file."""
+        from reindex.usecases.plan import make_plan
+
+        return self._call(make_plan, self._config_arg, out=self.plans_dir if out is ... else out, **kwargs)
+
+    def approve(self, plan_path: str | Path, by: str, note: str = "", *, reject: bool = False):
+        """Record an approval (or, with ``reject``, a rejection) of a plan; resumes runs paused on it."""
+        from reindex.usecases.runs import approve_and_resume, reject_and_resume
+
+        fn = reject_and_resume if reject else approve_and_resume
+        return self._call(fn, plan_path, by, note, config_path=self._config_arg)
+
+    def apply(self, plan_path: str | Path, **kwargs: Any):
+        """Carry out a plan (:func:`reindex.api.apply_plan`)."""
+        from reindex.usecases.apply import apply_plan
+
+        return self._call(apply_plan, plan_path, self._config_arg, **kwargs)
+
+    def cutover(self, plan_path: str | Path | None = None, **kwargs: Any):
+        """Evaluate, gate and swap the alias (:func:`reindex.api.cutover`)."""
+        from reindex.usecases.lifecycle import cutover
+
+        return self._call(cutover, plan_path, self._config_arg, **kwargs)
+
+    def rollback(self, to: str | None = None):
+        from reindex.usecases.lifecycle import rollback
+
+        return self._call(rollback, self._config_arg, to=to)
+
+    def gc(self, **kwargs: Any):
+        """Delete retired populations past retention (:func:`reindex.api.gc`)."""
+        from reindex.usecases.lifecycle import gc
+
+        return self._call(gc, self._config_arg, **kwargs)
+
+    def status(self):
+        """What ``reindex status --json`` prints."""
+        from reindex.usecases.lifecycle import status
+
+        return self._call(status, self._config_arg)
+
+    def query(self, text: str, *, k: int = 10, filters: dict[str, str] | None = None, collection: str | None = None):
+        """Top ``k`` chunks for ``text`` from the live alias (:func:`reindex.api.query`)."""
+        from reindex.usecases.query import query
+
+        return self._call(query, text, self._config_arg, k=k, filters=filters, collection=collection)
+
+    def sync(self, policy: SyncPolicy | None = None) -> CycleResult:
+        """One plan → approve → apply → cutover → gc cycle (:mod:`reindex.usecases.cycle`)."""
+        return self._call(run_cycle, self, policy or SyncPolicy())
+
+    # -- lifetime -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close what the handle opened itself (never what it was given)."""
+        if self._closed:
+            return
+        self._closed = True
+        for emb in self._lent.embedders.values():
+            close = getattr(emb, "close", None)
+            if callable(close):
+                close()
+        self._lent.embedders.clear()
+
+    def __enter__(self) -> "Index":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Index({self.name!r}, config={self._lent.config_path!r})"

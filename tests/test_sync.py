@@ -1,0 +1,152 @@
+"""`reindex sync` / ``Index.sync``: one plan → apply → cutover → gc cycle as one library call, for cron; and
+the ``Index`` handle that owns a config and its backends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from helpers_index import Workspace
+from reindex import api
+from reindex.api import Index, SyncPolicy
+from reindex.cli import main
+from reindex.locks import acquire_lock
+
+
+def _sync(ws: Workspace, code: int) -> dict:
+    r = CliRunner().invoke(main, ["sync", "-c", str(ws.config), "--plans", str(ws.plans), "--json"])
+    assert r.exit_code == code, (r.exit_code, r.output)
+    return json.loads(r.output)
+
+
+def _plan_files(ws: Workspace) -> list[Path]:
+    return sorted(p for p in ws.plans.glob("*.json") if p.name.count(".") == 1) if ws.plans.exists() else []
+
+
+def test_sync_carries_out_each_kind_and_waits_for_approval_once(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    first = _sync(ws, 0)  # nothing live yet: the initial build needs no approval here, so it is built and cut over
+    assert first["outcome"] == "cut-over" and first["kind"] == "initial"
+    assert ws.alias() == first["cutover"]["shadow"]
+    assert _sync(ws, 0)["outcome"] == "nothing-to-do"
+    n_plans = len(_plan_files(ws))
+
+    edited = ws.edit_documents()
+    synced = _sync(ws, 0)
+    assert synced["outcome"] == "applied-in-place" and synced["kind"] == "document-scoped"
+    assert synced["apply"]["status"] == "done" and ws.alias() == first["cutover"]["shadow"]
+    assert sorted(synced["apply"]["actual"].keys()) and edited
+    assert _sync(ws, 0)["outcome"] == "nothing-to-do"
+
+    ws.write_config(120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")  # a chunker change: approval
+    waiting = _sync(ws, 2)
+    assert waiting["outcome"] == "awaiting-approval" and waiting["kind"] == "pipeline-scoped/text"
+    assert Path(waiting["plan_file"]).is_file() and "reindex approve" in waiting["message"]
+    again = _sync(ws, 2)  # the same inputs: the same plan, no second plan file
+    assert again["plan_file"] == waiting["plan_file"]
+    assert len(_plan_files(ws)) == n_plans + 2  # the in-place sync's plan and this one
+    live_before = ws.alias()
+
+    api.approve_plan(waiting["plan_file"], "alice", "smaller chunks")
+    done = _sync(ws, 0)
+    assert done["outcome"] == "cut-over" and done["plan_file"] == waiting["plan_file"]
+    assert ws.alias() == done["cutover"]["shadow"] != live_before
+    plan, _ = api.make_plan(ws.config, out=None)
+    assert plan.kind == "none"
+
+
+def test_a_rejected_plan_is_not_carried_out(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.write_config(120)
+    waiting = _sync(ws, 2)
+    api.reject_and_resume(waiting["plan_file"], "bob", "too big")
+    rejected = _sync(ws, 0)
+    assert rejected["outcome"] == "rejected" and "rejected by bob" in rejected["message"]
+
+
+def test_sync_beside_a_running_writer_is_skipped_and_touches_nothing(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.edit_documents()
+    before = _plan_files(ws)
+    lock = acquire_lock(ws.state(), "docs", "otherhost:4242:abcd", purpose="apply 123 (document-scoped)")
+    try:
+        skipped = _sync(ws, 0)
+    finally:
+        lock.release()
+    assert skipped["outcome"] == "skipped"
+    assert "otherhost:4242" in skipped["message"]
+    assert _plan_files(ws) == before  # not even planned: the other writer's changes would make it drift
+    assert _sync(ws, 0)["outcome"] == "applied-in-place"  # the next tick catches up
+
+
+class _Counting:
+    """Wraps an embedder or a store and counts the calls made through it."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.calls = inner, 0
+
+    def __getattr__(self, name: str):
+        attr = getattr(self.inner, name)
+        if callable(attr):
+            def counted(*a, **k):
+                self.calls += 1
+                return attr(*a, **k)
+            return counted
+        return attr
+
+
+def test_index_open_uses_what_it_is_given_and_closes_only_its_own(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    cfg = ws.cfg()
+    real_store = api.vector_store_for(cfg)
+    store = _Counting(real_store)
+    embedder = _Counting(api.make_embedder(cfg.vector))
+    try:
+        with Index.open(ws.config, store=store, embedder=embedder) as ix:
+            plan, path = ix.plan(out=ws.plans)
+            report = ix.apply(path)
+            assert report.status == "done"
+            assert embedder.calls > 0, "apply embedded with another embedder than the one given"
+            writes = store.calls
+            assert writes > 0, "apply wrote through another store than the one given"
+            ix.cutover(path)
+            assert ix.status()["aliases"] == {"docs": report.collection}
+            hits = ix.query("PEP", k=3).results
+            assert len(hits) == 3 and store.calls > writes
+        assert real_store.count(report.collection) > 0  # the handle did not close the store it was given
+    finally:
+        real_store.close()
+
+
+def test_index_status_is_the_cli_status(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    r = CliRunner().invoke(main, ["status", "-c", str(ws.config), "--json"])
+    assert r.exit_code == 0
+    with Index.open(ws.config) as ix:
+        st = ix.status()
+    cli = json.loads(r.output)
+    for pop in (*cli["populations"], *st["populations"]):
+        pop.pop("age_days")
+    assert json.loads(json.dumps(st)) == cli
+
+
+def test_a_closed_handle_refuses_calls(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ix = Index.open(ws.config)
+    ix.close()
+    with pytest.raises(api.ReindexError, match="closed"):
+        ix.status()
+
+
+def test_policy_can_leave_new_populations_to_an_explicit_apply(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    with Index.open(ws.config) as ix:
+        r = ix.sync(SyncPolicy(plans_dir=ws.plans, apply_new_populations=False))
+    assert r.outcome == "awaiting-approval" and "reindex apply" in r.message
+    assert ws.alias() is None
