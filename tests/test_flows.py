@@ -645,3 +645,30 @@ def test_unknown_task_runner_is_refused_with_the_choices() -> None:
 
     with pytest.raises(ConfigError, match="expected threads, threads:N, dask, dask-processes"):
         make_task_runner("ray")
+
+
+def test_scheduled_sync_beside_a_cli_apply_ends_completed_and_skipped(tmp_path: Path, prefect_server: dict) -> None:
+    """The hourly `reindex-sync` run at the moment a `reindex apply` from a shell holds the index lock: it plans
+    nothing and ends Completed with "skipped" (it used to plan, then fail on the apply's own writes)."""
+    from reindex import api
+    from reindex.locks import acquire_lock
+    from reindex.orchestration import sync_flow
+
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.edit_documents()
+    plans = tmp_path / "ws" / "plans"
+    before = sorted(plans.glob("*.json"))
+    lock = acquire_lock(ws.state(), "docs", "shell-host:31337:cafe", purpose="apply 0123456789ab (document-scoped)")
+    try:
+        state = sync_flow(config=str(ws.config), plans_dir=str(plans), return_state=True)
+    finally:
+        lock.release()
+    assert state.is_completed(), state
+    out = state.result()
+    assert out["status"] == "skipped" and "shell-host:31337" in out["message"], out
+    assert sorted(plans.glob("*.json")) == before, "the skipped sync planned"
+    # With the lock free the next tick syncs the edits in place, through the same cycle.
+    again = sync_flow(config=str(ws.config), plans_dir=str(plans))
+    assert again["status"] == "done" and again["kind"] == "document-scoped", again
+    assert api.make_plan(ws.config, out=None)[0].kind == "none"

@@ -34,6 +34,7 @@ from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_markdown_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
+from reindex import api  # noqa: E402
 from reindex.runners.prefect import (  # noqa: E402,F401 - re-exported: the apply flow's names stay importable here
     PrefectRunner,
     apply_flow,
@@ -75,7 +76,6 @@ _PAUSE_MARGIN_S = 300
 
 class ApprovalInput(RunInput):
     """The form a paused ``reindex-reindex`` (or ``reindex-sync``) run shows in the Prefect UI."""
-
     approve: bool
     approver: str
     reason: str = ""
@@ -148,8 +148,6 @@ _TASK_OPTS: dict[str, Any] = dict(cache_policy=NO_CACHE, persist_result=False)
 @task(name="plan", **_TASK_OPTS)
 def plan_task(config: str, plans_dir: str) -> str:
     """Plan the config against the live population; returns the plan file."""
-    from reindex import api
-
     _, path = api.make_plan(config, out=plans_dir)
     return str(path)
 
@@ -157,7 +155,6 @@ def plan_task(config: str, plans_dir: str) -> str:
 @task(name="publish-plan", **_TASK_OPTS)
 def publish_task(plan_path: str) -> str:
     """Publish the plan as Markdown, table and link artifacts; returns the approval description."""
-    from reindex import api
     from reindex.reports import plan_markdown
 
     plan = api.show_plan(plan_path)
@@ -174,8 +171,6 @@ def publish_task(plan_path: str) -> str:
 @task(name="record-approval", **_TASK_OPTS)
 def record_approval_task(plan_path: str, config: str, approver: str, note: str) -> str:
     """Write the same approval record `reindex approve` writes; returns its path."""
-    from reindex import api
-
     _, path = api.approve_plan(plan_path, approver, note, config_path=config)
     return str(path)
 
@@ -194,7 +189,6 @@ def cutover_task(plan_path: str, config: str, queries: str | None = None, k: int
                  gate: str = "enforce") -> dict:
     """Evaluate old vs new (on the queries file, else sampled probes), gate, and swap the alias on pass
     (``gate="force"``: also on fail, recorded with the approver)."""
-    from reindex import api
     from reindex.reports_cutover import cutover_markdown
 
     result = api.cutover(plan_path, config, queries=queries, k=k, force=gate == "force")
@@ -207,8 +201,6 @@ def cutover_task(plan_path: str, config: str, queries: str | None = None, k: int
 @task(name="gc", **_TASK_OPTS)
 def gc_task(config: str, older_than: str | None, dry_run: bool) -> list[dict]:
     """Delete retired populations past retention."""
-    from reindex import api
-
     return api.gc(config, older_than=older_than, dry_run=dry_run)
 
 
@@ -284,7 +276,6 @@ def _cutover_options(config: str, queries: str | None, k: int | None, gate: str)
 
 def _resolve(config: str, index: str | None, plans_dir: str | None) -> tuple[str, str, str]:
     """Absolute config path, the index (checked against the config) and the plans folder."""
-    from reindex import api
     from reindex.errors import ConfigError
 
     cfg_path = Path(config).resolve()
@@ -358,8 +349,6 @@ def _ask_approval(plan: Any, plan_path: str, timeout_s: int, poll_s: int) -> App
 
 def _schedule_gc(config: str, index: str, plans_dir: str, gc_deployment: str | None) -> dict:
     """Create a ``reindex-gc`` run at now + retention when deployed; else record the intended time."""
-    from reindex import api
-
     cfg = api.load_resolved(config)
     when = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(days=cfg.cutover.retention_days, minutes=1)
     name = gc_deployment or f"reindex-gc/{index}"
@@ -382,7 +371,6 @@ def _schedule_gc(config: str, index: str, plans_dir: str, gc_deployment: str | N
 def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: str,
                gc_deployment: str | None, cut_opts: dict) -> dict:
     """Apply an (approved) plan; for a new population also cut over and schedule gc."""
-    from reindex import api
     from reindex.errors import ReindexError
 
     logger = get_run_logger()
@@ -410,8 +398,6 @@ def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: st
 def _review(plan_path: str, config: str, index: str, plans_dir: str, timeout_s: int, poll_s: int,
             gc_deployment: str | None, cut_opts: dict) -> dict:
     """Publish the plan, pause for approval, and on approval record it and carry the plan out."""
-    from reindex import api
-
     logger = get_run_logger()
     plan = api.show_plan(plan_path)
     publish_task(plan_path)
@@ -462,7 +448,6 @@ def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_d
     cut_opts = _cutover_options(config, queries, k, gate)
     with index_slot(index), using_task_runner(task_runner):
         plan_path = plan_task(config, plans_dir)
-        from reindex import api
 
         plan = api.show_plan(plan_path)
         if plan.kind == "none":
@@ -485,8 +470,6 @@ def sync_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir:
     apply in place; anything else → pause for approval like reindex-reindex (``queries``, ``k`` and
     ``gate`` as there). Skips (and says so) when another run holds the index for longer than
     ``busy_timeout_s``. No deployment concurrency limit, for the same reason as reindex-reindex."""
-    from reindex import api
-
     config, index, plans_dir = _resolve(config, index, plans_dir)
     cut_opts = _cutover_options(config, queries, k, gate)
     logger = get_run_logger()
@@ -500,19 +483,49 @@ def sync_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir:
             _result_artifact(index, msg)
             return {"status": "skipped", "message": msg}
         held.enter_context(using_task_runner(task_runner))
-        plan_path = plan_task(config, plans_dir)
-        plan = api.show_plan(plan_path)
-        if plan.kind == "none":
-            return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
-        if plan.kind.in_place and not plan.body["approval"]["required"]:
-            out = _carry_out(plan_path, config, index, plans_dir, plan.kind, gc_deployment, cut_opts)
-            out["status"] = "done"
-            _result_artifact(index, f"Synced {len(plan.body['work']['affected_documents'])} changed and "
-                                    f"{len(plan.body['work']['removed_documents'])} removed documents in place "
-                                    f"(plan {plan.plan_hash[:12]}, within the approval policy).")
-            return out
-        return _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment,
+        # The cycle (lock → plan → in-place apply, or an approved plan carried out) is the library's; the
+        # flow holds the slot, pauses for approval and publishes what happened.
+        with api.Index.open(config, runner=PrefectRunner()) as ix:
+            r = ix.sync(api.SyncPolicy(plans_dir=plans_dir, queries=cut_opts["queries"], k=cut_opts["k"],
+                                       force=cut_opts["gate"] == "force", gc=False, apply_new_populations=False))
+        return _after_cycle(r, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment,
+                            cut_opts)
+
+
+def _after_cycle(r: Any, config: str, index: str, plans_dir: str, approval_timeout_s: int, poll_interval_s: int,
+                 gc_deployment: str | None, cut_opts: dict) -> dict:
+    """What the sync flow does with a cycle's result: publish it; pause for an approval it waits for."""
+    from reindex.errors import ReindexError
+
+    out: dict[str, Any] = {"plan": r.plan_file, "kind": r.kind, "status": r.outcome.value, "message": r.message}
+    o = r.outcome.value
+    if o == "skipped":
+        get_run_logger().warning(r.message)
+        _result_artifact(index, r.message)
+    elif o == "nothing-to-do":
+        out.update(kind="none")
+    elif o == "awaiting-approval":
+        return _review(r.plan_file, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment,
                        cut_opts)
+    elif o == "applied-in-place":
+
+        plan = api.show_plan(r.plan_file)
+        out.update(status="done", apply=r.apply["status"], collection=r.apply["collection"])
+        _result_artifact(index, f"Synced {len(plan.numbers.affected_documents)} changed and "
+                                f"{len(plan.numbers.removed_documents)} removed documents in place "
+                                f"(plan {plan.plan_hash[:12]}, within the approval policy).")
+    elif o == "gate-failed":
+        failed = [x for x in r.cutover["rules"] if not x["passed"]]
+        raise ReindexError(f"cutover gate failed for {r.cutover['shadow']}: "
+                           + "; ".join(f"{x['rule']}: {x['detail']}" for x in failed)
+                           + f"; the alias was not moved (report: {r.cutover['report_path']})")
+    elif o == "cut-over":
+        out.update(status="done", apply=r.apply["status"], collection=r.apply["collection"],
+                   gc=_schedule_gc(config, index, plans_dir, gc_deployment))
+        _result_artifact(index, f"Plan {r.plan_hash[:12]} ({r.kind}), approved earlier: {r.message}.")
+    else:  # rejected
+        _result_artifact(index, r.message)
+    return out
 
 
 @flow(name="reindex-gc", persist_result=False, log_prints=False)
@@ -644,7 +657,6 @@ def serve_flows(config: str, index: str, plans_dir: str, **kw: Any) -> None:
 @dataclass(frozen=True, slots=True)
 class DeployResult:
     """What `reindex deploy` created and the commands that come next."""
-
     index: str
     config: str
     pool: str | None
@@ -659,7 +671,6 @@ class DeployResult:
 
 def _deploy_inputs(config_path: str | Path, plans_dir: str | Path | None) -> tuple[str, str, str]:
     p = Path(config_path).resolve()
-    from reindex import api
 
     cfg = api.load_resolved(p)
     return str(p), cfg.index, str(Path(plans_dir).resolve() if plans_dir else p.parent / "plans")
