@@ -37,7 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from reindex import measure as m  # noqa: E402
-from reindex import measure_sticky as ms  # noqa: E402
+from reindex.measure import sticky as ms  # noqa: E402
 from reindex.chunkers import make_chunker  # noqa: E402
 from reindex.chunkers.sticky import StickyConfig  # noqa: E402
 from reindex.config import CHUNKER_KINDS, RechunkConfig  # noqa: E402

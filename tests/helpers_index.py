@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import numpy as np
 
 import reindex
-from reindex.usecases import backends
+
 from reindex import api
 
 SAMPLE = Path(reindex.__file__).resolve().parent / "sample"
@@ -194,27 +194,6 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
-
-
-class _NoClose:
-    """A store proxy whose ``close`` does nothing, so api calls can share one open embedded store."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def close(self) -> None:
-        pass
-
-
-def shared_store(monkeypatch: Any, ws: Workspace) -> Any:
-    """Open ``ws``'s store once and make every ``api`` call use it (embedded Qdrant: one opener per
-    folder, so reader threads must share the instance the use case writes through)."""
-    store = api.vector_store_for(ws.cfg())
-    monkeypatch.setattr(backends, "vector_store_for", lambda cfg: _NoClose(store))
-    return store
 
 
 # --------------------------------------------------------------------------------------------

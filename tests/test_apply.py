@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from helpers_index import Snapshot, Workspace, _NoClose, prefect_api_url, read_log
+from helpers_index import Snapshot, Workspace, prefect_api_url, read_log
 from reindex import api
 from reindex.usecases import backends
 from reindex.approvals import ApprovalError, approval_path
@@ -169,7 +169,7 @@ def test_vector_half_change_reuses_nothing_even_for_identical_text(tmp_path: Pat
 # --------------------------------------------------------------------------------------------
 
 
-class _WatchedStore(_NoClose):
+class _WatchedStore(backends.Borrowed):
     """The shared store, observing each edited document's point count right after every write."""
 
     def __init__(self, inner: Any, alias: str, docs: list[str]) -> None:
@@ -178,14 +178,14 @@ class _WatchedStore(_NoClose):
         self.seen: list[dict[str, int]] = []
 
     def _observe(self) -> None:
-        self.seen.append({d: self._inner.count(self.alias, doc_id=d) for d in self.docs})
+        self.seen.append({d: self._store.count(self.alias, doc_id=d) for d in self.docs})
 
     def upsert(self, name: str, points: list) -> None:
-        self._inner.upsert(name, points)
+        self._store.upsert(name, points)
         self._observe()
 
     def delete_points(self, name: str, ids: list[str]) -> None:
-        self._inner.delete_points(name, ids)
+        self._store.delete_points(name, ids)
         self._observe()
 
 
@@ -200,7 +200,6 @@ def test_readers_never_see_an_edited_document_without_chunks(
 
     store = api.vector_store_for(ws.cfg())
     watched = _WatchedStore(store, "docs", edited)
-    monkeypatch.setattr(backends, "vector_store_for", lambda cfg: watched)
     try:
         before = {d: store.count("docs", doc_id=d) for d in edited}
         assert all(before.values())
@@ -222,7 +221,8 @@ def test_readers_never_see_an_edited_document_without_chunks(
         while not reader_counts:
             time.sleep(0.001)
         reads_before_apply = len(reader_counts)
-        r = ws.apply(path)
+        with api.Index.open(ws.config, store=watched) as ix:  # the apply writes through the watched store
+            r = ix.apply(path, use_prefect=False)
         stop.set()
         for t in threads:
             t.join(10)
@@ -367,7 +367,7 @@ def _digest(items: list[str]) -> str:
     return hashlib.blake2b("\n".join(items).encode(), digest_size=8).hexdigest()
 
 
-class _FlakyStore(_NoClose):
+class _FlakyStore(backends.Borrowed):
     def __init__(self, inner: Any, faults: _Faults) -> None:
         super().__init__(inner)
         self.faults = faults
@@ -384,16 +384,16 @@ class _FlakyStore(_NoClose):
         return out
 
     def retrieve(self, name: str, ids: list[str], **kw: Any) -> Any:
-        return self._call("retrieve", name + _digest(sorted(ids)), self._inner.retrieve, name, ids, **kw)
+        return self._call("retrieve", name + _digest(sorted(ids)), self._store.retrieve, name, ids, **kw)
 
     def upsert(self, name: str, points: list) -> None:
-        return self._call("upsert", name + _digest(sorted(p.id for p in points)), self._inner.upsert, name, points)
+        return self._call("upsert", name + _digest(sorted(p.id for p in points)), self._store.upsert, name, points)
 
     def delete_points(self, name: str, ids: list[str]) -> None:
-        return self._call("delete", name + _digest(sorted(ids)), self._inner.delete_points, name, ids)
+        return self._call("delete", name + _digest(sorted(ids)), self._store.delete_points, name, ids)
 
     def close(self) -> None:
-        self._inner.close()
+        self._store.close()
 
 
 class _FlakyEmbedder:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from helpers_index import Workspace, shared_store
+from helpers_index import Workspace
 from reindex import api
 from reindex.approvals import approval_path
 from reindex.cli import main
@@ -58,7 +58,7 @@ def test_readers_through_the_alias_never_fail_and_see_one_population_per_answer(
 ) -> None:
     t = two_populations
     ws: Workspace = t["ws"]
-    store = shared_store(monkeypatch, ws)
+    store = api.vector_store_for(ws.cfg())  # one open embedded store: the readers and the cutover share it
     emb = make_embedder(ws.cfg().vector)
     vectors = list(emb.embed([f"reader query {i} about PEP process and packaging" for i in range(32)]).vectors)
     answers: list[list[tuple[float, frozenset[str]]]] = [[], [], []]
@@ -85,7 +85,8 @@ def test_readers_through_the_alias_never_fail_and_see_one_population_per_answer(
         deadline = time.monotonic() + 30
         while reads() < 30 and time.monotonic() < deadline:
             time.sleep(0.005)
-        report = api.cutover(t["path"], ws.config, queries=t["passing"])
+        with api.Index.open(ws.config, store=store) as ix:
+            report = ix.cutover(t["path"], queries=t["passing"])
         after = reads()
         while reads() < after + 30 and time.monotonic() < deadline + 30:
             time.sleep(0.005)

@@ -222,3 +222,36 @@ def test_modules_over_the_size_guide_say_why(limit: int) -> None:
         if text.count("\n") > limit and "lines:" not in doc.lower():
             long.append(f"{m}: {text.count(chr(10))} lines and no 'Lines:' reason in its docstring")
     assert not long, "\n".join(long)
+
+
+# Modules (None) or names re-exported only so that users' old import paths keep working: src/ never imports
+# through them (STYLE.md: a shim is for users, never imported from inside src/).
+SHIMS: dict[str, set[str] | None] = {
+    "reindex.reports_cutover": None,
+    "reindex.measure_sticky": None,
+    "reindex.manifests": {"IndexLock", "LockHeld", "LockInfo", "LockLost", "acquire_lock", "read_lock"},
+    "reindex.orchestration": {"PrefectRunner", "apply_flow", "catch_up_task", "make_task_runner", "run_shard_task",
+                              "selected_apply_flow", "using_task_runner"},
+}
+
+
+def test_src_never_imports_through_a_shim() -> None:
+    bad = []
+    for m in MODULES:
+        for target, names, line in _imports(m):
+            t = _internal(target)
+            if t not in SHIMS or t == m:
+                continue
+            shimmed = SHIMS[t]
+            if shimmed is None or set(names) & shimmed:
+                bad.append(f"{MODULES[m].relative_to(SRC)}:{line}: {m} imports {sorted(set(names) & (shimmed or set(names))) or ''} "
+                           f"through the shim {t}")
+    assert not bad, "imports through compatibility shims:\n" + "\n".join(bad)
+
+
+def test_the_shim_check_sees_a_shim_import() -> None:
+    import ast as _ast
+
+    tree = _ast.parse("from reindex.manifests import acquire_lock")
+    node = tree.body[0]
+    assert isinstance(node, _ast.ImportFrom) and node.module in SHIMS and "acquire_lock" in SHIMS[node.module]

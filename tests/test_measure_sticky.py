@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from reindex import measure as m
-from reindex import measure_sticky as ms
+from reindex.measure import sticky as ms
 from reindex.chunkers import make_chunker
 from reindex.chunkers.sticky import StickyConfig
 from reindex.config import RechunkConfig

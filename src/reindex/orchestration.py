@@ -130,12 +130,23 @@ def index_slot(index: str, timeout_s: float | None = None):
         yield
 
 
+@dataclass(frozen=True)
+class _LeaseHolder:
+    """This flow run as the holder of a concurrency lease. Prefect's client sends ``holder.model_dump(mode="json")``
+    and reads ``holder.type``; its own model for it lives in a private module (``prefect.types._concurrency``),
+    so this is the same two fields in the shape the API takes."""
+
+    type: str
+    id: str
+
+    def model_dump(self, mode: str = "json") -> dict[str, str]:
+        return {"type": self.type, "id": self.id}
+
+
 def _holder() -> Any:
     """This flow run as the holder of the index slot (shown on the lease), or None outside a run."""
-    from prefect.types._concurrency import ConcurrencyLeaseHolder  # Prefect's own lease-holder model
-
     run_id = _flow_run_id()
-    return ConcurrencyLeaseHolder(type="flow_run", id=run_id) if run_id else None
+    return _LeaseHolder("flow_run", str(run_id)) if run_id else None
 
 
 # --------------------------------------------------------------------------------------------
@@ -189,7 +200,7 @@ def cutover_task(plan_path: str, config: str, queries: str | None = None, k: int
                  gate: str = "enforce") -> dict:
     """Evaluate old vs new (on the queries file, else sampled probes), gate, and swap the alias on pass
     (``gate="force"``: also on fail, recorded with the approver)."""
-    from reindex.reports_cutover import cutover_markdown
+    from reindex.reports import cutover_markdown
 
     result = api.cutover(plan_path, config, queries=queries, k=k, force=gate == "force")
     create_markdown_artifact(key=_artifact_key("reindex-cutover", result.report["index"]),

@@ -173,7 +173,7 @@ def cutover(
     """Evaluate old vs new on identical queries, gate, and swap the alias atomically on pass. Re-running a
     finished cutover is a no-op; a cutover killed after the swap is completed first."""
     from reindex import cutover as co
-    from reindex.reports_cutover import write_cutover_reports
+    from reindex.reports import write_cutover_reports
 
     cfg = load_resolved(config_path)
     path = Path(plan_path) if plan_path else _latest_plan_for(cfg)

@@ -15,7 +15,7 @@ import uuid
 from contextvars import ContextVar
 from typing import Any, Iterator
 
-from reindex.manifests import acquire_lock
+from reindex.locks import acquire_lock
 
 __all__ = ["holding_index_lock", "lock_owner"]
 

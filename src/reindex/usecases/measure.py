@@ -84,7 +84,7 @@ def measure(
     if limit is not None:
         selected = selected[:limit]
     if rechunk == "sticky":
-        from reindex.measure_sticky import measure_sticky
+        from reindex.measure.sticky import measure_sticky
 
         report = measure_sticky(specs, selected, tok, source=source, seed=seed,
                                 target_median=target_median if calibrate else None, calibration=calibration,
@@ -201,7 +201,7 @@ def measure_chains(
     from reindex import measure as m
     from reindex.chunkers import make_chunker
     from reindex.chunkers.sticky import StickyConfig
-    from reindex.measure_sticky import chain_summary, chains_from_git, git_bytes, run_chain
+    from reindex.measure.sticky import chain_summary, chains_from_git, git_bytes, run_chain
     from reindex.tokenizers import load_tokenizer
 
     if revisions < 1:
