@@ -228,3 +228,21 @@ def test_rollback_gc_and_retention(two_populations: dict) -> None:
     assert [p["collection"] for p in api.status(ws.config)["populations"]] == [a]
     with pytest.raises(CutoverError, match="no longer exists"):
         api.rollback(ws.config, to=b)
+
+
+def test_the_gate_reads_the_apply_record_in_the_state_store_not_a_file_beside_the_plan(tmp_path: Path) -> None:
+    from helpers_index import switched_workspace
+
+    t = switched_workspace(tmp_path / "ws")
+    ws, path, plan = t["ws"], t["path"], t["plan"]
+    path.with_name(path.name.removesuffix(".json") + ".run.json").unlink()  # the copy for people is gone
+    key = f"indexes/docs/runs/{plan.plan_hash}/done.json"
+    state = ws.state()
+    record = json.loads(state.get(key))
+    state.put(key, json.dumps({**record, "failures": [{"shard": 1, "reason": "boom"}]}).encode())
+    failed = ws.cutover(path)
+    assert not failed.report["swap"]
+    assert [r["detail"] for r in failed.report["rules"] if r["rule"] == "no-failed-shards"] == [
+        "1 failed shards or documents"]
+    state.put(key, json.dumps(record).encode())
+    assert ws.cutover(path).report["swap"]["to"] == t["b"]

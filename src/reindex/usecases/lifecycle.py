@@ -127,13 +127,16 @@ def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: 
                        payload_old=old_cfg.payload, payload_new=cfg.payload), note
 
 
-def _gate(store, state, cfg: PipelineConfig, path: Path, shadow: str, evaluation, k: int) -> list:
+def _gate(store, state, cfg: PipelineConfig, plan, shadow: str, evaluation, k: int) -> list:
     """The gate's rules against the shadow's chunk manifest and the apply's run report."""
     from reindex import cutover as co
     from reindex.manifests import read_chunk_manifest
 
-    run_path = path.with_name(path.name.removesuffix(".json") + ".run.json")
-    run = json.loads(run_path.read_text()) if run_path.is_file() else {}
+    # The apply's own record of the run, in the state store (the run report beside the plan is a copy for
+    # people: a plan folder moved or cleaned must not change what the gate sees).
+    from reindex.manifests import read_json
+
+    run = read_json(state, f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json") or {}
     # The chunk manifest is what the shadow should hold: the plan's chunks plus any catch-up changes.
     expected_points = sum(1 for _ in read_chunk_manifest(state, cfg.index, shadow))
     return co.gate(cfg.cutover, evaluation, shadow_points=store.count(shadow), planned_chunks=expected_points,
@@ -206,7 +209,7 @@ def cutover(
             evaluation, vectors_note = None, None
             if current is not None:
                 evaluation, vectors_note = _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk)
-            rules = _gate(store, state, cfg, path, shadow, evaluation, kk)
+            rules = _gate(store, state, cfg, plan, shadow, evaluation, kk)
             passed = all(r.passed for r in rules)
             report = {
                 "index": cfg.index, "plan_hash": plan.plan_hash, "shadow": shadow, "live": current, "k": kk,
