@@ -364,3 +364,32 @@ def test_a_cutover_after_an_in_place_sync_of_the_live_population_catches_the_sha
 def test_a_cutover_of_a_current_shadow_catches_up_nothing(switched: dict) -> None:
     c = switched["ws"].cutover(switched["path"])
     assert c.report["swap"] and c.report.get("caught_up", "absent") is None
+
+
+def test_gc_never_picks_a_population_an_alias_points_at_even_if_its_record_says_retired(switched: dict) -> None:
+    """gc's own guard, alone (the store's guard in delete_population is tested apart): a record that says
+    retired (a killed bookkeeping step, a hand edit) must not make the live population a candidate."""
+    from reindex import cutover as co
+
+    ws, a = switched["ws"], switched["a"]
+    state = ws.state()
+    rec = read_population(state, "docs", a)
+    write_population(state, PopulationRecord(rec.index, rec.collection, rec.config, rec.identity, "retired",
+                                             rec.created_at, rec.updated_at - 30 * 86400))
+    (ws.root / ".reindex" / "indexes" / "docs" / "live.json").unlink()  # only the alias protects it now
+    with ws.store() as s:
+        found = co.gc_candidates(s, state, "docs", older_than_s=0, retention_s=0, force=True)
+        assert a not in [c["collection"] for c in found]
+        assert s.collection_exists(a)
+
+
+def test_delete_population_refuses_a_population_an_alias_points_at(switched: dict) -> None:
+    """The guard inside delete_population, alone: called directly, it refuses and deletes nothing."""
+    from reindex import cutover as co
+
+    ws, a = switched["ws"], switched["a"]
+    state = ws.state()
+    with ws.store() as s, pytest.raises(CutoverError, match=f"{a} is served by an alias"):
+        co.delete_population(s, state, "docs", a)
+    with ws.store() as s:
+        assert s.collection_exists(a) and read_population(state, "docs", a).state == "live"
