@@ -99,8 +99,11 @@ MUTANTS = [
      "    def __enter__(self) -> Self:\n        self.start_heartbeat()\n",
      "    def __enter__(self) -> Self:\n        pass\n", "tests/test_locks.py"),
     ("a live holder of this host treated as dead", "locks.py",
-     "if info.held and not info.expired() and not _dead_local_owner(info.owner or \"\"):", "if False:",
+     "        if info.held and not info.stale(current[2] if current is not None else 0.0) \\\n"
+     "                and not _dead_local_owner(info.owner or \"\"):", "        if False:",
      "tests/test_locks.py"),
+    ("a held lock judged stale by the contender's wall clock", "locks.py",
+     "        return age > self.ttl\n", "        return self.expired()\n", "tests/test_locks.py -k 300_s"),
     ("the real embedder returns vectors out of order", "embedders/sentence_transformers.py",
      "return EmbedResult(np.asarray(vecs, dtype=np.float32), truncated",
      "return EmbedResult(np.asarray(vecs, dtype=np.float32)[::-1], truncated", "tests/test_real_model.py"),
