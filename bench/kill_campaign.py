@@ -13,7 +13,17 @@ random delay), then runs the same command again (or the natural next one) and `r
   and payloads) and the texts embedded across the killed and the resumed run exceed the reference by at
   most one embedding batch per worker.
 
+With ``--every-point`` it runs, on both state backends, one trial per crash point (every
+``crashpoint(...)`` in ``src/``) of every step that can reach it, plus the random timer: apply of a new
+population (shadow), an in-place document-scoped sync (8 edited documents over several shards), a
+payload-only apply, a sticky in-place sync (the only one that reaches ``before-chunk-texts``), cutover
+(of a current shadow, and of a stale one that must be caught up first: the corpus changed and the live
+population was synced in place after the shadow was built), rollback and gc. Kills numbered ``:2`` and
+higher come after earlier shards wrote their manifests. In-place, payload and stale-cutover trials also
+require the next ``reindex plan`` to be ``none``.
+
     HF_HUB_OFFLINE=1 .venv/bin/python bench/kill_campaign.py --trials 24 --seed 1
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/kill_campaign.py --every-point
 """
 
 from __future__ import annotations
@@ -41,8 +51,8 @@ BATCH, WORKERS = 8, 2
 
 CONFIG = """\
 index: docs
-source: {root}/corpus
-text: {{chunker: {{kind: recursive, size: {size}}}}}
+source: {source}
+text: {{chunker: {{kind: recursive, size: {size}}}{rechunk}}}
 vector: {{provider: hash}}
 apply: {{shards: 4, embed_batch_size: {batch}}}
 store: {{path: {root}/qdrant}}
@@ -50,15 +60,27 @@ state: {state}
 cutover: {{min_recall_delta: -1.0, min_overlap: 0.0, retention_days: 0}}
 """
 
-# step → crash points it can reach (plus "timer": a SIGKILL after a random delay)
+# step → crash points it can reach (plus "timer": a SIGKILL after a random delay). Every crashpoint(...) of
+# src/ is here: before-upsert, after-batch-upsert, after-upsert, before-payload, after-payload,
+# before-chunk-texts, before-manifest, catch-up, {cutover,rollback}-{before,after}-swap, gc-marked,
+# gc-collection-deleted.
 POINTS = {
     "plan": ["timer"],
-    "apply": ["before-upsert:3", "after-batch-upsert:5", "after-upsert:2", "before-manifest:2", "catch-up", "timer"],
-    "sync": ["before-upsert:1", "after-upsert:1", "before-manifest:1", "timer"],
+    "apply": ["before-upsert:3", "after-batch-upsert:5", "after-upsert:2", "before-manifest:1", "before-manifest:2",
+              "catch-up", "timer"],
+    "sync": ["before-upsert:1", "before-upsert:2", "after-batch-upsert:1", "after-upsert:1", "after-upsert:2",
+             "before-manifest:1", "before-manifest:2", "timer"],
+    "payload": ["before-payload:1", "after-payload:1", "after-payload:3", "before-manifest:2", "timer"],
+    "sticky": ["before-upsert:1", "after-upsert:1", "before-chunk-texts:1", "before-chunk-texts:2",
+               "before-manifest:2", "timer"],
     "cutover": ["cutover-before-swap", "cutover-after-swap", "timer"],
+    "stale-cutover": ["catch-up", "before-upsert:1", "after-upsert:1", "before-manifest:1", "cutover-before-swap",
+                      "cutover-after-swap", "timer"],
     "rollback": ["rollback-before-swap", "rollback-after-swap", "timer"],
     "gc": ["gc-marked", "gc-collection-deleted", "timer"],
 }
+APPLY_STEPS = ("apply", "sync", "payload", "sticky")  # compared with an uninterrupted reference
+NEXT_PLAN_NONE = ("sync", "payload", "sticky", "cutover", "stale-cutover", "gc")  # after them the next plan is `none`
 
 
 class Env:
@@ -104,14 +126,32 @@ def plan_file(r: subprocess.CompletedProcess) -> str:
     return json.loads(r.stdout)["plan_file"]
 
 
-def write_config(root: Path, env: Env, size: int, name: str) -> None:
-    (root / "reindex.yaml").write_text(CONFIG.format(root=root, size=size, batch=BATCH, state=env.state(root, name)))
+def write_config(root: Path, env: Env, size: int, name: str, *, title: bool = False, sticky: bool = False) -> None:
+    source = f"{{uri: {root}/corpus, metadata_fields: [title]}}" if title else f"{root}/corpus"
+    (root / "reindex.yaml").write_text(CONFIG.format(root=root, size=size, batch=BATCH, state=env.state(root, name),
+                                                     source=source, rechunk=", rechunk: sticky" if sticky else ""))
 
 
-def prepare(root: Path, env: Env, name: str) -> dict:
+def edit_corpus(root: Path) -> None:
+    """The sample's two real edits, and six more documents edited upstream (8 over several shards)."""
+    for f in (SAMPLE / "edits").iterdir():
+        shutil.copy(f, root / "corpus" / f.name)
+    names = {f.name for f in (SAMPLE / "edits").iterdir()}
+    for f in [f for f in sorted((root / "corpus").iterdir()) if f.name not in names][:6]:
+        f.write_bytes(f.read_bytes() + b"\n\nA paragraph added upstream after the build.\n")
+
+
+def approved(root: Path, env: Env, plan: str) -> str:
+    """Approve ``plan`` (a no-op for one that needs none); remembered as sync-plan.txt."""
+    run(root, env, "approve", plan, "--by", "campaign")
+    (root / "sync-plan.txt").write_text(plan)
+    return plan
+
+
+def prepare(root: Path, env: Env, name: str, *, sticky: bool = False) -> dict:
     """The live population A of the bundled corpus."""
     shutil.copytree(SAMPLE / "corpus", root / "corpus")
-    write_config(root, env, 150, name)
+    write_config(root, env, 150, name, sticky=sticky)
     p0 = plan_file(run(root, env, "plan", "--json"))
     run(root, env, "apply", p0, "--no-progress")
     run(root, env, "cutover", p0)
@@ -193,19 +233,37 @@ def stages(trial: Path, saved: Path, env: Env) -> dict:
     save(trial, saved, env, "cutover")
     run(trial, env, "cutover", p)  # rollback and gc: B live, A retired
     save(trial, saved, env, "rollback")
-    restore(trial, saved, env, "live")  # sync: two documents edited upstream
-    for f in (SAMPLE / "edits").iterdir():
-        shutil.copy(f, trial / "corpus" / f.name)
-    (trial / "plan.txt").write_text(plan_file(run(trial, env, "plan", "--json")))
+    restore(trial, saved, env, "cutover")  # stale-cutover: B built; then the corpus changes and A is synced in place
+    edit_corpus(trial)
+    write_config(trial, env, 150, "trial")
+    approved(trial, env, plan_file(run(trial, env, "plan", "--json")))
+    run(trial, env, "apply", (trial / "sync-plan.txt").read_text(), "--no-progress")
+    write_config(trial, env, 120, "trial")  # back to B's config; plan.txt is still B's plan
+    save(trial, saved, env, "stale-cutover")
+    restore(trial, saved, env, "live")  # sync: eight documents edited upstream
+    edit_corpus(trial)
+    (trial / "plan.txt").write_text(approved(trial, env, plan_file(run(trial, env, "plan", "--json"))))
     save(trial, saved, env, "sync")
+    restore(trial, saved, env, "live")  # payload: a metadata field added (payload-only, in place)
+    write_config(trial, env, 150, "trial", title=True)
+    (trial / "plan.txt").write_text(approved(trial, env, plan_file(run(trial, env, "plan", "--json"))))
+    save(trial, saved, env, "payload")
+    shutil.rmtree(trial, ignore_errors=True)  # sticky: its own live population, then the same edits
+    if env.s3:
+        _copy_prefix(env, "empty", "trial")
+    prepare(trial, env, "trial", sticky=True)
+    edit_corpus(trial)
+    (trial / "plan.txt").write_text(approved(trial, env, plan_file(run(trial, env, "plan", "--json"))))
+    save(trial, saved, env, "sticky")
     refs = {}
-    for step in ("apply", "sync"):
+    for step in APPLY_STEPS:
         restore(trial, saved, env, step)
         log = saved / f"{step}-ref.log"
         r = run(trial, env, "apply", (trial / "plan.txt").read_text(), "--no-progress", "--json", log=log)
         coll = json.loads(r.stdout)["collection"]
         refs[step] = {"collection": coll, "snapshot": snapshot(trial, coll), "log": read_log(log)}
-    return {"stage": {"plan": "sync", "apply": "apply", "sync": "sync", "cutover": "cutover", "rollback": "rollback",
+    return {"stage": {"plan": "sync", "apply": "apply", "sync": "sync", "payload": "payload", "sticky": "sticky",
+                      "cutover": "cutover", "stale-cutover": "stale-cutover", "rollback": "rollback",
                       "gc": "rollback"}, "refs": refs}
 
 
@@ -214,30 +272,35 @@ def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, en
     plan = (root / "plan.txt").read_text() if (root / "plan.txt").exists() else None
     killed_log, resumed_log = saved / f"t{n}-killed.log", saved / f"t{n}-resumed.log"
     t0 = time.perf_counter()
-    args = {"plan": ("plan", "--json"), "apply": ("apply", plan, "--no-progress"), "sync": ("apply", plan, "--no-progress"),
-            "cutover": ("cutover", plan), "rollback": ("rollback",), "gc": ("gc", "--yes", "--force")}[step]
+    applying = ("apply", plan, "--no-progress")
+    args = {"plan": ("plan", "--json"), "apply": applying, "sync": applying, "payload": applying, "sticky": applying,
+            "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan), "rollback": ("rollback",),
+            "gc": ("gc", "--yes", "--force")}[step]
     k = run(root, env, *args, crash=point, log=killed_log)
     killed = k.returncode == -signal.SIGKILL
     problems: list[str] = []
     if not killed and k.returncode not in (0, 2):
         problems.append(f"the command under test failed without a kill: {k.stderr.strip()[-300:]}")
-    again = {"plan": ("plan", "--json"), "apply": ("apply", plan, "--no-progress", "--json"),
-             "sync": ("apply", plan, "--no-progress", "--json"), "cutover": ("cutover", plan),
+    reapply = ("apply", plan, "--no-progress", "--json")
+    again = {"plan": ("plan", "--json"), "apply": reapply, "sync": reapply, "payload": reapply, "sticky": reapply,
+             "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan),
              "rollback": ("status", "--json"), "gc": ("gc", "--yes", "--force")}[step]
     try:
         r = run(root, env, *again, log=resumed_log)
-        if step in ("apply", "sync"):
+        if step in APPLY_STEPS:
             rep = json.loads(r.stdout)
             if rep["status"] not in ("done", "already-applied"):
                 problems.append(f"resumed apply {rep['status']}")
-        run(root, env, "plan", "--json")
+        nxt = json.loads(run(root, env, "plan", "--json").stdout)
+        if step in NEXT_PLAN_NONE and nxt["kind"] != "none":
+            problems.append(f"the next plan is {nxt['kind']}, not none")
         run(root, env, "status", "--json")
     except RuntimeError as err:
         problems.append(str(err))
     alias, verify = verified_alias(root)
     problems += verify
     extra = None
-    if step in ("apply", "sync") and not problems:
+    if step in APPLY_STEPS and not problems:
         ref = prep["refs"][step]
         if snapshot(root, ref["collection"]) != ref["snapshot"]:
             problems.append("population differs from the uninterrupted reference")
@@ -257,6 +320,10 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=24, help="trials in all, half on folder state, half on S3")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--every-point", action="store_true",
+                    help="one trial per (step, crash point) on each backend instead of --trials random ones")
+    ap.add_argument("--only", default=None, help="with --every-point: the steps to run, comma-separated")
+    ap.add_argument("--backends", default="folder,s3", help="folder, s3 or both (comma-separated)")
     args = ap.parse_args()
     random.seed(args.seed)
     # the checks run in this process too (verify, snapshots): the same loopback credentials as the commands
@@ -276,15 +343,21 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="reindex-kill-") as tmp:
         for env, tag in ((Env(None), "folder"), (Env(endpoint), "s3")):
+            if tag not in args.backends.split(","):
+                continue
             work = Path(tmp) / tag
             root, saved = work / "trial", work / "saved"
             saved.mkdir(parents=True)
             t = time.perf_counter()
             prep = stages(root, saved, env)
             print(f"[{tag}] prepared in {time.perf_counter() - t:.0f} s", flush=True)
-            for n in range(args.trials // 2):
-                step = random.choice(list(POINTS))
-                point = random.choice(POINTS[step])
+            if args.every_point:
+                steps = args.only.split(",") if args.only else list(POINTS)
+                todo = [(step, point) for step in steps for point in POINTS[step]]
+            else:
+                todo = [(step, random.choice(POINTS[step])) for step in
+                        (random.choice(list(POINTS)) for _ in range(args.trials // 2))]
+            for n, (step, point) in enumerate(todo):
                 res = trial(n, step, point, root, saved, prep, env)
                 results.append(res)
                 print(json.dumps(res), flush=True)

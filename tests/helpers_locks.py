@@ -41,7 +41,7 @@ def serialise_moto_writes(monkeypatch: Any) -> None:
 
 
 class PausingStore:
-    """A real store whose next ``get_versioned`` (once armed) calls ``hook`` after reading: the
+    """A real store whose next ``get_versioned`` or ``get_versioned_aged`` (once armed) calls ``hook`` after reading: the
     caller then holds a version that someone else may change before the caller writes."""
 
     def __init__(self, inner: Any, hook: Callable[[], None]) -> None:
@@ -54,6 +54,13 @@ class PausingStore:
 
     def get_versioned(self, key: str) -> tuple[bytes, str] | None:
         got = self._inner.get_versioned(key)
+        if self.armed:
+            self.armed = False
+            self._hook()
+        return got
+
+    def get_versioned_aged(self, key: str) -> tuple[bytes, str, float] | None:
+        got = self._inner.get_versioned_aged(key)
         if self.armed:
             self.armed = False
             self._hook()
@@ -84,6 +91,12 @@ class FlakyStore:
             self.fail_gets -= 1
             raise TransientError(f"get {key!r}: connection reset (injected)")
         return self._inner.get_versioned(key)
+
+    def get_versioned_aged(self, key: str) -> tuple[bytes, str, float] | None:
+        if self.fail_gets > 0:
+            self.fail_gets -= 1
+            raise TransientError(f"get {key!r}: connection reset (injected)")
+        return self._inner.get_versioned_aged(key)
 
     def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
         self.put_calls += 1
@@ -136,3 +149,27 @@ def _contend(state_dir: str, name: str, rendezvous: str) -> None:
 
 if __name__ == "__main__":
     _contend(*sys.argv[1:4])
+
+
+def age_on_store(store: Any, key: str, seconds: float) -> None:
+    """Make the object under ``key`` look ``seconds`` older *on the store's own clock*, as if that much
+    time had passed since its last write without one: the folder's file times are set back (``os.utime``),
+    the in-process moto server's ``LastModified`` for it is set back. A stale lock without waiting a ttl."""
+    import datetime as dt
+    import os
+
+    from reindex.stores.objects import LocalObjectStore, S3ObjectStore
+
+    while not isinstance(store, (LocalObjectStore, S3ObjectStore)):
+        store = store._inner  # a fault-injecting wrapper
+    if isinstance(store, LocalObjectStore):
+        path = store.root / key
+        st = path.stat()
+        back = int(seconds * 1e9)
+        os.utime(path, ns=(st.st_atime_ns - back, st.st_mtime_ns - back))
+        return
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    fake = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].buckets[store.bucket].keys[store._key(key)]
+    fake.last_modified = fake.last_modified - dt.timedelta(seconds=seconds)

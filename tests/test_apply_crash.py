@@ -171,3 +171,86 @@ def test_a_kill_inside_a_shard_wastes_at_most_one_embedding_batch(
     assert wasted <= waste_at_most, f"{wasted} texts embedded twice; at most {waste_at_most} may be"
     if waste_at_most:
         assert wasted > 0, "the batch in flight at the kill is lost and embedded again"
+
+
+# --------------------------------------------------------------------------------------------
+# In place: a run killed after its first shard resumes with the same plan (issue 22)
+# --------------------------------------------------------------------------------------------
+
+
+def _edit_eight(ws: Workspace) -> None:
+    for f in sorted(ws.corpus.iterdir())[:8]:
+        f.write_bytes(f.read_bytes() + b"\n\nAn edit made upstream after the build.\n")
+
+
+def _metadata_title(ws: Workspace) -> None:
+    ws.config.write_text(ws.config.read_text().replace("source: ./corpus", "source: {uri: ./corpus, metadata_fields: [title]}"),
+                         encoding="utf-8")
+
+
+@pytest.mark.parametrize("change, crash_at, kind, state", [
+    pytest.param(_edit_eight, "before-manifest:2", "document-scoped", "folder", id="document-scoped"),
+    pytest.param(_metadata_title, "after-payload:3", "payload-only", "folder", id="payload-only"),
+    pytest.param(_metadata_title, "after-payload:3", "payload-only", "s3", id="payload-only-s3"),
+])
+def test_an_in_place_apply_killed_after_its_first_shard_resumes_with_its_plan(
+    change, crash_at: str, kind: str, state: str, tmp_path: Path, request: pytest.FixtureRequest,
+) -> None:
+    """`REINDEX_CRASH_AT=… reindex apply PLAN` (exit 137) then `reindex apply PLAN` exits 0 and the next
+    plan is `none`: the drift check must not take the killed run's own manifest writes for drift."""
+    extra = ""
+    if state == "s3":
+        endpoint, bucket = request.getfixturevalue("s3_server"), request.getfixturevalue("s3_bucket")
+        extra = (f"state: {{uri: 's3://{bucket}/state', endpoint_url: '{endpoint}'}}\n"
+                 f"store: {{path: {tmp_path / 'qdrant'}}}\n")
+    ws = Workspace(tmp_path / "ws", extra=extra)
+    live = ws.build_live()
+    change(ws)
+    plan, path = ws.plan()
+    assert plan.kind == kind
+    cmd = [str(REINDEX_BIN), "apply", str(path), "-c", str(ws.config), "--no-progress"]
+    env = subprocess_env(REINDEX_SHARD_WORKERS="1")
+    env.pop("PREFECT_API_URL", None)
+    killed = subprocess.run(cmd, cwd=ws.root, env={**env, "REINDEX_CRASH_AT": crash_at}, capture_output=True,
+                            text=True, timeout=240)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    st = ws.state()
+    done = st.list(f"indexes/docs/populations/{live}/runs/{plan.plan_hash}/")
+    assert len(done) >= 1, "the kill came after the first shard finished"
+    resumed = subprocess.run(cmd, cwd=ws.root, env=env, capture_output=True, text=True, timeout=240)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    again, _ = ws.plan()
+    assert again.kind == "none", again.body["explanation"]
+    assert ws.alias() == live
+
+
+def test_a_foreign_change_to_a_part_a_killed_run_rewrote_is_still_drift(tmp_path: Path) -> None:
+    """The resumed run's own writes are accepted, anyone else's are not: a part changed again after the
+    kill (here: rewritten with one row dropped) makes the same plan drift."""
+    from reindex.manifests import read_chunk_manifest_part, shard_name, write_chunk_manifest_part
+    from reindex.usecases.apply import check_drift
+
+    ws = Workspace(tmp_path / "ws")
+    live = ws.build_live()
+    _edit_eight(ws)
+    plan, path = ws.plan()
+    env = subprocess_env(REINDEX_SHARD_WORKERS="1", REINDEX_CRASH_AT="before-manifest:2")
+    env.pop("PREFECT_API_URL", None)
+    killed = subprocess.run([str(REINDEX_BIN), "apply", str(path), "-c", str(ws.config), "--no-progress"],
+                            cwd=ws.root, env=env, capture_output=True, text=True, timeout=240)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    st, cfg = ws.state(), ws.cfg()
+    assert check_drift(plan, cfg, st) == [], "the killed run's own writes are not drift"
+    rewritten = [k for k in st.list(f"indexes/docs/populations/{live}/rewrites/{plan.plan_hash}/")]
+    assert rewritten, "the killed run recorded the part it rewrote"
+    part = rewritten[0].rsplit("/", 1)[1].removesuffix(".json")
+    rows = read_chunk_manifest_part(st, "docs", live, part)
+    write_chunk_manifest_part(st, "docs", live, part, rows[1:])
+    assert check_drift(plan, cfg, st) == [f"the live population {live} changed since the plan"]
+    write_chunk_manifest_part(st, "docs", live, part, rows)
+    assert check_drift(plan, cfg, st) == []
+    # a part the run never rewrote
+    other = next(shard_name(s) for s in range(4) if shard_name(s) not in {k.rsplit("/", 1)[1].removesuffix(".json") for k in rewritten})
+    rows = read_chunk_manifest_part(st, "docs", live, other)
+    write_chunk_manifest_part(st, "docs", live, other, rows[1:])
+    assert check_drift(plan, cfg, st) == [f"the live population {live} changed since the plan"]

@@ -453,3 +453,15 @@ def test_reader_counts_by_document_and_both_sides_filter_by_payload_in_process(t
     finally:
         reader.close()
         store.close()
+
+
+def test_a_collection_an_alias_points_at_is_never_deleted_by_the_store(tmp_path: Path) -> None:
+    """The store's own guard, alone (gc's guard is tested apart in test_safety.py)."""
+    store = open_edge_store(tmp_path / "store")
+    store.create_collection("a", dimension=DIM, distance="dot")
+    store.upsert("a", _points(3, pop="a", version=1, seed=1))
+    store.swap_alias("idx", "a", None)
+    with pytest.raises(VectorStoreError, match="Collection `a` is what alias `idx` points at"):
+        store.delete_collection("a")
+    assert store.collection_exists("a") and store.count("idx") == 3
+    store.close()

@@ -94,3 +94,74 @@ def test_a_swap_whose_verifying_query_answers_from_elsewhere_is_moved_back(tmp_p
     with pytest.raises(CutoverError, match="did not answer from"):
         ws.cutover(path)
     assert ws.alias() == a
+
+
+def test_a_plan_whose_live_population_moved_to_another_collection_is_refused(tmp_path: Path) -> None:
+    """The alias moved (a cutover) after planning: refused for that reason, not only for a changed digest."""
+    from helpers_index import switched_workspace
+
+    sw = switched_workspace(tmp_path / "ws")
+    ws, a, b = sw["ws"], sw["a"], sw["b"]
+    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    ws.write_config(150, extra=lenient)
+    ws.edit_documents()
+    plan, path = ws.plan()
+    assert plan.kind == "document-scoped" and plan.body["inputs"]["baseline"]["collection"] == a
+    ws.write_config(120, extra=lenient)
+    assert ws.cutover(sw["path"]).report["swap"]
+    ws.write_config(150, extra=lenient)
+    with pytest.raises(PlanError, match=f"the live population was {a} at planning but is now {b}"):
+        ws.apply(path)
+
+
+class _GapWatchingStore:
+    """A real store that, each time points are deleted, records the points left behind (by document), so
+    a test can check that every document's new points were already there when its stale ones went."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.left: list[tuple[set[str], dict[str, set[str]]]] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+    def close(self) -> None:
+        pass
+
+    def delete_points(self, collection: str, ids: list[str]) -> None:
+        gone = set(ids)
+        docs: dict[str, set[str]] = {}
+        for p in self._inner.scroll(collection):
+            docs.setdefault(p.payload["doc_id"], set()).add(p.id)
+        touched = {d for d, pids in docs.items() if pids & gone}
+        self.left.append((touched, {d: docs[d] - gone for d in touched}))
+        self._inner.delete_points(collection, ids)
+
+
+def test_an_in_place_sync_adds_a_documents_new_points_before_deleting_its_stale_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Invariant 5 with a reader inside the gap: at the moment stale points are deleted, the document's
+    new points are all already in the live population (a reader never sees a document missing chunks)."""
+    from reindex.usecases import backends
+
+    ws = Workspace(tmp_path / "ws")
+    live = ws.build_live()
+    edited = ws.edit_documents()
+    plan, path = ws.plan()
+    assert plan.kind == "document-scoped"
+    watch = _GapWatchingStore(backends.vector_store_for(ws.cfg()))
+    monkeypatch.setattr(backends, "vector_store_for", lambda cfg: watch)
+    assert ws.apply(path).status == "done"
+    assert watch.left, "the sync deleted stale points"
+    final: dict[str, set[str]] = {}
+    for p in watch._inner.scroll(live):
+        final.setdefault(p.payload["doc_id"], set()).add(p.id)
+    watch._inner.close()
+    seen = set()
+    for touched, left in watch.left:
+        for doc in touched:
+            seen.add(doc)
+            missing = final.get(doc, set()) - left[doc]
+            assert not missing, f"{doc}: {len(missing)} of its new points were not there yet when its stale ones were deleted"
+    assert seen == set(edited)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import botocore.exceptions as bex
 import pytest
-from helpers_locks import FlakyStore, PausingStore, serialise_moto_writes
+from helpers_locks import FlakyStore, PausingStore, age_on_store, serialise_moto_writes
 
 import reindex
+import reindex.locks as locks_module
 from reindex.errors import StateError, TransientError
 from reindex.locks import (
     IndexLock,
@@ -47,11 +48,14 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> MakeStore:
 
 def _put_held(store: ObjectStore, token: int, owner: str = "gone-host:4242:dead", *, expires_in: float = -5.0,
               purpose: str = "apply (stale)") -> None:
-    """Write a held lock in one plain put: by default one whose holder stopped renewing it (test
-    setup, or a takeover by a contender whose clock runs ahead)."""
+    """Write a held lock in one plain put: by default (``expires_in`` < 0) one whose holder stopped
+    renewing it, its version left unrenewed for longer than its ttl on the store's clock (test setup),
+    else a fresh write (a holder, or a takeover by someone else)."""
     body = {"v": 2, "state": "held", "owner": owner, "purpose": purpose, "nonce": f"n{token}-{owner}",
             "token": token, "beat": 7, "ttl": 120, "acquired": 1.0, "heartbeat": 2.0, "expires": time.time() + expires_in}
     store.put(KEY, json.dumps(body).encode())
+    if expires_in < 0:
+        age_on_store(store, KEY, 120 + 5)
 
 
 def _free_lock(store: ObjectStore, token: int) -> None:
@@ -323,7 +327,7 @@ def test_the_fencing_token_grows_on_every_acquisition_and_takeover(make_store: M
     first.release()
     again = acquire_lock(store, "docs", "b:1:x", purpose="p", ttl=0.05)  # free → 2
     tokens.append(again.token)
-    time.sleep(0.1)
+    age_on_store(store, KEY, 3.0)  # not renewed for longer than its ttl (S3 stamps whole seconds)
     expired = acquire_lock(store, "docs", "c:1:x", purpose="p", ttl=3600)  # expired → 3
     tokens.append(expired.token)
     again.release()  # not ours any more: leaves token 3 alone
@@ -421,7 +425,7 @@ def test_s3_a_retried_conditional_put_after_a_lost_reply_is_ours(s3_server: str,
 def test_release_never_touches_someone_elses_lock(make_store: MakeStore) -> None:
     store = make_store()
     a = acquire_lock(store, "docs", "a:1:x", purpose="apply", ttl=0.05)
-    time.sleep(0.1)
+    age_on_store(store, KEY, 3.0)
     b = acquire_lock(make_store(), "docs", "b:2:y", purpose="apply 2")
     a.release()
     assert read_lock(store, "docs").nonce == b.nonce
@@ -434,7 +438,7 @@ def test_release_loses_a_race_with_a_takeover_cleanly(make_store: MakeStore) -> 
     holder: dict[str, IndexLock] = {}
     pausing = PausingStore(base, lambda: holder.update(b=acquire_lock(make_store(), "docs", "b:2:y", purpose="p")))
     a = acquire_lock(pausing, "docs", "a:1:x", purpose="apply", ttl=0.05)
-    time.sleep(0.1)
+    age_on_store(base, KEY, 3.0)
     pausing.armed = True
     a.release()
     assert "b" in holder, "the hook did not run"
@@ -492,3 +496,82 @@ def test_an_unreachable_store_is_an_error_not_a_corrupt_lock() -> None:
     store = S3ObjectStore("bucket", "x", endpoint_url="http://127.0.0.1:9", attempts=1, backoff_s=0.01)
     with pytest.raises(TransientError):
         read_lock(store, "docs")
+
+
+# --------------------------------------------------------------------------------------------
+# Clock skew: takeover never compares one host's wall clock with another's (issue 22)
+# --------------------------------------------------------------------------------------------
+
+
+class _SkewedTime:
+    """The ``time`` module as seen by a host whose wall clock is ``offset`` seconds off (its monotonic
+    clock, and every other process's clocks, untouched)."""
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def time(self) -> float:
+        return time.time() + self.offset
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(time, name)
+
+
+def test_a_contender_whose_clock_runs_300_s_ahead_never_takes_a_live_lock(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    holder = acquire_lock(make_store(), "docs", "a:1:x", purpose="apply", ttl=40)
+    monkeypatch.setattr(locks_module, "time", _SkewedTime(300))  # the contender's clock from here on
+    with pytest.raises(LockHeld, match="locked by a:1:x"):
+        acquire_lock(make_store(), "docs", "b:2:y", purpose="apply")
+    holder.check(confirm=True)
+    holder.heartbeat()
+    age_on_store(make_store(), KEY, 30)  # renewed 30 s ago: still within its 40 s ttl
+    with pytest.raises(LockHeld, match="locked by a:1:x"):
+        acquire_lock(make_store(), "docs", "b:2:y", purpose="apply")
+    holder.check(confirm=True)
+
+
+def test_a_contender_whose_clock_runs_300_s_behind_takes_a_stale_lock_after_one_ttl(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gone = acquire_lock(make_store(), "docs", "gone-host:1:x", purpose="apply (stopped renewing)", ttl=40)
+    monkeypatch.setattr(locks_module, "time", _SkewedTime(-300))
+    with pytest.raises(LockHeld):
+        acquire_lock(make_store(), "docs", "b:2:y", purpose="apply")
+    age_on_store(make_store(), KEY, 42)  # no renewal for more than a ttl, on the store's clock
+    lock = acquire_lock(make_store(), "docs", "b:2:y", purpose="apply")
+    assert lock.token == gone.token + 1
+    with pytest.raises(LockLost, match="now held by b:2:y"):
+        gone.check(confirm=True)
+
+
+def test_a_stale_lock_is_taken_over_in_real_time_whatever_the_contenders_clock(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No faked ages: a 0.5 s lease left unrenewed is taken over once the store has aged it past 0.5 s
+    (S3 stamps whole seconds, so up to ~2.5 s there), by a contender whose clock is 300 s behind."""
+    store = make_store()
+    gone = acquire_lock(store, "docs", "gone-host:1:x", purpose="apply", ttl=0.5)
+    monkeypatch.setattr(locks_module, "time", _SkewedTime(-300))
+    deadline = time.monotonic() + 6.0
+    while True:
+        try:
+            lock = acquire_lock(make_store(), "docs", "b:2:y", purpose="apply")
+            break
+        except LockHeld:
+            assert time.monotonic() < deadline, "a lock unrenewed for seconds was never taken over"
+            time.sleep(0.1)
+    assert lock.token == gone.token + 1
+
+
+def test_the_store_measures_an_objects_age_on_its_own_clock(make_store: MakeStore) -> None:
+    store = make_store()
+    store.put("a/b.json", b"{}")
+    data, version, age = store.get_versioned_aged("a/b.json") or (b"", "", -1.0)
+    assert data == b"{}" and version == store.get_versioned("a/b.json")[1]  # type: ignore[index]
+    assert 0.0 <= age < 1.0
+    age_on_store(store, "a/b.json", 100)
+    assert 98.0 <= (store.get_versioned_aged("a/b.json") or (b"", "", 0.0))[2] <= 100.5
+    assert store.get_versioned_aged("a/missing.json") is None
+    assert store.list("a/") == ["a/b.json"], "the folder's clock probe leaves nothing behind"

@@ -454,3 +454,15 @@ def test_local_mode_metadata_is_fsynced(tmp_path: Path, monkeypatch: pytest.Monk
     store.swap_alias("idx", "c", None)
     assert synced[:2] == want
     store.close()
+
+
+def test_local_mode_commits_are_durable_wal_with_synchronous_full(tmp_path: Path) -> None:
+    """``synchronous=FULL``: a committed batch is fsynced (OFF or NORMAL would lose it on power loss)."""
+    store = open_vector_store(None, str(tmp_path / "q"), backend="local")
+    store.create_collection("c", dimension=DIM, distance="dot")
+    store.upsert("c", _points(3))
+    conn = store._batch_connection("c")  # type: ignore[attr-defined]
+    assert conn is not None
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    store.close()

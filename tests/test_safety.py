@@ -321,3 +321,75 @@ def test_a_rollback_then_the_same_config_reuses_the_retained_population(tmp_path
     assert sum(read_log(embed_log).values()) == before
     assert ws.cutover(again_path).report["swap"]
     assert ws.alias() == b
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["gated", "forced"])
+def test_a_cutover_after_an_in_place_sync_of_the_live_population_catches_the_shadow_up_first(
+    switched: dict, force: bool,
+) -> None:
+    """Issue 22's reproduction: B is built beside A; the corpus changes (edits and a takedown); A is synced in
+    place under A's config; then B is cut over. B must not serve the text the documents no longer hold:
+    the cutover replays the changes into B before the gate, says so, and the next plan under B's config is
+    `none`."""
+    ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
+    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    edited = ws.edit_documents()
+    gone = sorted(p.name for p in ws.corpus.iterdir() if p.name not in edited)[0]
+    (ws.corpus / gone).unlink()
+    ws.write_config(150, extra=lenient)  # A's config: a document-scoped sync of A, in place
+    sync, sync_path = ws.plan()
+    assert sync.kind == "document-scoped"
+    if sync.body["approval"]["required"]:
+        ws.approve(sync_path)
+    assert ws.apply(sync_path).collection == a
+    with ws.store() as s:
+        assert s.count(b, doc_id=gone) > 0, "B still holds the document taken down after it was built"
+        before = {p.id for p in s.scroll(b) if p.payload["doc_id"] in edited}
+    ws.write_config(120, extra=lenient)  # back to B's config
+    c = ws.cutover(path, force=force)
+    assert c.report["swap"] and ws.alias() == b
+    with ws.store() as s:
+        assert s.count(b, doc_id=gone) == 0, "the taken-down document came back"
+        after = {p.id for p in s.scroll(b) if p.payload["doc_id"] in edited}
+    rows = {r.point_id for r in ws.manifest_rows(b) if r.doc_id in edited}
+    assert after == rows and before - after, "B serves chunks of the edited documents' old text"
+    assert c.report["caught_up"]["documents"] == len(edited) + 1
+    again, _ = ws.plan()
+    assert again.kind == "none", again.body["explanation"]
+    from reindex.reports import cutover_text
+
+    assert f"caught up first: {len(edited) + 1} documents changed since {b} was built" in cutover_text(c)
+
+
+def test_a_cutover_of_a_current_shadow_catches_up_nothing(switched: dict) -> None:
+    c = switched["ws"].cutover(switched["path"])
+    assert c.report["swap"] and c.report.get("caught_up", "absent") is None
+
+
+def test_gc_never_picks_a_population_an_alias_points_at_even_if_its_record_says_retired(switched: dict) -> None:
+    """gc's own guard, alone (the store's guard in delete_population is tested apart): a record that says
+    retired (a killed bookkeeping step, a hand edit) must not make the live population a candidate."""
+    from reindex import cutover as co
+
+    ws, a = switched["ws"], switched["a"]
+    state = ws.state()
+    rec = read_population(state, "docs", a)
+    write_population(state, PopulationRecord(rec.index, rec.collection, rec.config, rec.identity, "retired",
+                                             rec.created_at, rec.updated_at - 30 * 86400))
+    (ws.root / ".reindex" / "indexes" / "docs" / "live.json").unlink()  # only the alias protects it now
+    with ws.store() as s:
+        found = co.gc_candidates(s, state, "docs", older_than_s=0, retention_s=0, force=True)
+        assert a not in [c["collection"] for c in found]
+        assert s.collection_exists(a)
+
+
+def test_delete_population_refuses_a_population_an_alias_points_at(switched: dict) -> None:
+    """The guard inside delete_population, alone: called directly, it refuses and deletes nothing."""
+    from reindex import cutover as co
+
+    ws, a = switched["ws"], switched["a"]
+    state = ws.state()
+    with ws.store() as s, pytest.raises(CutoverError, match=f"{a} is served by an alias"):
+        co.delete_population(s, state, "docs", a)
+    with ws.store() as s:
+        assert s.collection_exists(a) and read_population(state, "docs", a).state == "live"

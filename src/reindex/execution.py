@@ -42,6 +42,7 @@ from reindex.manifests import (
     read_chunk_texts,
     read_chunk_texts_part,
     read_shard_manifest,
+    rewrite_chunk_manifest_part,
     shard_name,
     shard_of,
     write_chunk_manifest_part,
@@ -416,7 +417,10 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
         write_chunk_texts_part(ctx.state, ctx.index, ctx.target, shard_name(shard), texts)
     crashpoint("before-manifest")
     ctx.fence()
-    write_chunk_manifest_part(ctx.state, ctx.index, ctx.target, shard_name(shard), rows)
+    if ctx.in_place:  # recorded first, so that a resumed run knows this part's change for its own
+        rewrite_chunk_manifest_part(ctx.state, ctx.index, ctx.target, ctx.run, shard_name(shard), rows)
+    else:
+        write_chunk_manifest_part(ctx.state, ctx.index, ctx.target, shard_name(shard), rows)
     manifest = {
         "shard": shard,
         "run": ctx.run,

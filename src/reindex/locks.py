@@ -3,7 +3,7 @@
 The lock is one object, ``indexes/<index>/lock.json``, changed only by compare-and-swap on its
 version (the S3 ETag, or a digest of the file's bytes for a folder; see ``stores.objects``):
 
-- *acquire*: read the lock and its version; if it is absent, released ("free"), expired, or left by
+- *acquire*: read the lock and its version; if it is absent, released ("free"), stale, or left by
   a dead process of this host, write a held body from exactly that version (``If-None-Match: *``
   when absent, ``If-Match: <version>`` otherwise). Of two contenders that read the same version, the
   store lets one write through; the other re-reads and fails fast naming the winner. Never
@@ -20,9 +20,15 @@ still holds the index.
 A holder stops before its next write when ``check()`` raises ``LockLost``: after a takeover or a
 release seen by a renewal, after renewals kept failing until the lease ran out, or when its own
 lease (measured on its monotonic clock from the moment it sent the last successful renewal, less a
-margin of ttl/10) has run out. Contenders judge expiry by their wall clock against the ``expires``
-the holder wrote, so the guarantee assumes clocks across hosts agree to within ttl/10. A write that
-is already under way when the lease ends is not stopped: the vector store does not check the token.
+margin of ttl/10) has run out. A contender takes a held lock over only when it is **stale**: its
+current version was written more than its ttl ago *as the store's own clock measures it* (the file
+system's stamps, or S3's ``LastModified`` against the reply's ``Date``; ``get_versioned_aged``), i.e.
+nobody renewed it for a whole ttl. No host's wall clock is compared with another's, so a contender
+whose clock runs minutes ahead cannot take a live lease; the guarantee assumes only that clocks run at
+about the same rate (the holder stops ttl/10 early). The ``expires`` a holder writes is for people
+(``reindex status``), except in a lock written before leases carried their ttl (format 1), which is
+judged by it as it was then. A write that is already under way when the lease ends is not stopped: the
+vector store does not check the token.
 
 A conditional write whose reply is lost (and whose retry then reports "precondition failed", or
 which fails for good) is resolved by reading the lock back: if it holds our exact bytes (owner,
@@ -85,6 +91,7 @@ class LockInfo:
     expires: float | None = None
     nonce: str | None = None
     reason: str | None = None
+    ttl: float | None = None  # the lease length the holder renews within (None: a format-1 lock)
 
     @property
     def held(self) -> bool:
@@ -95,8 +102,18 @@ class LockInfo:
         return self.state == "corrupt"
 
     def expired(self, now: float | None = None) -> bool:
-        """Whether a held lock's expiry (the holder's wall clock) has passed on ours."""
+        """Whether a held lock's expiry (the holder's wall clock) has passed on ours (for display)."""
         return self.held and (self.expires or 0.0) < (time.time() if now is None else now)
+
+    def stale(self, age: float) -> bool:
+        """Whether a held lock may be taken over, given ``age``: seconds since its current version was
+        written, on the store's clock. Stale when nobody renewed it for a whole ttl; a format-1 lock
+        (no ttl) when its expiry has passed on our clock."""
+        if not self.held:
+            return False
+        if self.ttl is None:
+            return self.expired()
+        return age > self.ttl
 
     def describe(self, where: str = "") -> str | None:
         """One line for ``reindex status``; None when nobody holds the lock."""
@@ -150,7 +167,11 @@ def parse_lock(data: bytes | None) -> LockInfo:
         return LockInfo("corrupt", reason=f"purpose {purpose!r} is not text")
     if not _is_number(expires):
         return LockInfo("corrupt", reason=f"expiry {expires!r} is not a number")
-    return LockInfo("held", token=token, owner=owner, purpose=purpose, expires=float(expires), nonce=nonce)
+    ttl = body.get("ttl")
+    if ttl is not None and (not _is_number(ttl) or ttl < 0):
+        return LockInfo("corrupt", reason=f"ttl {ttl!r} is not a number of seconds")
+    return LockInfo("held", token=token, owner=owner, purpose=purpose, expires=float(expires), nonce=nonce,
+                    ttl=float(ttl) if ttl is not None else None)
 
 
 def read_lock(store: ObjectStore, index: str) -> LockInfo:
@@ -429,14 +450,14 @@ class Heartbeat:
 
 
 def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, ttl: float = 120.0) -> IndexLock:
-    """Take the index lock or fail fast naming the holder (``LockHeld``). A free, expired or
-    dead-local-owner lock is taken over by compare-and-swap from the exact version read; the new
-    lease's fencing token is the old one plus one."""
+    """Take the index lock or fail fast naming the holder (``LockHeld``). A free, stale (not renewed
+    for a whole ttl, on the store's clock) or dead-local-owner lock is taken over by compare-and-swap
+    from the exact version read; the new lease's fencing token is the old one plus one."""
     key = lock_key(index)
     nonce = uuid.uuid4().hex
     info = LockInfo("absent")
     for _ in range(_ACQUIRE_ROUNDS):
-        current = store.get_versioned(key)
+        current = store.get_versioned_aged(key)
         version = current[1] if current is not None else None
         info = parse_lock(current[0] if current is not None else None)
         if info.corrupt:
@@ -444,7 +465,8 @@ def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, tt
                 f"the lock of index {index!r} ({store.describe()}/{key}) is corrupt: {info.reason}; "
                 "if no reindex command is running for this index, delete that file and run again"
             )
-        if info.held and not info.expired() and not _dead_local_owner(info.owner or ""):
+        if info.held and not info.stale(current[2] if current is not None else 0.0) \
+                and not _dead_local_owner(info.owner or ""):
             break
         now, sent = time.time(), time.monotonic()
         body = {"v": LOCK_FORMAT, "state": "held", "owner": owner, "purpose": purpose, "nonce": nonce,

@@ -7,6 +7,8 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
     indexes/<index>/populations/<collection>/chunks/<part>.parquet   chunk manifest parts
     indexes/<index>/populations/<collection>/chunk-texts/<part>.parquet  chunk texts by fingerprint
                                                            (sticky re-chunking only)
+    indexes/<index>/populations/<collection>/rewrites/<run>/<part>.json  digests of a manifest part
+                                                           before and after an in-place run rewrote it
     calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
     calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
 
@@ -172,12 +174,61 @@ def read_chunk_manifest(store: ObjectStore, index: str, collection: str) -> Iter
         yield from _manifest_rows(data, f"{store.describe()}/{key}")
 
 
-def manifest_digest(store: ObjectStore, index: str, collection: str) -> str:
-    """A digest of a population's chunk manifest (its parts' bytes), for plan input checks."""
+def part_digest(data: bytes) -> str:
+    """The digest of one chunk manifest part's bytes."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def manifest_digest(store: ObjectStore, index: str, collection: str, *,
+                    rewritten: dict[str, tuple[str | None, str]] | None = None) -> str:
+    """A digest of a population's chunk manifest (each part's key and the digest of its bytes), for plan
+    input checks. ``rewritten`` (part key → (digest before, digest after): the parts one run rewrote, see
+    :func:`rewrite_chunk_manifest_part`): a part holding exactly what that run wrote counts as what it held
+    before the run (absent: not counted), so a resumed run does not take its own writes for drift, while
+    any other change to any part still changes the digest."""
     h = hashlib.blake2b(digest_size=16)
     for key in chunk_manifest_keys(store, index, collection):
-        h.update(key.encode() + b"\0" + (store.get(key) or b"") + b"\0")
+        digest: str | None = part_digest(store.get(key) or b"")
+        if rewritten and key in rewritten and digest == rewritten[key][1]:
+            digest = rewritten[key][0]
+            if digest is None:
+                continue
+        h.update(key.encode() + b"\0" + str(digest).encode() + b"\0")
     return h.hexdigest()
+
+
+def _rewrite_key(index: str, collection: str, run: str, part: str) -> str:
+    return f"{population_prefix(index, collection)}/rewrites/{run}/{part}.json"
+
+
+def rewrite_chunk_manifest_part(store: ObjectStore, index: str, collection: str, run: str, part: str,
+                                rows: Iterable[ManifestRow]) -> str:
+    """Replace manifest part ``part`` of a population in place (an in-place apply of plan ``run``), first
+    recording the digests of the part it replaces and of the new bytes. A run killed after this write can
+    then resume with its plan: :func:`run_rewrites` lets the drift check tell its own writes from anyone
+    else's. The first record of a run keeps its "before" (a resumed run rewrites a part it already wrote)."""
+    key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
+    data = chunk_manifest_bytes(rows)
+    earlier = read_json(store, _rewrite_key(index, collection, run, part))
+    if earlier is not None:
+        before = earlier.get("before")
+    else:
+        current = store.get(key)
+        before = part_digest(current) if current is not None else None
+    write_json(store, _rewrite_key(index, collection, run, part),
+               {"part": key, "before": before, "after": part_digest(data), "at": time.time()})
+    store.put(key, data)
+    return key
+
+
+def run_rewrites(store: ObjectStore, index: str, collection: str, run: str) -> dict[str, tuple[str | None, str]]:
+    """Manifest part key → (digest before, digest after) of the parts run ``run`` rewrote in place."""
+    out: dict[str, tuple[str | None, str]] = {}
+    for key in store.list(f"{population_prefix(index, collection)}/rewrites/{run}/"):
+        rec = read_json(store, key)
+        if rec and isinstance(rec.get("part"), str) and isinstance(rec.get("after"), str):
+            out[rec["part"]] = (rec.get("before"), rec["after"])
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -248,6 +248,9 @@ def cutover_text(r: Any) -> str:
     rep = r.report
     lines = [f"{'PASS' if r.passed else 'FAIL'}: {rep['index']}: {rep['live'] or 'no alias'} → {rep['shadow']} "
              f"({rep['queries_source']})"]
+    if rep.get("caught_up"):
+        lines.append(f"  caught up first: {rep['caught_up']['documents']} documents changed since {rep['shadow']} "
+                     "was built were replayed into it")
     for rule in rep["rules"]:
         lines.append(f"  {'ok  ' if rule['passed'] else 'FAIL'} {rule['rule']}: {rule['detail']}")
     if rep["evaluation"]:

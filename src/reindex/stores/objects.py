@@ -13,9 +13,11 @@ mean equal bytes, so callers that need to tell two writes apart put a fresh nonc
 from __future__ import annotations
 
 import datetime as _dt
+import email.utils
 import fcntl
 import hashlib
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +38,8 @@ _TMP_PREFIX = TMP_PREFIX
 # The folder backend's compare-and-swap guard files start with this; list() never returns them.
 _CAS_PREFIX = ".cas-"
 _HIDDEN = (_TMP_PREFIX, _CAS_PREFIX)
+# File times come from the kernel's coarse clock (a few ms): an age is reported this much short.
+_FS_STAMP_SLACK_S = 0.02
 
 
 @runtime_checkable
@@ -56,6 +60,12 @@ class ObjectStore(Protocol):
 
     def get_versioned(self, key: str) -> tuple[bytes, str] | None:
         """The bytes under ``key`` and their version, or None if there are none."""
+        ...
+
+    def get_versioned_aged(self, key: str) -> tuple[bytes, str, float] | None:
+        """Like :meth:`get_versioned`, plus how many seconds ago that version was written, at least,
+        measured on the store's own clock (the file system's, or the S3 service's): hosts whose clocks
+        disagree read the same age. None if there are none."""
         ...
 
     def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
@@ -195,6 +205,27 @@ class LocalObjectStore:
         # A rename replaces the file whole, so one read sees one version's bytes; no guard needed.
         data = self.get(key)
         return None if data is None else (data, _digest(data))
+
+    def get_versioned_aged(self, key: str) -> tuple[bytes, str, float] | None:
+        # The file's modification time and a probe file's, both stamped by the file system now and at
+        # the write: one clock, whichever host wrote the key or reads it.
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                written = os.fstat(f.fileno()).st_mtime_ns
+                data = f.read()
+            probe = path.with_name(f"{_TMP_PREFIX}clock-{uuid.uuid4().hex}")
+            try:
+                with open(probe, "wb"):
+                    pass
+                now = os.stat(probe).st_mtime_ns
+            finally:
+                probe.unlink(missing_ok=True)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except OSError as err:
+            raise StateError(f"cannot read {path}: {err.strerror or err}") from None
+        return data, _digest(data), max(0.0, (now - written) / 1e9 - _FS_STAMP_SLACK_S)
 
     def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
         path = self._path(key)
@@ -444,6 +475,24 @@ class S3ObjectStore:
     def get_versioned(self, key: str) -> tuple[bytes, str] | None:
         got = self._get_object(key)
         return None if got is None else (got[0], got[1]["ETag"])
+
+    def get_versioned_aged(self, key: str) -> tuple[bytes, str, float] | None:
+        # LastModified and the reply's Date header are both the service's clock, in whole seconds:
+        # one second less than their difference is a lower bound. Without either, age 0 (never stale).
+        got = self._get_object(key)
+        if got is None:
+            return None
+        data, resp = got
+        modified = resp.get("LastModified")
+        date = (resp.get("ResponseMetadata") or {}).get("HTTPHeaders", {}).get("date")
+        age = 0.0
+        if modified is not None and date:
+            try:
+                now = email.utils.parsedate_to_datetime(date)
+                age = max(0.0, (now - modified).total_seconds() - 1.0)
+            except (TypeError, ValueError):
+                age = 0.0
+        return data, got[1]["ETag"], age
 
     def put_if_version(self, key: str, data: bytes, version: str | None) -> str | None:
         # If-Match / If-None-Match on PUT: S3 compares and writes in one step on the server. A retry

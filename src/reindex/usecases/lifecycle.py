@@ -164,6 +164,38 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
     return shadow
 
 
+def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, lock) -> dict | None:
+    """Replay into the shadow the documents that changed since it was built and caught up (edited,
+    added or taken down since its apply, whether or not the live population was synced in place
+    meanwhile), so that a cutover never serves text the corpus no longer holds. Under the index lock,
+    before the gate; with the config the shadow was built with. None when the shadow is current."""
+    from reindex import cutover as co
+    from reindex import execution
+    from reindex.manifests import read_population
+
+    rec = read_population(state, cfg.index, shadow)
+    built = cfg if identity_of(cfg).collection == shadow or rec is None else config_from_dict(rec.config)
+    ident = identity_of(built)
+    ctx = execution.ApplyContext(
+        index=cfg.index, cfg=built, identity=ident, target=shadow, old=None, old_shards=None, run=run,
+        shards=built.apply.shards, state=state, store=store, embedder=None,  # type: ignore[arg-type]
+        pipeline=TextPipeline(built.text, ident.vector_id), in_place=False, fence=lock.check,
+    )
+    if not any(execution.changed_since_manifest(ctx)):
+        return None
+    ctx.embedder = backends.make_embedder(built.vector, batch_size=built.apply.embed_batch_size, options=built.embed)
+    result = execution.catch_up(ctx)
+    failed = [f for r in result["rounds"] for f in r["failures"]]
+    if failed:
+        raise co.CutoverError(
+            f"{shadow} could not be caught up with the corpus ({len(failed)} documents failed, first "
+            f"{failed[0].get('doc_id')}: {failed[0].get('reason')}); the alias was not moved: fix the source "
+            "and run `reindex cutover` again")
+    logging.getLogger("reindex").info("caught %s up with %d documents changed since it was built", shadow,
+                                      result["documents"])
+    return result
+
+
 def cutover(
     plan_path: str | Path | None = None,
     config_path: str | Path = DEFAULT_CONFIG,
@@ -202,6 +234,7 @@ def cutover(
                 )
             if current is None:
                 co.check_names(store, cfg.index)
+            caught_up = _catch_up_shadow(cfg, state, store, shadow, plan.plan_hash, lock)
             kk = k or cfg.cutover.k
             new_emb = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)  # queries: query_prefix
             embed_new = lambda texts: new_emb.embed(texts).vectors  # noqa: E731
@@ -216,6 +249,7 @@ def cutover(
                 "queries_source": query_source if qs or current is not None else "none (initial build)",
                 "query_vectors": vectors_note, "rules": [r.as_dict() for r in rules], "passed": passed,
                 "evaluation": evaluation, "swap": None, "forced_by": None, "already": False, "recovered": recovered,
+                "caught_up": caught_up,
             }
             if passed or force:
                 if not passed:
