@@ -7,6 +7,7 @@ at is never deleted."""
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -60,6 +61,75 @@ def gate(policy: Any, evaluation: dict | None, *, shadow_points: int, planned_ch
             rules.append(Rule(f"overlap@{k}", ov >= policy.min_overlap,
                               f"mean document overlap@{k} = {ov:.3f}; must be ≥ {policy.min_overlap:.3f} (no labels)"))
     return rules
+
+
+@dataclass(frozen=True)
+class CutoverInputs:
+    """What one cutover needs besides the stores, gathered by the use case: the plan's shadow and the live
+    population it was made against, the policy, and the steps that need the config (each called only when
+    the cutover gets that far: catch the shadow up, read or sample the queries, evaluate old vs new, embed a
+    query for the post-swap probe)."""
+
+    index: str
+    plan_hash: str
+    shadow: str
+    expected_live: str | None  # the alias target the plan was made against (None: an initial build)
+    k: int
+    policy: Any  # config.cutover
+    force: bool
+    forced_by: Callable[[], str | None]
+    catch_up: Callable[[], dict | None]
+    queries: Callable[[], tuple[list, str]]
+    evaluate: Callable[[str, list], tuple[dict, str]]
+    embed: Callable[[list[str]], Any]
+    fence: Callable[[], None]
+
+
+def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
+    """One cutover, in order: complete or undo an alias move a killed process left (reconcile); check the
+    alias still points where the plan expects; catch the shadow up; evaluate old vs new on identical queries;
+    gate; swap atomically when the gate passed (or ``force``). Returns the cutover report (``swap`` is None
+    when the alias did not move; ``already`` when it served the shadow before this call)."""
+    i = inputs
+    recovered = reconcile(store, state, i.index)
+    current = store.get_alias(i.index)
+    base = {"index": i.index, "plan_hash": i.plan_hash, "shadow": i.shadow, "live": current, "k": i.k,
+            "swap": None, "forced_by": None, "recovered": recovered}
+    if current == i.shadow:
+        return {**base, "passed": True, "already": True, "rules": [], "evaluation": None, "queries_source": None,
+                "query_vectors": None}
+    if current != i.expected_live:
+        raise CutoverError(
+            f"alias {i.index!r} points to {current or 'nothing'} but the plan was made against "
+            f"{i.expected_live or 'no alias'}: someone else moved it; run `reindex plan` again")
+    if current is None:
+        check_names(store, i.index)
+    caught_up = i.catch_up()
+    qs, query_source = i.queries()
+    evaluation, vectors_note = i.evaluate(current, qs) if current is not None else (None, None)
+    rules = _gate_rules(store, state, i, evaluation)
+    passed = all(r.passed for r in rules)
+    report = {**base, "queries_source": query_source if qs or current is not None else "none (initial build)",
+              "query_vectors": vectors_note, "rules": [r.as_dict() for r in rules], "passed": passed,
+              "evaluation": evaluation, "already": False, "caught_up": caught_up}
+    if passed or i.force:
+        if not passed:
+            report["forced_by"] = i.forced_by()
+            logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", i.shadow,
+                                                 report["forced_by"])
+        probe = i.embed([qs[0].text])[0] if qs else None
+        report["swap"] = swap(store, state, i.index, i.shadow, current, probe, fence=i.fence)
+    return report
+
+
+def _gate_rules(store: Any, state: ObjectStore, i: CutoverInputs, evaluation: dict | None) -> list[Rule]:
+    """The gate against the shadow's chunk manifest (the plan's chunks plus catch-up changes) and the apply's
+    own record of its run in the state store (the run report beside the plan is a copy for people: a plan
+    folder moved or cleaned must not change what the gate sees)."""
+    run = read_json(state, f"{index_prefix(i.index)}/runs/{i.plan_hash}/done.json") or {}
+    expected_points = sum(1 for _ in read_chunk_manifest(state, i.index, i.shadow))
+    return gate(i.policy, evaluation, shadow_points=store.count(i.shadow), planned_chunks=expected_points,
+                failures=len(run.get("failures", [])), k=i.k)
 
 
 def check_names(store: Any, index: str) -> None:

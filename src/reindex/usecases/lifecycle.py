@@ -19,6 +19,9 @@ from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
+from reindex import cutover as co
+from reindex import evaluation as ev
+from reindex.manifests import read_live, read_population
 from reindex.approvals import check_not_rejected, read_approval
 from reindex.planner import (
     PlanError,
@@ -80,9 +83,7 @@ class CutoverReport:
 
 
 def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Path:
-    from reindex.identity import identity_of as _ident
-
-    coll = _ident(cfg).collection
+    coll = identity_of(cfg).collection
     cands = sorted(p for p in Path(plans_dir).glob(f"*-{cfg.index}-*.json")
                    if p.name.count(".") == 1)
     for p in reversed(cands):
@@ -97,8 +98,6 @@ def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Pa
 
 def _queries_for(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list, str]:
     """The cutover's queries: a file's, or known-item probes sampled from the corpus."""
-    from reindex import evaluation as ev
-
     if queries:
         return ev.read_queries(queries), str(queries)
     pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
@@ -109,9 +108,6 @@ def _queries_for(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list,
 
 def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: list, embed_new, k: int):
     """Old vs new on identical queries; each side embeds queries with its own model if the vector half changed."""
-    from reindex import evaluation as ev
-    from reindex.manifests import read_live
-
     live = read_live(state, cfg.index)
     old_cfg = config_from_dict(live.config) if live else cfg
     # query_prefix is not in the vector id but decides query vectors: a change of it alone is compared too.
@@ -127,27 +123,8 @@ def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: 
                        payload_old=old_cfg.payload, payload_new=cfg.payload), note
 
 
-def _gate(store, state, cfg: PipelineConfig, plan, shadow: str, evaluation, k: int) -> list:
-    """The gate's rules against the shadow's chunk manifest and the apply's run report."""
-    from reindex import cutover as co
-    from reindex.manifests import read_chunk_manifest
-
-    # The apply's own record of the run, in the state store (the run report beside the plan is a copy for
-    # people: a plan folder moved or cleaned must not change what the gate sees).
-    from reindex.manifests import read_json
-
-    run = read_json(state, f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json") or {}
-    # The chunk manifest is what the shadow should hold: the plan's chunks plus any catch-up changes.
-    expected_points = sum(1 for _ in read_chunk_manifest(state, cfg.index, shadow))
-    return co.gate(cfg.cutover, evaluation, shadow_points=store.count(shadow), planned_chunks=expected_points,
-                   failures=len(run.get("failures", [])), k=k)
-
-
 def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, state) -> str:
     """The shadow the plan built; refuses in-place plans, unbuilt shadows and unapproved --force."""
-    from reindex import cutover as co
-    from reindex.manifests import read_population
-
     check_plan_index(plan, cfg, path)
     if not plan.kind.needs_cutover:
         raise co.CutoverError(f"{path}: a {plan.kind} plan is applied in place; there is nothing to cut over")
@@ -169,10 +146,7 @@ def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, l
     added or taken down since its apply, whether or not the live population was synced in place
     meanwhile), so that a cutover never serves text the corpus no longer holds. Under the index lock,
     before the gate; with the config the shadow was built with. None when the shadow is current."""
-    from reindex import cutover as co
     from reindex import execution
-    from reindex.manifests import read_population
-
     rec = read_population(state, cfg.index, shadow)
     built = cfg if identity_of(cfg).collection == shadow or rec is None else config_from_dict(rec.config)
     ident = identity_of(built)
@@ -207,7 +181,6 @@ def cutover(
 ) -> CutoverReport:
     """Evaluate old vs new on identical queries, gate, and swap the alias atomically on pass. Re-running a
     finished cutover is a no-op; a cutover killed after the swap is completed first."""
-    from reindex import cutover as co
     from reindex.reports import write_cutover_reports
 
     cfg = load_resolved(config_path)
@@ -215,51 +188,33 @@ def cutover(
     plan = read_plan(path)
     state = backends.state_store(cfg)
     shadow = _check_cutover_plan(cfg, path, plan, force, state)
-    expected = plan.body["inputs"]["baseline"].get("collection")
+    kk = k or cfg.cutover.k
     with holding_index_lock(state, cfg.index, f"cutover to {shadow}") as lock:
         store = backends.vector_store_for(cfg)
         try:
-            recovered = co.reconcile(store, state, cfg.index)
-            current = store.get_alias(cfg.index)
-            if current == shadow:
-                report = {"index": cfg.index, "plan_hash": plan.plan_hash, "shadow": shadow, "live": current,
-                          "passed": True, "swap": None, "already": True, "recovered": recovered, "rules": [],
-                          "evaluation": None, "forced_by": None, "k": k or cfg.cutover.k,
-                          "queries_source": None, "query_vectors": None}
+            new_emb: list = []  # the query embedder, made only when the cutover gets as far as embedding
+
+            def embed_new(texts: list[str]):
+                if not new_emb:
+                    new_emb.append(backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed))
+                return new_emb[0].embed(texts).vectors
+
+            def forced_by() -> str | None:
+                approval = read_approval(path)
+                return approval.by if approval else by
+
+            inputs = co.CutoverInputs(
+                index=cfg.index, plan_hash=plan.plan_hash, shadow=shadow,
+                expected_live=plan.body["inputs"]["baseline"].get("collection"), k=kk, policy=cfg.cutover,
+                force=force, forced_by=forced_by,
+                catch_up=lambda: _catch_up_shadow(cfg, state, store, shadow, plan.plan_hash, lock),
+                queries=lambda: _queries_for(cfg, queries),
+                evaluate=lambda current, qs: _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk),
+                embed=embed_new, fence=lambda: lock.check(confirm=True),
+            )
+            report = co.run_cutover(store, state, inputs)
+            if report["already"]:
                 return CutoverReport(report, None)
-            if current != expected:
-                raise co.CutoverError(
-                    f"alias {cfg.index!r} points to {current or 'nothing'} but the plan was made against "
-                    f"{expected or 'no alias'}: someone else moved it; run `reindex plan` again"
-                )
-            if current is None:
-                co.check_names(store, cfg.index)
-            caught_up = _catch_up_shadow(cfg, state, store, shadow, plan.plan_hash, lock)
-            kk = k or cfg.cutover.k
-            new_emb = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)  # queries: query_prefix
-            embed_new = lambda texts: new_emb.embed(texts).vectors  # noqa: E731
-            qs, query_source = _queries_for(cfg, queries)
-            evaluation, vectors_note = None, None
-            if current is not None:
-                evaluation, vectors_note = _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk)
-            rules = _gate(store, state, cfg, plan, shadow, evaluation, kk)
-            passed = all(r.passed for r in rules)
-            report = {
-                "index": cfg.index, "plan_hash": plan.plan_hash, "shadow": shadow, "live": current, "k": kk,
-                "queries_source": query_source if qs or current is not None else "none (initial build)",
-                "query_vectors": vectors_note, "rules": [r.as_dict() for r in rules], "passed": passed,
-                "evaluation": evaluation, "swap": None, "forced_by": None, "already": False, "recovered": recovered,
-                "caught_up": caught_up,
-            }
-            if passed or force:
-                if not passed:
-                    approval = read_approval(path)
-                    report["forced_by"] = approval.by if approval else by
-                    logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", shadow,
-                                                         report["forced_by"])
-                probe = embed_new([qs[0].text])[0] if qs else None
-                report["swap"] = co.swap(store, state, cfg.index, shadow, current, probe,
-                                         fence=lambda: lock.check(confirm=True))
             return CutoverReport(report, write_cutover_reports(report, path))
         finally:
             store.close()
@@ -267,8 +222,6 @@ def cutover(
 
 def rollback(config_path: str | Path = DEFAULT_CONFIG, *, to: str | None = None) -> RollbackRecord:
     """Swap the alias back to the previous population (verified first), under the index lock."""
-    from reindex import cutover as co
-
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
     with holding_index_lock(state, cfg.index, "rollback") as lock:
@@ -296,8 +249,6 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
     """Delete retired populations past retention (or the named ones), under the index lock. Never one an
     alias points at; never one live within ``cutover.retention_days`` unless ``force``. ``confirm`` sees the
     deletions first and may refuse them all (the CLI asks on a terminal; unattended callers pass None)."""
-    from reindex import cutover as co
-
     cfg = load_resolved(config_path)
     retention = cfg.cutover.retention_days * 86400
     age = parse_age(older_than) if older_than else retention
@@ -331,8 +282,6 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
 def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
     """Aliases, populations (live, shadow, retired with age), locks."""
     import time
-
-    from reindex import cutover as co
 
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
