@@ -12,7 +12,7 @@ from helpers_index import Workspace
 
 from reindex.errors import ModelError, TransientError
 from reindex.progress import ProgressCounts, format_eta
-from reindex.usecases import backends
+from reindex import api
 
 
 def _feed(events: list[dict], step: float = 1.0) -> tuple[ProgressCounts, list[tuple[int, int, int, int, float | None]]]:
@@ -112,11 +112,9 @@ class _Flaky:
 
 
 def _recorded_apply(ws: Workspace, path: Path, monkeypatch: pytest.MonkeyPatch, fail_at: int | None):
-    real = backends.make_embedder
-    monkeypatch.setattr(backends, "make_embedder", lambda *a, **kw: _Flaky(real(*a, **kw), fail_at))
     events: list[dict] = []
-    r = ws.apply(path, progress=events.append)
-    monkeypatch.setattr(backends, "make_embedder", real)
+    with api.Index.open(ws.config, embedder=_Flaky(api.make_embedder(ws.cfg().vector), fail_at)) as ix:
+        r = ix.apply(path, progress=events.append, use_prefect=False)
     return r, events
 
 

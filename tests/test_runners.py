@@ -46,7 +46,6 @@ def _scenario(root: Path, runner: Any, monkeypatch: pytest.MonkeyPatch) -> dict:
     first = api.apply_plan(path, ws.config, runner=runner)
     monkeypatch.undo()
 
-    real_make = backends.make_embedder
 
     class Editing:  # edits a document of an already finished shard at the resumed run's first embedding
         def __init__(self, inner: Any) -> None:
@@ -58,9 +57,8 @@ def _scenario(root: Path, runner: Any, monkeypatch: pytest.MonkeyPatch) -> dict:
                 (ws.corpus / edited).write_bytes((ws.corpus / edited).read_bytes() + EDIT.encode())
             return self.inner.embed(texts)
 
-    monkeypatch.setattr(backends, "make_embedder", lambda *a, **kw: Editing(real_make(*a, **kw)))
-    second = api.apply_plan(path, ws.config, runner=runner)
-    monkeypatch.undo()
+    with api.Index.open(ws.config, embedder=Editing(api.make_embedder(ws.cfg().vector)), runner=runner) as ix:
+        second = ix.apply(path)
     return {"ws": ws, "first": first, "second": second, "broken": broken, "edited": edited,
             "snapshot": ws.snapshot(second.collection),
             "manifest": [(r.doc_id, r.ordinal, r.content_hash, r.point_id) for r in ws.manifest_rows(second.collection)]}
