@@ -85,6 +85,8 @@ class LockInfo:
     expires: float | None = None
     nonce: str | None = None
     reason: str | None = None
+    acquired: float | None = None  # when this lease was taken (the holder's wall clock)
+    ttl: float | None = None  # the lease length, renewed by the holder's heartbeat
 
     @property
     def held(self) -> bool:
@@ -117,8 +119,11 @@ class LockInfo:
                     "reason": self.reason, "token": None, "expires": None}
         if not self.held:
             return None
+        host, _, rest = (self.owner or "").partition(":")
+        pid = rest.partition(":")[0]
         return {"owner": self.owner, "purpose": self.purpose, "corrupt": False, "reason": None,
-                "token": self.token, "expires": self.expires}
+                "token": self.token, "expires": self.expires, "host": host or None,
+                "pid": int(pid) if pid.isdigit() else None, "since": self.acquired, "lease_s": self.ttl}
 
 
 def parse_lock(data: bytes | None) -> LockInfo:
@@ -150,7 +155,10 @@ def parse_lock(data: bytes | None) -> LockInfo:
         return LockInfo("corrupt", reason=f"purpose {purpose!r} is not text")
     if not _is_number(expires):
         return LockInfo("corrupt", reason=f"expiry {expires!r} is not a number")
-    return LockInfo("held", token=token, owner=owner, purpose=purpose, expires=float(expires), nonce=nonce)
+    acquired, ttl = body.get("acquired"), body.get("ttl")
+    return LockInfo("held", token=token, owner=owner, purpose=purpose, expires=float(expires), nonce=nonce,
+                    acquired=float(acquired) if _is_number(acquired) else None,
+                    ttl=float(ttl) if _is_number(ttl) else None)
 
 
 def read_lock(store: ObjectStore, index: str) -> LockInfo:

@@ -16,6 +16,7 @@ __all__ = [
     "demo_dir",
     "embed_log",
     "index_lease_seconds",
+    "pause_at",
     "prefect_api_url",
     "shard_workers",
     "task_runner_spec",
@@ -81,6 +82,12 @@ def task_runner_spec() -> str | None:
 def crash_at() -> str | None:
     """``REINDEX_CRASH_AT``: test hook naming a crash point (``name[:n]``)."""
     return os.environ.get("REINDEX_CRASH_AT") or None
+
+
+def pause_at() -> str | None:
+    """``REINDEX_PAUSE_AT``: test hook naming a crash point (``name[:n]``) where the process stops itself
+    (SIGSTOP) instead of dying, holding its locks, so a test can look at a running apply from outside."""
+    return os.environ.get("REINDEX_PAUSE_AT") or None
 
 
 def embed_log() -> str | None:

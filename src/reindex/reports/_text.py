@@ -272,12 +272,29 @@ def cutover_text(r: Any) -> str:
 
 def status_text(st: dict[str, Any]) -> str:
     """What ``reindex status`` prints: the alias, every population and the lock."""
+    import time
+
     lines = [f"index {st['index']}: alias → {st['aliases'].get(st['index'], 'none')}"]
     for p in st["populations"]:
-        pts = f"{p['points']:,} points" if p["points"] is not None else "deleted"
+        prog = p.get("progress")
+        if prog:
+            pts = f"shards {prog['shards_done']}/{prog['shards_total']} done"
+        elif p["points"] is not None:
+            pts = f"{p['points']:,} points"
+        else:
+            pts = "not readable yet" if p.get("exists") else "deleted"
         lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}  ({p['age_days']} days)")
-    if st["lock"]:
-        lines.append(f"  locked by {st['lock']['owner']} ({st['lock']['purpose']})")
+    lock = st["lock"]
+    if lock and lock.get("pid") is not None:
+        since = (f" since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(lock['since']))}"
+                 if lock.get("since") else "")
+        left = (lock.get("expires") or 0.0) - time.time()
+        lease = f"expires in {int(left)} s" if left >= 0 else f"expired {int(-left)} s ago"
+        if lock.get("lease_s"):
+            lease = f"{lock['lease_s']:g} s lease, {lease}"
+        lines.append(f"  locked by pid {lock['pid']} on {lock['host']}{since} ({lock['purpose']}); {lease}")
+    elif lock:
+        lines.append(f"  locked by {lock['owner']} ({lock['purpose']})")
     return "\n".join(lines)
 
 

@@ -103,6 +103,7 @@ from reindex.atomic import atomic_write, fsync_dir
 from reindex.errors import TransientError
 from reindex.stores.vectors import (
     Hit,
+    NoStoreError,
     Point,
     VectorStoreError,
     equality_conditions,
@@ -760,7 +761,7 @@ class EdgeReader:
     def __init__(self, root: Path) -> None:
         _check_folder(root)
         if not is_edge_folder(root):
-            raise VectorStoreError(f"`{root}` is not a reindex embedded store (no {_MARKER}); nothing to read.")
+            raise NoStoreError(f"`{root}` is not a reindex embedded store (no {_MARKER}); nothing to read.")
         self._root = root
         self._held: dict[str, _Held] = {}
         self._lock = threading.RLock()
