@@ -77,6 +77,11 @@ def test_read_only_commands_answer_while_an_apply_holds_the_store(paused_apply) 
     assert json.loads(gc.output) == {"actions": []}
     show = runner.invoke(main, ["show", str(path)])
     assert show.exit_code == 0, show.output
+    cut = runner.invoke(main, ["cutover", str(path), "-c", str(ws.config)])
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(body["lock"]["since"]))
+    assert (cut.exit_code, cut.stderr) == (1, (
+        f"error: population {building[0]['collection']} is still being built: an apply is running (pid {proc.pid} "
+        f"on {body['lock']['host']} since {since}); wait for it to finish, then run `reindex cutover` again\n"))
 
     os.kill(proc.pid, signal.SIGCONT)  # let the apply go: it finishes as if nobody had looked
     out, err = proc.communicate(timeout=120)

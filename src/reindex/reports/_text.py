@@ -42,10 +42,14 @@ def plan_text(plan: Any, path: Any) -> str:
     lines = [f"{b['kind']}  ·  index {b['index']}  ·  plan {plan.plan_hash[:12]}"]
     for e in b["explanation"]:
         lines.append(f"  {e}")
-    lines.append(
-        f"  documents: {d['added']:,} added, {d['edited']:,} edited, {d['removed']:,} removed, "
-        f"{d['unchanged']:,} unchanged, {d['bad']:,} bad"
-    )
+    if b["kind"] == "payload-only":  # nothing added or removed, every edit kept its text: metadata only
+        lines.append(f"  documents: {d['edited']:,} metadata changed (same text, same chunks), "
+                     f"{d['unchanged']:,} unchanged, {d['bad']:,} bad")
+    else:
+        lines.append(
+            f"  documents: {d['added']:,} added, {d['edited']:,} edited, {d['removed']:,} removed, "
+            f"{d['unchanged']:,} unchanged, {d['bad']:,} bad"
+        )
     ratio = f" (×{w['chunks_new'] / w['chunks_old']:.2f})" if w["chunks_old"] else ""
     lines.append(f"  chunks: {w['chunks_old']:,} → {w['chunks_new']:,}{ratio}; reused {w['chunks_reused']:,}, to embed {w['chunks_to_embed']:,}")
     lines.append(
@@ -98,6 +102,10 @@ def classification_text(r: Any) -> str:
     return "\n".join(lines)
 
 
+def _docs(n: int, adjective: str = "") -> str:
+    return f"{n:,} {adjective}document{'' if n == 1 else 's'}"
+
+
 def apply_text(r: Any) -> str:
     """What ``reindex apply`` prints about a finished (or refused) run."""
     if r.status == "nothing-to-do":
@@ -106,15 +114,25 @@ def apply_text(r: Any) -> str:
         return f"plan {r.plan_hash[:12]} was already applied to {r.collection}; nothing changed"
     rep = r.report
     a, p = rep["actual"], rep["planned"]
+    embedded = (f"embedded {a['embedded']:,} texts ({a['tokens_embedded']:,} tokens; planned {p['chunks_to_embed']:,} / "
+                f"{p['tokens_to_embed']:,})")
+    if r.kind == "payload-only":
+        work = (f"  payloads rewritten {a.get('payload_updated', 0):,} points of {_docs(a['documents'])}, in place; "
+                "nothing embedded, no vector written")
+    elif r.kind == "document-scoped":  # the plan's chunk count is the whole index's, not the affected documents'
+        work = (f"  chunks written {a['chunks_written']:,} for {_docs(a['documents'], 'affected ')} (the index holds "
+                f"{p['chunks_new']:,} chunks after the change); reused {a['reused_from_old'] + a['reused_from_target']:,} "
+                f"vectors in place; {embedded}")
+    else:
+        work = (f"  chunks written {a['chunks_written']:,} (planned {p['chunks_new']:,}); reused {a['reused_from_old']:,} "
+                f"from the old population, {a['reused_from_target']:,} already in place; {embedded}")
     lines = [
         f"{r.status}: {r.kind} → {r.collection} in {rep['seconds']:.1f} s",
-        f"  chunks written {a['chunks_written']:,} (planned {p['chunks_new']:,}); reused {a['reused_from_old']:,} from the old "
-        f"population, {a['reused_from_target']:,} already in place; embedded {a['embedded']:,} texts "
-        f"({a['tokens_embedded']:,} tokens; planned {p['chunks_to_embed']:,} / {p['tokens_to_embed']:,})",
+        work,
         f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
         f"skipped {a['shards_skipped']}",
     ]
-    if a.get("payload_updated"):
+    if a.get("payload_updated") and r.kind != "payload-only":
         lines.append(f"  payloads overwritten in place: {a['payload_updated']:,} points (no vector written)")
     if a["truncated"]:
         lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")

@@ -17,7 +17,7 @@ from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
-from reindex.approvals import check_approval, read_approval
+from reindex.approvals import check_approval, check_not_rejected, read_approval
 from reindex.planner import IN_PLACE_KINDS, approval_of_plan
 from reindex.planner import (
     Plan,
@@ -98,6 +98,7 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
             )
         plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
     kind = kind_in_force(plan, cfg, state)
+    check_not_rejected(plan, plan_path)  # final, with or without an approval on record (the UI's form writes it)
     check_approval(plan, read_approval(plan_path), approval_of_plan(plan.body, cfg, kind))
     return plan, plan_path
 

@@ -160,9 +160,25 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
                                   f"run `reindex approve {path} --by NAME` first")
     shadow = plan.body["identity"]["new"]["collection"]
     rec = read_population(state, cfg.index, shadow)
+    if rec is not None and rec.state == "building":
+        _refuse_while_applying(state, cfg.index, shadow)
     if rec is None or rec.state not in ("ready", "live", "retired"):
         raise co.CutoverError(f"population {shadow} is not built ({rec.state if rec else 'absent'}); run `reindex apply {path}`")
     return shadow
+
+
+def _refuse_while_applying(state, index: str, shadow: str) -> None:
+    """Refuse a cutover to a population an apply is building right now, naming that apply's process."""
+    import time
+
+    from reindex import cutover as co
+
+    lock = read_lock(state, index)
+    if lock.held and not lock.expired() and (lock.purpose or "").startswith("apply"):
+        st = lock.as_status() or {}
+        since = time.strftime(" since %Y-%m-%d %H:%M:%S UTC", time.gmtime(st["since"])) if st.get("since") else ""
+        raise co.CutoverError(f"population {shadow} is still being built: an apply is running (pid {st.get('pid')} on "
+                              f"{st.get('host')}{since}); wait for it to finish, then run `reindex cutover` again")
 
 
 def cutover(
