@@ -43,7 +43,7 @@ def plan_change(req: PlanRequest) -> Plan:
     baseline = req.baseline
     source = open_source(cfg.source if req.corpus_uri is None else cfg.source.model_copy(update={"uri": req.corpus_uri}))
     same_chunks: set[str] = set()  # edited documents whose chunks did not change (a metadata edit)
-    t = Totals()
+    t = Totals(model_limit=req.model_limit)
     work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document, same_chunks,
                          t.rechunk)
 
@@ -199,8 +199,10 @@ def _plan_body(
                        "bytes": report.bytes},
         },
         "config": cfg.model_dump(mode="json"),
-        "work": _work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,
-                              baseline.retained_collection, cfg.text.rechunk),
+        "work": {**_work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,
+                                 baseline.retained_collection, cfg.text.rechunk),
+                 "over_model_limit": ({"chunks": t.over_limit, "of": t.limit_checked, "limit": t.model_limit,
+                                       "tokenizer": cfg.text.tokenizer} if t.model_limit else None)},
         "projection": projection,
         "cost": c,
         "sensitivity": _sensitivity_section(req, t),

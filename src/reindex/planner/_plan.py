@@ -60,6 +60,7 @@ class Plan:
             "peak_bytes": c["footprint"]["peak"]["ram_bytes"] + c["footprint"]["peak"]["disk_bytes"],
             "approval_required": self.body["approval"]["required"],
             "sampled": self.body["projection"] is not None,
+            "over_model_limit": w.get("over_model_limit"),
         }
 
 

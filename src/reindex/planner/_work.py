@@ -251,6 +251,9 @@ class Totals:
     tail_chunks: int = 0
     tail_docs: int = 0
     rechunk: RechunkTally = field(default_factory=RechunkTally)
+    model_limit: int | None = None  # the model's input limit in tokens (None: unknown, nothing counted)
+    over_limit: int = 0  # chunks longer than model_limit
+    limit_checked: int = 0  # chunks compared with it
 
     def add(self, w: DocWork, tail_tokens: int) -> None:
         self.docs[w.status] += 1
@@ -266,6 +269,9 @@ class Totals:
         self.doc_tokens.append(w.doc_tokens)
         for t in w.chunk_tokens:
             self.chunk_len_new[bucket(t)] += 1
+        if self.model_limit:
+            self.over_limit += sum(1 for t in w.chunk_tokens if t > self.model_limit)
+            self.limit_checked += len(w.chunk_tokens)
         self.embed_by_status[w.status] += w.tokens_to_embed
         if w.doc_tokens > tail_tokens:
             self.tail_docs += 1

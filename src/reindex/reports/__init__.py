@@ -13,6 +13,7 @@ from reindex.reports._cutover import (
     write_cutover_reports,
 )
 from reindex.reports._format import LIST_CAP, human_bytes, human_number
+from reindex.reports._plan_facts import over_limit_line
 from reindex.reports._plan_html import plan_html
 from reindex.reports._plan_md import plan_markdown
 from reindex.reports._text import (
@@ -50,6 +51,7 @@ __all__ = [
     "human_number",
     "chains_text",
     "measure_text",
+    "over_limit_line",
     "plan_html",
     "plan_markdown",
     "plan_text",

@@ -27,6 +27,7 @@ from reindex.reports._plan_facts import (
     change_lines,
     footprint_rows,
     key_rows,
+    over_limit_line,
     plan_title,
     projection_rows,
     tail_line,
@@ -96,6 +97,8 @@ def plan_html(plan: Plan) -> str:
     ap = b["approval"]
     banner = (f'<div class="banner warn">Approval required before apply{_ul(ap["reasons"])}</div>' if ap["required"]
               else '<div class="banner ok">No approval required by policy.</div>')
+    if (over := over_limit_line(plan)) is not None:
+        banner += f'<div class="banner warn">Warning: {_e(over)}</div>'
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',

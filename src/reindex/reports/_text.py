@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import rate_note, rechunk_line
+from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line
 
 __all__ = [
     "apply_text",
@@ -58,6 +58,8 @@ def plan_text(plan: Any, path: Any) -> str:
     )
     if (rc := rechunk_line(w)) is not None:
         lines.append(f"  {rc}")
+    if (over := over_limit_line(plan)) is not None:
+        lines.append(f"  warning: {over}")
     if w["cross_document"]["chunks"]:
         lines.append(f"  cross-document reuse would save {w['cross_document']['chunks']:,} more chunks ({w['cross_document']['tokens']:,} tokens)")
     peak = c["footprint"]["peak"]
