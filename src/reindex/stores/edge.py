@@ -76,7 +76,9 @@ harmless. Metadata (marker, collection records, aliases) is written with ``reind
 (fsync file, rename, fsync folder).
 
 Folders made by the old embedded store (qdrant-client local mode: ``meta.json`` + ``collection/``) are
-detected and refused with the exact conversion command (``python -m reindex.stores.migrate``).
+detected and refused with the exact conversion command (``python -m reindex.stores.migrate``). A stock
+qdrant-client opened on an edge folder sees no collection and writes ``.lock`` and ``meta.json``: both are
+ignored; once it has created collections there the writer refuses the folder (``_refuse_foreign_collections``).
 """
 
 from __future__ import annotations
@@ -244,6 +246,24 @@ def _check_folder(root: Path) -> None:
         )
 
 
+def _refuse_foreign_collections(root: Path) -> None:
+    """A stock qdrant-client pointed at this folder (``QdrantClient(path=…)``, e.g. under langchain-qdrant)
+    writes ``.lock`` and ``meta.json``: reindex ignores those, but refuses to write beside collections that client
+    created (``meta.json`` lists them): their points are in no population, and no reader of the alias sees them."""
+    try:
+        meta = json.loads((root / "meta.json").read_bytes())
+    except (OSError, ValueError):
+        return
+    names = sorted(meta.get("collections") or {}) if isinstance(meta, dict) else []
+    if names and (root / _MARKER).exists():
+        raise VectorStoreError(
+            f"`{root}` also holds collections a stock qdrant-client wrote into it ({', '.join(names)}; meta.json, "
+            "collection/): reindex never reads them and a stock client cannot read reindex's store. Move meta.json, "
+            ".lock and collection/ out of the folder (give qdrant-client a folder of its own) and run again; "
+            "readers of this index use reindex's retrievers (reindex.retrievers)."
+        )
+
+
 @contextlib.contextmanager
 def _edge_errors(action: str) -> Iterator[None]:
     """Engine and file-system failures as one-line errors: OSError may clear up, the rest will not."""
@@ -395,6 +415,7 @@ class EdgeStore:
         except OSError as exc:
             raise VectorStoreError(f"Cannot create the embedded store folder `{root}`: {exc.strerror or exc}.") from exc
         _check_folder(root)
+        _refuse_foreign_collections(root)
         self._lock_fd = os.open(root / "writer.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
