@@ -132,6 +132,11 @@ class Querier:
         """The alias this querier reads (the config's ``index``)."""
         return self._current()[0].index
 
+    @property
+    def distance(self) -> str:
+        """The vector distance of the index's vector half (``cosine``, ``dot`` or ``euclid``)."""
+        return self._current()[0].vector.distance
+
     def query(self, text: str, *, k: int = 10, filters: dict[str, str] | None = None,
               collection: str | None = None) -> QueryResult:
         """Top ``k`` chunks for ``text``; see :func:`query`."""
