@@ -396,3 +396,13 @@ def test_html_renders_in_a_headless_browser(tmp_path):
     assert png.is_file()
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+def test_html_renders_the_markdown_of_its_prose_and_escapes_html_in_it():
+    b = _body(explanation=["`text.chunker.size`: 512 → 256 **(recut)** <b>not bold</b>"])
+    b["cost"]["rate_source"] = "default"  # its note names `reindex calibrate`
+    page = plan_html(seal(b))
+    _check(page)
+    assert "`" not in page
+    assert "<code>text.chunker.size</code>: 512 → 256 <strong>(recut)</strong> &lt;b&gt;not bold&lt;/b&gt;" in page
+    assert "<code>reindex calibrate</code>" in page

@@ -1,7 +1,7 @@
 """Plans → a Markdown review document and a self-contained HTML page with inline SVG charts; cutover
 reports likewise; the number formatting both share.
 
-Rendering is pure (stdlib only); :func:`write_reports` and :func:`write_cutover_reports` are the
+Rendering is pure (stdlib, and markdown-it-py for the HTML pages' prose); :func:`write_reports` and :func:`write_cutover_reports` are the
 functions that touch the disk. Private modules by role: ``_format`` (numbers people read),
 ``_plan_facts`` (what both plan documents say), ``_plan_md``, ``_charts`` (inline SVG), ``_style``
 (CSS), ``_plan_html``, ``_write``, ``_cutover``, ``_text`` (the CLI's terminal text).
