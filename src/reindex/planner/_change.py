@@ -25,6 +25,7 @@ from reindex.planner._work import (
     bucket_order,
     doc_hist,
     doc_work,
+    length_histogram,
     payload_old,
     price_work,
     what_if,
@@ -163,6 +164,7 @@ def _count_old(baseline: Baseline, t: Totals) -> None:
     for d in baseline.docs.values():
         for tok in d.tokens:
             t.chunk_len_old[bucket(tok)] += 1
+            t.lengths_old[tok] += 1
     t.payload_old = payload_old(baseline)
 
 
@@ -272,5 +274,6 @@ def _charts_section(t: Totals) -> dict[str, Any]:
         "doc_length_histogram": doc_hist(t.doc_tokens),
         "chunks_per_bucket": {"old": [t.chunk_len_old.get(b, 0) for b in bucket_order()],
                               "new": [t.chunk_len_new.get(b, 0) for b in bucket_order()]},
+        "chunk_length_histogram": length_histogram(t.lengths_old, t.lengths_new),
         "tokens_to_embed_by_status": {k: t.embed_by_status.get(k, 0) for k in ("added", "edited", "unchanged")},
     }

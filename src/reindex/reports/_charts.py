@@ -111,9 +111,11 @@ def chart_doc_length(plan: Plan) -> str:
 
 def chart_chunks_per_bucket(plan: Plan) -> str:
     ch = plan.body["charts"]
-    cpb = ch["chunks_per_bucket"]
+    # The two populations' own range (plans since issue 26), else the fixed power-of-two buckets.
+    own = ch.get("chunk_length_histogram")
+    cpb, buckets = (own, own["buckets"]) if own else (ch["chunks_per_bucket"], ch["length_buckets"])
     series = [("old", cpb.get("old", []), COLORS["old"]), ("new", cpb.get("new", []), COLORS["new"])]
-    svg, pts = bar_chart(ch["length_buckets"], series, "chunks")
+    svg, pts = bar_chart(buckets, series, "chunks")
     w = plan.body["work"]
     legend = [(f"{k} population · {num(w[f'chunks_{k}'])} chunks", COLORS[k]) for k in ("old", "new") if w[f"chunks_{k}"]]
     return figure_html("chunks-per-bucket", "Chunks per chunk length, old vs new", pts, svg if pts else "no chunks", legend)
