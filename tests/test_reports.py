@@ -459,3 +459,15 @@ def test_each_what_if_row_is_priced_with_its_own_token_count(tmp_path):
         assert r["usd"] == pytest.approx(r["tokens_full_reembed"] / 1e6 * 0.02, abs=1e-6)
     by_chunks = sorted(rows, key=lambda r: r["chunks"])
     assert all(a["hours"] < b["hours"] for a, b in zip(by_chunks, by_chunks[1:]))  # no two rows the same
+
+
+def test_the_population_chart_keeps_the_old_population_through_the_configured_retention_window():
+    b = _body(config={"cutover": {"retention_days": 7}})
+    p = _check(plan_html(seal(b)))
+    fig = next(f for f in p.figures if f["name"] == "population")
+    assert "rollback window: old kept 7 days" in fig["text"] and "old retired (gc) · +7 d" in fig["text"]
+    page = plan_html(seal(b))
+    old_area = re.search(r'<path class="area" fill="[^"]+" d="M(\d+),[\d.]+ L\d+,([\d.]+) L([\d.]+),', page)
+    window = re.search(r'<rect class="window" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', page)
+    assert old_area and window
+    assert float(old_area[3]) == pytest.approx(float(window[1]) + float(window[2]), abs=0.2)  # old ends with the window
