@@ -187,7 +187,7 @@ def read_log(path: Path) -> Counter:
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("REINDEX_CRASH_AT", "REINDEX_EMBED_LOG"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REINDEX_CRASH_AT", "REINDEX_PAUSE_AT", "REINDEX_EMBED_LOG"))}
     env.update(
         HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
         PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING",

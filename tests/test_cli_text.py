@@ -38,6 +38,26 @@ def test_cutover_text_fail_without_evaluation() -> None:
     )
 
 
+def test_status_text_names_the_lock_holder_and_the_build_progress() -> None:
+    import time
+
+    st = {"index": "kb", "aliases": {"kb": "kb__a"},
+          "lock": {"owner": "box:4242:ab", "purpose": "apply 1a2b (pipeline-scoped/text)", "host": "box", "pid": 4242,
+                   "since": 1_700_000_000.0, "lease_s": 120.0, "expires": time.time() + 90.6},
+          "populations": [{"state": "live", "collection": "kb__a", "points": 9, "chunker": "fixed:size=3",
+                           "age_days": 1.5, "exists": True, "progress": None},
+                          {"state": "building", "collection": "kb__c", "points": None, "chunker": "fixed:size=5",
+                           "age_days": 0.0, "exists": True,
+                           "progress": {"shards_done": 3, "shards_total": 8, "run": "1a2b"}}]}
+    assert status_text(st) == (
+        "index kb: alias → kb__a\n"
+        "  live      kb__a  9 points  fixed:size=3  (1.5 days)\n"
+        "  building  kb__c  shards 3/8 done  fixed:size=5  (0.0 days)\n"
+        "  locked by pid 4242 on box since 2023-11-14 22:13:20 UTC (apply 1a2b (pipeline-scoped/text)); "
+        "120 s lease, expires in 90 s"
+    )
+
+
 def test_status_text() -> None:
     st = {"index": "kb", "aliases": {"kb": "kb__a"}, "lock": {"owner": "host:1", "purpose": "apply"},
           "populations": [{"state": "live", "collection": "kb__a", "points": 1234, "chunker": "fixed:size=3", "age_days": 1.5},

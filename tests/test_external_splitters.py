@@ -212,3 +212,31 @@ def test_langchain_splitter_plans_applies_and_cuts_over(tmp_path: Path, monkeypa
         ws.apply(stale_path)
     _write(ws, 600)
     assert ws.plan()[0].kind == "pipeline-scoped/text"
+
+
+@pytest.mark.parametrize("chunker, error", [
+    ({"kind": "callable", "callable": "helpers_splitters:missing_function"},
+     "error: text.chunker.callable 'helpers_splitters:missing_function': module 'helpers_splitters' has no attribute "
+     "'missing_function'\n"),
+    ({"kind": "langchain", "splitter": "langchain_text_splitters.NoSuchSplitter"},
+     "error: text.chunker.splitter 'langchain_text_splitters.NoSuchSplitter': module 'langchain_text_splitters' has no "
+     "attribute 'NoSuchSplitter'\n"),
+    (_lc(chunk_size=100, bogus=1),
+     f"error: text.chunker: cannot build {LC}(**{{'chunk_size': 100, 'bogus': 1}}): TextSplitter.__init__() got an "
+     "unexpected keyword argument 'bogus'\n"),
+    ({"kind": "callable", "callable": "helpers_splitters:paragraphs"}, ""),
+])
+def test_validate_imports_and_builds_a_splitter_named_by_path(tmp_path: Path, chunker: dict, error: str) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from reindex.cli import main
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.md").write_text("One paragraph.\n\nAnother one.\n", encoding="utf-8")
+    cfg = tmp_path / "reindex.yaml"
+    cfg.write_text(f"index: docs\nsource: {tmp_path / 'corpus'}\nvector: {{provider: hash}}\n"
+                   f"text: {{chunker: {json.dumps(chunker)}, tokenizer: whitespace}}\n", encoding="utf-8")
+    r = CliRunner().invoke(main, ["validate", "-c", str(cfg)])
+    assert (r.exit_code, r.stderr) == (1 if error else 0, error)

@@ -672,3 +672,25 @@ def test_scheduled_sync_beside_a_cli_apply_ends_completed_and_skipped(tmp_path: 
     again = sync_flow(config=str(ws.config), plans_dir=str(plans))
     assert again["status"] == "done" and again["kind"] == "document-scoped", again
     assert api.make_plan(ws.config, out=None)[0].kind == "none"
+TEMPORARY_SERVER_LINE = (
+    "error: Prefect's temporary API server (started because no PREFECT_API_URL is set) did not answer within 1 s "
+    "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS; a busy machine starts it slowly): start a Prefect server "
+    "(`prefect server start`) and set PREFECT_API_URL to it, or run without Prefect (`reindex apply --no-prefect "
+    "PLAN`; from Python, runner=api.ThreadRunner())\n")
+
+
+def test_a_temporary_server_that_does_not_start_is_one_line_with_the_two_ways_out(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    ws = Workspace(tmp_path / "ws")
+    _plan, path = ws.plan()
+    env = subprocess_env(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="1", PREFECT_HOME=str(tmp_path / "home"),
+                         PREFECT_PROFILES_PATH=str(tmp_path / "home" / "profiles.toml"))
+    env.pop("PREFECT_API_URL", None)
+    r = subprocess.run([str(PREFECT_BIN.with_name("reindex")), "apply", str(path), "-c", str(ws.config), "--prefect",
+                        "--no-progress"],
+                       cwd=ws.root, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[-1] + "\n" == TEMPORARY_SERVER_LINE, r.stderr  # the CLI through PrefectRunner
+
+

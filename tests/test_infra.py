@@ -19,7 +19,7 @@ GUIDE = INFRA / "README.md"
 PREFECT_YAML = REPO / "flows" / "prefect.yaml"
 
 # Read by the code, but only as test or demo hooks: never set on a production worker.
-TEST_HOOKS = {"REINDEX_EMBED_LOG", "REINDEX_CRASH_AT", "REINDEX_DEMO_DIR"}
+TEST_HOOKS = {"REINDEX_EMBED_LOG", "REINDEX_CRASH_AT", "REINDEX_PAUSE_AT", "REINDEX_DEMO_DIR"}
 # Read by the code, optional on the worker: the flows take a `task_runner` parameter instead.
 OPTIONAL = {"REINDEX_TASK_RUNNER", "REINDEX_INDEX_LEASE_S", "PREFECT_PROFILE", "PREFECT_HOME", "PREFECT_PROFILES_PATH"}
 # What the worker needs that third-party libraries read (boto3, Prefect).

@@ -486,9 +486,13 @@ def test_status_lines() -> None:
     assert parse_lock(None).as_status() is None and parse_lock(None).describe() is None
     free = parse_lock(b'{"state": "free", "token": 4}')
     assert free.state == "free" and free.token == 4 and free.as_status() is None
-    held = parse_lock(json.dumps({"owner": "h:1:x", "purpose": "apply", "expires": time.time() + 30.5, "token": 3}).encode())
+    held = parse_lock(json.dumps({"owner": "h:1:x", "purpose": "apply", "expires": time.time() + 30.5, "token": 3,
+                                  "acquired": 1000.0, "ttl": 120}).encode())
     assert held.as_status() == {"owner": "h:1:x", "purpose": "apply", "corrupt": False, "reason": None,
-                                "token": 3, "expires": held.expires}
+                                "token": 3, "expires": held.expires, "host": "h", "pid": 1, "since": 1000.0,
+                                "lease_s": 120.0}
+    old_format = parse_lock(json.dumps({"owner": "h:x", "expires": 1.0}).encode()).as_status() or {}
+    assert (old_format["host"], old_format["pid"], old_format["since"], old_format["lease_s"]) == ("h", None, None, None)
     assert held.describe() == "locked by h:1:x (apply), token 3, expires in 30 s"
 
 

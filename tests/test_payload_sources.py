@@ -70,6 +70,10 @@ def test_title_rule() -> None:
     assert title_of("a/b.md", b"# Top #\n## Sub") == "Top"
     assert title_of("a/b.md", b"## Only sub") == "b"
     assert title_of("x.rst", b"Title\n-----\n") == "Title"
+    pep = b"PEP: 263\nTitle: Defining Python Source Code Encodings\nStatus: Final\n\nAbstract\n========\n"
+    assert title_of("pep-0263.rst", pep) == "Defining Python Source Code Encodings"
+    assert title_of("x.rst", b":Author: me\n:Title: From docinfo\n\nBody\n====\n") == "From docinfo"
+    assert title_of("x.rst", b"Intro\n=====\n\nTitle: not a header, below the first blank line\n") == "Intro"
     assert title_of("x.rst", b"Long title\n---\n") == "x"  # an underline shorter than the text is no title
     assert title_of("x.htm", b"<TITLE>Caps</TITLE>") == "Caps"
     assert title_of("x.txt", b"# hash") == "x"

@@ -396,3 +396,78 @@ def test_html_renders_in_a_headless_browser(tmp_path):
     assert png.is_file()
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+def test_html_renders_the_markdown_of_its_prose_and_escapes_html_in_it():
+    b = _body(explanation=["`text.chunker.size`: 512 → 256 **(recut)** <b>not bold</b>"])
+    b["cost"]["rate_source"] = "default"  # its note names `reindex calibrate`
+    page = plan_html(seal(b))
+    _check(page)
+    assert "`" not in page
+    assert "<code>text.chunker.size</code>: 512 → 256 <strong>(recut)</strong> &lt;b&gt;not bold&lt;/b&gt;" in page
+    assert "<code>reindex calibrate</code>" in page
+
+
+def test_the_chunk_length_chart_uses_the_populations_own_range_so_250_to_200_shows(tmp_path):
+    from helpers_index import SAMPLE
+
+    from reindex import api
+
+    for name, size in (("old", 250), ("new", 200)):
+        (tmp_path / f"{name}.yaml").write_text(
+            f"index: docs\nsource: {SAMPLE / 'corpus'}\ntext: {{chunker: {{kind: recursive, size: {size}}}}}\n"
+            "vector: {provider: hash}\n", encoding="utf-8")
+    plan, path = api.make_plan(tmp_path / "new.yaml", baseline_config=tmp_path / "old.yaml", out=tmp_path / "plans")
+    h, w = plan.body["charts"]["chunk_length_histogram"], plan.body["work"]
+    assert (sum(h["old"]), sum(h["new"])) == (w["chunks_old"], w["chunks_new"])
+    assert len(h["buckets"]) == len(h["old"]) == len(h["new"]) <= 12
+
+    def peak(xs):
+        return max(range(len(xs)), key=xs.__getitem__)
+
+    assert peak(h["old"]) > peak(h["new"])  # the 250-token population's bar is to the right of the 200-token one
+    fixed = plan.body["charts"]["chunks_per_bucket"]
+    assert peak(fixed["old"]) == peak(fixed["new"])  # in the power-of-two buckets both fall in 128-255
+    p = _check(path.with_suffix(".html").read_text(encoding="utf-8"))
+    fig = next(f for f in p.figures if f["name"] == "chunks-per-bucket")
+    assert fig["marks"] == fig["points"] == sum(1 for v in (*h["old"], *h["new"]) if v)
+    from reindex.reports._charts import bucket_label
+
+    assert f"old {bucket_label(h['buckets'][peak(h['old'])])} tokens" in fig["text"]
+    assert f"new {bucket_label(h['buckets'][peak(h['new'])])} tokens" in fig["text"]
+
+
+def test_each_what_if_row_is_priced_with_its_own_token_count(tmp_path):
+    """A partitioning chunker embeds each token once at every size, but the model reads two special tokens
+    per chunk: smaller chunks take longer for the same text. Each row's hours come from its own counts."""
+    from helpers_index import SAMPLE
+
+    from reindex import api
+
+    (tmp_path / "reindex.yaml").write_text(
+        f"index: docs\nsource: {SAMPLE / 'corpus'}\ntext: {{chunker: {{kind: recursive, size: 150}}}}\n"
+        f"cost: {{tokens_per_minute: 60000, usd_per_mtok: 0.02}}\nstate: {{uri: {tmp_path / 'state'}}}\n",
+        encoding="utf-8")
+    plan, _ = api.make_plan(tmp_path / "reindex.yaml", out=None)
+    rows = plan.body["sensitivity"]["what_if"]
+    current = next(r for r in rows if r["current"])
+    assert current["hours"] == pytest.approx(current["tokens_full_reembed"] / 60000 / 60, abs=1e-6)
+    per_minute = 60000 * (current["tokens_full_reembed"] + 2 * current["chunks"]) / current["tokens_full_reembed"]
+    for r in rows:
+        assert r["tokens_full_reembed"] == current["tokens_full_reembed"]  # partitioning: the same text
+        assert r["hours"] == pytest.approx((r["tokens_full_reembed"] + 2 * r["chunks"]) / per_minute / 60, abs=1e-6)
+        assert r["usd"] == pytest.approx(r["tokens_full_reembed"] / 1e6 * 0.02, abs=1e-6)
+    by_chunks = sorted(rows, key=lambda r: r["chunks"])
+    assert all(a["hours"] < b["hours"] for a, b in zip(by_chunks, by_chunks[1:]))  # no two rows the same
+
+
+def test_the_population_chart_keeps_the_old_population_through_the_configured_retention_window():
+    b = _body(config={"cutover": {"retention_days": 7}})
+    p = _check(plan_html(seal(b)))
+    fig = next(f for f in p.figures if f["name"] == "population")
+    assert "rollback window: old kept 7 days" in fig["text"] and "old retired (gc) · +7 d" in fig["text"]
+    page = plan_html(seal(b))
+    old_area = re.search(r'<path class="area" fill="[^"]+" d="M(\d+),[\d.]+ L\d+,([\d.]+) L([\d.]+),', page)
+    window = re.search(r'<rect class="window" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', page)
+    assert old_area and window
+    assert float(old_area[3]) == pytest.approx(float(window[1]) + float(window[2]), abs=0.2)  # old ends with the window

@@ -259,3 +259,41 @@ def test_the_llamaindex_retriever_imports_offline_without_downloading(tmp_path: 
     assert r.stdout.strip() == "a.md#3 a.md {'k': 1} 0.5"
     assert "download" not in (r.stdout + r.stderr).lower()
     assert [p for p in home.rglob("*")] == []
+
+
+def test_a_read_only_langchain_vector_store_over_the_alias(tmp_path: Path) -> None:
+    from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
+
+    from reindex.retrievers.langchain import ReindexVectorStore
+
+    ix = JsonlIndex(tmp_path)
+    ix.configure(150)
+    ix.build()
+    store = ReindexVectorStore(ix.config)
+    assert isinstance(store, VectorStore)
+    chunk = spread(ix.unique_chunks())[2]
+    docs = store.similarity_search(chunk.text)
+    assert len(docs) == 4 and docs[0].page_content == chunk.text and docs[0].id == f"{chunk.doc_id}#{chunk.ordinal}"
+    scored = store.similarity_search_with_score(chunk.text, k=3)
+    assert [d.id for d, _ in scored] == [d.id for d in docs[:3]]
+    assert scored[0][1] == pytest.approx(1.0, abs=1e-5) and scored[0][1] > scored[1][1] >= scored[2][1]
+    assert _rows_lc([d for d, _ in scored]) == _rows_lc(LangChainRetriever(config=ix.config, k=3).invoke(chunk.text))
+
+    other = next(n for n in PEPS if n != chunk.doc_id)
+    title = ix.metadata[other]["title"]
+    for flt in ({"doc_id": other}, {"title": title}):
+        hits = store.similarity_search(chunk.text, k=3, filter=flt)
+        assert hits and all(d.metadata["_doc_id"] == other and d.metadata["title"] == title for d in hits)
+
+    retriever = store.as_retriever(search_kwargs={"k": 2, "filter": {"doc_id": other}})
+    assert isinstance(retriever, VectorStoreRetriever)
+    assert [d.id for d in retriever.invoke(chunk.text)] == [d.id for d in store.similarity_search(chunk.text, 2, {"doc_id": other})]
+    exact = store.as_retriever(search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.99})
+    assert [d.page_content for d in exact.invoke(chunk.text)] == [chunk.text]  # relevance (1 + cos) / 2
+
+    with pytest.raises(ConfigError, match="unsupported argument"):
+        store.similarity_search(chunk.text, where={"doc_id": other})  # never silently unfiltered
+    for write in (lambda: store.add_texts(["x"]), lambda: store.add_documents([Document(page_content="x")]),
+                  lambda: store.delete(["x"]), lambda: ReindexVectorStore.from_texts(["x"], None)):
+        with pytest.raises(NotImplementedError, match="read-only"):
+            write()

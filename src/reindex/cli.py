@@ -62,6 +62,11 @@ class _Group(click.Group):
         except Exception as err:  # noqa: BLE001 - the last line of defence against tracebacks
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            from reindex.settings import temporary_server_failure
+
+            if (line := temporary_server_failure(err)) is not None:  # serve, deploy: Prefect's own start-up
+                click.echo(f"error: {line}", err=True)
+                ctx.exit(1)
             first = (str(err).splitlines() or [""])[0]
             click.echo(f"error: unexpected {type(err).__name__}: {first} (run with --debug for the traceback "
                        "and report it)", err=True)

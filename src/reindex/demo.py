@@ -1,8 +1,10 @@
 """``make demo``: the whole story on the bundled sample corpus, with the real model and embedded Qdrant.
 
 init → validate → chunk summaries → plan → apply → cutover, then an edit to two documents → plan
-(document-scoped) → apply in place, then a chunker change → plan → approve → apply → cutover →
-rollback → gc. Every step is a real ``reindex`` command whose output is shown as is."""
+(document-scoped) → apply in place, then a chunker change → plan → approve → apply → a query (still the
+old population) → cutover, then a metadata-only change (payload-only: nothing embedded) → a query of the
+new population filtered on the new metadata → rollback → gc. Every step is a real ``reindex`` command
+whose output is shown as is."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from importlib import resources
 from reindex import settings
 
 WORK = settings.demo_dir()
+QUERY = "how is the encoding of a source file declared"
 
 
 def run(*args: str, ok: tuple[int, ...] = (0,)) -> str:
@@ -75,9 +78,20 @@ def main() -> None:
     run("apply", p3, ok=(1,))  # refused: pipeline-scoped plans need approval
     run("approve", p3, "--by", "demo", "--note", "smaller chunks for short answers")
     run("apply", p3)
+    say("readers query the alias: until the cutover it serves the old population (its 250-token chunks)")
+    run("query", QUERY, "--k", "3")
     run("cutover", p3, ok=(0, 3))
     run("status")
-    say("4. roll back to the previous population, then clean up")
+
+    say("4. a metadata-only change: each point's payload gains its document's title; nothing is embedded")
+    cfg = (WORK / "reindex.yaml").read_text()
+    (WORK / "reindex.yaml").write_text(cfg.replace("metadata_fields: []", "metadata_fields: [title]", 1))
+    out = run("plan", ok=(2,))
+    run("apply", plan_file(out))
+    say("the same query after the cutover: the new population's 200-token chunks, filtered on the new title")
+    run("query", QUERY, "--k", "3", "--filter", "title=Defining Python Source Code Encodings")
+
+    say("5. roll back to the previous population, then clean up")
     run("rollback", ok=(0, 1))
     run("gc", "--older-than", "0s", "--dry-run")
     run("status")

@@ -70,21 +70,22 @@ def retry_transient(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def crashpoint(name: str) -> None:
     """Test hook: ``REINDEX_CRASH_AT=name[:n]`` kills this process with SIGKILL the n-th time (default 1st)
-    execution reaches ``name``. Crash tests use it to stop a real apply at exact points."""
-    spec = settings.crash_at()
-    if not spec:
-        return
-    target, _, nth = spec.partition(":")
-    if target != name:
-        return
-    with _CRASH_LOCK:
-        _CRASH_COUNTS[name] += 1
-        if _CRASH_COUNTS[name] >= int(nth or 1):
-            os.kill(os.getpid(), signal.SIGKILL)
+    execution reaches ``name``. Crash tests use it to stop a real apply at exact points.
+    ``REINDEX_PAUSE_AT=name[:n]`` stops it there (SIGSTOP) instead: a test looks at a running apply."""
+    for spec, sig in ((settings.crash_at(), signal.SIGKILL), (settings.pause_at(), signal.SIGSTOP)):
+        if not spec:
+            continue
+        target, _, nth = spec.partition(":")
+        if target != name:
+            continue
+        with _CRASH_LOCK:
+            _CRASH_COUNTS[(sig, name)] += 1
+            if _CRASH_COUNTS[(sig, name)] == int(nth or 1):
+                os.kill(os.getpid(), sig)
 
 
 _CRASH_LOCK = threading.Lock()
-_CRASH_COUNTS: dict[str, int] = defaultdict(int)
+_CRASH_COUNTS: dict[tuple[int, str], int] = defaultdict(int)
 
 
 @dataclass

@@ -91,6 +91,7 @@ class LockInfo:
     expires: float | None = None
     nonce: str | None = None
     reason: str | None = None
+    acquired: float | None = None  # when this lease was taken (the holder's wall clock)
     ttl: float | None = None  # the lease length the holder renews within (None: a format-1 lock)
 
     @property
@@ -134,8 +135,11 @@ class LockInfo:
                     "reason": self.reason, "token": None, "expires": None}
         if not self.held:
             return None
+        host, _, rest = (self.owner or "").partition(":")
+        pid = rest.partition(":")[0]
         return {"owner": self.owner, "purpose": self.purpose, "corrupt": False, "reason": None,
-                "token": self.token, "expires": self.expires}
+                "token": self.token, "expires": self.expires, "host": host or None,
+                "pid": int(pid) if pid.isdigit() else None, "since": self.acquired, "lease_s": self.ttl}
 
 
 def parse_lock(data: bytes | None) -> LockInfo:
@@ -167,10 +171,11 @@ def parse_lock(data: bytes | None) -> LockInfo:
         return LockInfo("corrupt", reason=f"purpose {purpose!r} is not text")
     if not _is_number(expires):
         return LockInfo("corrupt", reason=f"expiry {expires!r} is not a number")
-    ttl = body.get("ttl")
+    acquired, ttl = body.get("acquired"), body.get("ttl")
     if ttl is not None and (not _is_number(ttl) or ttl < 0):
         return LockInfo("corrupt", reason=f"ttl {ttl!r} is not a number of seconds")
     return LockInfo("held", token=token, owner=owner, purpose=purpose, expires=float(expires), nonce=nonce,
+                    acquired=float(acquired) if _is_number(acquired) else None,
                     ttl=float(ttl) if ttl is not None else None)
 
 

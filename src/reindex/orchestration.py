@@ -60,7 +60,7 @@ from pathlib import Path  # noqa: E402
 from prefect import pause_flow_run, resume_flow_run  # noqa: E402
 from prefect.artifacts import create_link_artifact, create_table_artifact  # noqa: E402
 
-from reindex.reports import human_bytes, human_number  # noqa: E402
+from reindex.reports import human_bytes, human_number, over_limit_line  # noqa: E402
 from prefect.exceptions import FlowPauseTimeout  # noqa: E402
 from prefect.input import RunInput  # noqa: E402
 
@@ -244,6 +244,7 @@ def approval_description(plan: Any, plan_path: str, deadline: _dt.datetime | Non
         f"- **Cost:** ${n.usd:,.4f}",
         f"- **Time:** {n.hours:,.3f} hours of embedding",
         f"- **Why approval:** {reasons}",
+        *([f"- **Warning:** {over}"] if (over := over_limit_line(plan)) is not None else []),
         f"- **Plan:** `{plan_path}` (report: `{Path(plan_path).with_suffix('.html')}`)",
         "",
         "Set **approve** to true and put your name in **approver** to build, cut over and schedule gc; "

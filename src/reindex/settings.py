@@ -16,9 +16,11 @@ __all__ = [
     "demo_dir",
     "embed_log",
     "index_lease_seconds",
+    "pause_at",
     "prefect_api_url",
     "shard_workers",
     "task_runner_spec",
+    "temporary_server_failure",
 ]
 
 DEFAULT_SHARD_WORKERS = 4
@@ -83,6 +85,12 @@ def crash_at() -> str | None:
     return os.environ.get("REINDEX_CRASH_AT") or None
 
 
+def pause_at() -> str | None:
+    """``REINDEX_PAUSE_AT``: test hook naming a crash point (``name[:n]``) where the process stops itself
+    (SIGSTOP) instead of dying, holding its locks, so a test can look at a running apply from outside."""
+    return os.environ.get("REINDEX_PAUSE_AT") or None
+
+
 def embed_log() -> str | None:
     """``REINDEX_EMBED_LOG``: file the hash embedder appends each embedded text's digest to."""
     return os.environ.get("REINDEX_EMBED_LOG") or None
@@ -117,3 +125,16 @@ def prefect_api_url() -> str | None:
     profile = (data.get("profiles") or {}).get(name or "", {})
     value = profile.get("PREFECT_API_URL") if isinstance(profile, dict) else None
     return str(value).strip() or None if value else None
+
+
+def temporary_server_failure(err: BaseException) -> str | None:
+    """One line for Prefect's "Timed out while attempting to connect to ephemeral Prefect API server" (the
+    temporary server Prefect starts when no API is configured, slow on a busy machine): the cause and the two
+    ways out, without the server output Prefect appends. None for any other error."""
+    if not isinstance(err, RuntimeError) or "ephemeral Prefect API server" not in str(err):
+        return None
+    limit = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20")
+    return (f"Prefect's temporary API server (started because no PREFECT_API_URL is set) did not answer within "
+            f"{limit} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS; a busy machine starts it slowly): start "
+            "a Prefect server (`prefect server start`) and set PREFECT_API_URL to it, or run without Prefect "
+            "(`reindex apply --no-prefect PLAN`; from Python, runner=api.ThreadRunner())")

@@ -26,6 +26,7 @@ from reindex.planner._work import (
     bucket_order,
     doc_hist,
     doc_work,
+    length_histogram,
     payload_old,
     price_work,
     what_if,
@@ -44,7 +45,7 @@ def plan_change(req: PlanRequest) -> Plan:
     baseline = req.baseline
     source = open_source(cfg.source if req.corpus_uri is None else cfg.source.model_copy(update={"uri": req.corpus_uri}))
     same_chunks: set[str] = set()  # edited documents whose chunks did not change (a metadata edit)
-    t = Totals()
+    t = Totals(model_limit=req.model_limit)
     work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document, same_chunks,
                          t.rechunk)
 
@@ -164,6 +165,7 @@ def _count_old(baseline: Baseline, t: Totals) -> None:
     for d in baseline.docs.values():
         for tok in d.tokens:
             t.chunk_len_old[bucket(tok)] += 1
+            t.lengths_old[tok] += 1
     t.payload_old = payload_old(baseline)
 
 
@@ -200,8 +202,10 @@ def _plan_body(
                        "bytes": report.bytes},
         },
         "config": cfg.model_dump(mode="json"),
-        "work": _work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,
-                              baseline.retained_collection, cfg.text.rechunk),
+        "work": {**_work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,
+                                 baseline.retained_collection, cfg.text.rechunk),
+                 "over_model_limit": ({"chunks": t.over_limit, "of": t.limit_checked, "limit": t.model_limit,
+                                       "tokenizer": cfg.text.tokenizer} if t.model_limit else None)},
         "projection": projection,
         "cost": c,
         "sensitivity": _sensitivity_section(req, t),
@@ -271,5 +275,6 @@ def _charts_section(t: Totals) -> dict[str, Any]:
         "doc_length_histogram": doc_hist(t.doc_tokens),
         "chunks_per_bucket": {"old": [t.chunk_len_old.get(b, 0) for b in bucket_order()],
                               "new": [t.chunk_len_new.get(b, 0) for b in bucket_order()]},
+        "chunk_length_histogram": length_histogram(t.lengths_old, t.lengths_new),
         "tokens_to_embed_by_status": {k: t.embed_by_status.get(k, 0) for k in ("added", "edited", "unchanged")},
     }

@@ -56,6 +56,7 @@ class KeyNumbers:
     peak_bytes: int
     approval_required: bool
     sampled: bool
+    over_model_limit: Mapping[str, Any] | None  # chunks longer than the model's input (None: not counted)
     # read by renderers, not printed by --json
     tokens_new: int = field(default=0, metadata=_EXTRA)
     usd_per_mtok: float = field(default=0.0, metadata=_EXTRA)
@@ -105,6 +106,7 @@ def key_numbers(plan: Any) -> KeyNumbers:
         rate_measured=c.get("rate_measured"), vectors_old=c["vectors_old"], vectors_new=c["vectors_new"],
         peak_vectors=c["peak_vectors"], peak_bytes=peak["ram_bytes"] + peak["disk_bytes"],
         approval_required=b["approval"]["required"], sampled=b["projection"] is not None,
+        over_model_limit=w.get("over_model_limit"),
         tokens_new=w["tokens_new"], usd_per_mtok=c["usd_per_mtok"], peak_ram_bytes=peak["ram_bytes"],
         peak_disk_bytes=peak["disk_bytes"], footprint_backend=c["footprint"].get("backend"),
         approval_reasons=tuple(b["approval"]["reasons"]), affected_documents=tuple(w["affected_documents"]),

@@ -27,3 +27,6 @@ class PlanRequest:
     tail_tokens: int = costmod.TAIL_TOKENS
     corpus_uri: str | None = None  # default: config.source.uri
     progress: Callable[[str, int, int | None], None] | None = None
+    # Tokens the embedding model reads per input (vector.max_tokens, else the model's own), None if unknown:
+    # the plan counts the chunks longer than this, which the model truncates.
+    model_limit: int | None = None

@@ -127,6 +127,7 @@ def _sample_values(
         scale = draw.stratum_sizes[h] / draw.alloc[h]
         for tok in w.chunk_tokens:
             t.chunk_len_new[bucket(tok)] += scale
+            t.lengths_new[tok] += scale
         t.doc_tokens.append(w.doc_tokens)
         if req.progress and n % 20 == 0:
             req.progress("sampling", n, len(draw.chosen))
@@ -170,5 +171,6 @@ def _add_projection(t: Totals, intervals: dict[str, dict], baseline: Baseline, r
     for d in baseline.docs.values():
         for tok in d.tokens:
             t.chunk_len_old[bucket(tok)] += 1
+            t.lengths_old[tok] += 1
     t.chunk_len_new = Counter({k: round(v) for k, v in t.chunk_len_new.items()})
     t.payload_old = payload_old(baseline)

@@ -18,6 +18,7 @@ from reindex.planner._baseline import Baseline, DocState
 __all__ = [
     "DEFAULT_TOKENS_PER_MINUTE",
     "LENGTH_EDGES",
+    "length_histogram",
     "ApplyBatches",
     "DocWork",
     "Rates",
@@ -245,10 +246,15 @@ class Totals:
     doc_tokens: list = field(default_factory=list)
     chunk_len_old: Counter = field(default_factory=Counter)
     chunk_len_new: Counter = field(default_factory=Counter)
+    lengths_old: Counter = field(default_factory=Counter)  # exact chunk lengths (tokens → chunks) for the
+    lengths_new: Counter = field(default_factory=Counter)  # histogram in the two populations' own range
     embed_by_status: Counter = field(default_factory=Counter)
     tail_chunks: int = 0
     tail_docs: int = 0
     rechunk: RechunkTally = field(default_factory=RechunkTally)
+    model_limit: int | None = None  # the model's input limit in tokens (None: unknown, nothing counted)
+    over_limit: int = 0  # chunks longer than model_limit
+    limit_checked: int = 0  # chunks compared with it
 
     def add(self, w: DocWork, tail_tokens: int) -> None:
         self.docs[w.status] += 1
@@ -264,6 +270,10 @@ class Totals:
         self.doc_tokens.append(w.doc_tokens)
         for t in w.chunk_tokens:
             self.chunk_len_new[bucket(t)] += 1
+            self.lengths_new[t] += 1
+        if self.model_limit:
+            self.over_limit += sum(1 for t in w.chunk_tokens if t > self.model_limit)
+            self.limit_checked += len(w.chunk_tokens)
         self.embed_by_status[w.status] += w.tokens_to_embed
         if w.doc_tokens > tail_tokens:
             self.tail_docs += 1
@@ -278,6 +288,28 @@ def bucket(tokens: int) -> str:
             return f"{lo}-{edge - 1}"
         lo = edge
     return f"{lo}+"
+
+
+_ROUND_WIDTHS = sorted({m * 10**e for e in range(10) for m in (1, 2, 5)} | {25 * 10**e for e in range(9)})
+
+
+def length_histogram(old: Counter, new: Counter, max_buckets: int = 12) -> dict:
+    """Chunks per chunk length of both populations over their own range, in equal buckets of a round width
+    (1, 2, 5 × 10ⁿ or 25 × 10ⁿ tokens), at most ``max_buckets``: a 250 → 200 change lands in different bars.
+    ``{"buckets": ["200-224", …], "old": [...], "new": [...]}``; empty lists when there is no chunk."""
+    lengths = [n for n, c in (*old.items(), *new.items()) if c]
+    if not lengths:
+        return {"buckets": [], "old": [], "new": []}
+    lo, hi = min(lengths), max(lengths)
+    width = next(w for w in _ROUND_WIDTHS if hi // w - lo // w + 1 <= max_buckets)
+    first = lo // width
+    n = hi // width - first + 1
+    out = {"buckets": [f"{(first + i) * width}-{(first + i + 1) * width - 1}" if width > 1 else str(first + i)
+                       for i in range(n)], "old": [0] * n, "new": [0] * n}
+    for side, counts in (("old", old), ("new", new)):
+        for length, c in counts.items():
+            out[side][length // width - first] += round(c)
+    return out
 
 
 def bucket_order() -> list[str]:
@@ -378,11 +410,36 @@ def what_if(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates,
     current.update(
         chunks=t.chunks_new,
         tokens_full_reembed=t.tokens_new,
-        usd=round(costmod.usd(t.tokens_new, rates.usd_per_mtok), 6),
-        hours=round(costmod.hours(t.tokens_new, rates.tokens_per_minute), 6),
         method="this plan's projection (sampled)" if projected else "exact: this plan's chunks",
     )
+    if cfg.text.chunker.kind not in ("fixed", "sliding"):
+        # A row's own tokens: this plan's, plus what its extra chunks repeat (the overlap this plan measured
+        # per chunk beyond one per document; 0 for a partitioning chunker, which embeds each token once).
+        docs = [n for n in doc_tokens if n > 0]
+        extra = t.chunks_new - len(docs)
+        repeated = 0.0 if projected or extra <= 0 else max(0.0, (t.tokens_new - sum(docs)) / extra)
+        for r in rows:
+            if not r["current"]:
+                r["tokens_full_reembed"] = max(0, t.tokens_new + round((r["chunks"] - t.chunks_new) * repeated))
+    _price_rows(rows, current, cfg, rates)
     return rows
+
+
+# Tokens a sentence-transformers (BERT-style) model adds to every input: [CLS] and [SEP].
+_SPECIAL_TOKENS = {"sentence-transformers": 2}
+
+
+def _price_rows(rows: list[dict], current: dict, cfg: PipelineConfig, rates: Rates) -> None:
+    """Price each what-if row with its own token count: dollars per text token; wall clock per token the model
+    reads (the chunk's tokens plus the model's special tokens per input). The measured throughput counts text
+    tokens at the current chunking; it is converted to model tokens there, so smaller chunks, which each add
+    their special tokens, take longer for the same text."""
+    specials = _SPECIAL_TOKENS.get(cfg.vector.provider, 0)
+    cur_tokens = current["tokens_full_reembed"]
+    per_minute = rates.tokens_per_minute * ((cur_tokens + specials * current["chunks"]) / cur_tokens if cur_tokens else 1.0)
+    for r in rows:
+        r["usd"] = round(costmod.usd(r["tokens_full_reembed"], rates.usd_per_mtok), 6)
+        r["hours"] = round(costmod.hours(r["tokens_full_reembed"] + specials * r["chunks"], per_minute), 6)
 
 
 def _what_if_rows(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates) -> list[dict]:

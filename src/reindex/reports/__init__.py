@@ -1,7 +1,7 @@
 """Plans → a Markdown review document and a self-contained HTML page with inline SVG charts; cutover
 reports likewise; the number formatting both share.
 
-Rendering is pure (stdlib only); :func:`write_reports` and :func:`write_cutover_reports` are the
+Rendering is pure (stdlib, and markdown-it-py for the HTML pages' prose); :func:`write_reports` and :func:`write_cutover_reports` are the
 functions that touch the disk. Private modules by role: ``_format`` (numbers people read),
 ``_plan_facts`` (what both plan documents say), ``_plan_md``, ``_charts`` (inline SVG), ``_style``
 (CSS), ``_plan_html``, ``_write``, ``_cutover``, ``_text`` (the CLI's terminal text).
@@ -13,6 +13,7 @@ from reindex.reports._cutover import (
     write_cutover_reports,
 )
 from reindex.reports._format import LIST_CAP, human_bytes, human_number
+from reindex.reports._plan_facts import over_limit_line
 from reindex.reports._plan_html import plan_html
 from reindex.reports._plan_md import plan_markdown
 from reindex.reports._text import (
@@ -51,6 +52,7 @@ __all__ = [
     "human_number",
     "chains_text",
     "measure_text",
+    "over_limit_line",
     "plan_html",
     "plan_markdown",
     "plan_text",

@@ -111,9 +111,11 @@ def chart_doc_length(plan: Plan) -> str:
 
 def chart_chunks_per_bucket(plan: Plan) -> str:
     ch = plan.body["charts"]
-    cpb = ch["chunks_per_bucket"]
+    # The two populations' own range (plans since issue 26), else the fixed power-of-two buckets.
+    own = ch.get("chunk_length_histogram")
+    cpb, buckets = (own, own["buckets"]) if own else (ch["chunks_per_bucket"], ch["length_buckets"])
     series = [("old", cpb.get("old", []), COLORS["old"]), ("new", cpb.get("new", []), COLORS["new"])]
-    svg, pts = bar_chart(ch["length_buckets"], series, "chunks")
+    svg, pts = bar_chart(buckets, series, "chunks")
     w = plan.body["work"]
     legend = [(f"{k} population · {num(w[f'chunks_{k}'])} chunks", COLORS[k]) for k in ("old", "new") if w[f"chunks_{k}"]]
     return figure_html("chunks-per-bucket", "Chunks per chunk length, old vs new", pts, svg if pts else "no chunks", legend)
@@ -172,10 +174,12 @@ def chart_population(plan: Plan) -> str:
     x_drop = x_ret if blue_green else x_cut  # blue-green: old retired after the rollback window; in place: at once
     base = PAD_T + plot_h
     out = y_axis(top, y_of, "vectors")
-    if blue_green:
+    days = ((plan.body.get("config") or {}).get("cutover") or {}).get("retention_days")
+    if blue_green:  # both populations stay through the rollback window; gc retires the old one after it
         out.append(f'<rect class="window" x="{x_cut:.1f}" y="{PAD_T}" width="{x_ret - x_cut:.1f}" height="{plot_h}"/>')
         out.append(f'<text class="tick" x="{(x_cut + x_ret) / 2:.1f}" y="{PAD_T + 12}" text-anchor="middle">'
-                   "rollback window</text>")
+                   + (f"rollback window: old kept {days:g} days" if days is not None else "rollback window")
+                   + "</text>")
     yo, yp, yn = y_of(old), y_of(peak), y_of(new)
     if old > 0:
         out.append(f'<path class="area" fill="{COLORS["old"]}" d="M{PAD_L},{base} L{PAD_L},{yo:.1f} '
@@ -199,7 +203,8 @@ def chart_population(plan: Plan) -> str:
     out.append(f'<text class="peak-label" x="{x_cut - 10:.1f}" y="{yp - 10:.1f}" text-anchor="end">'
                f'peak {_e(human_number(peak))} vectors</text>')
     ticks = [(x_start, "start")] + ([((x_start + x_cut) / 2, duration(hrs / 2))] if hrs > 0 else [])
-    ticks += [(x_cut, f"cutover · {duration(hrs)}")] + ([(x_ret, "old retired")] if blue_green else [])
+    retired = f"old retired (gc) · +{days:g} d" if days is not None else "old retired"
+    ticks += [(x_cut, f"cutover · {duration(hrs)}")] + ([(x_ret, retired)] if blue_green else [])
     for x, t in ticks:
         out.append(f'<text class="tick" x="{x:.1f}" y="{base + 15}" text-anchor="middle">{_e(t)}</text>')
     out.append(f'<line class="axis" x1="{PAD_L}" x2="{x_end}" y1="{base}" y2="{base}"/>')

@@ -8,8 +8,8 @@ from typing import Any, Mapping
 from reindex.planner import Plan
 from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 
-__all__ = ["baseline_line", "change_lines", "footprint_rows", "key_rows", "peak_note", "plan_title", "projection_rows",
-           "rate_note", "rechunk_line", "tail_line", "what_if_rows"]
+__all__ = ["baseline_line", "change_lines", "footprint_rows", "key_rows", "over_limit_line", "peak_note", "plan_title",
+           "projection_rows", "rate_note", "rechunk_line", "tail_line", "what_if_rows"]
 
 FIELD_LABELS = {
     "chunks_old": "chunks (old population)",
@@ -41,6 +41,18 @@ def rate_note(cost: Mapping[str, Any]) -> str:
                   if m.get("tokens") and m.get("seconds") else "")
         text += f"{plan}{where}{when}{amount}"
     return text
+
+
+def over_limit_line(plan: Any) -> str | None:
+    """The warning every form of a plan shows when chunks exceed the model's input limit (None when none do,
+    or the limit is unknown); the plan tokenised every chunk, so this is a count, not a guess."""
+    o = plan.body["work"].get("over_model_limit")
+    if not o or not o["chunks"]:
+        return None
+    where = " of the sampled documents" if plan.body.get("projection") else ""
+    return (f"{o['chunks']:,} of {o['of']:,} chunks{where} exceed the model's input limit of {o['limit']:,} tokens "
+            f"(counted with {o['tokenizer']}): the model truncates them and their tails are not in the vectors; "
+            "lower the chunk size to fit")
 
 
 def change_lines(plan: Plan) -> list[str]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import html
-from typing import Sequence
+from typing import Any, Sequence
 
 from reindex.planner import Plan
 from reindex.reports._charts import (
@@ -27,6 +28,7 @@ from reindex.reports._plan_facts import (
     change_lines,
     footprint_rows,
     key_rows,
+    over_limit_line,
     plan_title,
     projection_rows,
     tail_line,
@@ -37,6 +39,18 @@ from reindex.reports._style import CSS
 __all__ = ["plan_html"]
 
 _e = html.escape
+
+
+@functools.lru_cache(maxsize=1)
+def _markdown() -> Any:
+    from markdown_it import MarkdownIt  # markdown-it-py (rich's own Markdown parser); imported when a page is made
+
+    return MarkdownIt("commonmark", {"html": False})  # raw HTML in a line is escaped, never passed through
+
+
+def _md(text: str) -> str:
+    """One line of the plan's prose (``code``, **bold**) as inline HTML; any HTML in it is escaped."""
+    return _markdown().renderInline(text)
 
 
 def _card(label: str, value: str, sub: str, accent: bool = False) -> str:
@@ -62,10 +76,10 @@ def _cards(plan: Plan) -> str:
 
 
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]], nums: Sequence[int] = (),
-           row_class: Sequence[str] | None = None) -> str:
+           row_class: Sequence[str] | None = None, markdown: bool = False) -> str:
     def cell(tag: str, i: int, v: str) -> str:
         attr = ' class="num"' if i in nums else ""
-        return f"<{tag}{attr}>{_e(str(v))}</{tag}>"
+        return f"<{tag}{attr}>{_md(str(v)) if markdown else _e(str(v))}</{tag}>"
 
     th = "".join(cell("th", i, h) for i, h in enumerate(head))
     cls = [f' class="{c}"' if c else "" for c in (row_class or [""] * len(rows))]
@@ -79,7 +93,7 @@ def _section(title: str, inner: str) -> str:
 
 
 def _ul(items: Sequence[str]) -> str:
-    return "<ul>" + "".join(f"<li>{_e(i)}</li>" for i in items) + "</ul>"
+    return "<ul>" + "".join(f"<li>{_md(i)}</li>" for i in items) + "</ul>"
 
 
 def _html_ids(title: str, ids: Sequence[str]) -> str:
@@ -96,20 +110,22 @@ def plan_html(plan: Plan) -> str:
     ap = b["approval"]
     banner = (f'<div class="banner warn">Approval required before apply{_ul(ap["reasons"])}</div>' if ap["required"]
               else '<div class="banner ok">No approval required by policy.</div>')
+    if (over := over_limit_line(plan)) is not None:
+        banner += f'<div class="banner warn">Warning: {_md(over)}</div>'
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(plan_title(plan))}</title><style>{CSS}</style></head><body><main>",
         f'<header><h1>Reindex plan: {_e(plan.index)}<span class="badge {kind_cls}">{_e(plan.kind)}</span></h1>'
         f'<div class="meta">plan <code>{_e(plan.plan_hash[:12])}</code> · created {_e(b["created_at"])} · measured '
-        f'against {_e(baseline_line(plan).replace("`", ""))} · corpus <code>{_e(b["inputs"]["corpus"]["uri"])}</code></div>'
+        f'against {_md(baseline_line(plan))} · corpus <code>{_e(b["inputs"]["corpus"]["uri"])}</code></div>'
         "</header>",
         _cards(plan), banner,
         _section("What changes", _ul(change_lines(plan))),
         '<div class="charts">', chart_population(plan), chart_token_sources(plan),
         chart_chunks_per_bucket(plan), chart_doc_length(plan), "</div>",
         '<div class="two">',
-        _section("Key numbers", _table(("", "value"), key_rows(plan))),
+        _section("Key numbers", _table(("", "value"), key_rows(plan), markdown=True)),
         _section("Footprint", _table(("", "old", "new", "peak"), footprint_rows(plan), (1, 2, 3))
                  + f'<p class="muted">{_e(b["cost"].get("formula", ""))}</p>'),
         "</div>",
@@ -122,10 +138,10 @@ def plan_html(plan: Plan) -> str:
                               "Intervals are 95 %.</p>"
                               + _table(("field", "estimate", "low", "high"), projection_rows(proj), (1, 2, 3))))
     wi = b["sensitivity"].get("what_if", [])
-    parts.append(_section("Sensitivity", f"<p>Tail: {_e(tail_line(plan))}.</p>" + (
+    parts.append(_section("Sensitivity", f"<p>Tail: {_md(tail_line(plan))}.</p>" + (
         '<p class="muted">What if the chunker were different (full re-embed of this corpus):</p>'
         + _table(("chunker", "chunks", "tokens", "$", "hours", "method"), what_if_rows(plan), (1, 2, 3, 4),
-                 row_class=["current" if r.get("current") else "" for r in wi]) if wi else "")))
+                 row_class=["current" if r.get("current") else "" for r in wi], markdown=True) if wi else "")))
     if plan.kind.in_place:
         parts.append(_html_ids("Affected documents", w.get("affected_documents", [])))
     if w.get("removed_documents"):

@@ -11,6 +11,7 @@ from reindex.reports._plan_facts import (
     change_lines,
     footprint_rows,
     key_rows,
+    over_limit_line,
     plan_title,
     projection_rows,
     tail_line,
@@ -49,6 +50,8 @@ def plan_markdown(plan: Plan) -> str:
            f"corpus {_md_code(b['inputs']['corpus']['uri'])} · plan hash {_md_code(plan.plan_hash)}", "",
            "## What changes", ""]
     out += [f"- {line}" for line in change_lines(plan)] + [""]
+    if (over := over_limit_line(plan)) is not None:
+        out += [f"> **Warning:** {_md_cell(over)}", ""]
     out += ["## Key numbers", ""] + _md_table(("", "value"), key_rows(plan))
     out += ["## Footprint", ""] + _md_table(("", "old", "new", "peak"), footprint_rows(plan))
     if plan.body["cost"].get("formula"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import rate_note, rechunk_line
+from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line
 
 __all__ = [
     "apply_text",
@@ -42,10 +42,14 @@ def plan_text(plan: Any, path: Any) -> str:
     lines = [f"{n.kind}  ·  index {n.index}  ·  plan {n.plan_hash[:12]}"]
     for e in b["explanation"]:
         lines.append(f"  {e}")
-    lines.append(
-        f"  documents: {d.added:,} added, {d.edited:,} edited, {d.removed:,} removed, "
-        f"{d.unchanged:,} unchanged, {d.bad:,} bad"
-    )
+    if n.kind == "payload-only":  # nothing added or removed, every edit kept its text: metadata only
+        lines.append(f"  documents: {d.edited:,} metadata changed (same text, same chunks), "
+                     f"{d.unchanged:,} unchanged, {d.bad:,} bad")
+    else:
+        lines.append(
+            f"  documents: {d.added:,} added, {d.edited:,} edited, {d.removed:,} removed, "
+            f"{d.unchanged:,} unchanged, {d.bad:,} bad"
+        )
     ratio = f" (×{n.chunks_new / n.chunks_old:.2f})" if n.chunks_old else ""
     lines.append(f"  chunks: {n.chunks_old:,} → {n.chunks_new:,}{ratio}; reused {n.chunks_reused:,}, to embed {n.chunks_to_embed:,}")
     lines.append(
@@ -54,6 +58,8 @@ def plan_text(plan: Any, path: Any) -> str:
     )
     if (rc := rechunk_line(b["work"])) is not None:
         lines.append(f"  {rc}")
+    if (over := over_limit_line(plan)) is not None:
+        lines.append(f"  warning: {over}")
     if n.cross_document_chunks:
         lines.append(f"  cross-document reuse would save {n.cross_document_chunks:,} more chunks ({n.cross_document_tokens:,} tokens)")
     lines.append(
@@ -97,6 +103,10 @@ def classification_text(r: Any) -> str:
     return "\n".join(lines)
 
 
+def _docs(n: int, adjective: str = "") -> str:
+    return f"{n:,} {adjective}document{'' if n == 1 else 's'}"
+
+
 def apply_text(r: Any) -> str:
     """What ``reindex apply`` prints about a finished (or refused) run."""
     if r.status == "nothing-to-do":
@@ -105,15 +115,25 @@ def apply_text(r: Any) -> str:
         return f"plan {r.plan_hash[:12]} was already applied to {r.collection}; nothing changed"
     rep = r.report
     a, p = rep["actual"], rep["planned"]
+    embedded = (f"embedded {a['embedded']:,} texts ({a['tokens_embedded']:,} tokens; planned {p['chunks_to_embed']:,} / "
+                f"{p['tokens_to_embed']:,})")
+    if r.kind == "payload-only":
+        work = (f"  payloads rewritten {a.get('payload_updated', 0):,} points of {_docs(a['documents'])}, in place; "
+                "nothing embedded, no vector written")
+    elif r.kind == "document-scoped":  # the plan's chunk count is the whole index's, not the affected documents'
+        work = (f"  chunks written {a['chunks_written']:,} for {_docs(a['documents'], 'affected ')} (the index holds "
+                f"{p['chunks_new']:,} chunks after the change); reused {a['reused_from_old'] + a['reused_from_target']:,} "
+                f"vectors in place; {embedded}")
+    else:
+        work = (f"  chunks written {a['chunks_written']:,} (planned {p['chunks_new']:,}); reused {a['reused_from_old']:,} "
+                f"from the old population, {a['reused_from_target']:,} already in place; {embedded}")
     lines = [
         f"{r.status}: {r.kind} → {r.collection} in {rep['seconds']:.1f} s",
-        f"  chunks written {a['chunks_written']:,} (planned {p['chunks_new']:,}); reused {a['reused_from_old']:,} from the old "
-        f"population, {a['reused_from_target']:,} already in place; embedded {a['embedded']:,} texts "
-        f"({a['tokens_embedded']:,} tokens; planned {p['chunks_to_embed']:,} / {p['tokens_to_embed']:,})",
+        work,
         f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
         f"skipped {a['shards_skipped']}",
     ]
-    if a.get("payload_updated"):
+    if a.get("payload_updated") and r.kind != "payload-only":
         lines.append(f"  payloads overwritten in place: {a['payload_updated']:,} points (no vector written)")
     if a["truncated"]:
         lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")
@@ -274,12 +294,29 @@ def cutover_text(r: Any) -> str:
 
 def status_text(st: dict[str, Any]) -> str:
     """What ``reindex status`` prints: the alias, every population and the lock."""
+    import time
+
     lines = [f"index {st['index']}: alias → {st['aliases'].get(st['index'], 'none')}"]
     for p in st["populations"]:
-        pts = f"{p['points']:,} points" if p["points"] is not None else "deleted"
+        prog = p.get("progress")
+        if prog:
+            pts = f"shards {prog['shards_done']}/{prog['shards_total']} done"
+        elif p["points"] is not None:
+            pts = f"{p['points']:,} points"
+        else:
+            pts = "not readable yet" if p.get("exists") else "deleted"
         lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}  ({p['age_days']} days)")
-    if st["lock"]:
-        lines.append(f"  locked by {st['lock']['owner']} ({st['lock']['purpose']})")
+    lock = st["lock"]
+    if lock and lock.get("pid") is not None:
+        since = (f" since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(lock['since']))}"
+                 if lock.get("since") else "")
+        left = (lock.get("expires") or 0.0) - time.time()
+        lease = f"expires in {int(left)} s" if left >= 0 else f"expired {int(-left)} s ago"
+        if lock.get("lease_s"):
+            lease = f"{lock['lease_s']:g} s lease, {lease}"
+        lines.append(f"  locked by pid {lock['pid']} on {lock['host']}{since} ({lock['purpose']}); {lease}")
+    elif lock:
+        lines.append(f"  locked by {lock['owner']} ({lock['purpose']})")
     return "\n".join(lines)
 
 

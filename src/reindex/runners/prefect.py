@@ -38,6 +38,7 @@ __all__ = [
     "APPROVAL_REQUEST_KEY",
     "PAUSING_FLOWS",
     "PrefectRunner",
+    "api_failure_line",
     "apply_flow",
     "catch_up_task",
     "check_api",
@@ -200,14 +201,20 @@ class PrefectRunner:
             raise
         except Exception as err:  # noqa: BLE001 - Prefect's own failures (API, temporary server) become one line
             if _is_api_failure(err):
-                raise RunnerError(f"Prefect could not run the apply: {type(err).__name__}: {err}".splitlines()[0]
-                                  + f"; {WAYS_OUT}") from None
+                raise RunnerError(api_failure_line(err)) from None
             raise
         finally:
             _unregister(key)
 
     def __repr__(self) -> str:
         return "PrefectRunner()"
+
+
+def api_failure_line(err: BaseException) -> str:
+    """One line for a Prefect API failure: the cause, then the two ways out (a temporary server that did not
+    start in time: :func:`reindex.settings.temporary_server_failure`)."""
+    return settings.temporary_server_failure(err) or (
+        f"Prefect could not run the apply: {type(err).__name__}: {err}".splitlines()[0] + f"; {WAYS_OUT}")
 
 
 def _is_api_failure(err: BaseException) -> bool:

@@ -240,12 +240,14 @@ class Admission:
 
 _RST_UNDERLINE = re.compile(r"^([=\-~^*#+`:.'\"_])\1+\s*$")
 _HTML_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_RST_TITLE_FIELD = re.compile(r"^:?Title:\s*(\S.*?)\s*$")  # PEP headers (``Title: …``), docinfo (``:Title: …``)
 
 
 def title_of(name: str, data: bytes) -> str:
     """A document's title, by one rule per media type: HTML ``<title>``; Markdown the first ``# `` heading;
-    reStructuredText the first line underlined with a repeated punctuation character (at least as long);
-    otherwise, or when none is found, the file name without its suffix."""
+    reStructuredText a ``Title:`` (or ``:Title:``) field in the header block before the first blank line
+    (PEPs, docinfo), else the first line underlined with a repeated punctuation character (at least as
+    long); otherwise, or when none is found, the file name without its suffix."""
     media = media_type_for(name)
     stem = posixpath.splitext(posixpath.basename(name))[0]
     head = data[:65536]
@@ -259,6 +261,9 @@ def title_of(name: str, data: bytes) -> str:
             if line.startswith("# "):
                 return line[2:].strip().rstrip("#").strip() or stem
     elif media == "text/x-rst":
+        for line in itertools.takewhile(lambda s: s.strip(), lines):
+            if m := _RST_TITLE_FIELD.match(line):
+                return m.group(1)
         for line, under in itertools.pairwise(lines):
             text = line.strip()
             if text and not _RST_UNDERLINE.match(line) and _RST_UNDERLINE.match(under) and len(under.strip()) >= len(text):

@@ -76,7 +76,9 @@ harmless. Metadata (marker, collection records, aliases) is written with ``reind
 (fsync file, rename, fsync folder).
 
 Folders made by the old embedded store (qdrant-client local mode: ``meta.json`` + ``collection/``) are
-detected and refused with the exact conversion command (``python -m reindex.stores.migrate``).
+detected and refused with the exact conversion command (``python -m reindex.stores.migrate``). A stock
+qdrant-client opened on an edge folder sees no collection and writes ``.lock`` and ``meta.json``: both are
+ignored; once it has created collections there the writer refuses the folder (``_refuse_foreign_collections``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ from reindex.atomic import atomic_write, fsync_dir
 from reindex.errors import TransientError
 from reindex.stores.vectors import (
     Hit,
+    NoStoreError,
     Point,
     VectorStoreError,
     equality_conditions,
@@ -240,6 +243,24 @@ def _check_folder(root: Path) -> None:
             f"`{root}` holds an index made by the previous embedded store (qdrant-client local mode). "
             f"Convert it once with `python -m reindex.stores.migrate {root} {root}.edge` and set store.path "
             f"to `{root}.edge`, or keep it as it is with store.backend: local."
+        )
+
+
+def _refuse_foreign_collections(root: Path) -> None:
+    """A stock qdrant-client pointed at this folder (``QdrantClient(path=…)``, e.g. under langchain-qdrant)
+    writes ``.lock`` and ``meta.json``: reindex ignores those, but refuses to write beside collections that client
+    created (``meta.json`` lists them): their points are in no population, and no reader of the alias sees them."""
+    try:
+        meta = json.loads((root / "meta.json").read_bytes())
+    except (OSError, ValueError):
+        return
+    names = sorted(meta.get("collections") or {}) if isinstance(meta, dict) else []
+    if names and (root / _MARKER).exists():
+        raise VectorStoreError(
+            f"`{root}` also holds collections a stock qdrant-client wrote into it ({', '.join(names)}; meta.json, "
+            "collection/): reindex never reads them and a stock client cannot read reindex's store. Move meta.json, "
+            ".lock and collection/ out of the folder (give qdrant-client a folder of its own) and run again; "
+            "readers of this index use reindex's retrievers (reindex.retrievers)."
         )
 
 
@@ -394,6 +415,7 @@ class EdgeStore:
         except OSError as exc:
             raise VectorStoreError(f"Cannot create the embedded store folder `{root}`: {exc.strerror or exc}.") from exc
         _check_folder(root)
+        _refuse_foreign_collections(root)
         self._lock_fd = os.open(root / "writer.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -760,7 +782,7 @@ class EdgeReader:
     def __init__(self, root: Path) -> None:
         _check_folder(root)
         if not is_edge_folder(root):
-            raise VectorStoreError(f"`{root}` is not a reindex embedded store (no {_MARKER}); nothing to read.")
+            raise NoStoreError(f"`{root}` is not a reindex embedded store (no {_MARKER}); nothing to read.")
         self._root = root
         self._held: dict[str, _Held] = {}
         self._lock = threading.RLock()

@@ -14,7 +14,12 @@ import numpy as np
 
 from reindex.errors import VectorStoreError
 
-__all__ = ["DOC_ID_FIELD", "Hit", "Point", "VectorStore", "VectorStoreError", "equality_conditions", "one_line"]
+__all__ = ["DOC_ID_FIELD", "Hit", "NoStoreError", "Point", "VectorStore", "VectorStoreError", "equality_conditions",
+           "one_line"]
+
+class NoStoreError(VectorStoreError):
+    """A read-only open found no store where the config points: nothing has been built there yet."""
+
 
 # Payload key that ``count(doc_id=…)`` and ``query(doc_id=…)`` filter on; every point's payload carries it.
 DOC_ID_FIELD = "doc_id"

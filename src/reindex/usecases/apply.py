@@ -17,7 +17,7 @@ from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
-from reindex.approvals import check_approval, read_approval
+from reindex.approvals import check_approval, check_not_rejected, read_approval
 from reindex.domain import ChangeKind, PopulationState
 from reindex.planner import Baseline, approval_of_plan, classify
 from reindex.planner import (
@@ -102,6 +102,7 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
             )
         plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
     kind = kind_in_force(plan, cfg, state)
+    check_not_rejected(plan, plan_path)  # final, with or without an approval on record (the UI's form writes it)
     check_approval(plan, read_approval(plan_path), approval_of_plan(plan.body, cfg, kind))
     return plan, plan_path
 

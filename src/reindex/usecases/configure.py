@@ -87,7 +87,7 @@ def validate_config(path: str | Path = DEFAULT_CONFIG) -> Validation:
     """Validate ``path``, resolve revisions and compute the ids; check that the source can be read and that
     ``vector.dimension`` is what the model produces (``Validation.problems``)."""
     cfg = load_resolved(path)
-    problems = (*source_problems(cfg), *dimension_problems(cfg.vector))
+    problems = (*source_problems(cfg), *chunker_problems(cfg), *dimension_problems(cfg.vector))
     return Validation(str(path), cfg, identity_of(cfg), chunker_spec(cfg.text.chunker), tuple(config_warnings(cfg)),
                       problems)
 
@@ -118,6 +118,23 @@ def source_problems(cfg: PipelineConfig) -> list[str]:
     where = "objects under this prefix" if uri.startswith("s3://") else "documents"
     return [f"source {uri}: no {where} match source.include ({', '.join(cfg.source.include)})"
             if not uri.endswith((".jsonl", ".ndjson", ".gz", ".parquet")) else f"source {uri}: no documents in it"]
+
+
+def chunker_problems(cfg: PipelineConfig) -> list[str]:
+    """Empty when the chunker can be built. Only a splitter named by import path (``kind: langchain`` or
+    ``callable``) can fail here: it is imported and built, as ``plan`` would, without chunking anything."""
+    from reindex.config import CallableChunkerConfig, LangchainChunkerConfig
+
+    if not isinstance(cfg.text.chunker, (LangchainChunkerConfig, CallableChunkerConfig)):
+        return []
+    from reindex.chunkers import make_chunker
+    from reindex.tokenizers import load_tokenizer
+
+    try:
+        make_chunker(cfg.text.chunker, load_tokenizer(cfg.text.tokenizer))
+    except ReindexError as err:
+        return [str(err)]
+    return []
 
 
 def dimension_problems(vector: VectorHalf) -> list[str]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from typing import Any, Callable, TypedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
 from reindex import cutover as co
+from reindex.domain import PopulationState
 from reindex import evaluation as ev
 from reindex.manifests import read_live, read_population
 from reindex.approvals import check_not_rejected, read_approval
@@ -59,6 +62,7 @@ class PopulationStatus(TypedDict):
     age_days: float
     chunker: str
     exists: bool
+    progress: dict[str, Any] | None  # a population being built: shards_done, shards_total, run
 
 
 class IndexStatus(TypedDict):
@@ -136,6 +140,8 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
                                   f"run `reindex approve {path} --by NAME` first")
     shadow = plan.body["identity"]["new"]["collection"]
     rec = read_population(state, cfg.index, shadow)
+    if rec is not None and rec.state is PopulationState.BUILDING:
+        _refuse_while_applying(state, cfg.index, shadow)
     if rec is None or not rec.state.servable:
         raise co.CutoverError(f"population {shadow} is not built ({rec.state if rec else 'absent'}); run `reindex apply {path}`")
     return shadow
@@ -168,6 +174,19 @@ def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, l
     logging.getLogger("reindex").info("caught %s up with %d documents changed since it was built", shadow,
                                       result["documents"])
     return result
+
+
+def _refuse_while_applying(state, index: str, shadow: str) -> None:
+    """Refuse a cutover to a population an apply is building right now, naming that apply's process."""
+    import time
+
+
+    lock = read_lock(state, index)
+    if lock.held and not lock.expired() and (lock.purpose or "").startswith("apply"):
+        st = lock.as_status() or {}
+        since = time.strftime(" since %Y-%m-%d %H:%M:%S UTC", time.gmtime(st["since"])) if st.get("since") else ""
+        raise co.CutoverError(f"population {shadow} is still being built: an apply is running (pid {st.get('pid')} on "
+                              f"{st.get('host')}{since}); wait for it to finish, then run `reindex cutover` again")
 
 
 def cutover(
@@ -248,11 +267,17 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
        confirm: Callable[[list[dict]], bool] | None = None) -> list[GcAction]:
     """Delete retired populations past retention (or the named ones), under the index lock. Never one an
     alias points at; never one live within ``cutover.retention_days`` unless ``force``. ``confirm`` sees the
-    deletions first and may refuse them all (the CLI asks on a terminal; unattended callers pass None)."""
+    deletions first and may refuse them all (the CLI asks on a terminal; unattended callers pass None).
+    ``dry_run`` only reads (no lock, the store opened read-only), so it works while an apply runs."""
     cfg = load_resolved(config_path)
     retention = cfg.cutover.retention_days * 86400
     age = parse_age(older_than) if older_than else retention
     state = backends.state_store(cfg)
+    if dry_run:
+        with _read_only_store(cfg) as reader:
+            found = [] if reader is None else co.gc_candidates(
+                reader, state, cfg.index, older_than_s=age, retention_s=retention, force=force, names=names)
+        return [{**c, "action": "kept" if c["protected"] else "would delete"} for c in found]
     with holding_index_lock(state, cfg.index, "gc") as lock:
         store = backends.vector_store_for(cfg)
         try:
@@ -260,13 +285,11 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
             found = co.gc_candidates(store, state, cfg.index, older_than_s=age, retention_s=retention, force=force,
                                      names=names)
             doomed = [c for c in found if not c["protected"]]
-            go = not dry_run and bool(doomed) and (confirm is None or confirm(doomed))
+            go = bool(doomed) and (confirm is None or confirm(doomed))
             actions = []
             for c in found:
                 if c["protected"]:
                     action = "kept"
-                elif dry_run:
-                    action = "would delete"
                 elif go:
                     lock.check(confirm=True)
                     co.delete_population(store, state, cfg.index, c["collection"])
@@ -279,23 +302,69 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
             store.close()
 
 
+@contextlib.contextmanager
+def _read_only_store(cfg: PipelineConfig) -> Iterator[Any]:
+    """The store opened for reading only, so that a command works while another process writes it (an apply
+    holding the embedded store's one writer slot); None when nothing has been built there yet. Local mode
+    admits one process per folder whatever the mode, so it is opened as before."""
+    from reindex.stores.vectors import NoStoreError
+
+    if cfg.store.url is None and cfg.store.backend == "local":
+        store = backends.vector_store_for(cfg)
+    else:
+        try:
+            store = backends.vector_reader_for(cfg)
+        except NoStoreError:
+            yield None
+            return
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[str, Any]:
+    """Shards done / total of a population being built: its shard manifests in the state store (each is
+    written once a shard's points are durable), for the run the lock holder names, else the furthest one."""
+    from reindex.manifests import population_prefix
+
+    prefix = f"{population_prefix(index, rec.collection)}/runs/"
+    done: dict[str, int] = {}
+    for key in state.list(prefix):
+        run, _, name = key[len(prefix):].partition("/")
+        if name.startswith("shard-") and name.endswith(".json"):
+            done[run] = done.get(run, 0) + 1
+    purpose = (lock or {}).get("purpose") or ""
+    run = next((r for r in done if purpose.startswith(f"apply {r[:12]}")), None) or max(done, key=done.__getitem__,
+                                                                                         default=None)
+    return {"shards_done": done.get(run, 0) if run else 0,
+            "shards_total": config_from_dict(rec.config).apply.shards, "run": run}
+
+
 def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
-    """Aliases, populations (live, shadow, retired with age), locks."""
+    """Aliases, populations (live, shadow, retired with age; one being built with its shards done / total)
+    and the lock holder, read without taking the store's writer slot: works while an apply runs."""
     import time
+
+    from reindex.errors import VectorStoreError
 
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
-    store = backends.vector_store_for(cfg)
-    try:
-        aliases = store.list_aliases()
+    lock = read_lock(state, cfg.index).as_status()
+    with _read_only_store(cfg) as store:
+        aliases = store.list_aliases() if store is not None else {}
         pops = []
         for r in co.populations(state, cfg.index):
-            exists = store.collection_exists(r.collection)
-            pops.append({"collection": r.collection, "state": r.state,
-                         "points": store.count(r.collection) if exists else None,
+            exists = store is not None and store.collection_exists(r.collection)
+            points = None
+            if exists:
+                try:
+                    points = store.count(r.collection)
+                except VectorStoreError:  # not published yet: a build readers cannot see
+                    points = None
+            pops.append({"collection": r.collection, "state": r.state, "points": points,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
-                         "chunker": chunker_spec(config_from_dict(r.config).text.chunker), "exists": exists})
-        return {"index": cfg.index, "aliases": aliases, "populations": pops,
-                "lock": read_lock(state, cfg.index).as_status(), "pending": co.pending_intent(state, cfg.index)}
-    finally:
-        store.close()
+                         "chunker": chunker_spec(config_from_dict(r.config).text.chunker), "exists": exists,
+                         "progress": build_progress(state, cfg.index, r, lock) if r.state == "building" else None})
+        return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
+                "pending": co.pending_intent(state, cfg.index)}

@@ -94,7 +94,8 @@ def make_plan(
         new_pipeline = identity_of(cfg).pipeline_id
         if baseline.identity is not None and baseline.identity.pipeline_id != new_pipeline:
             attach_retained(baseline, state, cfg.index, new_pipeline)
-    req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg), sample=sample, seed=seed, progress=progress)
+    req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg), sample=sample, seed=seed, progress=progress,
+                      model_limit=_model_limit(cfg))
     plan = plan_change(req)
     path = write_plan(plan, out) if out is not None else None
     if path is not None:
@@ -102,6 +103,16 @@ def make_plan(
 
         write_reports(plan, path)
     return plan, path
+
+
+def _model_limit(cfg: PipelineConfig) -> int | None:
+    """The model's input limit in tokens, or None when it cannot be told (then nothing is counted)."""
+    from reindex.usecases.configure import model_input_limit
+
+    try:
+        return model_input_limit(cfg.vector)
+    except ReindexError:
+        return None
 
 
 def show_plan(path: str | Path) -> Plan:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from reindex.errors import ConfigError
+from reindex.errors import ConfigError, VectorStoreError
 from reindex.stores.payload import filter_key, payload_metadata, payload_text
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
@@ -73,16 +73,30 @@ def _search(cfg, embedder, text: str, *, k: int, filters: dict[str, str] | None,
     where = {filter_key(cfg.payload, key): v for key, v in filters.items() if key != "doc_id"}
     vector = embedder.embed([text]).vectors[0]
     target = collection or cfg.index
-    store = backends.vector_reader_for(cfg)
     try:
-        hits = store.query(target, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
-    finally:
-        store.close()
+        store = backends.vector_reader_for(cfg)
+        try:
+            hits = store.query(target, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
+        finally:
+            store.close()
+    except VectorStoreError as err:
+        _raise_if_never_built(cfg, collection, err)
+        raise
     results = tuple({"doc_id": h.payload.get("doc_id"), "score": round(float(h.score), 6),
                      "page_content": payload_text(h.payload, cfg.payload),
                      "metadata": payload_metadata(h.payload, cfg.payload),
                      "ordinal": h.payload.get("ordinal")} for h in hits)
     return QueryResult(cfg.index, target, results)
+
+
+def _raise_if_never_built(cfg, collection: str | None, err: VectorStoreError) -> None:
+    """A search of the alias failed and no population was ever made live: say how to build one (checked only
+    on failure, so a query costs nothing more)."""
+    from reindex.manifests import read_live
+
+    if collection is None and read_live(backends.state_store(cfg), cfg.index) is None:
+        raise VectorStoreError(f"index {cfg.index!r} has nothing to search yet: build it with `reindex plan`, then "
+                               "`reindex apply PLAN` and `reindex cutover PLAN`") from err
 
 
 class Querier:
@@ -117,6 +131,11 @@ class Querier:
     def index(self) -> str:
         """The alias this querier reads (the config's ``index``)."""
         return self._current()[0].index
+
+    @property
+    def distance(self) -> str:
+        """The vector distance of the index's vector half (``cosine``, ``dot`` or ``euclid``)."""
+        return self._current()[0].vector.distance
 
     def query(self, text: str, *, k: int = 10, filters: dict[str, str] | None = None,
               collection: str | None = None) -> QueryResult:
