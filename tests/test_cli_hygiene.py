@@ -105,6 +105,9 @@ def test_every_command_takes_json_and_prints_one_document(tmp_path: Path, no_pre
     run("apply", second, "-c", cfg, "--no-progress")
     run("cutover", second, "-c", cfg)
     run("rollback", "-c", cfg)
+    # After a rollback the config still asks for the second population, whose plan was carried out: a cron
+    # tick must not undo the rollback (exit 2: a person decides).
+    assert "moved back since" in run("sync", "-c", cfg, "--plans", str(plan_dir), "--no-gc", code=2)["message"]
     run("gc", "-c", cfg, "--dry-run")
     run("status", "-c", cfg)
     run("query", "PEP", "-c", cfg, "--k", "2")

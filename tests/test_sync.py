@@ -150,3 +150,16 @@ def test_policy_can_leave_new_populations_to_an_explicit_apply(tmp_path: Path) -
         r = ix.sync(SyncPolicy(plans_dir=ws.plans, apply_new_populations=False))
     assert r.outcome == "awaiting-approval" and "reindex apply" in r.message
     assert ws.alias() is None
+
+
+def test_sync_after_a_rollback_does_not_go_forward_again(tmp_path: Path) -> None:
+    from helpers_index import switched_workspace
+
+    t = switched_workspace(tmp_path / "ws")
+    ws = t["ws"]
+    ws.cutover(t["path"])
+    api.rollback(ws.config)
+    assert ws.alias() == t["a"]
+    back = _sync(ws, 2)  # the config still describes B, whose approved plan was carried out before
+    assert back["outcome"] == "awaiting-approval" and "moved back since" in back["message"]
+    assert ws.alias() == t["a"], "a cron tick undid the rollback"

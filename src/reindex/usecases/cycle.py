@@ -139,6 +139,13 @@ def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
     if rejection is not None and rejection.plan_hash == plan.plan_hash:
         return CycleResult(CycleOutcome.REJECTED, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) was rejected by "
                            f"{rejection.by}; nothing changes until the config or the corpus does", **base)
+    if index.state.exists(f"indexes/{name}/runs/{plan.plan_hash}/done.json"):
+        # Carried out before, and the live index is back where that plan started: someone rolled back. Going
+        # forward again is a person's decision, never a cron tick's.
+        return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) was "
+                           "carried out before and the index has moved back since (a rollback?): nothing is done "
+                           f"automatically; run `reindex cutover {path}` to go forward again, or change the config",
+                           **base)
     approved = approval is not None and approval.plan_hash == plan.plan_hash
     needs = bool(plan.body["approval"]["required"])
     if needs and not approved:
