@@ -13,6 +13,7 @@ import pytest
 from helpers_index import REINDEX_BIN, Workspace, subprocess_env, switched_workspace
 from reindex import api
 from reindex.cutover import CutoverError
+from reindex.errors import PlanError
 from reindex.manifests import PopulationRecord, read_live, read_population, write_population
 
 
@@ -250,6 +251,33 @@ def test_operational_fields_change_nothing_that_is_built(tmp_path: Path) -> None
         [(x.doc_id, x.ordinal, x.point_id) for x in ref.manifest_rows(ref.alias())]
     again, _ = ws.plan()
     assert again.kind == "none"
+
+
+def test_a_plan_made_before_the_workspace_moved_still_applies(tmp_path: Path) -> None:
+    """Issue 22: after moving a workspace, ``plan`` called the move operational but ``apply`` refused a plan
+    made before it as "config changed" (the digest held absolute source/state/store paths)."""
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.edit_documents()
+    plan, path = ws.plan()
+    assert plan.kind == "document-scoped"
+    if plan.body["approval"]["required"]:
+        ws.approve(path)
+    (tmp_path / "ws").rename(tmp_path / "moved")
+    moved = object.__new__(Workspace)
+    moved.root = tmp_path / "moved"
+    path = moved.plans / path.name
+    # What lives at the locations still binds the plan: against another corpus it is refused ...
+    doc = moved.corpus / sorted(p.name for p in moved.corpus.iterdir())[0]
+    original = doc.read_bytes()
+    doc.write_text("changed\n", encoding="utf-8")
+    with pytest.raises(PlanError, match="the corpus was .* at planning but is now") as info:
+        moved.apply(path)
+    assert "config changed" not in str(info.value)
+    doc.write_bytes(original)
+    r = moved.apply(path)  # ... and the moved workspace itself is the same inputs
+    assert r.status == "done", r.report
+    assert moved.plan()[0].kind == "none"
 
 
 def _tamper(path: Path, edit) -> None:

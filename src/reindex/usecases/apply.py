@@ -61,12 +61,12 @@ def corpus_digest_of(cfg: PipelineConfig) -> str:
 
 def check_drift(plan: Plan, cfg: PipelineConfig, state) -> list[str]:
     """Inputs of the plan that no longer match: config, live population, corpus."""
-    from reindex.identity import config_digest
+    from reindex.identity import config_digest, legacy_config_digest
     from reindex.manifests import manifest_digest, read_live
 
     problems = []
     inputs = plan.body["inputs"]
-    if config_digest(cfg) != inputs["config"]["digest"]:
+    if inputs["config"]["digest"] not in (config_digest(cfg), legacy_config_digest(cfg)):
         problems.append(f"the config changed since the plan (digest {inputs['config']['digest'][:12]})")
     base = inputs["baseline"]
     live = read_live(state, cfg.index)
