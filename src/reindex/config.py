@@ -516,6 +516,10 @@ class ApprovalConfig(_OpModel):
     max_usd: float | None = Field(1.0, ge=0.0, description="Document-scoped plans above this many dollars need approval.")
     max_removed_share: float = Field(0.05, ge=0.0, le=1.0, description="Plans removing more than this share of the live documents need approval.")
     min_readable_share: float = Field(0.5, ge=0.0, le=1.0, description="Plans whose scan could read less than this share of the live documents need approval (an unmounted or emptied source).")
+    hmac_key_env: str | None = Field(
+        None, description="Environment variable holding a secret key: `reindex approve` signs each approval with it "
+        "(HMAC-SHA256) and apply and `cutover --force` refuse an unsigned or badly signed one; None = approvals are "
+        "plain files (whoever can write plans/ can approve).")
 
 
 class ApplyConfig(_OpModel):

@@ -17,7 +17,7 @@ from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
-from reindex.approvals import check_approval, read_approval
+from reindex.approvals import check_approval, read_approval, signing_key
 from reindex.planner import IN_PLACE_KINDS, approval_of_plan
 from reindex.planner import (
     Plan,
@@ -98,7 +98,8 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
             )
         plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
     kind = kind_in_force(plan, cfg, state)
-    check_approval(plan, read_approval(plan_path), approval_of_plan(plan.body, cfg, kind))
+    check_approval(plan, read_approval(plan_path, signing_key(cfg.approval.hmac_key_env)),
+                   approval_of_plan(plan.body, cfg, kind))
     return plan, plan_path
 
 
@@ -176,7 +177,7 @@ def _token_budget(plan: Plan, plan_path: Path, cfg: PipelineConfig) -> int | Non
     numbers were edited: the embedder stops before the batch that would exceed it."""
     if plan.kind not in (*IN_PLACE_KINDS, "initial") or cfg.approval.max_tokens is None:
         return None
-    approval = read_approval(plan_path)
+    approval = read_approval(plan_path, signing_key(cfg.approval.hmac_key_env))
     return None if approval is not None and approval.plan_hash == plan.plan_hash else cfg.approval.max_tokens
 
 

@@ -19,7 +19,7 @@ from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
-from reindex.approvals import check_not_rejected, read_approval
+from reindex.approvals import check_not_rejected, read_approval, signing_key
 from reindex.planner import (
     IN_PLACE_KINDS,
     PlanError,
@@ -151,7 +151,7 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
         raise co.CutoverError(f"{path}: a {plan.kind} plan is applied in place; there is nothing to cut over")
     if force:
         check_not_rejected(plan, path)
-        approval = read_approval(path)
+        approval = read_approval(path, signing_key(cfg.approval.hmac_key_env))
         if approval is None or approval.plan_hash != plan.plan_hash:
             raise co.CutoverError(f"--force needs an approval record for plan {plan.plan_hash[:12]}: "
                                   f"run `reindex approve {path} --by NAME` first")
@@ -217,7 +217,7 @@ def cutover(
             }
             if passed or force:
                 if not passed:
-                    approval = read_approval(path)
+                    approval = read_approval(path, signing_key(cfg.approval.hmac_key_env))
                     report["forced_by"] = approval.by if approval else by
                     logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", shadow,
                                                          report["forced_by"])
