@@ -302,7 +302,7 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
     state = backends.state_store(cfg)
     store = backends.vector_store_for(cfg)
     try:
-        aliases = store.list_aliases()
+        aliases = _aliases_or_repair(store, state)
         pops = []
         for r in co.populations(state, cfg.index):
             exists = store.collection_exists(r.collection)
@@ -314,3 +314,30 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                 "lock": read_lock(state, cfg.index).as_status(), "pending": co.pending_intent(state, cfg.index)}
     finally:
         store.close()
+
+
+def _aliases_or_repair(store, state) -> dict[str, str]:
+    """The store's aliases; a corrupt alias file of the embedded store is rewritten from the state store's
+    live records (``indexes/<index>/live.json``, one per index this state holds), with a warning saying so."""
+    from reindex.manifests import read_live
+    from reindex.stores.edge import CorruptAliasesError
+
+    try:
+        return store.list_aliases()
+    except CorruptAliasesError as err:
+        restore = getattr(store, "restore_aliases", None)
+        if restore is None:
+            raise
+        lives = {}
+        for key in state.list("indexes/"):
+            parts = key.split("/")
+            if len(parts) == 3 and parts[2] == "live.json":
+                live = read_live(state, parts[1])
+                if live is not None:
+                    lives[parts[1]] = live.collection
+        written = restore(lives)
+        logging.getLogger("reindex").warning(
+            "%s; rewrote it from the state store's live records: %s", str(err).split("; run ")[0],
+            ", ".join(f"{a} → {c}" for a, c in written.items()) or "no alias")
+        return written
+
