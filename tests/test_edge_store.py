@@ -517,3 +517,23 @@ def test_a_corrupt_alias_file_is_one_line_naming_it(tmp_path: Path) -> None:
     assert store.restore_aliases({"idx": "idx__a"}) == {"idx": "idx__a"}
     assert open_reader(folder).count("idx") == 5
     store.close()
+
+
+def test_a_full_disk_is_one_line_saying_so_not_a_retry_later() -> None:
+    """Issue 22: a write that fails for lack of space (Python's OSError or the engine's "os error 28") is one
+    line saying the disk is full and that finished work is kept; other I/O errors stay transient."""
+    import errno
+
+    from reindex.errors import TransientError
+    from reindex.stores.edge import _edge_errors
+
+    full = ("Embedded store ran out of disk during upsert into `c` (no space left on device): free some space and "
+            "run the command again (finished work is kept)")
+    for exc in (OSError(errno.ENOSPC, "No space left on device"),
+                RuntimeError("Service runtime error: Failed to save structure on disk with error: No space left on "
+                             "device (os error 28)")):
+        with pytest.raises(VectorStoreError) as info, _edge_errors("upsert into `c`"):
+            raise exc
+        assert str(info.value) == full and not isinstance(info.value, TransientError)
+    with pytest.raises(TransientError, match="I/O failed during upsert"), _edge_errors("upsert"):
+        raise OSError(errno.EIO, "Input/output error")

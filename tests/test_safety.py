@@ -349,3 +349,47 @@ def test_a_rollback_then_the_same_config_reuses_the_retained_population(tmp_path
     assert sum(read_log(embed_log).values()) == before
     assert ws.cutover(again_path).report["swap"]
     assert ws.alias() == b
+
+
+def test_apply_refuses_to_start_without_disk_for_the_plans_peak_footprint(tmp_path: Path, monkeypatch) -> None:
+    """Issue 22: on a full disk apply died of SIGBUS (writes through memory maps) with no message. It now
+    checks the free space of the store's disk against the plan's peak footprint before writing anything."""
+    from reindex.errors import StateError
+    from reindex.stores.edge import generation_copy_bytes
+    from reindex.usecases import backends
+    from reindex.usecases.apply import EDGE_BUILD_OVERHEAD_BYTES
+
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    fp = plan.body["cost"]["footprint"]
+    need = fp["peak"]["disk_bytes"] - fp["old"]["disk_bytes"] + EDGE_BUILD_OVERHEAD_BYTES
+    assert fp["peak"]["disk_bytes"] > fp["old"]["disk_bytes"]
+    asked: list[str] = []
+
+    def free(n: int):
+        return lambda folder: asked.append(folder) or n
+
+    monkeypatch.setattr(backends, "free_disk_bytes", free(need - 1))
+    with pytest.raises(StateError) as info:
+        ws.apply(path)
+    store = ws.root / ".reindex" / "qdrant"
+    assert str(info.value) == (f"not enough free disk for plan {plan.plan_hash[:12]}: it adds about "
+                               f"{need / 2**20:,.1f} MiB to the store in {store} (its peak footprint) but "
+                               f"{(need - 1) / 2**20:,.1f} MiB is free there; free some space (or move store.path) and "
+                               "run `reindex apply` again")
+    assert asked == [str(store)] and not store.exists()  # refused before the store was opened
+    monkeypatch.setattr(backends, "free_disk_bytes", free(need))
+    assert ws.apply(path).status == "done"
+    assert backends.free_disk_bytes(str(store / "not" / "yet")) > 0  # the real seam: the nearest existing folder
+    ws.cutover(path)
+    # In place, the edge store copies the live generation before writing (in full): that much must be free.
+    ws.edit_documents()
+    plan, path = ws.plan()
+    live = plan.body["inputs"]["baseline"]["collection"]
+    copy = generation_copy_bytes(store, live)
+    assert plan.kind == "document-scoped" and copy > need
+    monkeypatch.setattr(backends, "free_disk_bytes", free(copy - 1))
+    with pytest.raises(StateError, match=f"adds about {copy / 2**20:,.1f} MiB to the store"):
+        ws.apply(path)
+    monkeypatch.setattr(backends, "free_disk_bytes", free(copy))
+    assert ws.apply(path).status == "done"

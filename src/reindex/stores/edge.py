@@ -115,6 +115,7 @@ __all__ = [
     "EdgeReader",
     "EdgeStore",
     "LocalModeFolderError",
+    "generation_copy_bytes",
     "STORE_FORMAT",
     "is_edge_folder",
     "is_local_mode_folder",
@@ -161,6 +162,20 @@ def is_edge_folder(folder: Path) -> bool:
 def open_edge_store(folder: str | os.PathLike[str]) -> EdgeStore:
     """The writer's store in ``folder`` (created if missing); one writer process per folder."""
     return EdgeStore(Path(folder))
+
+
+def generation_copy_bytes(folder: str | os.PathLike[str], collection: str) -> int:
+    """Bytes the writer's copy-on-write copy of ``collection``'s newest generation writes (the apparent size
+    of its files: the copy is written out in full, holes included); 0 when the collection does not exist."""
+    gens = _generations(Path(folder) / _COLLECTIONS / collection)
+    if not gens:
+        return 0
+    total = 0
+    for root, _dirs, files in os.walk(_gen_dir(Path(folder) / _COLLECTIONS / collection, gens[-1])):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_size
+    return total
 
 
 def open_reader(folder: str | os.PathLike[str]) -> EdgeReader:
@@ -268,9 +283,12 @@ def _edge_errors(action: str) -> Iterator[None]:
         yield
     except (VectorStoreError, TransientError):
         raise
-    except OSError as exc:
-        raise TransientError(f"Embedded store I/O failed during {action}: {one_line(exc)}. Retry later.") from exc
     except Exception as exc:
+        if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "os error 28" in str(exc):
+            raise VectorStoreError(f"Embedded store ran out of disk during {action} (no space left on device): free "
+                                   "some space and run the command again (finished work is kept)") from exc
+        if isinstance(exc, OSError):
+            raise TransientError(f"Embedded store I/O failed during {action}: {one_line(exc)}. Retry later.") from exc
         raise VectorStoreError(f"Embedded store failed to {action}: {one_line(exc)}") from exc
 
 

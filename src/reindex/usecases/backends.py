@@ -3,12 +3,14 @@ embedder and the shard runner of a config. Tests patch these names (and only the
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from reindex.config import PipelineConfig
 from reindex.stores.objects import open_object_store
 
-__all__ = ["DEFAULT_CONFIG", "make_embedder", "shard_runner", "state_store", "vector_reader_for", "vector_store_for"]
+__all__ = ["DEFAULT_CONFIG", "embedded_store_folder", "free_disk_bytes", "make_embedder", "shard_runner", "state_store",
+           "vector_reader_for", "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
 
@@ -24,6 +26,19 @@ def _store_path(cfg: PipelineConfig) -> str | None:
         base = cfg.state.uri if "://" not in cfg.state.uri else str(Path(".reindex").resolve())
         path = str(Path(base) / "qdrant")
     return path
+
+
+def embedded_store_folder(cfg: PipelineConfig) -> str | None:
+    """The folder of the embedded vector store, None for a Qdrant server (its disk is the server's)."""
+    return _store_path(cfg) if cfg.store.url is None else None
+
+
+def free_disk_bytes(path: str) -> int:
+    """Free bytes on the file system that holds ``path`` (or would: its nearest existing folder)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return shutil.disk_usage(p).free
 
 
 def vector_store_for(cfg: PipelineConfig):
