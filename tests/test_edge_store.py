@@ -6,6 +6,7 @@ the exact conversion command, and that conversion works; every acknowledged writ
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -490,6 +491,20 @@ def test_a_reader_writes_nothing_into_the_store(tmp_path: Path) -> None:
     assert views and all(v is not None and v.is_dir() and not v.is_relative_to(folder) for v in views)
     reader.close()
     assert not any(v.exists() for v in views)  # the mirror goes with the reader
+    # A reader killed with its mirror open leaves it behind: the next reader removes it (its pid is gone).
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = views[0].with_name(f"reindex-reader-{dead.stdout.strip()}-abc")
+    mine = views[0].with_name(f"reindex-reader-{os.getpid()}-abc")
+    left.mkdir()
+    mine.mkdir()
+    open_reader(folder).close()
+    assert not left.exists() and mine.exists()
+    mine.rmdir()
+    # A process that exits without closing its reader (a CLI query) removes its mirror at exit.
+    code = f"from reindex.stores.edge import open_reader; r = open_reader({str(folder)!r}); r.count('idx'); " \
+           "print(next(iter(r._held.values())).view)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().startswith(str(views[0].parent)) and not Path(out.stdout.strip()).exists()
     after = _files(folder)
     assert lease in after
     assert after == before, {k: (before.get(k), after.get(k)) for k in set(before) | set(after) if before.get(k) != after.get(k)}

@@ -81,6 +81,7 @@ detected and refused with the exact conversion command (``python -m reindex.stor
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
@@ -303,6 +304,33 @@ def _load(path: Path) -> Any:
     raise AssertionError("unreachable")
 
 
+_VIEW_PREFIX = "reindex-reader-"
+_VIEWS: set[Path] = set()  # this process's mirrors, removed at exit if a reader was never closed
+
+
+@atexit.register
+def _remove_views() -> None:
+    for view in list(_VIEWS):
+        shutil.rmtree(view, ignore_errors=True)
+    _VIEWS.clear()
+
+
+def _sweep_views() -> None:
+    """Remove the mirrors of reader processes that died without closing (killed): named by their pid."""
+    root = _view_root()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            pid = name[len(_VIEW_PREFIX):].split("-", 1)[0] if name.startswith(_VIEW_PREFIX) else ""
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            except OSError:
+                pass  # alive, another user's
+
+
 def _view_root() -> str:
     # RAM-backed where there is one, so that a reader still opens when the store's disk (or /tmp) is full.
     shm = "/dev/shm"
@@ -313,7 +341,7 @@ def _reader_view(gen_dir: Path) -> Path:
     """A private folder mirroring ``gen_dir`` for a reader to load: the engine's load rewrites the shard's
     ``edge_config.json`` and each segment's ``segment.json`` (atomic replace), so those are copies here and
     everything else links to the store. Loading it writes nothing into the store (on a full disk too)."""
-    view = Path(tempfile.mkdtemp(prefix="reindex-reader-", dir=_view_root()))
+    view = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}{os.getpid()}-", dir=_view_root()))
     try:
         for entry in os.scandir(gen_dir):
             if entry.name == "segments" and entry.is_dir():
@@ -331,6 +359,7 @@ def _reader_view(gen_dir: Path) -> Path:
     except BaseException:
         shutil.rmtree(view, ignore_errors=True)
         raise
+    _VIEWS.add(view)
     return view
 
 
@@ -851,6 +880,7 @@ class EdgeReader:
         self._root = root
         self._held: dict[str, _Held] = {}
         self._lock = threading.RLock()
+        _sweep_views()
 
     def __repr__(self) -> str:
         return f"EdgeReader({str(self._root)!r})"
@@ -907,6 +937,7 @@ class EdgeReader:
             except BaseException:
                 if view is not None:
                     shutil.rmtree(view, ignore_errors=True)
+                    _VIEWS.discard(view)
                 raise
         except FileNotFoundError:
             os.close(fd)
@@ -921,6 +952,7 @@ class EdgeReader:
             held.shard.close()
         if held.view is not None:
             shutil.rmtree(held.view, ignore_errors=True)
+            _VIEWS.discard(held.view)
         with contextlib.suppress(OSError):
             os.close(held.lease_fd)
 
