@@ -48,3 +48,10 @@ def with_blanks(text: str) -> list[str]:
     for p in paragraphs(text):
         out += ["", "   ", p]
     return out
+
+
+def raising(text: str) -> list[str]:
+    """A splitter with a bug: it raises on documents with a heading underline."""
+    if "===" in text:
+        raise ValueError(f"cannot split a heading of {len(text)} characters")
+    return paragraphs(text)

@@ -43,14 +43,47 @@ def write(tmp_path: Path, text: str) -> Path:
          "reindex.yaml: text.chunker: Value error, need min <= max <= cap (got 400/300/512)"),
         ("- just\n- a list\n", "reindex.yaml: expected a mapping at the top level, got list"),
         ("index: docs\nsource: [unclosed\n", "reindex.yaml:3:1: invalid YAML"),
+        # Issue 22: footguns that were accepted silently.
+        ("index: docs\nsource: ./c\nindex: other\n",
+         "reindex.yaml:3:1: invalid YAML: duplicate key 'index' (first at line 1); keep one of them"),
+        ("index: docs\nsource: ./c\napply:\n  shards: 4\n  shards: 8\n",
+         "reindex.yaml:5:3: invalid YAML: duplicate key 'shards' (first at line 4); keep one of them"),
+        ("index: docs\nsource: ./c\nstate: {uri: ''}\n",
+         "reindex.yaml: state.uri: Value error, must not be empty (a folder, or s3://bucket/prefix; leave state out for .reindex)"),
+        ("index: docs\nsource: ''\n", "reindex.yaml: source.uri: Value error, must not be empty"),
+        ("index: docs\nsource: ./c\napply: {shards: true}\n", "reindex.yaml: apply.shards: got true; expected a whole number"),
+        ("index: docs\nsource: ./c\napply: {embed_batch_size: 8.5}\n",
+         "reindex.yaml: apply.embed_batch_size: got 8.5; expected a whole number"),
+        ("index: docs\nsource: ./c\nembed: {base_url: 'http://user:pa55word@api.example/v1'}\n",
+         "reindex.yaml: embed.base_url: Value error, the URL holds credentials (user:password@…); remove them and put "
+         "the key in the environment variable that embed.api_key_env names"),
+        ("index: docs\nsource: ./c\nstore: {url: 'https://admin:pa55word@qdrant.example:6333'}\n",
+         "reindex.yaml: store.url: Value error, the URL holds credentials (user:password@…); remove them and put "
+         "the key in the environment variable that store.api_key_env names"),
+        ("index: docs\nsource: ./c\nstate: {uri: 's3://b/p', endpoint_url: 'http://AKIA:pa55word@minio:9000'}\n",
+         "reindex.yaml: state.endpoint_url: Value error, the URL holds credentials (user:password@…); remove them "
+         "and put them in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"),
     ],
 )
 def test_config_errors_are_one_clear_line(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, body))
     text = str(info.value)
-    assert "\n" not in text
+    assert "\n" not in text and "pa55word" not in text
     assert text.replace(str(tmp_path) + "/", "").startswith(message), text
+
+
+def test_yaml_merge_keys_and_equal_keys_in_different_mappings_are_not_duplicates(tmp_path: Path) -> None:
+    from reindex.config import _UniqueKeyLoader, config_from_yaml
+
+    # A merge key (<<) overridden by an explicit key is YAML's own idiom, not a duplicate.
+    assert yaml.load("a: &x {k: 1, j: 2}\nb: {<<: *x, k: 3}\n", Loader=_UniqueKeyLoader) == \
+        {"a": {"k": 1, "j": 2}, "b": {"k": 3, "j": 2}}
+    cfg = load_config(write(tmp_path, "index: docs\nsource: ./c\ntext: {chunker: {kind: fixed, size: 120}}\n"
+                                      "cutover: {k: 5}\napply: {shards: 3}\n"))
+    assert (cfg.apply.shards, cfg.cutover.k, cfg.text.chunker.size) == (3, 5, 120)  # "size"/"k" in other mappings
+    with pytest.raises(ConfigError, match=r"^x.yaml:3:1: invalid YAML: duplicate key 'source' \(first at line 2\)"):
+        config_from_yaml("index: docs\nsource: ./c\nsource: ./d\n", "x.yaml")
 
 
 def test_missing_config_file_says_how_to_create_one(tmp_path: Path) -> None:

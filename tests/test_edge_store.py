@@ -6,6 +6,7 @@ the exact conversion command, and that conversion works; every acknowledged writ
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -465,3 +466,99 @@ def test_a_collection_an_alias_points_at_is_never_deleted_by_the_store(tmp_path:
         store.delete_collection("a")
     assert store.collection_exists("a") and store.count("idx") == 3
     store.close()
+def _files(folder: Path) -> dict[str, tuple[int, str]]:
+    """Every file and folder under ``folder``: inode and content digest (folders: ``dir``)."""
+    import hashlib
+
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        st = p.lstat()
+        out[str(p.relative_to(folder))] = (st.st_ino, "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def test_a_reader_writes_nothing_into_the_store(tmp_path: Path) -> None:
+    """Issue 22: opening a collection for reading made the engine rewrite ``edge_config.json`` and every
+    ``segment.json`` (atomic replace), so `reindex query` failed on a full disk. A reader now loads a private
+    mirror of the generation: no file in the store is created, replaced or changed, except its lease."""
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("idx__a", dimension=DIM, distance="dot")
+    store.create_payload_index("idx__a", "doc_id", "keyword")
+    store.upsert("idx__a", _points(50, pop="a", version=1, seed=1))
+    store.finish_bulk("idx__a")
+    store.swap_alias("idx", "idx__a", None)
+    store.close()
+    lease = "collections/idx__a/gen-000001.lease"
+    first = open_reader(folder)
+    assert first.count("idx") == 50  # the lease file exists from now on (an empty file, created once)
+    first.close()
+    before = _files(folder)
+    reader = open_reader(folder)
+    assert reader.count("idx") == 50 and reader.count("idx", doc_id="d3") == 5
+    assert len(reader.query("idx", np.ones(DIM), limit=3)) == 3
+    views = [h.view for h in reader._held.values()]
+    assert views and all(v is not None and v.is_dir() and not v.is_relative_to(folder) for v in views)
+    reader.close()
+    assert not any(v.exists() for v in views)  # the mirror goes with the reader
+    # A reader killed with its mirror open leaves it behind: the next reader removes it (its pid is gone).
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = views[0].with_name(f"reindex-reader-{dead.stdout.strip()}-abc")
+    mine = views[0].with_name(f"reindex-reader-{os.getpid()}-abc")
+    left.mkdir()
+    mine.mkdir()
+    open_reader(folder).close()
+    assert not left.exists() and mine.exists()
+    mine.rmdir()
+    # A process that exits without closing its reader (a CLI query) removes its mirror at exit.
+    code = f"from reindex.stores.edge import open_reader; r = open_reader({str(folder)!r}); r.count('idx'); " \
+           "print(next(iter(r._held.values())).view)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().startswith(str(views[0].parent)) and not Path(out.stdout.strip()).exists()
+    after = _files(folder)
+    assert lease in after
+    assert after == before, {k: (before.get(k), after.get(k)) for k in set(before) | set(after) if before.get(k) != after.get(k)}
+
+
+def test_a_corrupt_alias_file_is_one_line_naming_it(tmp_path: Path) -> None:
+    from reindex.stores.edge import CorruptAliasesError
+
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("idx__a", dimension=DIM, distance="dot")
+    store.upsert("idx__a", _points(5, pop="a", version=1, seed=1))
+    store.swap_alias("idx", "idx__a", None)
+    for bad, why in (('{"aliases": {"idx": "idx__a"', "Expecting"), ('{"other": 1}', "'aliases'"),
+                     ('{"aliases": ["idx"]}', "expected {alias: collection} names")):
+        (folder / "aliases.json").write_text(bad)
+        for who in (store, open_reader(folder)):
+            with pytest.raises(CorruptAliasesError) as info:
+                who.count("idx")
+            assert str(info.value).startswith(f"`{folder / 'aliases.json'}` is not a valid alias file ("), str(info.value)
+            assert why in str(info.value) and str(info.value).endswith(
+                "); run `reindex status` to rewrite it from the state store's live records")
+    with pytest.raises(VectorStoreError, match="no collection idx__gone"):
+        store.restore_aliases({"idx": "idx__gone"})
+    assert store.restore_aliases({"idx": "idx__a"}) == {"idx": "idx__a"}
+    assert open_reader(folder).count("idx") == 5
+    store.close()
+
+
+def test_a_full_disk_is_one_line_saying_so_not_a_retry_later() -> None:
+    """Issue 22: a write that fails for lack of space (Python's OSError or the engine's "os error 28") is one
+    line saying the disk is full and that finished work is kept; other I/O errors stay transient."""
+    import errno
+
+    from reindex.errors import TransientError
+    from reindex.stores.edge import _edge_errors
+
+    full = ("Embedded store ran out of disk during upsert into `c` (no space left on device): free some space and "
+            "run the command again (finished work is kept)")
+    for exc in (OSError(errno.ENOSPC, "No space left on device"),
+                RuntimeError("Service runtime error: Failed to save structure on disk with error: No space left on "
+                             "device (os error 28)")):
+        with pytest.raises(VectorStoreError) as info, _edge_errors("upsert into `c`"):
+            raise exc
+        assert str(info.value) == full and not isinstance(info.value, TransientError)
+    with pytest.raises(TransientError, match="I/O failed during upsert"), _edge_errors("upsert"):
+        raise OSError(errno.EIO, "Input/output error")

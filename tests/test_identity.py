@@ -353,3 +353,21 @@ def test_document_hash_is_the_bytes_hash_without_metadata_and_moves_with_a_metad
     a = document_hash(b"abc", [("lang", "en")])
     assert a != content_hash(b"abc") and a != document_hash(b"abc", [("lang", "de")])
     assert a == document_hash(b"abc", [("lang", "en")]) and a != document_hash(b"abd", [("lang", "en")])
+
+
+def test_the_config_digest_ignores_where_things_live_but_not_what_is_built() -> None:
+    """Issue 22: apply's drift check compares this digest; a moved workspace (other absolute source,
+    state and store paths) is the same plan, as the planner says, while a store server or a chunker is not."""
+    from reindex.config import config_from_dict
+    from reindex.identity import config_digest, legacy_config_digest
+
+    def cfg(root: str, **extra: object):
+        return config_from_dict({"index": "docs", "source": f"{root}/corpus", "state": {"uri": f"{root}/.reindex"},
+                                 "store": {"path": f"{root}/qdrant"}, **extra})
+
+    here, there = cfg("/a/ws"), cfg("/b/moved")
+    assert config_digest(here) == config_digest(there)
+    assert legacy_config_digest(here) != legacy_config_digest(there)  # what plans before issue 22 recorded
+    assert config_digest(cfg("/a/ws", store={"url": "http://q:6333"})) != config_digest(here)
+    assert config_digest(cfg("/a/ws", text={"chunker": {"kind": "fixed", "size": 99}})) != config_digest(here)
+    assert config_digest(cfg("/a/ws", payload={"indexes": ["lang"]})) != config_digest(here)

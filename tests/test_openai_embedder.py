@@ -115,3 +115,17 @@ def test_unreachable_server_is_reported_after_the_bounded_attempts(monkeypatch: 
     monkeypatch.setenv("TEST_EMBED_KEY", KEY)
     with pytest.raises(ModelError, match="ConnectError.*after 1 attempts"):
         _embedder("http://127.0.0.1:9/v1", max_retries=0, timeout_s=2).embed(["x"])
+
+
+def test_the_configured_bearer_key_is_sent_even_with_user_info_in_the_url(api_server: str) -> None:
+    """Issue 22: httpx turned ``user:password@`` in base_url into ``Authorization: Basic …``, replacing the
+    configured Bearer key silently. The config refuses such a URL; the client sends the key regardless."""
+    from pydantic import ValidationError
+
+    url = api_server.replace("http://", "http://user:pa55word@")
+    with pytest.raises(ValidationError, match="holds credentials"):
+        EmbedConfig(base_url=url, api_key_env="TEST_EMBED_KEY")
+    vector = VectorHalf(provider="openai", model="m", revision="2026-01", dimension=DIM, backend="api")
+    options = EmbedConfig.model_construct(**{**EmbedConfig().model_dump(), "base_url": url, "api_key_env": "TEST_EMBED_KEY"})
+    make_embedder(vector, options=options).embed(["x"])
+    assert _Handler.seen_auth == [f"Bearer {KEY}"]

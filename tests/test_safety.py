@@ -13,6 +13,7 @@ import pytest
 from helpers_index import REINDEX_BIN, Workspace, subprocess_env, switched_workspace
 from reindex import api
 from reindex.cutover import CutoverError
+from reindex.errors import PlanError
 from reindex.manifests import PopulationRecord, read_live, read_population, write_population
 
 
@@ -252,6 +253,33 @@ def test_operational_fields_change_nothing_that_is_built(tmp_path: Path) -> None
     assert again.kind == "none"
 
 
+def test_a_plan_made_before_the_workspace_moved_still_applies(tmp_path: Path) -> None:
+    """Issue 22: after moving a workspace, ``plan`` called the move operational but ``apply`` refused a plan
+    made before it as "config changed" (the digest held absolute source/state/store paths)."""
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.edit_documents()
+    plan, path = ws.plan()
+    assert plan.kind == "document-scoped"
+    if plan.body["approval"]["required"]:
+        ws.approve(path)
+    (tmp_path / "ws").rename(tmp_path / "moved")
+    moved = object.__new__(Workspace)
+    moved.root = tmp_path / "moved"
+    path = moved.plans / path.name
+    # What lives at the locations still binds the plan: against another corpus it is refused ...
+    doc = moved.corpus / sorted(p.name for p in moved.corpus.iterdir())[0]
+    original = doc.read_bytes()
+    doc.write_text("changed\n", encoding="utf-8")
+    with pytest.raises(PlanError, match="the corpus was .* at planning but is now") as info:
+        moved.apply(path)
+    assert "config changed" not in str(info.value)
+    doc.write_bytes(original)
+    r = moved.apply(path)  # ... and the moved workspace itself is the same inputs
+    assert r.status == "done", r.report
+    assert moved.plan()[0].kind == "none"
+
+
 def _tamper(path: Path, edit) -> None:
     from reindex.planner import seal
 
@@ -393,3 +421,45 @@ def test_delete_population_refuses_a_population_an_alias_points_at(switched: dic
         co.delete_population(s, state, "docs", a)
     with ws.store() as s:
         assert s.collection_exists(a) and read_population(state, "docs", a).state == "live"
+def test_apply_refuses_to_start_without_disk_for_the_plans_peak_footprint(tmp_path: Path, monkeypatch) -> None:
+    """Issue 22: on a full disk apply died of SIGBUS (writes through memory maps) with no message. It now
+    checks the free space of the store's disk against the plan's peak footprint before writing anything."""
+    from reindex.errors import StateError
+    from reindex.stores.edge import generation_copy_bytes
+    from reindex.usecases import backends
+    from reindex.usecases.apply import EDGE_BUILD_OVERHEAD_BYTES
+
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    fp = plan.body["cost"]["footprint"]
+    need = fp["peak"]["disk_bytes"] - fp["old"]["disk_bytes"] + EDGE_BUILD_OVERHEAD_BYTES
+    assert fp["peak"]["disk_bytes"] > fp["old"]["disk_bytes"]
+    asked: list[str] = []
+
+    def free(n: int):
+        return lambda folder: asked.append(folder) or n
+
+    monkeypatch.setattr(backends, "free_disk_bytes", free(need - 1))
+    with pytest.raises(StateError) as info:
+        ws.apply(path)
+    store = ws.root / ".reindex" / "qdrant"
+    assert str(info.value) == (f"not enough free disk for plan {plan.plan_hash[:12]}: it adds about "
+                               f"{need / 2**20:,.1f} MiB to the store in {store} (its peak footprint) but "
+                               f"{(need - 1) / 2**20:,.1f} MiB is free there; free some space (or move store.path) and "
+                               "run `reindex apply` again")
+    assert asked == [str(store)] and not store.exists()  # refused before the store was opened
+    monkeypatch.setattr(backends, "free_disk_bytes", free(need))
+    assert ws.apply(path).status == "done"
+    assert backends.free_disk_bytes(str(store / "not" / "yet")) > 0  # the real seam: the nearest existing folder
+    ws.cutover(path)
+    # In place, the edge store copies the live generation before writing (in full): that much must be free.
+    ws.edit_documents()
+    plan, path = ws.plan()
+    live = plan.body["inputs"]["baseline"]["collection"]
+    copy = generation_copy_bytes(store, live)
+    assert plan.kind == "document-scoped" and copy > need
+    monkeypatch.setattr(backends, "free_disk_bytes", free(copy - 1))
+    with pytest.raises(StateError, match=f"adds about {copy / 2**20:,.1f} MiB to the store"):
+        ws.apply(path)
+    monkeypatch.setattr(backends, "free_disk_bytes", free(copy))
+    assert ws.apply(path).status == "done"

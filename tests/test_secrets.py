@@ -8,6 +8,7 @@ server; then every byte written anywhere is searched for the secret values."""
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -26,9 +27,55 @@ OPENAI_KEY = "sk-test-SECRET000-openai"
 SECRETS = (QDRANT_KEY, AWS_SECRET, OPENAI_KEY)
 
 
+# A URL carrying user info (scheme://user:password@host): a credential, whatever its value.
+URL_WITH_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@\"']+:[^/\s@\"']*@")
+
+
 def _leaks(where: str, data: bytes | str) -> list[str]:
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return [f"{where}: contains {s[:12]}…" for s in SECRETS if s in text]
+    found = [f"{where}: contains {s[:12]}…" for s in SECRETS if s in text]
+    found += [f"{where}: contains a URL with user info ({m.group(0).split('://')[0]}://…@)"
+              for m in URL_WITH_USERINFO.finditer(text)]
+    return found
+
+
+def test_the_scan_finds_urls_with_user_info() -> None:
+    assert _leaks("x", b'{"base_url": "http://user:hunter2@api.example/v1"}') == \
+        ["x: contains a URL with user info (http://…@)"]
+    assert _leaks("x", "see https://api.example/v1 and mailto:a@b, s3://bucket/key") == []
+
+
+BASE_URL_PASSWORD = "pw-SECRET-in-url-42"
+
+
+@pytest.mark.parametrize("command", [["validate"], ["plan"], ["plan", "--json"]])
+def test_a_password_in_embed_base_url_is_refused_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture, command: list[str],
+) -> None:
+    """Issue 22: credentials in ``embed.base_url`` were copied into plan files, run reports, population
+    records and error lines. The config is refused at load with one line that says where the key goes."""
+    from reindex.cli import main
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shutil.copytree(SAMPLE / "corpus", ws / "corpus")
+    (ws / "reindex.yaml").write_text(
+        "index: docs\nsource: ./corpus\nvector: {provider: hash}\napply: {shards: 2}\n"
+        f"embed: {{base_url: 'http://svc-user:{BASE_URL_PASSWORD}@embed.internal:8080/v1'}}\n", encoding="utf-8")
+    monkeypatch.chdir(ws)
+    r = CliRunner().invoke(main, command)
+    captured = capfd.readouterr()
+    assert r.exit_code == 1, r.output
+    assert r.output.strip().endswith(
+        "reindex.yaml: embed.base_url: Value error, the URL holds credentials (user:password@…); remove them and "
+        "put the key in the environment variable that embed.api_key_env names"), r.output
+    assert len(r.output.strip().splitlines()) == 1
+    leaks = []
+    for p in ws.rglob("*"):
+        if p.is_file() and p.name != "reindex.yaml":
+            leaks += [f"{p.relative_to(ws)}: password"] if BASE_URL_PASSWORD.encode() in p.read_bytes() else []
+    assert not leaks and not (ws / "plans").exists() and not (ws / ".reindex").exists()
+    assert BASE_URL_PASSWORD not in r.output + captured.out + captured.err
 
 
 def test_no_secret_reaches_any_file_object_log_or_artifact(

@@ -406,3 +406,20 @@ def test_keep_skips_unwanted_documents_unread_but_still_reports_duplicates(tmp_p
     report = ScanReport()
     assert [d.doc_id for d in open_source(str(p)).scan(report)] == ["a", "b", "c"]
     assert [(b.doc_id, b.kind) for b in report.bad] == [("b", "duplicate-id")]
+
+
+def test_an_empty_document_id_is_bad_input_not_a_document(tmp_path: Path) -> None:
+    """Issue 22: ``{"id": ""}`` became a document with an empty id; now it is reported by line/row."""
+    path = write_jsonl(tmp_path / "docs.jsonl", [json.dumps({"id": "", "text": "x"}), json.dumps({"id": "  ", "text": "y"}),
+                                                   json.dumps({"id": "ok", "text": "z"})])
+    docs, report = scan_all(str(path))
+    assert [d.doc_id for d in docs] == ["ok"]
+    assert bad_map(report) == {
+        "line:1": "malformed: id field 'id' is empty (''); every document needs a non-empty id",
+        "line:2": "malformed: id field 'id' is empty ('  '); every document needs a non-empty id",
+    }
+    pq_path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"id": ["", "b"], "text": ["one", "two"]}), pq_path)
+    docs, report = scan_all(str(pq_path))
+    assert [d.doc_id for d in docs] == ["b"]
+    assert bad_map(report) == {"row:1": "malformed: id column 'id' is empty (''); every document needs a non-empty id"}

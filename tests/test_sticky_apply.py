@@ -135,6 +135,29 @@ def test_missing_chunk_texts_mean_a_stateless_cut_in_plan_and_apply(tmp_path: Pa
     assert stateless.plan()[0].body["work"]["tokens_to_embed"] == w["tokens_to_embed"]
 
 
+def test_a_half_written_chunk_text_part_is_reported_by_the_plan(tmp_path: Path) -> None:
+    """Issue 22: a chunk-text part that exists but lacks texts of its documents' chunks (a valid Parquet
+    file, half its rows) was tolerated silently; the plan now names the part and what it costs."""
+    from reindex.manifests import read_chunk_texts_part, shard_name, write_chunk_texts_part
+
+    ws = _workspace(tmp_path / "ws")
+    live = ws.build_live()
+    state = ws.state()
+    edited = ws.edit_documents()
+    parts = {shard_name(shard_of(d, 4)) for d in edited}
+    lost = {r.fingerprint for r in read_chunk_manifest(state, "docs", live) if r.doc_id in edited}
+    for part in parts:
+        texts = read_chunk_texts_part(state, "docs", live, part)
+        write_chunk_texts_part(state, "docs", live, part, {f: t for f, t in texts.items() if f not in lost})
+    plan, _ = ws.plan()
+    assert plan.body["work"]["rechunk"]["without_previous_texts"] == len(edited)
+    lines = [x for x in plan.body["explanation"] if x.startswith("chunk-text part ")]
+    assert lines == [f"chunk-text part {state.describe()}/indexes/docs/populations/{live}/chunk-texts/{part}.parquet "
+                     f"lacks the previous chunk texts of {sum(1 for d in edited if shard_name(shard_of(d, 4)) == part)} "
+                     "edited document(s) (half-written or damaged): they are cut statelessly, which re-embeds more; "
+                     "this apply stores their new texts" for part in sorted(parts)]
+
+
 def test_drift_control_recut_is_planned_and_applied_alike(tmp_path: Path, embed_log: Path) -> None:
     ws = _workspace(tmp_path / "ws", "{mode: sticky, max_drift: 0.0}")
     ws.build_live()

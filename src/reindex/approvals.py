@@ -6,13 +6,22 @@ only; records written beside the plan by earlier versions (``<plan>.approval.jso
 ``<plan>.rejection.json``) are still read. A changed plan has another hash, which invalidates both. A rejection is final for its
 plan: it revokes an earlier approval (``check_approval`` refuses the plan) and a later ``approve`` is
 refused. The CLI (`reindex approve`, `reindex approve --reject`) and the Prefect approval form write the
-same records, so a decision taken in one place holds in the other."""
+same records, so a decision taken in one place holds in the other.
+
+A record is a plain file: whoever can write ``plans/`` can approve. With ``approval.hmac_key_env`` set, an
+approval carries an HMAC-SHA256 signature over its fields (plan hash, decision, by, at, …) made with the key in
+that environment variable, and apply and ``cutover --force`` refuse an approval that is unsigned or whose
+signature does not match (:func:`read_approval` with ``key``). Rejections are not signed: a rejection can
+only stop a plan, never let one through."""
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import hmac
 import json
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from reindex.atomic import atomic_write_text
@@ -21,7 +30,7 @@ from reindex.planner import Plan, PlanError
 
 __all__ = [
     "APPROVAL_SCHEMA", "REJECTION_SCHEMA", "Approval", "Rejection", "approval_path", "approve", "check_approval",
-    "check_not_rejected", "read_approval", "read_rejection", "reject", "rejection_path",
+    "check_not_rejected", "read_approval", "read_rejection", "reject", "rejection_path", "signing_key",
 ]
 
 APPROVAL_SCHEMA = "reindex/approval/v1"
@@ -57,10 +66,44 @@ class Approval:
     at: str
     # The rejection recorded beside the same plan file, if any: it revokes this approval.
     rejection: Rejection | None = None
+    # "hmac-sha256:<hex>" over :meth:`signed_fields` when approval.hmac_key_env is set, else None.
+    signature: str | None = None
+
+    def signed_fields(self) -> dict:
+        """What the signature covers: every field of the record and the decision."""
+        return {"schema": APPROVAL_SCHEMA, "decision": "approve", "plan_hash": self.plan_hash, "index": self.index,
+                "kind": self.kind, "by": self.by, "note": self.note, "at": self.at}
 
     def as_dict(self) -> dict:
-        return {"schema": APPROVAL_SCHEMA, "plan_hash": self.plan_hash, "index": self.index, "kind": self.kind,
-                "by": self.by, "note": self.note, "at": self.at}
+        d = {"schema": APPROVAL_SCHEMA, "plan_hash": self.plan_hash, "index": self.index, "kind": self.kind,
+             "by": self.by, "note": self.note, "at": self.at}
+        return d if self.signature is None else {**d, "signature": self.signature}
+
+
+def signing_key(env_name: str | None) -> bytes | None:
+    """The approval signing key from the environment variable ``approval.hmac_key_env`` names (None when
+    signing is not configured)."""
+    if env_name is None:
+        return None
+    value = os.environ.get(env_name, "")
+    if not value:
+        raise ApprovalError(f"approval.hmac_key_env: environment variable {env_name} is not set (approvals are "
+                            "signed and verified with the key it holds)")
+    return value.encode("utf-8")
+
+
+def _sign(fields: dict, key: bytes) -> str:
+    message = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return "hmac-sha256:" + hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def _verify(rec: Approval, key: bytes, path: Path) -> None:
+    if not rec.signature:
+        raise ApprovalError(f"{path}: the approval by {rec.by} is not signed, but approval.hmac_key_env is set: "
+                            "record it with `reindex approve PLAN --by NAME -c CONFIG` where the key is set")
+    if not hmac.compare_digest(rec.signature, _sign(rec.signed_fields(), key)):
+        raise ApprovalError(f"{path}: the approval's signature does not match its content (changed after signing, "
+                            "or signed with another key); approve the plan again with `reindex approve`")
 
 
 def approval_path(plan_path: str | Path) -> Path:
@@ -101,12 +144,16 @@ def check_not_rejected(plan: Plan, plan_path: str | Path) -> None:
                             "or applied; run `reindex plan` again for a new plan")
 
 
-def approve(plan: Plan, plan_path: str | Path, by: str, note: str = "") -> tuple[Approval, Path]:
-    """Record ``by``'s approval of ``plan`` beside its file (refused once the plan was rejected)."""
+def approve(plan: Plan, plan_path: str | Path, by: str, note: str = "",
+            key: bytes | None = None) -> tuple[Approval, Path]:
+    """Record ``by``'s approval of ``plan`` beside its file (refused once the plan was rejected), signed
+    with ``key`` when given."""
     if not by.strip():
         raise PlanError("--by: an approval needs the approver's name")
     check_not_rejected(plan, plan_path)
     rec = Approval(plan.plan_hash, plan.index, plan.kind, by.strip(), note, _now())
+    if key is not None:
+        rec = replace(rec, signature=_sign(rec.signed_fields(), key))
     path = approval_path(plan_path)
     atomic_write_text(path, json.dumps(rec.as_dict(), indent=2, ensure_ascii=False) + "\n")
     return rec, path
@@ -137,17 +184,21 @@ def read_rejection(plan_path: str | Path) -> Rejection | None:
         raise PlanError(f"{path}: not a valid rejection record ({err})") from None
 
 
-def read_approval(plan_path: str | Path) -> Approval | None:
-    """The approval recorded beside a plan file, carrying the plan's rejection (if any)."""
+def read_approval(plan_path: str | Path, key: bytes | None = None) -> Approval | None:
+    """The approval recorded beside a plan file, carrying the plan's rejection (if any). With ``key`` (signing
+    configured), an unsigned or badly signed record raises ApprovalError."""
     path = _existing(approval_path(plan_path), plan_path, "approval")
     if path is None:
         return None
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
-        return Approval(d["plan_hash"], d["index"], d["kind"], d["by"], d.get("note", ""), d["at"],
-                        read_rejection(plan_path))
-    except (ValueError, KeyError) as err:
+        rec = Approval(d["plan_hash"], d["index"], d["kind"], d["by"], d.get("note", ""), d["at"],
+                       read_rejection(plan_path), d.get("signature"))
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise PlanError(f"{path}: not a valid approval record ({err})") from None
+    if key is not None:
+        _verify(rec, key, path)
+    return rec
 
 
 def check_approval(plan: Plan, approval: Approval | None,

@@ -362,6 +362,26 @@ class _OpModel(_Model):
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=OPERATIONAL)
 
 
+def _no_userinfo(value: str | None, fix: str) -> str | None:
+    """Refuse a URL carrying ``user:password@``: a URL is written into plans, reports, population records
+    and error lines, so a credential in it would leak everywhere; keys come from the environment only."""
+    if value is None or "://" not in value:
+        return value
+    netloc = value.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    if "@" in netloc:
+        raise ValueError(f"the URL holds credentials (user:password@…); remove them and {fix}")
+    return value
+
+
+_S3_FIX = "put them in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value
+
+
 class SourceConfig(_OpModel):
     """Where the corpus is. A plain string is accepted as ``uri``."""
 
@@ -380,6 +400,16 @@ class SourceConfig(_OpModel):
         None, description="S3 endpoint (MinIO, a test server); credentials come from the environment only."
     )
     batch_rows: int = Field(1024, gt=0, description="Rows per batch when reading Parquet.")
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_given(cls, value: str) -> str:
+        return _no_userinfo(_not_blank(value), _S3_FIX)
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint_without_credentials(cls, value: str | None) -> str | None:
+        return _no_userinfo(value, _S3_FIX)
 
     @model_validator(mode="before")
     @classmethod
@@ -425,8 +455,13 @@ class StoreConfig(_OpModel):
         "processes) or local (qdrant-client local mode, the previous default; for folders not yet converted).",
     )
     api_key_env: str = Field("QDRANT_API_KEY", description="Environment variable holding the server's API key.")
-    shard_number: int = Field(1, gt=0, description="Collection shards (server/cluster only).")
-    replication_factor: int = Field(1, gt=0, description="Replicas per shard (cluster only).")
+    shard_number: int = Field(1, gt=0, strict=True, description="Collection shards (server/cluster only).")
+    replication_factor: int = Field(1, gt=0, strict=True, description="Replicas per shard (cluster only).")
+
+    @field_validator("url")
+    @classmethod
+    def _url_without_credentials(cls, value: str | None) -> str | None:
+        return _no_userinfo(value, "put the key in the environment variable that store.api_key_env names")
 
 
 class StateConfig(_OpModel):
@@ -434,6 +469,18 @@ class StateConfig(_OpModel):
 
     uri: str = Field(".reindex", description="Local folder (relative to the config file) or s3://bucket/prefix.")
     endpoint_url: str | None = Field(None, description="S3 endpoint for an s3:// state URI.")
+
+    @field_validator("uri")
+    @classmethod
+    def _uri_given(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty (a folder, or s3://bucket/prefix; leave state out for .reindex)")
+        return _no_userinfo(value, _S3_FIX)
+
+    @field_validator("endpoint_url")
+    @classmethod
+    def _endpoint_without_credentials(cls, value: str | None) -> str | None:
+        return _no_userinfo(value, _S3_FIX)
 
 
 class CostConfig(_OpModel):
@@ -453,7 +500,12 @@ class EmbedConfig(_OpModel):
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
     max_tokens_per_minute: float | None = Field(None, gt=0, description="Client-side rate limit in tokens per minute.")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
-    max_retries: int = Field(5, ge=0, description="Retries of a request on connection errors, timeouts, 429 and 5xx.")
+    max_retries: int = Field(5, ge=0, strict=True, description="Retries of a request on connection errors, timeouts, 429 and 5xx.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_without_credentials(cls, value: str) -> str:
+        return _no_userinfo(value, "put the key in the environment variable that embed.api_key_env names")
 
 
 class ApprovalConfig(_OpModel):
@@ -464,20 +516,24 @@ class ApprovalConfig(_OpModel):
     max_usd: float | None = Field(1.0, ge=0.0, description="Document-scoped plans above this many dollars need approval.")
     max_removed_share: float = Field(0.05, ge=0.0, le=1.0, description="Plans removing more than this share of the live documents need approval.")
     min_readable_share: float = Field(0.5, ge=0.0, le=1.0, description="Plans whose scan could read less than this share of the live documents need approval (an unmounted or emptied source).")
+    hmac_key_env: str | None = Field(
+        None, description="Environment variable holding a secret key: `reindex approve` signs each approval with it "
+        "(HMAC-SHA256) and apply and `cutover --force` refuse an unsigned or badly signed one; None = approvals are "
+        "plain files (whoever can write plans/ can approve).")
 
 
 class ApplyConfig(_OpModel):
     """How apply runs."""
 
-    shards: int = Field(16, gt=0, description="Shards (stable hash of doc id mod shards).")
-    embed_batch_size: int = Field(64, gt=0, description="Texts per embedding call.")
+    shards: int = Field(16, gt=0, strict=True, description="Shards (stable hash of doc id mod shards).")
+    embed_batch_size: int = Field(64, gt=0, strict=True, description="Texts per embedding call.")
 
 
 class CutoverConfig(_OpModel):
     """The gate a shadow population must pass before the alias moves, and the rollback window."""
 
-    k: int = Field(10, gt=0, description="Depth of the old-vs-new comparison (documents).")
-    probes: int = Field(50, ge=0, description="Known-item probe queries sampled from the corpus when no queries file is given.")
+    k: int = Field(10, gt=0, strict=True, description="Depth of the old-vs-new comparison (documents).")
+    probes: int = Field(50, ge=0, strict=True, description="Known-item probe queries sampled from the corpus when no queries file is given.")
     seed: int = Field(0, description="Seed for probe sampling and bootstrap intervals.")
     min_recall_delta: float = Field(
         -0.02, description="With labels: the lower 95 % bound of recall@k (new − old) must be at least this."
@@ -546,6 +602,8 @@ def _first_error(err: ValidationError, prefix: str = "") -> str:
             msg = f"got {e.get('input')!r}; {msg[0].lower()}{msg[1:]}"
         elif e["type"] == "missing":
             msg = "required field is missing"
+        elif e["type"] == "int_type":
+            msg = f"got {json.dumps(e.get('input'))}; expected a whole number"
         parts.append(f"{prefix}{path}: {msg}")
     more = len(err.errors()) - 3
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
@@ -561,13 +619,40 @@ def config_from_dict(data: Any, origin: str = "<config>") -> PipelineConfig:
         raise ConfigError(f"{origin}: {_first_error(err)}") from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: plain YAML keeps the last one,
+    so ``index: docs`` … ``index: other`` would silently build a second index."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first != key_node.start_mark.line:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {first + 1}); keep one of them",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _parse_yaml(text: str, origin: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{origin}:{mark.line + 1}:{mark.column + 1}" if mark else origin
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+
+
 def config_from_yaml(text: str, origin: str = "<config>") -> PipelineConfig:
     """Validate a config given as YAML text (``origin`` names it in messages)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{origin}: invalid YAML: {str(err).splitlines()[0]}") from None
-    return config_from_dict(data, origin)
+    return config_from_dict(_parse_yaml(text, origin), origin)
 
 
 def load_config(path: str | Path) -> PipelineConfig:
@@ -577,14 +662,10 @@ def load_config(path: str | Path) -> PipelineConfig:
     if not p.exists():
         raise ConfigError(f"{p}: config file not found (create one with `reindex init`)")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+        text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{p}: cannot read config: {err}") from None
+    data = _parse_yaml(text, str(p))
     cfg = config_from_dict(data, str(p))
     return absolutize(cfg, p.resolve().parent)
 

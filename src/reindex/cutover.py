@@ -308,7 +308,7 @@ def populations(state: ObjectStore, index: str) -> list[PopulationRecord]:
     for k in keys:
         d = read_json(state, k)
         if d:
-            out.append(PopulationRecord.from_dict(d))
+            out.append(PopulationRecord.from_dict(d, f"{state.describe()}/{k}"))
     return sorted(out, key=lambda r: r.created_at)
 
 

@@ -318,7 +318,24 @@ def digest_json(value: Any) -> str:
 RUN_ONLY_SECTIONS = ("cost", "approval", "apply", "embed", "cutover")
 
 
+# Where things live (the planner calls a change of these operational): a plan made before a workspace was
+# moved is still the same plan. What lives there is checked by apply's other drift checks: the corpus by its
+# digest, the live population by its state record and manifest digest.
+LOCATION_FIELDS = (("source", "uri"), ("source", "endpoint_url"), ("state", "uri"), ("state", "endpoint_url"),
+                   ("store", "path"))
+
+
 def config_digest(cfg: PipelineConfig) -> str:
-    """What a plan records of its config and apply compares: everything but :data:`RUN_ONLY_SECTIONS`."""
+    """What a plan records of its config and apply compares: everything but :data:`RUN_ONLY_SECTIONS` and
+    :data:`LOCATION_FIELDS`."""
+    data = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in RUN_ONLY_SECTIONS}
+    for section, name in LOCATION_FIELDS:
+        data[section] = {k: v for k, v in data[section].items() if k != name}
+    return digest_json(data)
+
+
+def legacy_config_digest(cfg: PipelineConfig) -> str:
+    """:func:`config_digest` as plans made before issue 22 recorded it (absolute locations included), so that
+    a plan made before an upgrade still applies where it was made."""
     data = cfg.model_dump(mode="json")
     return digest_json({k: v for k, v in data.items() if k not in RUN_ONLY_SECTIONS})

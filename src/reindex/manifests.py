@@ -90,14 +90,38 @@ class PopulationRecord:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PopulationRecord":
+    def from_dict(cls, d: dict, where: str = "population record") -> "PopulationRecord":
+        """The record of ``d`` (read from ``where``); a field missing or of the wrong type is a StateError."""
+        problem = _record_problem(d, _RECORD_TYPES)
+        if problem is not None:
+            raise StateError(f"{where}: not a valid population record ({problem}); restore it from a backup (the "
+                             "plan that built the population holds its config)")
         return cls(d["index"], d["collection"], d["config"], d["identity"], PopulationState.of(d["state"]),
                    d["created_at"], d["updated_at"])
 
 
+_RECORD_TYPES = {"index": str, "collection": str, "config": dict, "identity": dict, "state": str,
+                 "created_at": (int, float), "updated_at": (int, float)}
+
+
+def _record_problem(d: Any, types: dict[str, Any]) -> str | None:
+    """What is wrong with a state record's shape (a field missing or of the wrong type), or None."""
+    if not isinstance(d, dict):
+        return f"expected a JSON object, got {type(d).__name__}"
+    for name, kind in types.items():
+        if name not in d:
+            return f"field {name!r} is missing"
+        if not isinstance(d[name], kind) or isinstance(d[name], bool):
+            return f"field {name!r} is {type(d[name]).__name__}, not {getattr(kind, '__name__', 'a number')}"
+    return None
+
+
 def read_population(store: ObjectStore, index: str, collection: str) -> PopulationRecord | None:
-    d = read_json(store, f"{population_prefix(index, collection)}/population.json")
-    return PopulationRecord.from_dict(d) if d else None
+    key = f"{population_prefix(index, collection)}/population.json"
+    d = read_json(store, key)
+    if not d:
+        return None
+    return PopulationRecord.from_dict(d, f"{store.describe()}/{key}")
 
 
 def write_population(store: ObjectStore, record: PopulationRecord) -> None:
@@ -109,9 +133,14 @@ def write_population(store: ObjectStore, record: PopulationRecord) -> None:
 
 def read_live(store: ObjectStore, index: str) -> PopulationRecord | None:
     """The population the index's alias serves, per the state store (None before the first cutover)."""
-    d = read_json(store, f"{index_prefix(index)}/live.json")
+    key = f"{index_prefix(index)}/live.json"
+    d = read_json(store, key)
     if not d:
         return None
+    problem = _record_problem(d, {"collection": str})
+    if problem is not None:
+        raise StateError(f"{store.describe()}/{key}: not a valid live record ({problem}); restore it from a backup, "
+                         "or write {\"collection\": \"<the collection the alias points at>\"} into it")
     rec = read_population(store, index, d["collection"])
     if rec is None:
         raise StateError(

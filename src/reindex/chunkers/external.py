@@ -11,6 +11,7 @@ This module is the one place that imports a splitter's library (by the path in t
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,8 +94,14 @@ class _ExternalChunker:
         """Chunks of ``text`` in order; [] for an empty or whitespace-only document."""
         if not text or text.isspace():
             return []
+        try:
+            result = self.split(text)
+        except Exception as err:  # noqa: BLE001 - the user's code: any failure is one line naming it
+            detail = " ".join(str(err).split())[:300]
+            raise ChunkerError(f"splitter {self.name} raised {type(err).__name__}" + (f": {detail}" if detail else "")
+                               + "; fix the splitter or its text.chunker.params") from None
         # Whitespace-only pieces carry nothing to embed (the built-in chunkers never emit them either).
-        pieces = [p for p in _texts(self.split(text), self.name) if p.strip()]
+        pieces = [p for p in _texts(result, self.name) if p.strip()]
         spans = locate_chunks(text, pieces, self.name)
         # Tokens in document context: one tokenisation, then binary searches (as fixed_chars does).
         token_starts = np.ascontiguousarray(self.tokenizer.offsets(text)[:, 0])
@@ -146,6 +153,12 @@ class CallableChunker:
         if not callable(fn):
             raise ChunkerError(f"text.chunker.callable {self.config.callable!r} is a {type(fn).__name__}, not a function")
         params = dict(self.config.params)
+        try:
+            inspect.signature(fn).bind("text", **params)
+        except TypeError as err:
+            raise ChunkerError(f"text.chunker.params: {self.config.callable}(text, **{params}) cannot be called: {err}") from None
+        except ValueError:
+            pass  # no signature to check (a builtin): a bad call is reported when it happens
         spec = chunker_spec(self.config)
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "_impl", _ExternalChunker(self.tokenizer, spec, self.config.callable,

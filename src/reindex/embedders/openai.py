@@ -45,6 +45,18 @@ class _RateLimiter:
             time.sleep(sleep)
 
 
+class _BearerAuth(httpx.Auth):
+    """The configured key on every request. A client-level auth, because without one httpx turns
+    ``user:password@`` in a URL into ``Authorization: Basic …`` in place of a default Bearer header."""
+
+    def __init__(self, key: str) -> None:
+        self._value = f"Bearer {key}"
+
+    def auth_flow(self, request: httpx.Request):
+        request.headers["Authorization"] = self._value
+        yield request
+
+
 class OpenAIEmbedder:
     """Embeds through an OpenAI-compatible ``/embeddings`` endpoint."""
 
@@ -59,7 +71,7 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self._client = httpx.Client(
             base_url=options.base_url.rstrip("/"), timeout=options.timeout_s,
-            headers={"Authorization": f"Bearer {key}", "User-Agent": "reindex"},
+            headers={"User-Agent": "reindex"}, auth=_BearerAuth(key),
         )
         self._limit = _RateLimiter(options.max_tokens_per_minute)
 

@@ -22,6 +22,7 @@ from reindex.manifests import (
     digest_json,
     manifest_digest,
     read_chunk_manifest,
+    chunk_texts_key,
     read_chunk_texts,
     read_chunk_texts_part,
     read_live,
@@ -109,6 +110,9 @@ class PreviousTexts:
         self._store, self._index, self._collection, self._shards, self._docs = store, index, collection, shards, docs
         self._parts: dict[str, dict[str, str]] = {}
         self._everything: dict[str, str] | None = None
+        # Chunk-text parts (their full names) that exist but lack texts of a document's chunks (half-written or
+        # damaged), with how many edited documents that cuts statelessly: reported by the plan.
+        self.incomplete: dict[str, int] = {}
 
     def _part(self, doc_id: str) -> dict[str, str]:
         name = shard_name(shard_of(doc_id, self._shards))
@@ -127,6 +131,10 @@ class PreviousTexts:
                 self._everything = read_chunk_texts(self._store, self._index, self._collection)
             texts = [self._everything.get(fp) for fp in state.fingerprints]
             if any(t is None for t in texts):
+                if self._everything:  # the population stores texts, yet not these: a part is incomplete
+                    name = shard_name(shard_of(doc_id, self._shards))
+                    where = f"{self._store.describe()}/{chunk_texts_key(self._index, self._collection, name)}"
+                    self.incomplete[where] = self.incomplete.get(where, 0) + 1
                 return None
         return texts  # type: ignore[return-value]
 

@@ -187,7 +187,7 @@ def _plan_body(
         "index": cfg.index,
         "kind": kind,
         "documents_changed": documents_changed,
-        "explanation": [e["line"] for e in explanation] + _legacy_payload_line(baseline, cfg) + (
+        "explanation": [e["line"] for e in explanation] + _legacy_payload_line(baseline, cfg) + _incomplete_texts_lines(baseline) + (
             [f"reuses the retained population {baseline.retained_collection} (built with this pipeline before): "
              "its vectors are taken, not embedded again"] if baseline.retained_collection else []),
         "changes": explanation,
@@ -214,6 +214,13 @@ def _plan_body(
         "timing": {"planning_seconds": round(elapsed, 3),
                    "documents_per_second": round(docs_total / elapsed, 1) if elapsed else None},
     }
+
+
+def _incomplete_texts_lines(baseline: Baseline) -> list[str]:
+    """One line per chunk-text part that lacks the previous texts of edited documents (sticky re-chunking)."""
+    return [f"chunk-text part {where} lacks the previous chunk texts of {n} edited document(s) (half-written or "
+            "damaged): they are cut statelessly, which re-embeds more; this apply stores their new texts"
+            for where, n in sorted(getattr(baseline.previous_texts, "incomplete", {}).items())]
 
 
 def _legacy_payload_line(baseline: Baseline, cfg) -> list[str]:

@@ -76,6 +76,9 @@ class JsonlSource:
             admission.reject(where, f"malformed: id field {id_key!r} must be a string or integer, got {type(doc_id).__name__}")
             return None
         doc_id = str(doc_id)
+        if not doc_id.strip():
+            admission.reject(where, f"malformed: id field {id_key!r} is empty ({doc_id!r}); every document needs a non-empty id")
+            return None
         if admission.skip(doc_id, n):
             return None
 

@@ -72,6 +72,9 @@ class ParquetSource:
             admission.reject(f"row:{row}", f"missing id (null {self.id_column!r})")
             return None
         doc_id = doc_id.decode("utf-8", "replace") if isinstance(doc_id, bytes) else str(doc_id)
+        if not doc_id.strip():
+            admission.reject(f"row:{row}", f"malformed: id column {self.id_column!r} is empty ({doc_id!r}); every document needs a non-empty id")
+            return None
         if admission.skip(doc_id, row):
             return None
         if text is None:

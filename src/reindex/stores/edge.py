@@ -83,6 +83,7 @@ ignored; once it has created collections there the writer refuses the folder (``
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
@@ -90,6 +91,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -113,9 +115,11 @@ from reindex.stores.vectors import (
 )
 
 __all__ = [
+    "CorruptAliasesError",
     "EdgeReader",
     "EdgeStore",
     "LocalModeFolderError",
+    "generation_copy_bytes",
     "STORE_FORMAT",
     "is_edge_folder",
     "is_local_mode_folder",
@@ -162,6 +166,20 @@ def is_edge_folder(folder: Path) -> bool:
 def open_edge_store(folder: str | os.PathLike[str]) -> EdgeStore:
     """The writer's store in ``folder`` (created if missing); one writer process per folder."""
     return EdgeStore(Path(folder))
+
+
+def generation_copy_bytes(folder: str | os.PathLike[str], collection: str) -> int:
+    """Bytes the writer's copy-on-write copy of ``collection``'s newest generation writes (the apparent size
+    of its files: the copy is written out in full, holes included); 0 when the collection does not exist."""
+    gens = _generations(Path(folder) / _COLLECTIONS / collection)
+    if not gens:
+        return 0
+    total = 0
+    for root, _dirs, files in os.walk(_gen_dir(Path(folder) / _COLLECTIONS / collection, gens[-1])):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_size
+    return total
 
 
 def open_reader(folder: str | os.PathLike[str]) -> EdgeReader:
@@ -228,9 +246,25 @@ def _read_record(coll: Path) -> _Record | None:
         return None
 
 
+class CorruptAliasesError(VectorStoreError):
+    """``aliases.json`` cannot be read as ``{"aliases": {alias: collection}}``."""
+
+
 def _read_aliases(root: Path) -> dict[str, str]:
-    data = _read_json(root / _ALIASES)
-    return dict(data["aliases"]) if data else {}
+    path = root / _ALIASES
+    try:
+        data = _read_json(path)
+        if not data:
+            return {}
+        aliases = data["aliases"]
+        if not isinstance(aliases, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in aliases.items()):
+            raise TypeError("expected {alias: collection} names")
+        return dict(aliases)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptAliasesError(
+            f"`{path}` is not a valid alias file ({one_line(exc)}); run `reindex status` to rewrite it from the "
+            "state store's live records"
+        ) from None
 
 
 def _resolve(root: Path, name: str) -> str:
@@ -271,9 +305,12 @@ def _edge_errors(action: str) -> Iterator[None]:
         yield
     except (VectorStoreError, TransientError):
         raise
-    except OSError as exc:
-        raise TransientError(f"Embedded store I/O failed during {action}: {one_line(exc)}. Retry later.") from exc
     except Exception as exc:
+        if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "os error 28" in str(exc):
+            raise VectorStoreError(f"Embedded store ran out of disk during {action} (no space left on device): free "
+                                   "some space and run the command again (finished work is kept)") from exc
+        if isinstance(exc, OSError):
+            raise TransientError(f"Embedded store I/O failed during {action}: {one_line(exc)}. Retry later.") from exc
         raise VectorStoreError(f"Embedded store failed to {action}: {one_line(exc)}") from exc
 
 
@@ -286,6 +323,72 @@ def _load(path: Path) -> Any:
                 raise
             time.sleep(0.05 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+_VIEW_PREFIX = "reindex-reader-"
+_VIEWS: set[Path] = set()  # this process's mirrors, removed at exit if a reader was never closed
+
+
+@atexit.register
+def _remove_views() -> None:
+    for view in list(_VIEWS):
+        shutil.rmtree(view, ignore_errors=True)
+    _VIEWS.clear()
+
+
+def _sweep_views() -> None:
+    """Remove the mirrors of reader processes that died without closing (killed): named by their pid."""
+    root = _view_root()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            pid = name[len(_VIEW_PREFIX):].split("-", 1)[0] if name.startswith(_VIEW_PREFIX) else ""
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            except OSError:
+                pass  # alive, another user's
+
+
+def _view_root() -> str:
+    # RAM-backed where there is one, so that a reader still opens when the store's disk (or /tmp) is full.
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+
+
+def _reader_view(gen_dir: Path) -> Path:
+    """A private folder mirroring ``gen_dir`` for a reader to load: the engine's load rewrites the shard's
+    ``edge_config.json`` and each segment's ``segment.json`` (atomic replace), so those are copies here and
+    everything else links to the store. Loading it writes nothing into the store (on a full disk too)."""
+    view = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}{os.getpid()}-", dir=_view_root()))
+    try:
+        for entry in os.scandir(gen_dir):
+            if entry.name == "segments" and entry.is_dir():
+                (view / "segments").mkdir()
+                for seg in os.scandir(entry.path):
+                    mirror = view / "segments" / seg.name
+                    if not seg.is_dir():
+                        os.symlink(seg.path, mirror)
+                        continue
+                    mirror.mkdir()
+                    for item in os.scandir(seg.path):
+                        _mirror_entry(item, mirror / item.name)
+            else:
+                _mirror_entry(entry, view / entry.name)
+    except BaseException:
+        shutil.rmtree(view, ignore_errors=True)
+        raise
+    _VIEWS.add(view)
+    return view
+
+
+def _mirror_entry(entry: os.DirEntry, dst: Path) -> None:
+    if entry.name.endswith(".json") and entry.is_file():
+        shutil.copyfile(entry.path, dst)
+    else:
+        os.symlink(entry.path, dst)
 
 
 def _copy_tree_durably(src: Path, dst: Path) -> None:
@@ -728,6 +831,18 @@ class EdgeStore:
                 del aliases[alias]
                 self._write_aliases(aliases)
 
+    def restore_aliases(self, aliases: Mapping[str, str]) -> dict[str, str]:
+        """Replace the alias file with ``aliases`` (its collections must exist), whatever it holds now: the
+        repair of a corrupt ``aliases.json`` from the state store's records. Returns what was written."""
+        with self._lock:
+            missing = sorted(c for c in aliases.values() if not self.collection_exists(c))
+            if missing:
+                raise VectorStoreError(f"Cannot restore aliases: no collection {', '.join(missing)} in `{self._root}`.")
+            self._write_aliases(dict(aliases))  # first: until then every name lookup fails on the corrupt file
+            for collection in aliases.values():
+                self.publish(collection)  # live populations are published already: normally a no-op
+            return dict(sorted(aliases.items()))
+
     def _write_aliases(self, aliases: dict[str, str]) -> None:
         with _edge_errors("write aliases"):
             body = json.dumps({"aliases": dict(sorted(aliases.items()))}, indent=1) + "\n"
@@ -768,6 +883,7 @@ class _Held:
     record: _Record
     shard: Any
     lease_fd: int
+    view: Path | None = None  # the private folder the shard was loaded from (:func:`_reader_view`)
 
 
 class EdgeReader:
@@ -786,6 +902,7 @@ class EdgeReader:
         self._root = root
         self._held: dict[str, _Held] = {}
         self._lock = threading.RLock()
+        _sweep_views()
 
     def __repr__(self) -> str:
         return f"EdgeReader({str(self._root)!r})"
@@ -830,19 +947,34 @@ class EdgeReader:
             if os.fstat(fd).st_ino != os.stat(lease).st_ino or not gen_dir.is_dir():
                 os.close(fd)
                 return None
-            with _edge_errors(f"open collection `{target}`"):
-                shard = _load(gen_dir)
+            try:
+                view: Path | None = _reader_view(gen_dir)
+            except FileNotFoundError:
+                raise
+            except OSError:
+                view = None  # no room for a view either: load the generation itself (the engine writes there)
+            try:
+                with _edge_errors(f"open collection `{target}`"):
+                    shard = _load(view or gen_dir)
+            except BaseException:
+                if view is not None:
+                    shutil.rmtree(view, ignore_errors=True)
+                    _VIEWS.discard(view)
+                raise
         except FileNotFoundError:
             os.close(fd)
             return None
         except BaseException:
             os.close(fd)
             raise
-        return _Held(target, record.published, record, shard, fd)
+        return _Held(target, record.published, record, shard, fd, view)
 
     def _release(self, held: _Held) -> None:
         with contextlib.suppress(Exception):
             held.shard.close()
+        if held.view is not None:
+            shutil.rmtree(held.view, ignore_errors=True)
+            _VIEWS.discard(held.view)
         with contextlib.suppress(OSError):
             os.close(held.lease_fd)
 

@@ -10,6 +10,7 @@ behind :class:`Borrowed`, whose ``close`` does nothing: the handle closes what i
 from __future__ import annotations
 
 import contextlib
+import shutil
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,8 @@ from typing import Any, Iterator
 from reindex.config import PipelineConfig
 from reindex.stores.objects import open_object_store
 
-__all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "lending", "lent", "make_embedder", "shard_runner", "state_store",
+__all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "embedded_store_folder", "free_disk_bytes", "lending", "lent",
+           "make_embedder", "shard_runner", "state_store",
            "vector_reader_for", "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
@@ -86,6 +88,19 @@ def _store_path(cfg: PipelineConfig) -> str | None:
         base = cfg.state.uri if "://" not in cfg.state.uri else str(Path(".reindex").resolve())
         path = str(Path(base) / "qdrant")
     return path
+
+
+def embedded_store_folder(cfg: PipelineConfig) -> str | None:
+    """The folder of the embedded vector store, None for a Qdrant server (its disk is the server's)."""
+    return _store_path(cfg) if cfg.store.url is None else None
+
+
+def free_disk_bytes(path: str) -> int:
+    """Free bytes on the file system that holds ``path`` (or would: its nearest existing folder)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return shutil.disk_usage(p).free
 
 
 def vector_store_for(cfg: PipelineConfig):

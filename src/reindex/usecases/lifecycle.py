@@ -25,7 +25,7 @@ from reindex import cutover as co
 from reindex.domain import PopulationState
 from reindex import evaluation as ev
 from reindex.manifests import read_live, read_population
-from reindex.approvals import check_not_rejected, read_approval
+from reindex.approvals import check_not_rejected, read_approval, signing_key
 from reindex.planner import (
     PlanError,
     read_plan,
@@ -134,7 +134,7 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
         raise co.CutoverError(f"{path}: a {plan.kind} plan is applied in place; there is nothing to cut over")
     if force:
         check_not_rejected(plan, path)
-        approval = read_approval(path)
+        approval = read_approval(path, signing_key(cfg.approval.hmac_key_env))
         if approval is None or approval.plan_hash != plan.plan_hash:
             raise co.CutoverError(f"--force needs an approval record for plan {plan.plan_hash[:12]}: "
                                   f"run `reindex approve {path} --by NAME` first")
@@ -352,7 +352,7 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
     state = backends.state_store(cfg)
     lock = read_lock(state, cfg.index).as_status()
     with _read_only_store(cfg) as store:
-        aliases = store.list_aliases() if store is not None else {}
+        aliases = _aliases_or_repair(cfg, store, state) if store is not None else {}
         pops = []
         for r in co.populations(state, cfg.index):
             exists = store is not None and store.collection_exists(r.collection)
@@ -368,3 +368,36 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                          "progress": build_progress(state, cfg.index, r, lock) if r.state == "building" else None})
         return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
                 "pending": co.pending_intent(state, cfg.index)}
+
+
+def _aliases_or_repair(cfg: PipelineConfig, store, state) -> dict[str, str]:
+    """The store's aliases; a corrupt alias file of the embedded store is rewritten from the state store's
+    live records (``indexes/<index>/live.json``, one per index this state holds), with a warning saying so.
+    ``store`` may be a reader: the rewrite then goes through the writer (refused, naming the file, while
+    another process holds it)."""
+    from reindex.stores.edge import CorruptAliasesError
+
+    try:
+        return store.list_aliases()
+    except CorruptAliasesError as err:
+        lives = {}
+        for key in state.list("indexes/"):
+            parts = key.split("/")
+            if len(parts) == 3 and parts[2] == "live.json":
+                live = read_live(state, parts[1])
+                if live is not None:
+                    lives[parts[1]] = live.collection
+        restore = getattr(store, "restore_aliases", None)
+        if restore is not None:
+            written = restore(lives)
+        else:
+            writer = backends.vector_store_for(cfg)
+            try:
+                written = writer.restore_aliases(lives)
+            finally:
+                writer.close()
+        logging.getLogger("reindex").warning(
+            "%s; rewrote it from the state store's live records: %s", str(err).split("; run ")[0],
+            ", ".join(f"{a} → {c}" for a, c in written.items()) or "no alias")
+        return written
+

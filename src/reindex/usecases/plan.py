@@ -17,7 +17,7 @@ from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 
 from reindex import cost as costmod
-from reindex.approvals import Approval, approve as _approve, check_approval, read_approval
+from reindex.approvals import Approval, approve as _approve, check_approval, read_approval, signing_key
 from reindex.manifests import read_calibration, read_measured_rate, write_calibration
 from reindex.planner import (
     DEFAULT_TOKENS_PER_MINUTE,
@@ -126,11 +126,19 @@ def check_plan_index(plan: Plan, cfg: PipelineConfig, plan_path: str | Path) -> 
 
 
 def approve_plan(path: str | Path, by: str, note: str = "", config_path: str | Path | None = None) -> tuple[Approval, Path]:
-    """Record an approval bound to the plan's hash."""
+    """Record an approval bound to the plan's hash, signed when the config sets ``approval.hmac_key_env``
+    (the config given, else ``reindex.yaml`` here if there is one)."""
     plan = read_plan(path)
+    cfg = None
     if config_path is not None:
-        check_plan_index(plan, load_config(config_path), path)
-    return _approve(plan, path, by, note)
+        cfg = load_config(config_path)
+        check_plan_index(plan, cfg, path)
+    elif Path(DEFAULT_CONFIG).is_file():
+        try:
+            cfg = load_config(DEFAULT_CONFIG)
+        except ReindexError:
+            cfg = None  # not this plan's concern: an unsigned approval is refused later where signing is required
+    return _approve(plan, path, by, note, signing_key(cfg.approval.hmac_key_env) if cfg is not None else None)
 
 
 def approval_status(path: str | Path) -> Approval | None:
