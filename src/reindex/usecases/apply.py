@@ -240,7 +240,7 @@ def check_free_disk(plan: Plan, cfg: PipelineConfig) -> None:
     need = int(footprint["peak"]["disk_bytes"]) - int(footprint["old"]["disk_bytes"])
     if cfg.store.backend == "edge":
         need += EDGE_BUILD_OVERHEAD_BYTES
-        if plan.kind in IN_PLACE_KINDS and plan.body["inputs"]["baseline"].get("collection"):
+        if plan.kind.in_place and plan.body["inputs"]["baseline"].get("collection"):
             from reindex.stores.edge import generation_copy_bytes
 
             need = max(need, generation_copy_bytes(folder, plan.body["inputs"]["baseline"]["collection"]))
