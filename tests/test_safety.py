@@ -395,3 +395,25 @@ def test_delete_population_refuses_a_population_an_alias_points_at(switched: dic
         co.delete_population(s, state, "docs", a)
     with ws.store() as s:
         assert s.collection_exists(a) and read_population(state, "docs", a).state == "live"
+
+
+def test_a_cutover_whose_catch_up_fails_for_a_document_refuses_and_leaves_the_alias(
+    switched: dict, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from reindex.pipeline import TextPipeline
+
+    ws, a, path = switched["ws"], switched["a"], switched["path"]
+    edited = ws.edit_documents()
+    real = TextPipeline.chunk_document
+
+    def failing(self: TextPipeline, doc):  # type: ignore[no-untyped-def]
+        if doc.doc_id == edited[0]:
+            raise RuntimeError("the splitter blew up")
+        return real(self, doc)
+
+    monkeypatch.setattr(TextPipeline, "chunk_document", failing)
+    with pytest.raises(CutoverError, match=rf"could not be caught up with the corpus \(1 documents failed, first "
+                                           rf"{edited[0]}: chunking failed: RuntimeError: the splitter blew up\); "
+                                           r"the alias was not moved"):
+        ws.cutover(path)
+    assert ws.alias() == a
