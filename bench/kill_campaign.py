@@ -69,8 +69,8 @@ POINTS = {
     "apply": ["before-upsert:3", "after-batch-upsert:5", "after-upsert:2", "before-manifest:1", "before-manifest:2",
               "catch-up", "timer"],
     "sync": ["before-upsert:1", "before-upsert:2", "after-batch-upsert:1", "after-upsert:1", "after-upsert:2",
-             "before-manifest:1", "before-manifest:2", "timer"],
-    "payload": ["before-payload:1", "after-payload:1", "after-payload:3", "before-manifest:2", "timer"],
+             "before-manifest:1", "before-manifest:2", "catch-up", "timer"],
+    "payload": ["before-payload:1", "after-payload:1", "after-payload:3", "before-manifest:2", "catch-up", "timer"],
     "sticky": ["before-upsert:1", "after-upsert:1", "before-chunk-texts:1", "before-chunk-texts:2",
                "before-manifest:2", "timer"],
     "cutover": ["cutover-before-swap", "cutover-after-swap", "timer"],
@@ -324,6 +324,7 @@ def main() -> None:
                     help="one trial per (step, crash point) on each backend instead of --trials random ones")
     ap.add_argument("--only", default=None, help="with --every-point: the steps to run, comma-separated")
     ap.add_argument("--backends", default="folder,s3", help="folder, s3 or both (comma-separated)")
+    ap.add_argument("--points", default=None, help="with --every-point: only these crash points (comma-separated)")
     args = ap.parse_args()
     random.seed(args.seed)
     # the checks run in this process too (verify, snapshots): the same loopback credentials as the commands
@@ -353,7 +354,8 @@ def main() -> None:
             print(f"[{tag}] prepared in {time.perf_counter() - t:.0f} s", flush=True)
             if args.every_point:
                 steps = args.only.split(",") if args.only else list(POINTS)
-                todo = [(step, point) for step in steps for point in POINTS[step]]
+                todo = [(step, point) for step in steps for point in POINTS[step]
+                        if args.points is None or point in args.points.split(",")]
             else:
                 todo = [(step, random.choice(POINTS[step])) for step in
                         (random.choice(list(POINTS)) for _ in range(args.trials // 2))]

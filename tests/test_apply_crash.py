@@ -254,3 +254,25 @@ def test_a_foreign_change_to_a_part_a_killed_run_rewrote_is_still_drift(tmp_path
     rows = read_chunk_manifest_part(st, "docs", live, other)
     write_chunk_manifest_part(st, "docs", live, other, rows[1:])
     assert check_drift(plan, cfg, st) == [f"the live population {live} changed since the plan"]
+
+
+def test_a_part_rewritten_twice_by_one_run_still_counts_as_what_it_held_before_the_run(tmp_path: Path) -> None:
+    """A run killed between a part's write and its shard manifest rewrites that part again on resume: the
+    record keeps the digest from before the first write, so the plan's digest is still recognised."""
+    from reindex.manifests import (ManifestRow, manifest_digest, rewrite_chunk_manifest_part, run_rewrites,
+                                   write_chunk_manifest_part)
+    from reindex.stores.objects import open_object_store
+
+    st = open_object_store(str(tmp_path / "state"))
+    row = lambda d, h: ManifestRow(d, h, 0, f"fp-{d}-{h}", 5, f"id-{d}-{h}")  # noqa: E731
+    write_chunk_manifest_part(st, "docs", "c", "shard-0000", [row("a", "1")])
+    write_chunk_manifest_part(st, "docs", "c", "shard-0001", [row("b", "1")])
+    planned = manifest_digest(st, "docs", "c")
+    rewrite_chunk_manifest_part(st, "docs", "c", "run1", "shard-0000", [row("a", "2")])
+    rewrite_chunk_manifest_part(st, "docs", "c", "run1", "shard-0000", [row("a", "3")])  # the resumed run
+    rewrite_chunk_manifest_part(st, "docs", "c", "run1", "shard-0002", [row("z", "1")])  # a part it created
+    assert manifest_digest(st, "docs", "c") != planned
+    assert manifest_digest(st, "docs", "c", rewritten=run_rewrites(st, "docs", "c", "run1")) == planned
+    assert manifest_digest(st, "docs", "c", rewritten=run_rewrites(st, "docs", "c", "run2")) != planned
+    write_chunk_manifest_part(st, "docs", "c", "shard-0000", [row("a", "2")])  # not what run1 wrote last
+    assert manifest_digest(st, "docs", "c", rewritten=run_rewrites(st, "docs", "c", "run1")) != planned

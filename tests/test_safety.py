@@ -351,9 +351,10 @@ def test_a_rollback_then_the_same_config_reuses_the_retained_population(tmp_path
     assert ws.alias() == b
 
 
-@pytest.mark.parametrize("force", [False, True], ids=["gated", "forced"])
+@pytest.mark.parametrize("force, config", [(False, 120), (True, 120), (False, 150)],
+                         ids=["gated", "forced", "under-the-live-config"])
 def test_a_cutover_after_an_in_place_sync_of_the_live_population_catches_the_shadow_up_first(
-    switched: dict, force: bool,
+    switched: dict, force: bool, config: int,
 ) -> None:
     """Issue 22's reproduction: B is built beside A; the corpus changes (edits and a takedown); A is synced in
     place under A's config; then B is cut over. B must not serve the text the documents no longer hold:
@@ -373,8 +374,9 @@ def test_a_cutover_after_an_in_place_sync_of_the_live_population_catches_the_sha
     with ws.store() as s:
         assert s.count(b, doc_id=gone) > 0, "B still holds the document taken down after it was built"
         before = {p.id for p in s.scroll(b) if p.payload["doc_id"] in edited}
-    ws.write_config(120, extra=lenient)  # back to B's config
+    ws.write_config(config, extra=lenient)  # back to B's config (or still A's: B is caught up with its own)
     c = ws.cutover(path, force=force)
+    ws.write_config(120, extra=lenient)
     assert c.report["swap"] and ws.alias() == b
     with ws.store() as s:
         assert s.count(b, doc_id=gone) == 0, "the taken-down document came back"
@@ -463,3 +465,25 @@ def test_apply_refuses_to_start_without_disk_for_the_plans_peak_footprint(tmp_pa
         ws.apply(path)
     monkeypatch.setattr(backends, "free_disk_bytes", free(copy))
     assert ws.apply(path).status == "done"
+
+
+def test_a_cutover_whose_catch_up_fails_for_a_document_refuses_and_leaves_the_alias(
+    switched: dict, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from reindex.pipeline import TextPipeline
+
+    ws, a, path = switched["ws"], switched["a"], switched["path"]
+    edited = ws.edit_documents()
+    real = TextPipeline.chunk_document
+
+    def failing(self: TextPipeline, doc):  # type: ignore[no-untyped-def]
+        if doc.doc_id == edited[0]:
+            raise RuntimeError("the splitter blew up")
+        return real(self, doc)
+
+    monkeypatch.setattr(TextPipeline, "chunk_document", failing)
+    with pytest.raises(CutoverError, match=rf"could not be caught up with the corpus \(1 documents failed, first "
+                                           rf"{edited[0]}: chunking failed: RuntimeError: the splitter blew up\); "
+                                           r"the alias was not moved"):
+        ws.cutover(path)
+    assert ws.alias() == a

@@ -168,7 +168,8 @@ def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, l
     failed = [f for r in result["rounds"] for f in r["failures"]]
     if failed:
         raise co.CutoverError(
-            f"{shadow} could not be caught up with the corpus ({len(failed)} documents failed, first "
+            f"{shadow} could not be caught up with the corpus ({len({f.get('doc_id') for f in failed})} "
+            f"documents failed, first "
             f"{failed[0].get('doc_id')}: {failed[0].get('reason')}); the alias was not moved: fix the source "
             "and run `reindex cutover` again")
     logging.getLogger("reindex").info("caught %s up with %d documents changed since it was built", shadow,
@@ -198,8 +199,9 @@ def cutover(
     force: bool = False,
     by: str | None = None,
 ) -> CutoverReport:
-    """Evaluate old vs new on identical queries, gate, and swap the alias atomically on pass. Re-running a
-    finished cutover is a no-op; a cutover killed after the swap is completed first."""
+    """Catch the shadow up with the corpus, evaluate old vs new on identical queries, gate, and swap the
+    alias atomically on pass. Re-running a finished cutover is a no-op; a cutover killed after the swap is
+    completed first."""
     from reindex.reports import write_cutover_reports
 
     cfg = load_resolved(config_path)
