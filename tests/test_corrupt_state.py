@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,20 @@ def _cli(ws: Workspace, *args: str):
     return CliRunner().invoke(main, [*args, "-c", str(ws.config)])
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One live index for the module; each test corrupts a copy of it."""
+    ws = Workspace(tmp_path_factory.mktemp("corrupt") / "ws")
+    return ws.root, ws.build_live()
+
+
 @pytest.fixture
-def live(tmp_path: Path) -> tuple[Workspace, str]:
-    ws = Workspace(tmp_path / "ws")
-    return ws, ws.build_live()
+def live(built: tuple[Path, str], tmp_path: Path) -> tuple[Workspace, str]:
+    root, collection = built
+    shutil.copytree(root, tmp_path / "ws", symlinks=True)
+    ws = object.__new__(Workspace)
+    ws.root = tmp_path / "ws"
+    return ws, collection
 
 
 @pytest.mark.parametrize(("edit", "problem"), [

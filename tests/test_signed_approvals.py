@@ -5,6 +5,7 @@ approve. With ``approval.hmac_key_env`` set, `reindex approve` signs the record 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,16 +19,26 @@ KEY_ENV = "REINDEX_TEST_APPROVAL_KEY"
 SIGNED = f"approval: {{hmac_key_env: {KEY_ENV}}}"
 
 
-@pytest.fixture
-def signed_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Workspace, Path]:
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A live index whose config then turns signing on and changes the chunker: a plan needing approval."""
-    ws = Workspace(tmp_path / "ws")
+    ws = Workspace(tmp_path_factory.mktemp("signed") / "ws")
     ws.build_live()
-    monkeypatch.setenv(KEY_ENV, "k3y-for-tests")
     ws.write_config(120, extra=SIGNED)
     plan, path = ws.plan()
     assert plan.body["approval"]["required"]
-    return ws, path
+    return ws.root, path.name
+
+
+@pytest.fixture
+def signed_change(planned: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Workspace, Path]:
+    """A copy of ``planned`` for one test (a plan stays valid when its workspace moves), the key set."""
+    root, name = planned
+    shutil.copytree(root, tmp_path / "ws", symlinks=True)
+    ws = object.__new__(Workspace)
+    ws.root = tmp_path / "ws"
+    monkeypatch.setenv(KEY_ENV, "k3y-for-tests")
+    return ws, ws.plans / name
 
 
 def _record(path: Path) -> dict:

@@ -39,7 +39,9 @@ Facts about qdrant-edge 0.9.0 measured here (probes, then the tests):
 - One ``EdgeShard`` per folder, no collections or aliases. With its WAL enabled a second open of the
   same folder fails (``Can't init WAL: WouldBlock``), in the same process or another. With the WAL
   disabled any number of processes can load the same folder; a load rewrites ``edge_config.json`` with
-  the same content and leaves segment contents byte-identical (md5 before/after two readers).
+  the same content and leaves segment contents byte-identical (md5 before/after two readers). Those
+  rewrites (and each ``segment.json``'s, atomic replaces) fail on a full disk: readers load a private
+  mirror of the generation instead (``_reader_view``) and write nothing into the store.
 - ``flush()`` fsyncs/msyncs every changed file (strace: ~17 sync calls per flush); without a WAL an
   update is durable once ``flush()`` returns.
 - Nothing is indexed until ``optimize()`` is called (no background optimizer): HNSW is built there,
@@ -119,8 +121,8 @@ __all__ = [
     "EdgeReader",
     "EdgeStore",
     "LocalModeFolderError",
-    "generation_copy_bytes",
     "STORE_FORMAT",
+    "generation_copy_bytes",
     "is_edge_folder",
     "is_local_mode_folder",
     "open_edge_store",
