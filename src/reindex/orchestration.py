@@ -61,7 +61,7 @@ from prefect.artifacts import create_table_artifact  # noqa: E402
 from reindex.reports import human_bytes, human_number, over_limit_line  # noqa: E402
 from prefect.exceptions import FlowPauseTimeout  # noqa: E402
 from prefect.input import RunInput  # noqa: E402
-from pydantic import Field  # noqa: E402
+from reindex.config import PersonName  # noqa: E402
 
 from reindex.runners.prefect import APPROVAL_REQUEST_KEY  # noqa: E402
 
@@ -78,7 +78,7 @@ class ApprovalInput(RunInput):
     required and may not be blank (an approval names a person)."""
 
     approve: bool
-    approver: str = Field(min_length=1, pattern=r"\S", description="Your name: recorded with the decision.")
+    approver: PersonName
     reason: str = ""
 
 
