@@ -206,7 +206,9 @@ def test_reindex_run_pauses_for_approval_then_builds_and_swaps_the_alias(
     fr = _run("reindex-reindex/flowok", worker, poll_interval_s=1)
     form = _wait(fr.id, _paused_with_form, "paused with its approval form", worker)
     assert set(form["schema"]["properties"]) == {"approve", "approver", "reason"}
+    assert "approver" in form["schema"].get("required", [])  # the UI marks it required, never optional
     desc = form["description"]
+    assert desc.endswith("\n\nLeave **approve** false to reject the plan: nothing changes.")
     plan_file = next(p for p in (tmp_path / "ws" / "plans").glob("*.json") if p.name.count(".") == 1)
     plan = api.show_plan(plan_file)
     c = plan.body["cost"]
