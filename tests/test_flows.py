@@ -206,7 +206,9 @@ def test_reindex_run_pauses_for_approval_then_builds_and_swaps_the_alias(
     fr = _run("reindex-reindex/flowok", worker, poll_interval_s=1)
     form = _wait(fr.id, _paused_with_form, "paused with its approval form", worker)
     assert set(form["schema"]["properties"]) == {"approve", "approver", "reason"}
+    assert "approver" in form["schema"].get("required", [])  # the UI marks it required, never optional
     desc = form["description"]
+    assert desc.endswith("\n\nLeave **approve** false to reject the plan: nothing changes.")
     plan_file = next(p for p in (tmp_path / "ws" / "plans").glob("*.json") if p.name.count(".") == 1)
     plan = api.show_plan(plan_file)
     c = plan.body["cost"]
@@ -266,8 +268,11 @@ def test_rejected_and_timed_out_runs_change_nothing(tmp_path: Path, prefect_serv
     # ... is revoked by a rejection in Prefect's form, which writes the same record `reindex approve --reject` does.
     resume_flow_run(fr.id, run_input={"approve": False, "approver": "bob", "reason": "too expensive"})
     done = _wait(fr.id, _final, "finished", worker)
-    assert done.state.is_completed(), done.state
+    assert done.state.is_completed() and done.state.name == "Rejected", done.state  # not the "Completed" of a swap
+    assert "rejected by bob (too expensive); nothing changed" in (done.state.message or "")
     assert "rejected by bob (too expensive); nothing changed" in _artifact(fr.id, "reindex-result-flowno")
+    published = _artifact(fr.id, "reindex-plan-flowno")  # what the UI shows of the plan: its key figures
+    assert "| Tokens to embed |" in published and "file://" not in published
     rejection = json.loads(rejection_path(plan_file).read_text())
     assert (rejection["by"], rejection["reason"], rejection["plan_hash"]) == (
         "bob", "too expensive", api.show_plan(plan_file).plan_hash)
@@ -280,7 +285,7 @@ def test_rejected_and_timed_out_runs_change_nothing(tmp_path: Path, prefect_serv
     # Nobody decides: the run rejects itself at the deadline (before Prefect's pause timeout).
     late = _run("reindex-reindex/flowno", worker, poll_interval_s=1, approval_timeout_s=3)
     late_done = _wait(late.id, _final, "finished", worker)
-    assert late_done.state.is_completed(), late_done.state
+    assert late_done.state.is_completed() and late_done.state.name == "Rejected", late_done.state
     assert "rejected by reindex (deadline) (no decision within 3 s); nothing changed" in _artifact(
         late.id, "reindex-result-flowno")
 

@@ -21,7 +21,8 @@ PREFECT_YAML = REPO / "flows" / "prefect.yaml"
 # Read by the code, but only as test or demo hooks: never set on a production worker.
 TEST_HOOKS = {"REINDEX_EMBED_LOG", "REINDEX_CRASH_AT", "REINDEX_PAUSE_AT", "REINDEX_DEMO_DIR"}
 # Read by the code, optional on the worker: the flows take a `task_runner` parameter instead.
-OPTIONAL = {"REINDEX_TASK_RUNNER", "REINDEX_INDEX_LEASE_S", "PREFECT_PROFILE", "PREFECT_HOME", "PREFECT_PROFILES_PATH"}
+OPTIONAL = {"REINDEX_TASK_RUNNER", "REINDEX_INDEX_LEASE_S", "PREFECT_PROFILE", "PREFECT_HOME", "PREFECT_PROFILES_PATH",
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"}  # the last: only named in a message
 # What the worker needs that third-party libraries read (boto3, Prefect).
 THIRD_PARTY_REQUIRED = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PREFECT_API_URL"}
 SECRETS = {"QDRANT_API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "POSTGRES_PASSWORD",
@@ -173,3 +174,11 @@ def test_deployments_built_by_reindex_deploy_match_the_yaml(tmp_path: Path) -> N
             assert d.concurrency_limit is None
         assert d.schedules[0].schedule.timezone == "Europe/Berlin"
         assert d.parameters["index"] == "docs"
+
+
+def test_ci_installs_chromium_from_debian_before_the_tests_so_the_browser_tests_run() -> None:
+    script = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    install = script.index("apt-get install -y -qq chromium")
+    assert script.index("apt-get update") < install < script.index("\nmake test")
+    browser_tests = [t for t in (REPO / "tests").glob("test_*.py") if "/usr/bin/chromium" in t.read_text()]
+    assert browser_tests  # what the install is for: they skip without /usr/bin/chromium

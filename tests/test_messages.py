@@ -97,3 +97,28 @@ def test_a_metadata_only_change_says_metadata_changed_and_payloads_rewritten(tmp
         f"  points in {plan.body['identity']['new']['collection']}: {plan.body['work']['chunks_new']}; deleted 0; "
         "shards run 1, skipped 0",
     ]
+
+
+def test_an_apply_that_embeds_nothing_never_makes_the_embedder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The demo's metadata-only change: its apply must not load the model (seconds of import and load)."""
+    from reindex.usecases import backends
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    corpus, cfg = tmp_path / "docs.jsonl", tmp_path / "reindex.yaml"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
+    cfg.write_text("index: docs\nsource: {uri: ./docs.jsonl, metadata_fields: []}\n"
+                   "text: {chunker: {kind: recursive, size: 40}}\nvector: {provider: hash}\n")
+    _plan, path = api.make_plan(cfg, out=tmp_path / "plans")
+    assert api.apply_plan(path, cfg, prefect=False).status == "done" and api.cutover(path, cfg).report["swap"]
+    made = []
+    real = backends.make_embedder
+    monkeypatch.setattr(backends, "make_embedder", lambda *a, **kw: made.append(a) or real(*a, **kw))
+    cfg.write_text(cfg.read_text().replace("metadata_fields: []", "metadata_fields: [lang]"))
+    plan, path = api.make_plan(cfg, out=tmp_path / "plans")
+    assert plan.kind == "payload-only" and plan.body["work"]["tokens_to_embed"] == 0
+    assert api.apply_plan(path, cfg, prefect=False).report["actual"]["payload_updated"] > 0
+    assert made == []
+    cfg.write_text(cfg.read_text().replace("size: 40", "size: 30"))  # a plan that embeds: made once, up front
+    plan, path = api.make_plan(cfg, out=tmp_path / "plans")
+    api.approve_plan(path, "tester")
+    assert api.apply_plan(path, cfg, prefect=False).report["actual"]["embedded"] > 0 and len(made) == 1

@@ -134,8 +134,9 @@ def validate(config_path: str, as_json: bool) -> None:
     """Validate a config and print its text id, vector id, pipeline id and collection name.
 
     Also checks that the source exists and its first document can be read (folder or file present,
-    JSONL/Parquet that opens, S3 prefix with at least one object) and that vector.dimension is what the
-    model produces (read from the model's config, nothing encoded). One line per problem on stderr, exit 1.
+    JSONL/Parquet that opens, S3 prefix with at least one object), that a chunker named by import path
+    (kind: langchain or callable) imports and builds, and that vector.dimension is what the model produces
+    (read from the model's config, nothing encoded). One line per problem on stderr, exit 1.
 
     \b
     Example:
@@ -520,7 +521,7 @@ def rollback(config_path: str, to: str | None, as_json: bool) -> None:
 @main.command()
 @CONFIG_OPTION
 @click.option("--older-than", default=None, help="Retention, e.g. 7d, 12h (default: cutover.retention_days).")
-@click.option("--dry-run", is_flag=True, help="List what would be deleted.")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted (reads only: works while an apply runs).")
 @click.option("--force", is_flag=True, help="Also delete populations live within the rollback window (cutover.retention_days).")
 @click.option("--yes", "-y", is_flag=True, help="Delete without asking (for scripts; without a terminal nothing is deleted otherwise).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -597,7 +598,8 @@ def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collect
 @CONFIG_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(config_path: str, as_json: bool) -> None:
-    """Show aliases, populations (live, shadow, retired with age) and locks.
+    """Show aliases, populations (live, shadow, retired with age; one being built with its shards done /
+    total) and the lock holder (host, pid, since, lease). Reads only: works while an apply runs.
 
     \b
     Example:

@@ -162,6 +162,10 @@ class CallableChunkerConfig(_ChunkerModel):
     )
 
 
+# A person's name on a decision (the Prefect approval form's approver): required, never blank.
+PersonName = Annotated[str, Field(min_length=1, pattern=r"\S", description="Your name: recorded with the decision.")]
+
+
 ChunkerConfig = Annotated[
     Union[
         FixedChunkerConfig,

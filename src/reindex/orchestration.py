@@ -58,11 +58,12 @@ import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from prefect import pause_flow_run, resume_flow_run  # noqa: E402
-from prefect.artifacts import create_link_artifact, create_table_artifact  # noqa: E402
+from prefect.artifacts import create_table_artifact  # noqa: E402
 
 from reindex.reports import human_bytes, human_number, over_limit_line  # noqa: E402
 from prefect.exceptions import FlowPauseTimeout  # noqa: E402
 from prefect.input import RunInput  # noqa: E402
+from reindex.config import PersonName  # noqa: E402
 
 from reindex.runners.prefect import APPROVAL_REQUEST_KEY  # noqa: E402
 
@@ -75,10 +76,17 @@ _PAUSE_MARGIN_S = 300
 
 
 class ApprovalInput(RunInput):
-    """The form a paused ``reindex-reindex`` (or ``reindex-sync``) run shows in the Prefect UI."""
+    """The form a paused ``reindex-reindex`` (or ``reindex-sync``) run shows in the Prefect UI: ``approver`` is
+    required and may not be blank (an approval names a person)."""
+
     approve: bool
-    approver: str
+    approver: PersonName
     reason: str = ""
+
+
+def approval_form(plan: Any, plan_path: str, deadline: _dt.datetime | None = None) -> type[ApprovalInput]:
+    """The form with its description and ``approve`` preset to false; ``approver`` stays required."""
+    return ApprovalInput.with_initial_data(description=approval_description(plan, plan_path, deadline), approve=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,17 +173,19 @@ def plan_task(config: str, plans_dir: str) -> str:
 
 @task(name="publish-plan", **_TASK_OPTS)
 def publish_task(plan_path: str) -> str:
-    """Publish the plan as Markdown, table and link artifacts; returns the approval description."""
+    """Publish the plan as a Markdown artifact (the whole review document: what changes, key numbers, footprint)
+    and a table artifact, both shown by the Prefect UI; returns the approval description. No link to the HTML
+    report: it is a file on the worker's disk, which a browser on another machine cannot open."""
     from reindex.reports import plan_markdown
 
     plan = api.show_plan(plan_path)
     key = _artifact_key("reindex-plan", plan.index)
-    create_markdown_artifact(key=key, markdown=plan_markdown(plan), description=f"reindex plan {plan.plan_hash[:12]}")
-    create_table_artifact(key=key + "-numbers", table=plan_numbers(plan), description="reindex plan: key numbers")
     html = Path(plan_path).with_suffix(".html")
-    if html.is_file():
-        create_link_artifact(key=key + "-report", link=html.resolve().as_uri(), link_text=html.name,
-                             description="reindex plan: the HTML report (a path on the worker's disk)")
+    where = (f"\n_The HTML report with its charts is `{html.name}` in the plans folder of the worker that planned "
+             "it._\n") if html.is_file() else ""
+    create_markdown_artifact(key=key, markdown=plan_markdown(plan) + where,
+                             description=f"reindex plan {plan.plan_hash[:12]}")
+    create_table_artifact(key=key + "-numbers", table=plan_numbers(plan), description="reindex plan: key numbers")
     return approval_description(plan, plan_path)
 
 
@@ -246,12 +256,11 @@ def approval_description(plan: Any, plan_path: str, deadline: _dt.datetime | Non
         f"- **Why approval:** {reasons}",
         *([f"- **Warning:** {over}"] if (over := over_limit_line(plan)) is not None else []),
         f"- **Plan:** `{plan_path}` (report: `{Path(plan_path).with_suffix('.html')}`)",
-        "",
-        "Set **approve** to true and put your name in **approver** to build, cut over and schedule gc; "
-        "false rejects the plan and nothing changes.",
     ]
-    if deadline is not None:
-        lines.append(f"Without a decision by {deadline:%Y-%m-%d %H:%M} UTC the plan is rejected automatically.")
+    if deadline is not None:  # a list item, not a trailing sentence the dialog may clip
+        lines.append(f"- **Deadline:** {deadline:%Y-%m-%d %H:%M} UTC; without a decision the plan is rejected")
+    lines += ["", "Set **approve** to true and your name in **approver** to build, cut over and schedule gc.",
+              "", "Leave **approve** false to reject the plan: nothing changes."]
     return "\n".join(lines)
 
 
@@ -343,8 +352,7 @@ def _ask_approval(plan: Any, plan_path: str, timeout_s: int, poll_s: int) -> App
     import time
 
     deadline = _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(seconds=timeout_s)
-    form = ApprovalInput.with_initial_data(description=approval_description(plan, plan_path, deadline),
-                                           approve=False, approver="")
+    form = approval_form(plan, plan_path, deadline)
     _announce(plan, plan_path, deadline)
     done = threading.Event()
     run_id = _flow_run_id()
@@ -432,6 +440,16 @@ def _review(plan_path: str, config: str, index: str, plans_dir: str, timeout_s: 
     return out
 
 
+def _final_state(out: dict) -> Any:
+    """A rejected run ends in a Completed state named ``Rejected`` (the UI shows it apart from a swap), its
+    message the rejection; any other outcome is returned as it is. Calling the flow returns ``out`` either way."""
+    if out.get("status") != "rejected":
+        return out
+    from prefect.states import Completed
+
+    return Completed(name="Rejected", message=out["message"], data=out)
+
+
 def _result_artifact(index: str, text: str) -> None:
     create_markdown_artifact(key=_artifact_key("reindex-result", index), markdown=text,
                              description="reindex: what this run did")
@@ -470,7 +488,7 @@ def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_d
         if out["status"] == "done":
             _result_artifact(index, f"Plan {plan.plan_hash[:12]} ({plan.kind}) approved by {out['approved_by']}: "
                                     f"apply {out['apply']}, collection `{out['collection']}`.")
-        return out
+        return _final_state(out)
 
 
 @flow(name="reindex-sync", persist_result=False, log_prints=False)
@@ -517,10 +535,9 @@ def _after_cycle(r: Any, config: str, index: str, plans_dir: str, approval_timeo
     elif o == "nothing-to-do":
         out.update(kind="none")
     elif o == "awaiting-approval":
-        return _review(r.plan_file, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment,
-                       cut_opts)
+        return _final_state(_review(r.plan_file, config, index, plans_dir, approval_timeout_s, poll_interval_s,
+                                    gc_deployment, cut_opts))
     elif o == "applied-in-place":
-
         plan = api.show_plan(r.plan_file)
         out.update(status="done", apply=r.apply["status"], collection=r.apply["collection"])
         _result_artifact(index, f"Synced {len(plan.numbers.affected_documents)} changed and "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,34 @@ def _token_budget(plan: Plan, plan_path: Path, cfg: PipelineConfig) -> int | Non
     return None if approval is not None and approval.plan_hash == plan.plan_hash else cfg.approval.max_tokens
 
 
+class _BuiltOnFirstUse:
+    """An embedder made at its first call (the model is loaded then, once, whichever thread asks first)."""
+
+    def __init__(self, make) -> None:
+        self._make, self._real, self._lock = make, None, threading.Lock()
+
+    def _embedder(self):
+        with self._lock:
+            if self._real is None:
+                self._real = self._make()
+            return self._real
+
+    def embed(self, texts: list[str]):
+        return self._embedder().embed(texts)
+
+    def __getattr__(self, name: str):  # dimension, max_tokens
+        return getattr(self._embedder(), name)
+
+
+def _embedder_for(plan: Plan, cfg: PipelineConfig):
+    """The apply's embedder. A plan that embeds nothing (payload-only, removals, full reuse) gets one made only
+    if something is embedded after all (a catch-up edit), so it never loads the model for nothing."""
+    def make():
+        return backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
+
+    return make() if plan.body["work"]["tokens_to_embed"] else _BuiltOnFirstUse(make)
+
+
 def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJob:
     """The shards a plan touches: every shard for a new population, only the affected ones in place
     (``shards``: the layout to use, default ``apply.shards``)."""
@@ -268,7 +297,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             index=cfg.index, cfg=cfg, identity=ident, target=target, old=None if in_place else old,
             old_shards=old_cfg.apply.shards if old_cfg else None, run=plan.plan_hash, shards=shards,
             state=state, store=store,
-            embedder=backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed),
+            embedder=_embedder_for(plan, cfg),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, token_budget=_token_budget(plan, plan_path, cfg),
         )
