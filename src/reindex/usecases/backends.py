@@ -8,7 +8,8 @@ from pathlib import Path
 from reindex.config import PipelineConfig
 from reindex.stores.objects import open_object_store
 
-__all__ = ["DEFAULT_CONFIG", "make_embedder", "shard_runner", "state_store", "vector_reader_for", "vector_store_for"]
+__all__ = ["DEFAULT_CONFIG", "embedded_store_path", "make_embedder", "shard_runner", "state_store", "vector_reader_for",
+           "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
 
@@ -24,6 +25,12 @@ def _store_path(cfg: PipelineConfig) -> str | None:
         base = cfg.state.uri if "://" not in cfg.state.uri else str(Path(".reindex").resolve())
         path = str(Path(base) / "qdrant")
     return path
+
+
+def embedded_store_path(cfg: PipelineConfig) -> str | None:
+    """The embedded store's folder as this process resolves it (None with a server URL): what a shard
+    worker in another process, started elsewhere, is told to read."""
+    return _store_path(cfg) if cfg.store.url is None else None
 
 
 def vector_store_for(cfg: PipelineConfig):
@@ -48,17 +55,24 @@ def make_embedder(vector, **kwargs):
     return _make(vector, **kwargs)
 
 
-def shard_runner(prefect: bool | None = None):
+def shard_runner(prefect: bool | None = None, task_runner: str | None = None):
     """The shard runner for an apply: Prefect's ``reindex-apply`` flow when ``prefect`` is true, or when it
-    is None and a Prefect API is configured (``PREFECT_API_URL`` or the active Prefect profile); otherwise
-    the in-process thread runner. Prefect is imported only when chosen (its import alone takes seconds)."""
+    is None and a Prefect API is configured (``PREFECT_API_URL`` or the active Prefect profile), its shards
+    on the ``task_runner`` spec's task runner; otherwise the in-process thread runner, or with a dask spec
+    (``dask-processes:N``, ``dask:tcp://HOST:PORT``) the Dask runner without Prefect. Prefect and Dask are
+    imported only when chosen (Prefect's import alone takes seconds)."""
     from reindex import settings
-    from reindex.runners import ThreadRunner
+    from reindex.runners import ThreadRunner, parse_task_runner
 
+    spec = parse_task_runner(task_runner)  # a bad spec fails before any work
     if prefect is None:
         prefect = settings.prefect_api_url() is not None
     if not prefect:
-        return ThreadRunner()
+        if spec.dask:
+            from reindex.runners.distributed import DaskRunner
+
+            return DaskRunner(spec)
+        return ThreadRunner(spec.workers)
     from reindex.runners.prefect import PrefectRunner
 
-    return PrefectRunner()
+    return PrefectRunner(task_runner)
