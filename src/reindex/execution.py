@@ -70,7 +70,8 @@ def retry_transient(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def crashpoint(name: str) -> None:
     """Test hook: ``REINDEX_CRASH_AT=name[:n]`` kills this process with SIGKILL the n-th time (default 1st)
-    execution reaches ``name``. Crash tests use it to stop a real apply at exact points."""
+    execution reaches ``name`` (with ``REINDEX_CRASH_ONCE=path``, only in the one process that creates
+    ``path``). Crash tests use it to stop a real apply, or one of its workers, at exact points."""
     spec = settings.crash_at()
     if not spec:
         return
@@ -80,6 +81,12 @@ def crashpoint(name: str) -> None:
     with _CRASH_LOCK:
         _CRASH_COUNTS[name] += 1
         if _CRASH_COUNTS[name] >= int(nth or 1):
+            once = settings.crash_once()  # REINDEX_CRASH_ONCE=path: only the process that creates path dies
+            if once:
+                try:
+                    os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    return
             os.kill(os.getpid(), signal.SIGKILL)
 
 
