@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from helpers_index import Workspace, subprocess_env
-from reindex import api, workers
+from reindex import api, execution, workers
 from reindex.errors import ApprovalError, ConfigError, LockLost
 from reindex.locks import Fence, acquire_lock, lock_key, read_lock
 from reindex.manifests import read_shard_manifest
@@ -42,11 +42,11 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _fresh(root: Path) -> tuple[Workspace, Path]:
+def _fresh(root: Path, extra: str = "") -> tuple[Workspace, Path]:
     """A workspace with a live population and an approved chunker change (150 → 120), not applied."""
-    ws = Workspace(root)
+    ws = Workspace(root, extra=extra)
     ws.build_live()
-    _, path = ws.planned_change(size=120)
+    _, path = ws.planned_change(size=120, extra=extra)
     return ws, path
 
 
@@ -60,13 +60,21 @@ def _answers(ws: Workspace, collection: str) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The in-process build of the plan every test applies elsewhere."""
-    ws, path = _fresh(tmp_path_factory.mktemp("reference") / "ws")
+    """The in-process builds of the plans the tests apply elsewhere: the chunker change, and under
+    ``"initial"`` the initial build before it."""
+    ws = Workspace(tmp_path_factory.mktemp("reference") / "ws")
+    live = ws.build_live()
+    initial = _facts(ws, live, {})
+    _, path = ws.planned_change(size=120)
     r = ws.apply(path)
     assert r.status == "done", r.report
-    return {"snapshot": ws.snapshot(r.collection), "collection": r.collection, "report": r.report,
-            "manifest": [(m.doc_id, m.ordinal, m.fingerprint, m.point_id) for m in ws.manifest_rows(r.collection)],
-            "answers": _answers(ws, r.collection)}
+    return {**_facts(ws, r.collection, r.report), "initial": initial}
+
+
+def _facts(ws: Workspace, collection: str, report: dict) -> dict[str, Any]:
+    return {"snapshot": ws.snapshot(collection), "collection": collection, "report": report,
+            "manifest": [(m.doc_id, m.ordinal, m.fingerprint, m.point_id) for m in ws.manifest_rows(collection)],
+            "answers": _answers(ws, collection)}
 
 
 def _same_as_reference(ws: Workspace, collection: str, reference: dict[str, Any]) -> None:
@@ -102,8 +110,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def dask_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """`dask scheduler` and two `dask worker` processes (no nanny: the worker is the process we start)."""
+def dask_cluster(tmp_path_factory: pytest.TempPathFactory, s3_server: str) -> Iterator[dict[str, Any]]:
+    """`dask scheduler` and two `dask worker` processes (no nanny: the worker is the process we start),
+    with the loopback S3 server's credentials in their environment."""
     from distributed import Client
 
     port = _free_port()
@@ -347,14 +356,20 @@ def test_a_worker_runs_its_spec_anywhere_and_stops_when_the_lease_is_gone(tmp_pa
     assert not state.exists(workers.budget_key("docs", r.plan_hash, runner.specs[1].fence))
 
 
-def test_an_unapproved_budget_holds_on_workers(tmp_path: Path, dask_cluster: dict) -> None:
-    ws = Workspace(tmp_path / "ws")
-    ws.build_live()
-    ws.write_config(150, extra="approval: {max_tokens: 50}")
-    ws.edit_documents()
-    _, path = ws.plan()
+def test_an_unapproved_budget_holds_across_the_workers_together(tmp_path: Path, dask_cluster: dict) -> None:
+    """An understated, unapproved document-scoped plan with approval.max_tokens at half its real work, on
+    two worker processes: the run stops at the budget, counted once for all (a count per process would
+    let each worker spend up to the budget, and the two together finish the work)."""
     from reindex.planner import seal
 
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    ws.edit_documents()
+    total = ws.plan()[0].body["work"]["tokens_to_embed"]
+    limit = total // 2
+    ws.write_config(150, extra=f"approval: {{max_tokens: {limit}}}\napply: {{shards: 4, embed_batch_size: 1}}")
+    plan, path = ws.plan()
+    assert plan.body["approval"]["required"] and plan.body["work"]["tokens_to_embed"] == total > 400
     body = json.loads(path.read_text(encoding="utf-8"))  # understated and unapproved, as in test_safety
     body.pop("plan_hash")
     body["work"]["tokens_to_embed"] = 10
@@ -362,9 +377,81 @@ def test_an_unapproved_budget_holds_on_workers(tmp_path: Path, dask_cluster: dic
     path.write_text(json.dumps(seal(body).body, indent=2), encoding="utf-8")
     r = api.apply_plan(path, ws.config, task_runner=f"dask:{dask_cluster['address']}", prefect=False)
     assert r.status == "failed"
-    assert r.report["failures"] and all("more than approval.max_tokens (50)" in f["reason"] for f in r.report["failures"])
-    assert r.report["actual"]["tokens_embedded"] <= 50
+    assert r.report["failures"] and all(f"more than approval.max_tokens ({limit:,})" in f["reason"]
+                                        for f in r.report["failures"]), r.report["failures"]
     state = ws.state()
     fence = Fence("docs", read_lock(state, "docs").token, "")  # the apply's lease (a free lock keeps its token)
-    spent = workers.SharedTokenCounter(state, workers.budget_key("docs", r.plan_hash, fence), 50, lambda: None).spent()
-    assert 0 < spent <= 50  # the workers counted in the one shared counter
+    spent = workers.SharedTokenCounter(state, workers.budget_key("docs", r.plan_hash, fence), limit, lambda: None).spent()
+    assert 0 < spent <= limit  # the workers counted in the one shared counter
+
+
+def test_s3_state_shared_by_the_coordinator_and_the_workers(tmp_path: Path, reference: dict, s3_server: str,
+                                                             s3_bucket: str, dask_cluster: dict) -> None:
+    """State on the loopback S3 server, read and written by the coordinator and the two `dask worker`
+    processes (from the Python API, without Prefect); the store folder stays the coordinator's."""
+    extra = f"state: {{uri: 's3://{s3_bucket}/ws', endpoint_url: '{s3_server}'}}\nstore: {{path: ./qdrant}}\n"
+    ws = Workspace(tmp_path / "ws", extra=extra)
+    _, path = ws.plan()  # the initial build
+    r = api.apply_plan(path, ws.config, task_runner=f"dask:{dask_cluster['address']}", prefect=False)
+    assert r.status == "done", r.report["failures"]
+    assert all(s["worker"] != execution.worker_name() for s in r.report["shards"])
+    assert not (tmp_path / "ws" / ".reindex").exists()  # nothing went to a local state folder
+    _same_as_reference(ws, r.collection, reference["initial"])
+
+
+class _Recording:
+    """A stand-in for a Qdrant server's store: records the writes and forwards them to a real store."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.writes = inner, []
+
+    def upsert(self, name: str, points: list) -> None:
+        self.writes.append(("upsert", name, len(points)))
+        self.inner.upsert(name, points)
+
+    def delete_points(self, name: str, ids: list) -> None:
+        self.writes.append(("delete", name, len(ids)))
+        self.inner.delete_points(name, ids)
+
+    def retrieve(self, *a: Any, **kw: Any) -> list:
+        return self.inner.retrieve(*a, **kw)
+
+    def overwrite_payload(self, name: str, payloads: dict) -> None:
+        self.writes.append(("payload", name, len(payloads)))
+        self.inner.overwrite_payload(name, payloads)
+
+    def close(self) -> None:
+        pass
+
+
+class _ServerWorkers:
+    """Each shard's spec opened as a worker of a store with ``store.url`` would open it (the store given:
+    no server can run here), run there, its manifests written by the worker itself."""
+
+    name = "server-workers"
+
+    def __init__(self) -> None:
+        self.stores: list[_Recording] = []
+        self.results: list[dict] = []
+
+    def run(self, ctx: Any, job: ShardJob) -> dict:
+        results = []
+        for spec in workers.shard_specs(ctx, job.shards, job.only, job.removed):
+            cfg = json.loads(spec.config)
+            cfg["store"]["url"] = "http://qdrant.invalid:6333"  # operational: the ids stay the same
+            wctx = workers.open_shard_context(replace(spec, config=json.dumps(cfg)), store=_Recording(ctx.store))
+            assert wctx.staging is None and wctx.store is not ctx.store
+            self.stores.append(wctx.store)
+            results.append(execution.run_shard(wctx, spec.shard).as_dict())
+        self.results = results
+        return summarize(results, [], lambda: execution.catch_up(ctx))
+
+
+def test_with_a_server_store_workers_write_their_shards_themselves(tmp_path: Path, reference: dict) -> None:
+    ws, path = _fresh(tmp_path)
+    runner = _ServerWorkers()
+    r = api.apply_plan(path, ws.config, runner=runner)
+    assert r.status == "done", r.report["failures"]
+    assert [res["staged"] for res in runner.results] == [None] * 4  # nothing staged: the workers wrote
+    assert all(any(w[0] == "upsert" and w[1] == r.collection for w in st.writes) for st in runner.stores)
+    _same_as_reference(ws, r.collection, reference)

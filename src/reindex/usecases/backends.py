@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reindex.config import PipelineConfig
+from reindex.errors import ConfigError
 from reindex.stores.objects import open_object_store
 
 __all__ = ["DEFAULT_CONFIG", "embedded_store_path", "make_embedder", "shard_runner", "state_store", "vector_reader_for",
@@ -69,8 +70,11 @@ def shard_runner(prefect: bool | None = None, task_runner: str | None = None):
         prefect = settings.prefect_api_url() is not None
     if not prefect:
         if spec.dask:
-            from reindex.runners.distributed import DaskRunner
-
+            try:
+                from reindex.runners.distributed import DaskRunner
+            except ImportError:
+                raise ConfigError(f"task runner {task_runner!r} needs dask.distributed: "
+                                  "pip install 'reindex[dask]'") from None
             return DaskRunner(spec)
         return ThreadRunner(spec.workers)
     from reindex.runners.prefect import PrefectRunner
