@@ -158,6 +158,23 @@ def test_task_runner_specs_parse_and_bad_ones_fail_in_one_line() -> None:
             parse_task_runner(bad)
 
 
+def test_a_spec_picks_the_runner_with_or_without_prefect(tmp_path: Path) -> None:
+    from reindex.errors import RunnerError
+    from reindex.runners import ThreadRunner
+    from reindex.runners.distributed import DaskRunner
+    from reindex.usecases import backends
+
+    assert isinstance(backends.shard_runner(False, "threads:3"), ThreadRunner)
+    assert backends.shard_runner(False, "threads:3").workers == 3
+    local = backends.shard_runner(False, "dask-processes:3")
+    assert isinstance(local, DaskRunner) and local.name == "dask-processes:3" and local.spec.workers == 3
+    assert backends.shard_runner(False, "dask:tcp://127.0.0.1:8786").name == "dask:tcp://127.0.0.1:8786"
+    flow = backends.shard_runner(True, "dask-processes:2")
+    assert type(flow).__name__ == "PrefectRunner" and flow.task_runner == "dask-processes:2"
+    with pytest.raises(RunnerError, match="pass either runner= or task_runner="):
+        api.apply_plan(tmp_path / "p.json", tmp_path / "reindex.yaml", runner=ThreadRunner(), task_runner="dask")
+
+
 def test_the_cli_refuses_a_bad_task_runner_before_any_work(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
