@@ -472,3 +472,40 @@ def test_with_a_server_store_workers_write_their_shards_themselves(tmp_path: Pat
     assert [res["staged"] for res in runner.results] == [None] * 4  # nothing staged: the workers wrote
     assert all(any(w[0] == "upsert" and w[1] == r.collection for w in st.writes) for st in runner.stores)
     _same_as_reference(ws, r.collection, reference)
+
+
+def test_a_local_cluster_of_threads_runs_shards_in_this_process_on_its_own_context(tmp_path: Path,
+                                                                                   reference: dict) -> None:
+    """`dask` (a Dask cluster of threads in this process): each spec resolves to the coordinator's own
+    context, so shards write directly (nothing staged) and the population is the in-process one."""
+    ws = Workspace(tmp_path / "ws")
+    _, path = ws.plan()
+    r = api.apply_plan(path, ws.config, task_runner="dask", prefect=False)
+    assert r.status == "done", r.report["failures"]
+    assert r.report["runner"] == "dask"
+    assert {s["worker"] for s in r.report["shards"]} == {execution.worker_name()}
+    assert all("commit_seconds" not in s for s in r.report["shards"])  # nothing was staged
+    _same_as_reference(ws, r.collection, reference["initial"])
+
+
+def test_an_in_place_sync_on_workers_equals_the_in_process_sync(tmp_path: Path, dask_cluster: dict) -> None:
+    """Document-scoped: the workers read the live target through the reader, stage upserts, stale deletes
+    and payload rewrites; the coordinator commits them in order."""
+    results = {}
+    for name, spec in (("in-process", None), ("workers", f"dask:{dask_cluster['address']}")):
+        ws = Workspace(tmp_path / name)
+        live = ws.build_live()
+        edited = ws.edit_documents()
+        plan, path = ws.plan()
+        assert plan.kind == "document-scoped"
+        if plan.body["approval"]["required"]:
+            ws.approve(path)
+        r = api.apply_plan(path, ws.config, task_runner=spec, prefect=False)
+        assert r.status == "done", r.report["failures"]
+        assert r.collection == live and r.report["actual"]["deleted"] > 0
+        results[name] = (ws.snapshot(live), [(m.doc_id, m.ordinal, m.point_id) for m in ws.manifest_rows(live)],
+                         {k: v for k, v in r.report["actual"].items()}, edited)
+    (a, ma, ra, _), (b, mb, rb, _) = results["in-process"], results["workers"]
+    a.assert_same(b)
+    assert ma == mb
+    assert ra == rb
