@@ -264,8 +264,9 @@ def test_cli_apply_on_a_local_dask_cluster_survives_a_sigkilled_worker(tmp_path:
     assert report is not None and report["runner"] == "dask-processes:2"
     _same_as_reference(ws, report["collection"], reference)
     # The killed worker's staged batch was reused by the shard's next attempt, not embedded again.
+    # Texts embedded twice: none (it died right after staging); the batch it staged (≤ 8 texts) was reused.
     assert report["actual"]["reused_from_target"] >= 1
-    assert report["actual"]["embedded"] < reference["report"]["actual"]["embedded"]
+    assert 1 <= reference["report"]["actual"]["embedded"] - report["actual"]["embedded"] <= 8
     host = socket.gethostname()
     pids = set()
     for s in report["shards"]:
