@@ -510,3 +510,4 @@ def test_an_in_place_sync_on_workers_equals_the_in_process_sync(tmp_path: Path, 
     a.assert_same(b)
     assert ma == mb
     assert ra == rb
+
