@@ -410,9 +410,16 @@ def test_s3_state_shared_by_the_coordinator_and_the_workers(tmp_path: Path, refe
     extra = f"state: {{uri: 's3://{s3_bucket}/ws', endpoint_url: '{s3_server}'}}\nstore: {{path: ./qdrant}}\n"
     ws = Workspace(tmp_path / "ws", extra=extra)
     _, path = ws.plan()  # the initial build
-    r = api.apply_plan(path, ws.config, task_runner=f"dask:{dask_cluster['address']}", prefect=False)
+    from reindex.progress import ProgressCounts
+
+    counts = ProgressCounts()
+    r = api.apply_plan(path, ws.config, task_runner=f"dask:{dask_cluster['address']}", prefect=False,
+                       progress=lambda e: counts.feed(e, time.perf_counter()))
     assert r.status == "done", r.report["failures"]
     assert all(s["worker"] != execution.worker_name() for s in r.report["shards"])
+    # The progress display counts every worker's shards (their events stay in their processes).
+    assert (counts.shards_done, counts.documents, counts.tokens) == (4, 24, r.report["actual"]["tokens_embedded"])
+    assert counts.chunks == r.report["actual"]["chunks_written"]
     assert not (tmp_path / "ws" / ".reindex").exists()  # nothing went to a local state folder
     _same_as_reference(ws, r.collection, reference["initial"])
 
