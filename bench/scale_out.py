@@ -60,12 +60,54 @@ def _warm(config: str) -> str:
     return f"{execution.worker_name()} {time.perf_counter() - t:.1f}s"
 
 
+def serial_parts(work: Path, shards: int) -> dict:
+    """The serial parts at a realistic shard size, with the hash embedder (embedding is free): an initial
+    build of all of snapshot_new on 2 worker processes; the coordinator's commits per point and per shard,
+    the finish phase (index build) per point, the plan per token."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reindex import api
+
+    ws = work / "serial"
+    ws.mkdir(parents=True)
+    full = read_corpus(CORPUS / "snapshot_new.parquet")
+    pq.write_table(pa.table({"doc_id": list(full), "text": list(full.values())}), ws / "corpus.parquet")
+    (ws / "reindex.yaml").write_text(CONFIG.format(size=250, shards=shards).replace("sentence-transformers", "hash"),
+                                     encoding="utf-8")
+    with chdir(ws):
+        t = time.perf_counter()
+        plan, path = api.make_plan("reindex.yaml", out="plans")
+        plan_s = time.perf_counter() - t
+        if plan.body["approval"]["required"]:
+            api.approve_plan(path, "bench")
+        t = time.perf_counter()
+        r = api.apply_plan(path, "reindex.yaml", task_runner="dask-processes:2", prefect=False)
+        wall = time.perf_counter() - t
+    assert r.status == "done", r.report["failures"]
+    rep = r.report
+    points, tokens = rep["actual"]["points_in_collection"], rep["actual"]["tokens_embedded"]
+    commits = [s["commit_seconds"] for s in rep["shards"]]
+    print(f"serial parts ({len(full)} PEPs, {shards} shards, hash embedder, 2 worker processes): {points:,} points, "
+          f"{tokens:,} tokens; apply {wall:.1f} s, phases {rep['phases']}; commits {sum(commits):.1f} s "
+          f"= {sum(commits) / points * 1e6:.0f} µs/point ({statistics.mean(commits):.2f} s per shard of "
+          f"{points / shards:,.0f} points); finish {rep['phases']['finish'] / points * 1e6:.0f} µs/point; "
+          f"plan {plan_s:.1f} s = {plan_s / tokens * 1e6:.2f} µs/token", flush=True)
+    return {"commit": sum(commits) / points, "finish": rep["phases"]["finish"] / points, "plan": plan_s / tokens}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--peps", type=int, default=40)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--work", default="/tmp/reindex-bench-scale-out")
+    ap.add_argument("--serial-only", action="store_true", help="only the serial parts (hash embedder)")
     args = ap.parse_args()
+    if args.serial_only:
+        work = Path(args.work)
+        shutil.rmtree(work, ignore_errors=True)
+        serial_parts(work, args.shards)
+        return
 
     import numpy as np
     import pyarrow as pa
