@@ -50,6 +50,15 @@ def _fresh(root: Path, extra: str = "") -> tuple[Workspace, Path]:
     return ws, path
 
 
+def _initial(root: Path) -> tuple[Workspace, Path]:
+    """A workspace with the initial build planned (and approved if the policy asks), not applied."""
+    ws = Workspace(root)
+    plan, path = ws.plan()
+    if plan.body["approval"]["required"]:
+        ws.approve(path)
+    return ws, path
+
+
 def _answers(ws: Workspace, collection: str) -> list[list[str]]:
     """Top-5 point ids of a few fixed query vectors against ``collection``."""
     rng = np.random.default_rng(7)
@@ -292,13 +301,13 @@ def test_a_killed_coordinator_is_resumed_by_the_next_apply(tmp_path: Path, refer
     """The CLI dies (SIGKILL) in its second commit, after writing that shard's points and before its
     manifest; the workers outlive it. The next apply takes the lock over, skips the committed shard and
     ends with the reference population."""
-    ws, path = _fresh(tmp_path)
+    ws, path = _initial(tmp_path)
     proc, _ = _cli_apply(ws, path, f"dask:{dask_cluster['address']}", REINDEX_CRASH_AT="before-manifest:2")
     assert proc.returncode == -9, proc.stderr[-2000:]
     proc, report = _cli_apply(ws, path, f"dask:{dask_cluster['address']}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert report is not None and report["actual"]["shards_skipped"] == 1
-    _same_as_reference(ws, report["collection"], reference)
+    _same_as_reference(ws, report["collection"], reference["initial"])
 
 
 def test_a_coordinator_that_loses_its_lock_stops_every_write(tmp_path: Path, reference: dict,
@@ -306,7 +315,7 @@ def test_a_coordinator_that_loses_its_lock_stops_every_write(tmp_path: Path, ref
     """While workers run, another writer takes the lock over (the first shard's completion is the moment):
     nothing more is committed, the other shards fail with the lost lock; once that writer is gone the
     next apply builds the reference population."""
-    ws, path = _fresh(tmp_path)
+    ws, path = _initial(tmp_path)
     state = ws.state()
     stolen: list[int] = []
 
@@ -329,7 +338,7 @@ def test_a_coordinator_that_loses_its_lock_stops_every_write(tmp_path: Path, ref
     again = api.apply_plan(path, ws.config, task_runner=f"dask:{dask_cluster['address']}", prefect=False)
     assert again.status == "done", again.report["failures"]
     assert again.report["actual"]["shards_skipped"] == 1
-    _same_as_reference(ws, again.collection, reference)
+    _same_as_reference(ws, again.collection, reference["initial"])
 
 
 WORKER_SCRIPT = "import json, sys\nfrom reindex.workers import run_shard_spec\nprint(json.dumps(run_shard_spec(json.load(sys.stdin))))\n"
@@ -359,7 +368,7 @@ class _OneShardElsewhere:
 
 
 def test_a_worker_runs_its_spec_anywhere_and_stops_when_the_lease_is_gone(tmp_path: Path) -> None:
-    ws, path = _fresh(tmp_path)
+    ws, path = _initial(tmp_path)
     runner = _OneShardElsewhere()
     r = api.apply_plan(path, ws.config, runner=runner)
     assert r.status == "failed" and r.report["shards"][0]["shard"] == 0
@@ -367,11 +376,14 @@ def test_a_worker_runs_its_spec_anywhere_and_stops_when_the_lease_is_gone(tmp_pa
     state = ws.state()
     assert read_shard_manifest(state, "docs", r.collection, r.plan_hash, 0) is not None  # committed by the coordinator
     # The coordinator is gone (its lock released): a worker left with shard 1's spec writes nothing.
+    counter = workers.budget_key("docs", r.plan_hash, runner.specs[1].fence)
+    spent = state.get(counter)  # the initial build is unapproved: approval.max_tokens counts it
+    assert spent is not None
     left_behind = _in_process(runner.specs[1])
     assert left_behind.returncode != 0
     assert "LockLost" in left_behind.stderr and "lost the lock on index 'docs'" in left_behind.stderr
     assert state.list(workers.staging_prefix("docs", r.plan_hash, 1)) == []
-    assert not state.exists(workers.budget_key("docs", r.plan_hash, runner.specs[1].fence))
+    assert state.get(counter) == spent
 
 
 def test_an_unapproved_budget_holds_across_the_workers_together(tmp_path: Path, dask_cluster: dict) -> None:
@@ -409,7 +421,7 @@ def test_s3_state_shared_by_the_coordinator_and_the_workers(tmp_path: Path, refe
     processes (from the Python API, without Prefect); the store folder stays the coordinator's."""
     extra = f"state: {{uri: 's3://{s3_bucket}/ws', endpoint_url: '{s3_server}'}}\nstore: {{path: ./qdrant}}\n"
     ws = Workspace(tmp_path / "ws", extra=extra)
-    _, path = ws.plan()  # the initial build
+    _, path = ws.plan()  # the initial build (no approval needed)
     from reindex.progress import ProgressCounts
 
     counts = ProgressCounts()
@@ -473,21 +485,20 @@ class _ServerWorkers:
 
 
 def test_with_a_server_store_workers_write_their_shards_themselves(tmp_path: Path, reference: dict) -> None:
-    ws, path = _fresh(tmp_path)
+    ws, path = _initial(tmp_path)
     runner = _ServerWorkers()
     r = api.apply_plan(path, ws.config, runner=runner)
     assert r.status == "done", r.report["failures"]
     assert [res["staged"] for res in runner.results] == [None] * 4  # nothing staged: the workers wrote
     assert all(any(w[0] == "upsert" and w[1] == r.collection for w in st.writes) for st in runner.stores)
-    _same_as_reference(ws, r.collection, reference)
+    _same_as_reference(ws, r.collection, reference["initial"])
 
 
 def test_a_local_cluster_of_threads_runs_shards_in_this_process_on_its_own_context(tmp_path: Path,
                                                                                    reference: dict) -> None:
     """`dask` (a Dask cluster of threads in this process): each spec resolves to the coordinator's own
     context, so shards write directly (nothing staged) and the population is the in-process one."""
-    ws = Workspace(tmp_path / "ws")
-    _, path = ws.plan()
+    ws, path = _initial(tmp_path)
     r = api.apply_plan(path, ws.config, task_runner="dask", prefect=False)
     assert r.status == "done", r.report["failures"]
     assert r.report["runner"] == "dask"
