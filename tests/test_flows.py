@@ -625,23 +625,30 @@ def test_index_lease_setting_refuses_what_prefect_would_refuse(monkeypatch: pyte
 
 
 def test_thread_and_dask_runners_build_the_identical_population(tmp_path: Path, prefect_server: dict) -> None:
+    """Through prefect-dask too: with `dask-processes:2` the shard task runs land in two worker processes
+    (which reach the same API through PREFECT_API_URL), stage their writes on the embedded store, and the
+    flow, in this process, commits them (issue 23; before it every shard failed with a KeyError)."""
     pytest.importorskip("prefect_dask")
     from reindex import api
+    from reindex.execution import worker_name
     from reindex.orchestration import using_task_runner
 
     built = {}
-    for runner in ("threads", "dask"):
-        ws = Workspace(tmp_path / runner)
+    for runner in ("threads", "dask", "dask-processes:2"):
+        ws = Workspace(tmp_path / runner.replace(":", "-"))
         plan, path = ws.plan()
         ws.approve(path)
         with using_task_runner(runner):
             r = api.apply_plan(path, ws.config, use_prefect=True)
         assert r.status == "done", r.report
         built[runner] = (plan.plan_hash, r.collection, ws.snapshot(r.collection))
-    (_h1, c1, s1), (_h2, c2, s2) = built["threads"], built["dask"]
-    assert c1 == c2
+        where = {s["worker"] for s in r.report["shards"]}
+        assert (worker_name() in where) == (runner != "dask-processes:2"), (runner, where)
+    (_h1, c1, s1), (_h2, c2, s2), (_h3, c3, s3) = built["threads"], built["dask"], built["dask-processes:2"]
+    assert c1 == c2 == c3
     assert len(s1.ids) == plan.body["work"]["chunks_new"]
     s1.assert_same(s2)
+    s1.assert_same(s3)
 
 
 def test_unknown_task_runner_is_refused_with_the_choices() -> None:

@@ -19,7 +19,7 @@ GUIDE = INFRA / "README.md"
 PREFECT_YAML = REPO / "flows" / "prefect.yaml"
 
 # Read by the code, but only as test or demo hooks: never set on a production worker.
-TEST_HOOKS = {"REINDEX_EMBED_LOG", "REINDEX_CRASH_AT", "REINDEX_PAUSE_AT", "REINDEX_DEMO_DIR"}
+TEST_HOOKS = {"REINDEX_EMBED_LOG", "REINDEX_CRASH_AT", "REINDEX_PAUSE_AT", "REINDEX_CRASH_ONCE", "REINDEX_DEMO_DIR"}
 # Read by the code, optional on the worker: the flows take a `task_runner` parameter instead.
 OPTIONAL = {"REINDEX_TASK_RUNNER", "REINDEX_INDEX_LEASE_S", "PREFECT_PROFILE", "PREFECT_HOME", "PREFECT_PROFILES_PATH",
             "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"}  # the last: only named in a message
@@ -57,7 +57,8 @@ def _code_env_reads() -> set[str]:
 
 def test_compose_files_parse_and_the_cluster_has_three_bootstrapped_nodes() -> None:
     main, cluster = _load(COMPOSE), _load(CLUSTER)
-    assert {"qdrant", "postgres", "prefect-server", "minio", "worker"} <= set(main["services"])
+    assert {"qdrant", "postgres", "prefect-server", "minio", "worker", "dask-scheduler", "dask-worker"} <= set(main["services"])
+    assert "tcp://dask-scheduler:8786" in main["services"]["dask-worker"]["command"]
     nodes = {n: s for n, s in cluster["services"].items() if n.startswith("qdrant-")}
     assert len(nodes) == 3
     for name, svc in nodes.items():
@@ -76,7 +77,8 @@ def test_every_service_the_guide_names_exists() -> None:
     table = guide.split("## Services", 1)[1].split("\n## ", 1)[0]
     named = set(re.findall(r"^\| `([a-z0-9-]+)` \|", table, flags=re.M))
     named |= set(re.findall(r"`(qdrant-\d)`", table))
-    assert named >= {"qdrant", "postgres", "prefect-server", "minio", "worker", "qdrant-0", "qdrant-1", "qdrant-2"}
+    assert named >= {"qdrant", "postgres", "prefect-server", "minio", "worker", "qdrant-0", "qdrant-1", "qdrant-2",
+                     "dask-scheduler", "dask-worker"}
     missing = named - set(_services())
     assert not missing, f"the guide names services no compose file defines: {sorted(missing)}"
     for cmd in re.findall(r"docker compose [^\n]*exec(?: -w \S+)? ([a-z0-9-]+)", guide):

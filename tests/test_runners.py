@@ -18,11 +18,15 @@ from reindex.usecases import backends
 EDIT = ("\n\nA paragraph added while the resumed apply runs; catch-up must replay it into the shadow "
         "population before cutover. " * 8) + "\n"
 TIMING = {"seconds", "phases", "runner", "throughput"}
+SHARD_TIMING = {"seconds", "embed_seconds", "commit_seconds"}
 
 
 def _comparable(report: dict) -> dict:
-    """A run report without timings and the runner's name."""
-    return {k: v for k, v in report.items() if k not in TIMING}
+    """A run report without timings and the runner's name (each shard keeps its worker and counts)."""
+    out = {k: v for k, v in report.items() if k not in TIMING}
+    out["shards"] = sorted(({k: v for k, v in s.items() if k not in SHARD_TIMING} for s in report["shards"]),
+                           key=lambda s: s["shard"])
+    return out
 
 
 def _scenario(root: Path, runner: Any, monkeypatch: pytest.MonkeyPatch) -> dict:

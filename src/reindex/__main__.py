@@ -1,3 +1,4 @@
 from reindex.cli import main
 
-main()
+if __name__ == "__main__":  # guarded: Dask's spawned worker processes re-import the main module
+    main()

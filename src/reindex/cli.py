@@ -392,25 +392,34 @@ def calibrate(config_path: str, chunks: int, as_json: bool) -> None:
 @click.option("--prefect/--no-prefect", "prefect", default=None,
               help="Run the shards as the Prefect flow `reindex-apply` (default: only when a Prefect API is "
                    "configured by PREFECT_API_URL or the active Prefect profile), or force the in-process runner.")
+@click.option("--task-runner", default=None, metavar="SPEC",
+              help="Where the shards run: threads[:N] (default, in this process), dask (a local cluster of threads), "
+                   "dask-processes[:N] (N local worker processes) or dask:tcp://HOST:PORT (a running Dask cluster); "
+                   "through Prefect's task runner when Prefect is in use, else dask.distributed directly.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
-def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, no_progress: bool,
-          as_json: bool) -> None:
+def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, task_runner: str | None,
+          no_progress: bool, as_json: bool) -> None:
     """Carry out a plan: a shadow population built in resumable shards with exact vector reuse, or
     documents synced in place.
 
     Refuses unapproved plans and plans whose inputs drifted; one apply per index at a time. Runs
-    in-process unless a Prefect API is configured (then as the Prefect flow `reindex-apply`).
+    in-process unless a Prefect API is configured (then as the Prefect flow `reindex-apply`); with
+    --task-runner the shards run in Dask worker processes, here or on other machines.
 
     \b
     Example:
       reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json -c reindex.yaml
+      reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --task-runner dask-processes:2
     """
     from reindex import api
     from reindex.reports import apply_text
+    from reindex.runners import parse_task_runner
 
+    parse_task_runner(task_runner)  # a bad spec fails before any work
     with ApplyProgress(enabled=not no_progress and not as_json, announce=not as_json) as bar:
-        r = api.apply_plan(plan_file, config_path, replan=replan, progress=bar, prefect=prefect)
+        r = api.apply_plan(plan_file, config_path, replan=replan, progress=bar, prefect=prefect,
+                           task_runner=task_runner)
     if as_json:
         _emit_json(r.as_dict())
     else:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -70,7 +71,8 @@ def retry_transient(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def crashpoint(name: str) -> None:
     """Test hook: ``REINDEX_CRASH_AT=name[:n]`` kills this process with SIGKILL the n-th time (default 1st)
-    execution reaches ``name``. Crash tests use it to stop a real apply at exact points.
+    execution reaches ``name`` (with ``REINDEX_CRASH_ONCE=path``, only in the one process that creates
+    ``path``). Crash tests use it to stop a real apply, or one of its workers, at exact points.
     ``REINDEX_PAUSE_AT=name[:n]`` stops it there (SIGSTOP) instead: a test looks at a running apply."""
     for spec, sig in ((settings.crash_at(), signal.SIGKILL), (settings.pause_at(), signal.SIGSTOP)):
         if not spec:
@@ -80,8 +82,15 @@ def crashpoint(name: str) -> None:
             continue
         with _CRASH_LOCK:
             _CRASH_COUNTS[(sig, name)] += 1
-            if _CRASH_COUNTS[(sig, name)] == int(nth or 1):
-                os.kill(os.getpid(), sig)
+            if _CRASH_COUNTS[(sig, name)] != int(nth or 1):
+                continue
+            once = settings.crash_once() if sig == signal.SIGKILL else None
+            if once:  # REINDEX_CRASH_ONCE=path: only the process that creates path dies
+                try:
+                    os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                except FileExistsError:
+                    continue
+            os.kill(os.getpid(), sig)
 
 
 _CRASH_LOCK = threading.Lock()
@@ -108,6 +117,8 @@ class ShardResult:
     skipped: bool = False
     seconds: float = 0.0
     embed_seconds: float = 0.0  # inside successful embedding calls (the throughput apply records)
+    worker: str = ""  # "host:pid" of the process that ran the shard
+    staged: str | None = None  # key of the staged writes the coordinator must commit (reindex.workers)
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -135,10 +146,34 @@ class ApplyContext:
     token_budget: int | None = None  # tokens this run may embed without an approval (None: unbounded)
     tokens_spent: int = 0
     embed_lock: threading.Lock = field(default_factory=threading.Lock)
+    # Shared by every process of one apply (reindex.workers.SharedTokenCounter): spends ``n`` tokens of
+    # ``token_budget`` or raises ApprovalError. None: this context's own count (``tokens_spent``) decides.
+    budget_counter: Callable[[int], None] | None = None
+    # What a shard worker in another process needs besides the context's values (reindex.workers):
+    lease: Any = None  # the coordinator's reindex.locks.Fence
+    store_path: str | None = None  # the embedded store's folder, resolved by the coordinator
+    staging: Any = None  # reindex.workers.StagedWrites: this worker stages writes for the coordinator
 
     def emit(self, **event: Any) -> None:
         if self.progress:
             self.progress(event)
+
+    def spend_tokens(self, tokens: int) -> None:
+        """Count ``tokens`` against the unapproved budget; ApprovalError before a batch would exceed it."""
+        if self.token_budget is None:
+            return
+        if self.budget_counter is not None:
+            self.budget_counter(tokens)
+        elif self.tokens_spent + tokens > self.token_budget:
+            raise over_budget(self.token_budget)
+        self.tokens_spent += tokens
+
+
+def over_budget(budget: int) -> ApprovalError:
+    """The error of an unapproved apply that would embed more than ``approval.max_tokens``."""
+    return ApprovalError(
+        f"this apply would embed more than approval.max_tokens ({budget:,}) tokens without "
+        "an approval (the plan's numbers understate its work); run `reindex plan` again and approve it")
 
 
 def _payload(ctx: ApplyContext, rec: ChunkRecord, metadata: dict[str, Any]) -> dict:
@@ -201,12 +236,7 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
     for i in range(0, len(order), bs):
         batch = order[i : i + bs]
         with ctx.embed_lock:
-            cost = sum(texts[t] for t in batch)
-            if ctx.token_budget is not None and ctx.tokens_spent + cost > ctx.token_budget:
-                raise ApprovalError(
-                    f"this apply would embed more than approval.max_tokens ({ctx.token_budget:,}) tokens without "
-                    "an approval (the plan's numbers understate its work); run `reindex plan` again and approve it")
-            ctx.tokens_spent += cost
+            ctx.spend_tokens(sum(texts[t] for t in batch))
             res = retry_transient(_timed(ctx.embedder.embed, result), batch)
         result.embedded += len(batch)
         result.tokens_embedded += sum(texts[t] for t in batch)
@@ -371,7 +401,7 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
               force: bool = False) -> ShardResult:
     """Build (or, in place, sync) one shard. Skips a shard whose manifest exists unless ``force``."""
     t0 = time.perf_counter()
-    result = ShardResult(shard)
+    result = ShardResult(shard, worker=worker_name())
     done = None if force else read_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard)
     if done is not None:
         result.skipped = True
@@ -408,20 +438,12 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
         touched = {r.doc_id for r in rows} | set(removed) | set(only or ())
         rows = [r for d, rs in part_rows.items() if d not in touched for r in rs] + rows
     rows.sort(key=lambda r: (r.doc_id, r.ordinal))
+    texts: dict[str, str] | None = None
     if new_texts is not None:
-        # Written before the manifest part and holding the texts of the part it replaces as well, so that
-        # whichever part is current after a crash here, its texts are stored.
+        # Holding the texts of the part it replaces as well, so that whichever part is current after a
+        # crash, its texts are stored.
         final = {r.fingerprint for r in rows}
         texts = {f: t for f, t in new_texts.items() if f in final} | (previous_texts or {})
-        crashpoint("before-chunk-texts")
-        ctx.fence()
-        write_chunk_texts_part(ctx.state, ctx.index, ctx.target, shard_name(shard), texts)
-    crashpoint("before-manifest")
-    ctx.fence()
-    if ctx.in_place:  # recorded first, so that a resumed run knows this part's change for its own
-        rewrite_chunk_manifest_part(ctx.state, ctx.index, ctx.target, ctx.run, shard_name(shard), rows)
-    else:
-        write_chunk_manifest_part(ctx.state, ctx.index, ctx.target, shard_name(shard), rows)
     manifest = {
         "shard": shard,
         "run": ctx.run,
@@ -437,12 +459,38 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
         "point_ids_digest": hashlib.blake2b("\n".join(sorted(r.point_id for r in rows)).encode(), digest_size=16).hexdigest(),
         "at": time.time(),
     }
-    if not result.failures:
-        ctx.fence()
-        write_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard, manifest)
+    if ctx.staging is not None:
+        # A worker that may not write the store: the coordinator applies its staged writes, then these.
+        result.staged = ctx.staging.finish(shard, rows, texts, manifest)
+    else:
+        write_shard_outputs(ctx, shard, rows, texts, manifest)
     result.seconds = time.perf_counter() - t0
     ctx.emit(kind="shard-done", shard=shard, result=result.as_dict())
     return result
+
+
+def worker_name() -> str:
+    """``host:pid`` of this process, as run reports name the process that ran a shard."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def write_shard_outputs(ctx: ApplyContext, shard: int, rows: list[ManifestRow], texts: dict[str, str] | None,
+                        manifest: dict) -> None:
+    """After a shard's points are in the target: its chunk texts (sticky), its chunk-manifest part, then
+    its shard manifest (last: presence = done; none when a document failed, so the shard runs again)."""
+    if texts is not None:
+        crashpoint("before-chunk-texts")
+        ctx.fence()
+        write_chunk_texts_part(ctx.state, ctx.index, ctx.target, shard_name(shard), texts)
+    crashpoint("before-manifest")
+    ctx.fence()
+    if ctx.in_place:  # recorded first, so that a resumed run knows this part's change for its own
+        rewrite_chunk_manifest_part(ctx.state, ctx.index, ctx.target, ctx.run, shard_name(shard), rows)
+    else:
+        write_chunk_manifest_part(ctx.state, ctx.index, ctx.target, shard_name(shard), rows)
+    if not manifest["failures"]:
+        ctx.fence()
+        write_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard, manifest)
 
 
 def delete_unlisted_points(ctx: ApplyContext) -> int:

@@ -53,6 +53,7 @@ from reindex.stores.objects import ObjectStore
 __all__ = [
     "LOCK_FORMAT",
     "Heartbeat",
+    "Fence",
     "IndexLock",
     "LockHeld",
     "LockInfo",
@@ -231,6 +232,45 @@ def _swap(store: ObjectStore, key: str, data: bytes, version: str | None) -> str
         return new
     now = store.get_versioned(key)
     return now[1] if now is not None and now[0] == data else None
+
+
+# --------------------------------------------------------------------------------------------
+# A fence: the holder's lease as plain data, for writers in other processes
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The coordinator's lease as plain data (index, fencing token, nonce), carried to shard workers in
+    other processes and machines. ``check(store)`` reads the lock and raises ``LockLost`` unless it is
+    still held, unexpired, under exactly this token and nonce: a worker calls it before every write, so
+    when the coordinator's lease ends (taken over, released, or run out because the coordinator died and
+    stopped renewing) every worker stops before its next write. One state read per check."""
+
+    index: str
+    token: int
+    nonce: str
+
+    def check(self, store: ObjectStore) -> None:
+        info = read_lock(store, self.index)
+        if info.held and info.token == self.token and info.nonce == self.nonce and not info.expired():
+            return
+        if info.held and info.token == self.token and info.nonce == self.nonce:
+            why = f"its lease expired {time.time() - (info.expires or 0.0):.0f} s ago (the coordinator stopped renewing it)"
+        elif info.held:
+            why = f"it is now held by {info.owner} ({info.purpose}, token {info.token})"
+        elif info.corrupt:
+            why = f"the lock file is unreadable ({info.reason})"
+        else:
+            why = "the coordinator released it"
+        raise LockLost(f"the coordinator of this shard lost the lock on index {self.index!r} (token {self.token}): "
+                       f"{why}; this worker stopped before its next write. Run the apply again (work already "
+                       "recorded is kept)")
+
+    @classmethod
+    def of(cls, lock: IndexLock) -> Fence:
+        """The fence of a held lease."""
+        return cls(lock.index, lock.token, lock.nonce)
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ __all__ = [
     "OFFLINE_DEFAULTS",
     "apply_offline_defaults",
     "crash_at",
+    "crash_once",
     "demo_dir",
     "embed_log",
     "index_lease_seconds",
@@ -89,6 +90,12 @@ def pause_at() -> str | None:
     """``REINDEX_PAUSE_AT``: test hook naming a crash point (``name[:n]``) where the process stops itself
     (SIGSTOP) instead of dying, holding its locks, so a test can look at a running apply from outside."""
     return os.environ.get("REINDEX_PAUSE_AT") or None
+
+
+def crash_once() -> str | None:
+    """``REINDEX_CRASH_ONCE``: test hook, a file path; with REINDEX_CRASH_AT only the one process that
+    creates this file crashes (once across all the processes of a run, e.g. one of several workers)."""
+    return os.environ.get("REINDEX_CRASH_ONCE") or None
 
 
 def embed_log() -> str | None:

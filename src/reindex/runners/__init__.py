@@ -6,7 +6,15 @@ built from. Two implementations give identical populations and identical summari
 
 * :class:`ThreadRunner` — in this process, on a thread pool (the default: no server, no start-up cost);
 * :class:`reindex.runners.prefect.PrefectRunner` — the Prefect flow ``reindex-apply`` (a flow run with one
-  task run per shard, visible in the Prefect UI), used when a Prefect API is configured or asked for.
+  task run per shard, visible in the Prefect UI), used when a Prefect API is configured or asked for;
+  its task runner (threads, or Dask through prefect-dask) is chosen by a task-runner spec;
+* :class:`reindex.runners.distributed.DaskRunner` — shards on a Dask cluster through dask.distributed,
+  without Prefect: a local cluster of processes, or an existing cluster by address.
+
+A task-runner spec (:func:`parse_task_runner`) names where shards run, the same string for ``reindex apply
+--task-runner``, the flows' ``task_runner`` parameter and the Python API: ``threads[:N]``, ``dask`` (a local
+cluster of threads), ``dask-processes[:N]`` (N worker processes) or ``dask:tcp://HOST:PORT`` (an existing
+cluster). Shards in other processes travel as :class:`reindex.workers.ShardSpec` (plain data).
 
 Both follow the same rules, written once here: a shard that raises is reported as a failed shard and the
 others go on; catch-up runs only when every shard finished without failures (a failed run is resumed, and
@@ -17,11 +25,54 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 from reindex import execution, settings
+from reindex.errors import ConfigError
 
-__all__ = ["ShardJob", "ShardRunner", "ThreadRunner", "failure_of", "summarize"]
+TASK_RUNNER_SPECS = "threads, threads:N, dask, dask-processes[:N] or dask:tcp://HOST:PORT"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRunnerSpec:
+    """A parsed task-runner spec: ``kind`` threads | dask-threads | dask-processes | dask-cluster."""
+
+    kind: Literal["threads", "dask-threads", "dask-processes", "dask-cluster"]
+    workers: int | None = None  # threads or processes (None: the default)
+    address: str | None = None  # dask-cluster: the scheduler's address
+
+    @property
+    def dask(self) -> bool:
+        return self.kind != "threads"
+
+
+def parse_task_runner(spec: str | None) -> TaskRunnerSpec:
+    """Parse ``threads[:N]`` | ``dask`` | ``dask-processes[:N]`` | ``dask:ADDRESS``; ConfigError otherwise."""
+    raw = (spec or "threads").strip()
+
+    def count(text: str) -> int:
+        if not text.isdigit() or int(text) < 1:
+            raise ConfigError(f"task runner {raw!r}: {text!r} is not a positive whole number; expected {TASK_RUNNER_SPECS}")
+        return int(text)
+
+    if raw == "threads":
+        return TaskRunnerSpec("threads")
+    if raw.startswith("threads:"):
+        return TaskRunnerSpec("threads", workers=count(raw.split(":", 1)[1]))
+    if raw == "dask":
+        return TaskRunnerSpec("dask-threads")
+    if raw == "dask-processes":
+        return TaskRunnerSpec("dask-processes", workers=2)
+    if raw.startswith("dask-processes:"):
+        return TaskRunnerSpec("dask-processes", workers=count(raw.split(":", 1)[1]))
+    if raw.startswith("dask:"):
+        address = raw.split(":", 1)[1]
+        if "://" not in address and ":" not in address:
+            raise ConfigError(f"task runner {raw!r}: expected a scheduler address like dask:tcp://127.0.0.1:8786")
+        return TaskRunnerSpec("dask-cluster", address=address)
+    raise ConfigError(f"task runner {raw!r}: expected {TASK_RUNNER_SPECS}")
+
+__all__ = ["ShardJob", "ShardRunner", "TaskRunnerSpec", "ThreadRunner", "failure_of", "parse_task_runner", "summarize"]
 
 
 @dataclass(frozen=True, slots=True)

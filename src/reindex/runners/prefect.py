@@ -1,10 +1,16 @@
 """The Prefect shard runner: apply's shards as task runs of the ``reindex-apply`` flow.
 
-Tasks are thin: one library call each. Heavy objects (stores, embedders) never pass through Prefect:
-tasks get a run key and look the context up in-process, so nothing is pickled, hashed for caching or
-persisted as a result. Shard tasks are not retried by Prefect: the call layer inside a shard already
-retries transient failures (``execution.retry_transient``, the S3 client), and a second layer here
-multiplied attempts (3 × 5 × 5) without helping. A failed shard is reported; re-running the apply resumes.
+Tasks are thin: one library call each. A shard task gets its shard as plain data (a
+:class:`reindex.workers.ShardSpec` as a dict) and runs it with :func:`reindex.workers.run_shard_spec`, in
+whatever process the task runner puts it: a thread of this process (``threads``: the spec resolves to the
+coordinator's own context), or a Dask worker process through prefect-dask (``dask-processes:N``,
+``dask:tcp://HOST:PORT``: the worker rebuilds the context from the spec; with the embedded store it stages
+its writes and the flow, in the coordinator's process, commits them). The flow body and the catch-up
+task run in the coordinator's process and use its context (:func:`reindex.workers.hosted_context`).
+Nothing is hashed for caching or persisted as a result. Shard tasks are not retried by Prefect: the call
+layer inside a shard already retries transient failures (``execution.retry_transient``, the S3 client),
+and a second layer here multiplied attempts (3 × 5 × 5) without helping. A failed shard is reported;
+re-running the apply resumes.
 
 With no API configured, Prefect starts a temporary local server; its start-up timeout is raised to
 :data:`EPHEMERAL_STARTUP_TIMEOUT_S` (Prefect's 20 s default is exceeded on a loaded 2-core machine), and any
@@ -15,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-import threading
 from typing import Any
 
 from reindex.settings import apply_offline_defaults
@@ -29,10 +34,10 @@ from prefect.artifacts import create_markdown_artifact, create_progress_artifact
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from reindex import execution, settings  # noqa: E402
+from reindex import execution, settings, workers  # noqa: E402
 from reindex.errors import ConfigError, ReindexError, RunnerError  # noqa: E402
 from reindex.orphans import mark_owner  # noqa: E402
-from reindex.runners import ShardJob, failure_of, summarize  # noqa: E402
+from reindex.runners import ShardJob, failure_of, parse_task_runner, summarize  # noqa: E402
 
 __all__ = [
     "APPROVAL_REQUEST_KEY",
@@ -50,50 +55,43 @@ __all__ = [
     "waiting_runs",
 ]
 
-_RUNS: dict[str, execution.ApplyContext] = {}
-_LOCK = threading.Lock()
 _TASK_RUNNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("reindex_task_runner", default=None)
 WAYS_OUT = ("run it in-process with `reindex apply --no-prefect PLAN`, or start a Prefect server "
             "(`prefect server start`) and set PREFECT_API_URL to it")
 
 
-def _register(key: str, ctx: execution.ApplyContext) -> None:
-    with _LOCK:
-        _RUNS[key] = ctx
-
-
-def _unregister(key: str) -> None:
-    with _LOCK:
-        _RUNS.pop(key, None)
-
-
-def _run_shard(run_key: str, shard: int, only: list[str] | None, removed: list[str]) -> dict:
+def _run_shard(spec: dict) -> dict:
     """Build or sync one shard."""
-    return execution.run_shard(_RUNS[run_key], shard, only=set(only) if only is not None else None,
-                               removed=set(removed)).as_dict()
+    return workers.run_shard_spec(spec)
 
 
 # Not written as a decorator: Dask pickles the task's function by reference, which fails when the
 # module attribute of the same name is the Task rather than the function.
 run_shard_task = task(name="run-shard", retries=0, cache_policy=NO_CACHE, persist_result=False,
-                      task_run_name="shard-{shard}")(_run_shard)
+                      task_run_name="shard-{spec[shard]}")(_run_shard)
 
 
 @task(name="catch-up", retries=0, cache_policy=NO_CACHE, persist_result=False)
 def catch_up_task(run_key: str) -> dict:
     """Replay documents that changed during the build."""
-    return execution.catch_up(_RUNS[run_key])
+    return execution.catch_up(workers.hosted_context(run_key))
 
 
-def _apply(run_key: str, shards: list[int], only: list[str] | None = None, removed: list[str] | None = None) -> dict:
+def _apply(run_key: str, specs: list[dict]) -> dict:
     """Build the shadow population (or sync documents in place) shard by shard, then catch up."""
     logger = get_run_logger()
+    ctx = workers.hosted_context(run_key)  # the flow runs in the coordinator's process
+    shards = [s["shard"] for s in specs]
     progress_id = create_progress_artifact(progress=0.0, description=f"reindex apply: {len(shards)} shards")
-    futures = [run_shard_task.submit(run_key, k, only, removed or []) for k in shards]
+    futures = [run_shard_task.submit(s) for s in specs]
     results, failed = [], []
     for n, (k, fut) in enumerate(zip(shards, futures), 1):
         try:
-            results.append(fut.result())
+            r = fut.result()
+            if r.get("staged"):  # a worker process staged its writes: this process is the store's writer
+                r["commit_seconds"] = round(workers.commit_staged(ctx, r["staged"]), 3)
+            workers.report_remote(ctx, r)
+            results.append(r)
         except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
             failed.append(failure_of(k, err))
             logger.error("shard %s failed: %s", k, failed[-1]["reason"])
@@ -105,43 +103,40 @@ def _apply(run_key: str, shards: list[int], only: list[str] | None = None, remov
 
 
 # Not written as a decorator, for the same reason as run_shard_task: a Dask task runner pickles the
-# flow context, and a function whose module attribute is the Flow would be pickled by value (with
-# the in-process run registry and its open store).
+# flow context, and a function whose module attribute is the Flow would be pickled by value.
 apply_flow = flow(name="reindex-apply", persist_result=False, log_prints=False,
                   task_runner=ThreadPoolTaskRunner(max_workers=settings.shard_workers()))(_apply)
 
 
 def _markdown(summary: dict) -> str:
-    rows = ["| shard | docs | chunks | reused (old) | reused (target) | embedded | skipped |", "|---|---|---|---|---|---|---|"]
+    rows = ["| shard | worker | docs | chunks | reused (old) | reused (target) | embedded | seconds | skipped |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for r in summary["shards"]:
-        rows.append(f"| {r['shard']} | {r['documents']} | {r['chunks']} | {r['reused_old']} | {r['reused_target']} | "
-                    f"{r['embedded']} | {'yes' if r['skipped'] else ''} |")
+        rows.append(f"| {r['shard']} | {r.get('worker', '')} | {r['documents']} | {r['chunks']} | {r['reused_old']} | "
+                    f"{r['reused_target']} | {r['embedded']} | {r['seconds']:.1f} | {'yes' if r['skipped'] else ''} |")
     fails = "".join(f"\n- shard {f['shard']}: {f['reason']}" for f in summary["failed_shards"])
     return "# reindex apply\n\n" + "\n".join(rows) + (f"\n\n## Failed shards{fails}" if fails else "") + \
         f"\n\nCatch-up: {summary['catch_up']['documents']} documents replayed.\n"
 
 
 def make_task_runner(spec: str | None) -> Any:
-    """``threads`` | ``threads:N`` | ``dask`` (local cluster of threads) | ``dask-processes[:N]``
-    (local cluster of processes; needs a Qdrant server) | ``dask:tcp://host:8786`` (an existing
-    cluster; needs a Qdrant server and shared state)."""
-    spec = (spec or "threads").strip()
-    if spec == "threads" or spec.startswith("threads:"):
-        n = int(spec.split(":", 1)[1]) if ":" in spec else settings.shard_workers()
-        return ThreadPoolTaskRunner(max_workers=n)
-    if spec == "dask" or spec.startswith(("dask:", "dask-processes")):
-        try:
-            from prefect_dask import DaskTaskRunner
-        except ImportError:
-            raise ConfigError(f"task runner {spec!r} needs prefect-dask: pip install prefect-dask") from None
-        if spec.startswith("dask:"):
-            return DaskTaskRunner(address=spec.split(":", 1)[1])
-        if spec.startswith("dask-processes"):
-            n = int(spec.split(":", 1)[1]) if ":" in spec else 2
-            return DaskTaskRunner(cluster_kwargs={"n_workers": n, "processes": True})
-        return DaskTaskRunner(cluster_kwargs={"processes": False, "n_workers": 1,
-                                              "threads_per_worker": settings.shard_workers()})
-    raise ConfigError(f"task runner {spec!r}: expected threads, threads:N, dask, dask-processes[:N] or dask:ADDRESS")
+    """The Prefect task runner of a task-runner spec (:func:`reindex.runners.parse_task_runner`):
+    ``threads[:N]`` | ``dask`` (local cluster of threads) | ``dask-processes[:N]`` (local cluster of
+    processes) | ``dask:tcp://host:8786`` (an existing cluster; shared state and source)."""
+    parsed = parse_task_runner(spec)
+    if parsed.kind == "threads":
+        return ThreadPoolTaskRunner(max_workers=parsed.workers or settings.shard_workers())
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:
+        raise ConfigError(f"task runner {spec!r} needs prefect-dask: pip install prefect-dask") from None
+    if parsed.kind == "dask-cluster":
+        return DaskTaskRunner(address=parsed.address)
+    if parsed.kind == "dask-processes":
+        return DaskTaskRunner(cluster_kwargs={"n_workers": parsed.workers, "processes": True, "threads_per_worker": 1,
+                                              "dashboard_address": None})
+    return DaskTaskRunner(cluster_kwargs={"processes": False, "n_workers": 1,
+                                          "threads_per_worker": settings.shard_workers()})
 
 
 @contextlib.contextmanager
@@ -154,9 +149,10 @@ def using_task_runner(spec: str | None):
         _TASK_RUNNER.reset(token)
 
 
-def selected_apply_flow() -> Any:
-    """``apply_flow`` with the task runner chosen by using_task_runner / REINDEX_TASK_RUNNER, if any."""
-    spec = _TASK_RUNNER.get() or settings.task_runner_spec()
+def selected_apply_flow(spec: str | None = None) -> Any:
+    """``apply_flow`` with the task runner ``spec``, else the one chosen by using_task_runner /
+    REINDEX_TASK_RUNNER, if any."""
+    spec = spec or _TASK_RUNNER.get() or settings.task_runner_spec()
     return apply_flow if not spec else apply_flow.with_options(task_runner=make_task_runner(spec))
 
 
@@ -184,30 +180,33 @@ def _in_flow() -> bool:
 
 class PrefectRunner:
     """Runs the ``reindex-apply`` flow in this process: against the configured API, as a child flow run
-    inside another flow, or on a temporary local server when no API is configured."""
+    inside another flow, or on a temporary local server when no API is configured. ``task_runner``: a
+    task-runner spec for its shard tasks (default: the one in force, see selected_apply_flow)."""
 
     name = "prefect"
+
+    def __init__(self, task_runner: str | None = None) -> None:
+        if task_runner is not None:
+            parse_task_runner(task_runner)  # a bad spec fails before any work
+        self.task_runner = task_runner
 
     def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
         if not _in_flow():
             check_api()
             mark_owner()  # a temporary API server started now inherits the marker; see reindex.orphans
-        key = f"{ctx.run}-{os.getpid()}-{threading.get_ident()}"
-        _register(key, ctx)
+        specs = [s.as_dict() for s in workers.shard_specs(ctx, job.shards, job.only, job.removed)]
         try:
-            return selected_apply_flow()(key, list(job.shards), sorted(job.only) if job.only is not None else None,
-                                         sorted(job.removed))
+            with workers.hosting(ctx):
+                return selected_apply_flow(self.task_runner)(workers.host_key(ctx), specs)
         except ReindexError:
             raise
         except Exception as err:  # noqa: BLE001 - Prefect's own failures (API, temporary server) become one line
             if _is_api_failure(err):
                 raise RunnerError(api_failure_line(err)) from None
             raise
-        finally:
-            _unregister(key)
 
     def __repr__(self) -> str:
-        return "PrefectRunner()"
+        return f"PrefectRunner({self.task_runner!r})" if self.task_runner else "PrefectRunner()"
 
 
 def api_failure_line(err: BaseException) -> str:

@@ -32,7 +32,10 @@ from reindex.planner import (
 
 from reindex import execution
 from reindex.manifests import PopulationRecord, read_live, read_population, write_measured_rate, write_population
+from reindex.errors import RunnerError
+from reindex.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
+from reindex.workers import SharedTokenCounter, budget_key
 from reindex.stores.payload import filter_key
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
@@ -230,10 +233,15 @@ def apply_plan(
     runner: ShardRunner | None = None,
     prefect: bool | None = None,
     use_prefect: bool | None = None,
+    task_runner: str | None = None,
 ) -> ApplyReport:
     """Carry out a plan: refuse drifted or unapproved plans, take the index lock, run the shards with
     ``runner`` (default: :func:`backends.shard_runner` — Prefect when an API is configured or ``prefect``
-    is true, in-process otherwise; ``use_prefect`` is the older name of ``prefect``)."""
+    is true, in-process otherwise; ``use_prefect`` is the older name of ``prefect``). ``task_runner``: where
+    the shards run (``threads[:N]``, ``dask``, ``dask-processes[:N]``, ``dask:tcp://HOST:PORT``), with or
+    without Prefect (see :mod:`reindex.runners`)."""
+    if runner is not None and task_runner is not None:
+        raise RunnerError("pass either runner= or task_runner=, not both (a runner already knows where its shards run)")
     plan = read_plan(plan_path)
     cfg = load_resolved(config_path)
     check_plan_index(plan, cfg, plan_path)
@@ -246,7 +254,7 @@ def apply_plan(
     if not plan.kind.does_work:
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
     check_free_disk(plan, cfg)
-    runner = runner or backends.shard_runner(prefect if prefect is not None else use_prefect)
+    runner = runner or backends.shard_runner(prefect if prefect is not None else use_prefect, task_runner)
     with holding_index_lock(state, cfg.index, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
         return _run(plan, Path(plan_path), cfg, state, runner, progress, lock)
 
@@ -300,7 +308,11 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             embedder=_embedder_for(plan, cfg),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, token_budget=_token_budget(plan, plan_path, cfg),
+            lease=Fence.of(lock), store_path=backends.embedded_store_path(cfg),
         )
+        if ctx.token_budget is not None:  # one count for this process and every shard worker
+            ctx.budget_counter = SharedTokenCounter(state, budget_key(cfg.index, plan.plan_hash, ctx.lease),
+                                                    ctx.token_budget, lock.check)
         phases["setup"] = time.perf_counter() - t
         job = job_of(plan, cfg, shards)
         w = plan.body["work"]
@@ -408,4 +420,11 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
                        "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3)},
         "bad_documents": [b for r in shards for b in r["bad"]],
         "failures": failures,
+        # Each shard: the process that ran it (host:pid) and its seconds and counts (timing, like "seconds").
+        "shards": [{k: round(r[k], 3) if isinstance(r[k], float) else r[k] for k in SHARD_FIELDS if k in r}
+                   for r in shards],
     }
+
+
+SHARD_FIELDS = ("shard", "worker", "skipped", "seconds", "embed_seconds", "commit_seconds", "documents", "chunks",
+                "reused_old", "reused_target", "embedded", "tokens_embedded", "deleted")

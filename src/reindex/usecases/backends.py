@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from reindex.config import PipelineConfig
+from reindex.errors import ConfigError
 from reindex.stores.objects import open_object_store
 
-__all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "embedded_store_folder", "free_disk_bytes", "lending", "lent",
-           "make_embedder", "shard_runner", "state_store",
-           "vector_reader_for", "vector_store_for"]
+__all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "embedded_store_folder", "embedded_store_path", "free_disk_bytes",
+           "lending", "lent", "make_embedder", "shard_runner", "state_store", "vector_reader_for", "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
 
@@ -103,6 +103,12 @@ def free_disk_bytes(path: str) -> int:
     return shutil.disk_usage(p).free
 
 
+def embedded_store_path(cfg: PipelineConfig) -> str | None:
+    """The embedded store's folder as this process resolves it (None with a server URL): what a shard
+    worker in another process, started elsewhere, is told to read."""
+    return _store_path(cfg) if cfg.store.url is None else None
+
+
 def vector_store_for(cfg: PipelineConfig):
     """The vector store of a config: a Qdrant server by URL, or embedded (``store.backend``: edge by default)
     in ``store.path`` or under the state folder."""
@@ -146,20 +152,30 @@ def _same_model(a: Any, b: Any) -> bool:
     return a.model_dump(exclude=drop) == b.model_dump(exclude=drop)
 
 
-def shard_runner(prefect: bool | None = None):
+def shard_runner(prefect: bool | None = None, task_runner: str | None = None):
     """The shard runner for an apply: Prefect's ``reindex-apply`` flow when ``prefect`` is true, or when it
-    is None and a Prefect API is configured (``PREFECT_API_URL`` or the active Prefect profile); otherwise
-    the in-process thread runner. Prefect is imported only when chosen (its import alone takes seconds)."""
+    is None and a Prefect API is configured (``PREFECT_API_URL`` or the active Prefect profile), its shards
+    on the ``task_runner`` spec's task runner; otherwise the in-process thread runner, or with a dask spec
+    (``dask-processes:N``, ``dask:tcp://HOST:PORT``) the Dask runner without Prefect. Prefect and Dask are
+    imported only when chosen (Prefect's import alone takes seconds)."""
     from reindex import settings
-    from reindex.runners import ThreadRunner
+    from reindex.runners import ThreadRunner, parse_task_runner
 
+    spec = parse_task_runner(task_runner)  # a bad spec fails before any work
     o = _LENT.get()
     if o is not None and o.runner is not None:
         return o.runner
     if prefect is None:
         prefect = settings.prefect_api_url() is not None
     if not prefect:
-        return ThreadRunner()
+        if spec.dask:
+            try:
+                from reindex.runners.distributed import DaskRunner
+            except ImportError:
+                raise ConfigError(f"task runner {task_runner!r} needs dask.distributed: "
+                                  "pip install 'reindex[dask]'") from None
+            return DaskRunner(spec)
+        return ThreadRunner(spec.workers)
     from reindex.runners.prefect import PrefectRunner
 
-    return PrefectRunner()
+    return PrefectRunner(task_runner)

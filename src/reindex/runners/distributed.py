@@ -1,0 +1,95 @@
+"""The Dask shard runner: apply's shards on a Dask cluster through dask.distributed, without Prefect.
+
+``dask-processes:N`` starts a local cluster of N worker processes for the apply (one shard at a time
+each: one model per process) and stops it at the end; ``dask:tcp://HOST:PORT`` uses a running cluster
+(``dask scheduler`` + ``dask worker`` processes started from the project's environment, here or on other
+machines that see the same state and source). ``dask`` is a local cluster of threads in this process.
+
+Each shard is submitted as a :class:`reindex.workers.ShardSpec` (plain data) to
+:func:`reindex.workers.run_shard_spec`; no object of this process travels. As results arrive, this
+process (the coordinator, holding the index lock) commits shards that staged their writes (the embedded
+store: it is the store's only writer) and turns their counts into progress events. A worker that dies
+mid-shard (SIGKILL, a lost machine) is noticed by the scheduler, which runs the shard again on another
+worker; its staged batches are reused. A shard that raises is a failed shard; once the coordinator
+loses its lock, the shards still out are cancelled and reported failed."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from typing import Any, Iterator
+
+from distributed import Client, LocalCluster, as_completed
+
+from reindex import execution, settings, workers
+from reindex.errors import LockLost, RunnerError
+from reindex.runners import ShardJob, TaskRunnerSpec, failure_of, parse_task_runner, summarize
+
+__all__ = ["DaskRunner"]
+
+CONNECT_TIMEOUT_S = 30
+
+
+class DaskRunner:
+    """Shards on a Dask cluster (see the module doc); ``spec`` is a task-runner spec of a dask kind."""
+
+    name = "dask"
+
+    def __init__(self, spec: str | TaskRunnerSpec = "dask-processes:2") -> None:
+        self.spec = parse_task_runner(spec) if isinstance(spec, str) else spec
+        if not self.spec.dask:
+            raise RunnerError(f"DaskRunner needs a dask task-runner spec, not {self.spec.kind}")
+        self.name = {"dask-threads": "dask", "dask-processes": f"dask-processes:{self.spec.workers}",
+                     "dask-cluster": f"dask:{self.spec.address}"}[self.spec.kind]
+
+    @contextlib.contextmanager
+    def _client(self) -> Iterator[Client]:
+        if self.spec.kind == "dask-cluster":
+            try:
+                client = Client(self.spec.address, timeout=CONNECT_TIMEOUT_S)
+            except (OSError, TimeoutError) as err:
+                raise RunnerError(f"the Dask scheduler at {self.spec.address} does not answer "
+                                  f"({type(err).__name__}: {err})".splitlines()[0] + "; start one (`dask scheduler` and "
+                                  "`dask worker ADDRESS`), or run in-process without --task-runner") from None
+            with client:
+                yield client
+            return
+        processes = self.spec.kind == "dask-processes"
+        kw: dict[str, Any] = ({"n_workers": self.spec.workers, "threads_per_worker": 1, "processes": True}
+                              if processes else
+                              {"n_workers": 1, "threads_per_worker": settings.shard_workers(), "processes": False})
+        with LocalCluster(dashboard_address=None, silence_logs=logging.ERROR, **kw) as cluster, Client(cluster) as client:
+            yield client
+
+    def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
+        specs = workers.shard_specs(ctx, job.shards, job.only, job.removed)
+        results: dict[int, dict] = {}
+        failed: dict[int, dict] = {}
+        tag = uuid.uuid4().hex[:8]
+        with self._client() as client, workers.hosting(ctx):
+            futures = {client.submit(workers.run_shard_spec, s, key=f"reindex-shard-{s.shard}-{tag}", pure=False): s.shard
+                       for s in specs}
+            pending = as_completed(list(futures))
+            for fut in pending:
+                k = futures[fut]
+                if k in failed:
+                    continue
+                try:
+                    r = fut.result()
+                    if r.get("staged"):
+                        r["commit_seconds"] = round(workers.commit_staged(ctx, r["staged"]), 3)
+                    workers.report_remote(ctx, r)
+                    results[k] = r
+                except LockLost as err:
+                    failed[k] = failure_of(k, err)
+                    for other, rest in ((f, s) for f, s in futures.items() if s not in results and s not in failed):
+                        other.cancel()
+                        failed[rest] = failure_of(rest, err)  # stopped: the coordinator no longer holds the index
+                except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
+                    failed[k] = failure_of(k, err)
+        ordered = [results[k] for k in job.shards if k in results]
+        return summarize(ordered, [failed[k] for k in job.shards if k in failed], lambda: execution.catch_up(ctx))
+
+    def __repr__(self) -> str:
+        return f"DaskRunner({self.name!r})"
