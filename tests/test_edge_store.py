@@ -453,3 +453,23 @@ def test_reader_counts_by_document_and_both_sides_filter_by_payload_in_process(t
     finally:
         reader.close()
         store.close()
+
+
+def test_a_reader_holding_a_collection_deleted_and_made_again_under_its_name_reads_the_new_one(tmp_path: Path) -> None:
+    """gc deletes a population and a later apply makes it again: same name, same generation number, new
+    data. A reader that held the old generation must not go on answering from its deleted files."""
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("c", dimension=DIM, distance="dot")
+    store.upsert("c", _points(4, pop="a", version=1, seed=1))
+    store.publish("c")
+    reader = open_reader(folder)
+    assert reader.count("c") == 4
+    store.delete_collection("c")
+    store.create_collection("c", dimension=DIM, distance="dot")
+    store.upsert("c", _points(7, pop="a", version=2, seed=2))
+    store.publish("c")
+    assert (folder / "collections" / "c" / "gen-000001").is_dir()  # the same generation name as before
+    assert reader.count("c") == 7
+    reader.close()
+    store.close()

@@ -286,6 +286,14 @@ def _copy_tree_durably(src: Path, dst: Path) -> None:
         fsync_dir(root)
 
 
+def _ino(path: Path) -> int:
+    """The inode of ``path`` (0: gone), to tell a generation from a later one made under the same name."""
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return 0
+
+
 def _remove_if_unleased(gen_dir: Path) -> bool:
     """Delete a generation no reader holds (its lease is free); True when it is gone."""
     lease = _lease_path(gen_dir)
@@ -746,6 +754,7 @@ class _Held:
     record: _Record
     shard: Any
     lease_fd: int
+    ino: int = 0  # the generation folder's inode: a store rebuilt under the same names is new data
 
 
 class EdgeReader:
@@ -783,7 +792,8 @@ class EdgeReader:
             if record.published is None:
                 raise VectorStoreError(f"Collection `{target}` has not been published yet; query it after its swap.")
             held = self._held.get(name)
-            if held is not None and held.name == target and held.gen == record.published:
+            if held is not None and held.name == target and held.gen == record.published and held.ino == _ino(
+                    _gen_dir(coll, record.published)):
                 return held
             opened = self._open_gen(target, record)
             if opened is None:
@@ -816,7 +826,7 @@ class EdgeReader:
         except BaseException:
             os.close(fd)
             raise
-        return _Held(target, record.published, record, shard, fd)
+        return _Held(target, record.published, record, shard, fd, _ino(gen_dir))
 
     def _release(self, held: _Held) -> None:
         with contextlib.suppress(Exception):
