@@ -63,7 +63,8 @@ def bench_stock(n: int, folder: Path | None) -> float:
 
 
 def bench_ours(n: int, folder: Path) -> float:
-    from reindex.stores.qdrant import Point, open_vector_store
+    from reindex.stores.opening import open_vector_store
+    from reindex.stores.vectors import Point
 
     store = open_vector_store(None, str(folder))
     store.create_collection("bench", dimension=DIM, distance="cosine", bulk=True)

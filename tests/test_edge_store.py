@@ -18,7 +18,8 @@ import pytest
 
 from reindex.stores.edge import EdgeReader, LocalModeFolderError, open_edge_store, open_reader
 from reindex.stores.migrate import convert_local_store
-from reindex.stores.qdrant import Point, open_vector_store
+from reindex.stores.opening import open_vector_store
+from reindex.stores.vectors import Point
 from reindex.stores.vectors import VectorStore, VectorStoreError
 
 DIM = 16
@@ -382,7 +383,8 @@ def test_convert_refuses_a_folder_that_is_not_local_mode(tmp_path: Path) -> None
 _SYNC_WRITER = """
 import os, sys, uuid
 import numpy as np
-from reindex.stores.qdrant import Point, open_vector_store
+from reindex.stores.opening import open_vector_store
+from reindex.stores.vectors import Point
 store = open_vector_store(None, sys.argv[1], backend=sys.argv[2])
 store.create_collection("c", dimension=8, distance="dot")
 points = [Point(str(uuid.uuid4()), np.ones(8, dtype=np.float32), {"doc_id": "d"}) for _ in range(32)]
@@ -416,7 +418,7 @@ def test_an_acknowledged_upsert_has_been_fsynced(tmp_path: Path, backend: str) -
 
 
 def test_open_vector_reader_picks_the_reader_of_each_backend(tmp_path: Path) -> None:
-    from reindex.stores.qdrant import open_vector_reader
+    from reindex.stores.opening import open_vector_reader
 
     folder = _made(tmp_path / "s")
     reader = open_vector_reader(None, str(folder))

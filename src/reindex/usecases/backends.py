@@ -29,14 +29,14 @@ def _store_path(cfg: PipelineConfig) -> str | None:
 def vector_store_for(cfg: PipelineConfig):
     """The vector store of a config: a Qdrant server by URL, or embedded (``store.backend``: edge by default)
     in ``store.path`` or under the state folder."""
-    from reindex.stores.qdrant import open_vector_store
+    from reindex.stores.opening import open_vector_store
 
     return open_vector_store(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
 
 
 def vector_reader_for(cfg: PipelineConfig):
-    """A read-only store for a process that queries while another one may write (see stores.qdrant)."""
-    from reindex.stores.qdrant import open_vector_reader
+    """A read-only store for a process that queries while another one may write (see stores.opening)."""
+    from reindex.stores.opening import open_vector_reader
 
     return open_vector_reader(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
 
