@@ -475,3 +475,104 @@ def test_a_reader_holding_a_collection_deleted_and_made_again_under_its_name_rea
     assert reader.count("c") == 7
     reader.close()
     store.close()
+
+
+# --------------------------------------------------------------------------------------------
+# In-place syncs in O(edit): delta generations
+# --------------------------------------------------------------------------------------------
+
+
+def _digests(gen: Path) -> dict[str, str]:
+    """md5 of every segment file of a generation (what readers map; edge_config.json is replaced, by rename,
+    by the engine's load itself)."""
+    import hashlib
+
+    return {str(p.relative_to(gen)): hashlib.md5(p.read_bytes()).hexdigest()
+            for p in sorted((gen / "segments").rglob("*")) if p.is_file()}
+
+
+def _sealed_store(folder: Path, monkeypatch: pytest.MonkeyPatch, n: int = 1500) -> list[Point]:
+    """A published collection `c` (alias `idx`) of ``n`` points, indexed into sealed segments (the indexing
+    threshold lowered so that a few hundred 16-dim points pass it)."""
+    from reindex.stores import edge
+
+    monkeypatch.setattr(edge, "_INDEXING_THRESHOLD_KB", 20)
+    store = open_edge_store(folder)
+    store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
+    store.create_payload_index("c", "doc_id")
+    points = _points(n, pop="a", version=1, seed=1)
+    store.upsert("c", points)
+    store.finish_bulk("c")
+    store.swap_alias("idx", "c", None)
+    store.close()
+    return points
+
+
+def test_a_sync_shares_the_sealed_segments_and_never_changes_a_file_readers_have(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "store"
+    points = _sealed_store(folder, monkeypatch)
+    coll = folder / "collections" / "c"
+    published = _digests(coll / "gen-000001")
+    reader = open_reader(folder)
+    assert reader.count("idx") == 1500
+
+    store = open_edge_store(folder)
+    store.upsert("c", _points(20, pop="a", version=2, seed=2))  # replaces 20 points of the sealed segment
+    store.delete_points("c", [p.id for p in points[100:105]])
+    store.overwrite_payload("c", {points[200].id: {"doc_id": "moved", "pop": "a", "version": 3}})
+    store.create_payload_index("c", "version", "integer")
+    assert store.derived is not None
+    # The vectors, HNSW graph and payload pages are shared, not copied: the copy is a small part.
+    assert store.derived["linked"] > 4 * store.derived["copied"], store.derived
+    shared = [p for p in (coll / "gen-000002").rglob("*") if p.is_file() and p.stat().st_nlink == 2]
+    assert any(p.name == "matrix.dat" for p in shared) and any(p.parent.name == "vector_index" for p in shared)
+    assert reader.count("idx") == 1500 and reader.count("idx", doc_id="moved") == 0  # not published yet
+    assert _digests(coll / "gen-000001") == published  # not one byte readers map has changed
+    store.close()  # publishes (and compacts past the thresholds)
+
+    assert _digests(coll / "gen-000001") == published  # still held by the reader: untouched
+    assert reader.count("idx") == 1495 and reader.count("idx", doc_id="moved") == 1
+    versions = {p.id: p.payload["version"] for p in reader.retrieve("idx", [p.id for p in points[:20]],
+                                                                     with_vectors=False)}
+    assert versions == {p.id: 2 for p in points[:20]}
+    reader.close()
+    open_edge_store(folder).close()  # sweeps generation 1 (links removed: generation 2 keeps the files)
+    assert not (coll / "gen-000001").exists()
+    again = open_reader(folder)
+    assert again.count("idx") == 1495 and len(again.query("idx", np.ones(DIM), limit=5)) == 5
+    again.close()
+
+
+def test_many_syncs_keep_the_segment_count_and_the_disk_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex.stores import edge
+
+    monkeypatch.setattr(edge, "_SEGMENT_NUMBER", 3)  # the merge bound, low enough to be reached in a few syncs
+    folder = tmp_path / "store"
+    _sealed_store(folder, monkeypatch)
+
+    def disk() -> int:
+        return sum(p.stat().st_blocks * 512 for p in (folder / "collections").rglob("*") if p.is_file())
+
+    built = disk()
+    rng = np.random.default_rng(7)
+    copied, segments, disks = [], [], []
+    for sync in range(7):  # each replaces 15 % of the points: a whole rewrite of the index in all
+        start = int(rng.integers(0, 1500 - 225))
+        store = open_edge_store(folder)
+        store.upsert("c", _points(225, pop="a", version=10 + sync, seed=100 + sync, start=start))
+        copied.append(store.derived["copied"])
+        store.close()
+        disks.append(disk())
+        reader = open_reader(folder)
+        info = reader.collection_info("idx")
+        segments.append(info["segments_count"])
+        assert info["points_count"] == 1500
+        reader.close()
+    assert max(segments) <= 3 + 1, segments  # the merge keeps it at the bound (+ the appendable segment)
+    # Neither the disk nor the copy grows with the number of syncs: the last ones are no bigger than the first.
+    assert max(disks[-3:]) <= 1.25 * max(disks[:4]), (built, disks)
+    assert max(copied[-3:]) <= 1.5 * max(copied[:4]), copied
+    reader = open_reader(folder)
+    assert reader.count("idx") == 1500 and reader.collection_info("idx")["indexed_vectors_count"] > 0
+    reader.close()
