@@ -576,3 +576,29 @@ def test_many_syncs_keep_the_segment_count_and_the_disk_bounded(tmp_path: Path, 
     reader = open_reader(folder)
     assert reader.count("idx") == 1500 and reader.collection_info("idx")["indexed_vectors_count"] > 0
     reader.close()
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_the_sparse_copy_keeps_holes_and_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: bool) -> None:
+    """A preallocated engine file (32 MB, a few KB written) costs what it holds, with or without copy_file_range."""
+    import errno
+    import os
+
+    from reindex.stores import edge
+
+    if not kernel_copy:
+        def no_copy_file_range(*_a: object) -> int:
+            raise OSError(errno.EXDEV, "cross-device")
+
+        monkeypatch.setattr(edge.os, "copy_file_range", no_copy_file_range)
+    src, dst = tmp_path / "page_0.dat", tmp_path / "copy.dat"
+    with open(src, "wb") as f:
+        f.truncate(32 << 20)
+        f.seek(5 << 20)
+        f.write(b"x" * 10_000)
+        f.seek((32 << 20) - 3)
+        f.write(b"end")
+    copied = edge._copy_sparse(src, dst)
+    assert dst.read_bytes() == src.read_bytes()
+    assert 10_003 <= copied <= 64 << 10  # the data extents (file-system blocks), not the 32 MB
+    assert os.stat(dst).st_blocks * 512 <= 128 << 10

@@ -282,7 +282,7 @@ def _load(path: Path) -> Any:
 # payload-slot tracker (an update or delete of one of its points marks it there and writes the new version
 # into the appendable segment), and every file of an appendable segment. Measured on qdrant-edge 0.9.0
 # (md5 of every file before and after upserts, deletes, payload overwrites, a payload index and optimize;
-# tests/test_edge_store.py::test_a_delta_generation_never_changes_a_file_of_the_published_one).
+# tests/test_edge_store.py::test_a_sync_shares_the_sealed_segments_and_never_changes_a_file_readers_have).
 _SEALED_SEGMENT_MARK = "id_tracker.mappings"  # the immutable id tracker: present only in sealed segments
 _WRITE_ONCE = (
     re.compile(r"^id_tracker\.mappings$"),
@@ -340,7 +340,12 @@ def _copy_sparse(src: Path, dst: Path) -> int:
             end = os.lseek(fin.fileno(), start, os.SEEK_HOLE)
             pos = start
             while pos < end:
-                n = os.copy_file_range(fin.fileno(), fout.fileno(), end - pos, pos, pos)
+                try:
+                    n = os.copy_file_range(fin.fileno(), fout.fileno(), end - pos, pos, pos)
+                except OSError as exc:  # a file system without it: copy through user space
+                    if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                        raise
+                    n = os.pwrite(fout.fileno(), os.pread(fin.fileno(), min(end - pos, 1 << 20), pos), pos)
                 if n == 0:
                     break
                 pos += n
