@@ -602,3 +602,71 @@ def test_the_sparse_copy_keeps_holes_and_data(tmp_path: Path, monkeypatch: pytes
     assert dst.read_bytes() == src.read_bytes()
     assert 10_003 <= copied <= 64 << 10  # the data extents (file-system blocks), not the 32 MB
     assert os.stat(dst).st_blocks * 512 <= 128 << 10
+
+
+_KILLED_SYNC = """
+import os, signal, sys, uuid
+import numpy as np
+from reindex.stores.edge import open_edge_store
+from reindex.stores.vectors import Point
+rng = np.random.default_rng(5)
+points = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"a/{i}")), rng.standard_normal(16).astype(np.float32),
+                {"doc_id": f"d{i // 5}", "pop": "a", "version": 2}) for i in range(40)]
+store = open_edge_store(sys.argv[1])
+store.upsert("c", points[:20])  # derives generation 2 and writes into it, durably
+if sys.argv[2] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)  # before the rest and before publishing
+store.upsert("c", points[20:])
+store.delete_points("c", [str(uuid.uuid5(uuid.NAMESPACE_URL, "a/1000"))])
+store.close()
+"""
+
+
+def _run_sync(folder: Path, how: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _KILLED_SYNC, str(folder), how], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_sync_killed_in_its_delta_generation_is_never_seen_and_resumes_to_the_uninterrupted_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    killed, reference = tmp_path / "killed", tmp_path / "reference"
+    _sealed_store(killed, monkeypatch)
+    shutil.copytree(killed, reference)
+    assert _run_sync(reference, "finish").returncode == 0
+    coll = killed / "collections" / "c"
+    published = _digests(coll / "gen-000001")
+
+    r = _run_sync(killed, "kill")
+    assert r.returncode == -9, r.stderr
+    assert (coll / "gen-000002").is_dir()  # the delta generation, half written, unpublished
+    reader = open_reader(killed)
+    assert reader.count("idx") == 1500 and {p.payload["version"] for p in reader.scroll("idx")} == {1}
+    assert _digests(coll / "gen-000001") == published
+
+    assert _run_sync(killed, "finish").returncode == 0  # the next writer continues generation 2
+    assert reader.count("idx") == 1499
+    want = {p.id: (p.vector, p.payload) for p in open_reader(reference).scroll("idx", with_vectors=True)}
+    got = {p.id: (p.vector, p.payload) for p in reader.scroll("idx", with_vectors=True)}
+    assert got.keys() == want.keys()
+    assert all(np.allclose(got[k][0], want[k][0]) and got[k][1] == want[k][1] for k in want)
+    reader.close()
+
+
+def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill while the links and copies are being made leaves `gen-000002.tmp`: the next writer removes it
+    (unlinking the shared files' second names) and the published generation is whole."""
+    from reindex.stores import edge
+
+    folder = tmp_path / "store"
+    _sealed_store(folder, monkeypatch)
+    coll = folder / "collections" / "c"
+    published = _digests(coll / "gen-000001")
+    edge._derive_generation(coll / "gen-000001", coll / "gen-000002.tmp")
+    store = open_edge_store(folder)
+    assert not (coll / "gen-000002.tmp").exists() and _digests(coll / "gen-000001") == published
+    store.upsert("c", _points(3, pop="a", version=9, seed=9))
+    store.close()
+    reader = open_reader(folder)
+    assert reader.count("idx") == 1500 and reader.count("idx", doc_id="d0") == 5
+    reader.close()
