@@ -128,26 +128,42 @@ def test_a_querier_holds_one_reader_and_follows_a_sync_and_a_cutover_made_by_ano
 
 
 def test_a_querier_reopens_by_itself_when_its_held_reader_fails(tmp_path: Path, monkeypatch) -> None:
+    """The held reader's generation gone from under it (here: its query raises once): the next call closes
+    it, opens a fresh reader through the backends seam and answers."""
     from reindex import api
     from reindex.errors import TransientError
+    from reindex.usecases import backends
 
     ws = Workspace(tmp_path / "ws")
     live = ws.build_live()
-    counts = _count_opens(monkeypatch)
     with ws.store() as s:
         text = next(iter(s.scroll(live))).payload["page_content"]
+    real_reader, opened = backends.vector_reader_for, []
+
+    class FailsOnce:
+        """The first reader opened: answers once, then fails once (as on a retired generation)."""
+
+        def __init__(self, inner) -> None:
+            self.inner, self.calls, self.closed = inner, 0, False
+
+        def query(self, *a, **kw):
+            self.calls += 1
+            if self.calls == 2:
+                raise TransientError("generation gone")
+            return self.inner.query(*a, **kw)
+
+        def close(self) -> None:
+            self.closed = True
+            self.inner.close()
+
+    def reader(cfg):
+        opened.append(real_reader(cfg) if opened else FailsOnce(real_reader(cfg)))
+        return opened[-1]
+
+    monkeypatch.setattr(backends, "vector_reader_for", reader)
     with api.Querier(ws.config) as querier:
         assert querier.query(text, k=1).results[0]["page_content"] == text
-        held = querier._store
-        failing = {"n": 1}
-        real = held.query
-
-        def query(*a, **kw):
-            if failing["n"]:
-                failing["n"] -= 1
-                raise TransientError("generation gone")
-            return real(*a, **kw)
-
-        monkeypatch.setattr(held, "query", query)
         assert querier.query(text, k=1).results[0]["page_content"] == text  # answered by a fresh reader
-        assert counts["readers"] == 2 and querier._store is not held
+        assert len(opened) == 2 and opened[0].closed
+        assert querier.query(text, k=1).results[0]["page_content"] == text
+        assert len(opened) == 2  # and that one is held
