@@ -91,7 +91,8 @@ def _batch(start: int, k: int) -> tuple[list[str], np.ndarray, list[dict]]:
 
 
 def write(backend: str, folder: str, n: int) -> dict:
-    from reindex.stores.qdrant import Point, open_vector_store
+    from reindex.stores.opening import open_vector_store
+    from reindex.stores.vectors import Point
 
     store = open_vector_store(None, folder, backend=backend)
     store.create_collection("bench__a", dimension=DIM, distance="cosine", bulk=True)
@@ -123,7 +124,7 @@ def read(backend: str, folder: str, n: int, queries: int) -> dict:
 
         store = open_reader(folder)
     else:
-        from reindex.stores.qdrant import open_vector_store
+        from reindex.stores.opening import open_vector_store
 
         store = open_vector_store(None, folder, backend="local")
     first = store.query("bench", qv[0], limit=10)

@@ -5,11 +5,23 @@ disk (one SQLite transaction per upsert call), and of in-memory local mode (the 
 
 384-dim float32 vectors, ~1 KB payloads, batches of 256, cosine distance. Each store starts empty in a
 fresh folder under --dir (default: a temporary folder under build/, on the working disk).
+
+Bytes written by a one-document sync (issue 24), at index sizes of DOCS documents each:
+
+    .venv/bin/python bench/store_writes.py --sync 70 703 [--src TREE/src ...] [--dir FOLDER]
+
+For each tree (``--src``, default this one) and size: the first DOCS documents of the PEP snapshot
+(``../shared/corpus/snapshot_new.parquet``) as a JSONL source, the hash embedder, the embedded edge store;
+``reindex plan`` → ``apply`` → ``cutover`` (each a child process), then one document's text is edited and
+the document-scoped plan applied by ``reindex apply PLAN --no-progress -c CONFIG``, whose
+``getrusage(RUSAGE_CHILDREN).ru_oublock`` (512-byte blocks written, page cache writeback and fsyncs
+included) and wall time are printed, with the store's size on disk (allocated blocks) before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -63,7 +75,8 @@ def bench_stock(n: int, folder: Path | None) -> float:
 
 
 def bench_ours(n: int, folder: Path) -> float:
-    from reindex.stores.qdrant import Point, open_vector_store
+    from reindex.stores.opening import open_vector_store
+    from reindex.stores.vectors import Point
 
     store = open_vector_store(None, str(folder))
     store.create_collection("bench", dimension=DIM, distance="cosine", bulk=True)
@@ -79,8 +92,109 @@ def bench_ours(n: int, folder: Path) -> float:
         store.close()
 
 
+SNAPSHOT = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "snapshot_new.parquet"
+SYNC_CONFIG = """index: pep
+source: ./corpus.jsonl
+text: {chunker: {kind: recursive, size: 250}}
+vector: {provider: hash}
+state: {uri: ./state}
+store: {path: ./store}
+approval: {pipeline_scoped: false, max_tokens: null, max_usd: null}
+cutover: {probes: 20, min_recall_delta: -1.0, min_overlap: 0.0}
+"""
+
+
+def _allocated(folder: Path) -> int:
+    """Bytes allocated on disk under ``folder``, each hard-linked file once."""
+    seen, total = set(), 0
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            st = os.lstat(os.path.join(dirpath, f))
+            if st.st_ino not in seen:
+                seen.add(st.st_ino)
+                total += st.st_blocks * 512
+    return total
+
+
+def _reindex(work: Path, src: str, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[str, float, int]:
+    """One ``reindex`` child process: (stdout, wall seconds, bytes it wrote)."""
+    import resource
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": src, "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1", "REINDEX_SHARD_WORKERS": "1"}
+    env.pop("PREFECT_API_URL", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_oublock
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "reindex", *args, "-c", str(work / "reindex.yaml")], cwd=work, env=env,
+                       capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode not in ok:
+        raise SystemExit(f"reindex {' '.join(args)} exited {r.returncode}:\n{r.stderr[-3000:]}")
+    return r.stdout, wall, (resource.getrusage(resource.RUSAGE_CHILDREN).ru_oublock - before) * 512
+
+
+def _plan(work: Path, src: str) -> str:
+    import json
+
+    out, _, _ = _reindex(work, src, "plan", "--json", ok=(2,))
+    return json.loads(out[out.index("{"):])["plan_file"]
+
+
+def one_document_sync(docs: int, work: Path, src: str) -> dict:
+    """Build an index of ``docs`` documents, edit one, and measure the apply of that sync."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(SNAPSHOT, columns=["doc_id", "text"]).to_pylist()[:docs]
+    work.mkdir(parents=True)
+    (work / "reindex.yaml").write_text(SYNC_CONFIG, encoding="utf-8")
+
+    def write(rows: list[dict]) -> None:
+        with (work / "corpus.jsonl").open("w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps({"id": row["doc_id"], "text": row["text"]}) + "\n")
+
+    write(rows)
+    plan = _plan(work, src)
+    _reindex(work, src, "apply", plan, "--no-progress")
+    _reindex(work, src, "cutover", plan)
+    status, _, _ = _reindex(work, src, "status")
+    edited = dict(rows[len(rows) // 2])
+    edited["text"] += "\n\nAn edit at the end of one document, to be synced in place.\n"
+    write(rows[:len(rows) // 2] + [edited] + rows[len(rows) // 2 + 1:])
+    plan = _plan(work, src)
+    doc = json.loads((work / plan).read_text(encoding="utf-8"))
+    kind = doc.get("body", doc)["kind"]
+    disk_before = _allocated(work / "store")
+    _, wall, written = _reindex(work, src, "apply", plan, "--no-progress")
+    points = next(int(w.replace(",", "")) for line in status.splitlines() if "points" in line
+                  for w, nxt in zip(line.split(), line.split()[1:]) if nxt == "points")
+    return {"docs": docs, "points": points, "kind": kind, "written_mb": written / 1e6, "wall_s": wall,
+            "disk_before_mb": disk_before / 1e6, "disk_after_mb": _allocated(work / "store") / 1e6}
+
+
+def sync_main(sizes: list[int], srcs: list[str], parent: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix="sync-writes-", dir=parent))
+    try:
+        print("| tree | documents | points | kind | written by the sync's apply | its wall | store disk before → after |")
+        print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
+        for src in srcs:
+            for i, docs in enumerate(sizes):
+                r = one_document_sync(docs, root / f"{abs(hash(src))}-{docs}", src)
+                print(f"| {src} | {r['docs']} | {r['points']:,} | {r['kind']} | {r['written_mb']:.1f} MB | "
+                      f"{r['wall_s']:.1f} s | {r['disk_before_mb']:.1f} → {r['disk_after_mb']:.1f} MB |", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sync", type=int, nargs="+", default=None,
+                    help="measure a one-document sync at these index sizes (documents) instead")
+    ap.add_argument("--src", nargs="+", default=[str(Path(__file__).resolve().parent.parent / "src")],
+                    help="with --sync: the source trees to run (PYTHONPATH of the reindex children)")
     ap.add_argument("--stock", type=int, default=512, help="points for stock local mode on disk (slow)")
     ap.add_argument("--ours", type=int, default=20_000, help="points for reindex's embedded store on disk")
     ap.add_argument("--memory", type=int, default=20_000, help="points for in-memory local mode")
@@ -90,6 +204,9 @@ def main() -> None:
 
     parent = args.dir or Path(__file__).resolve().parent.parent / "build"
     parent.mkdir(parents=True, exist_ok=True)
+    if args.sync:
+        sync_main(args.sync, args.src, parent)
+        return
     root = Path(tempfile.mkdtemp(prefix="store-writes-", dir=parent))
     try:
         stock = bench_stock(args.stock, root / "stock")

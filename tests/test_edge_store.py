@@ -19,7 +19,8 @@ import pytest
 
 from reindex.stores.edge import EdgeReader, LocalModeFolderError, open_edge_store, open_reader
 from reindex.stores.migrate import convert_local_store
-from reindex.stores.qdrant import Point, open_vector_store
+from reindex.stores.opening import open_vector_store
+from reindex.stores.vectors import Point
 from reindex.stores.vectors import VectorStore, VectorStoreError
 
 DIM = 16
@@ -383,7 +384,8 @@ def test_convert_refuses_a_folder_that_is_not_local_mode(tmp_path: Path) -> None
 _SYNC_WRITER = """
 import os, sys, uuid
 import numpy as np
-from reindex.stores.qdrant import Point, open_vector_store
+from reindex.stores.opening import open_vector_store
+from reindex.stores.vectors import Point
 store = open_vector_store(None, sys.argv[1], backend=sys.argv[2])
 store.create_collection("c", dimension=8, distance="dot")
 points = [Point(str(uuid.uuid4()), np.ones(8, dtype=np.float32), {"doc_id": "d"}) for _ in range(32)]
@@ -417,7 +419,7 @@ def test_an_acknowledged_upsert_has_been_fsynced(tmp_path: Path, backend: str) -
 
 
 def test_open_vector_reader_picks_the_reader_of_each_backend(tmp_path: Path) -> None:
-    from reindex.stores.qdrant import open_vector_reader
+    from reindex.stores.opening import open_vector_reader
 
     folder = _made(tmp_path / "s")
     reader = open_vector_reader(None, str(folder))
@@ -466,6 +468,8 @@ def test_a_collection_an_alias_points_at_is_never_deleted_by_the_store(tmp_path:
         store.delete_collection("a")
     assert store.collection_exists("a") and store.count("idx") == 3
     store.close()
+
+
 def _files(folder: Path) -> dict[str, tuple[int, str]]:
     """Every file and folder under ``folder``: inode and content digest (folders: ``dir``)."""
     import hashlib
@@ -562,3 +566,231 @@ def test_a_full_disk_is_one_line_saying_so_not_a_retry_later() -> None:
         assert str(info.value) == full and not isinstance(info.value, TransientError)
     with pytest.raises(TransientError, match="I/O failed during upsert"), _edge_errors("upsert"):
         raise OSError(errno.EIO, "Input/output error")
+
+
+def test_a_reader_holding_a_collection_deleted_and_made_again_under_its_name_reads_the_new_one(tmp_path: Path) -> None:
+    """gc deletes a population and a later apply makes it again: same name, same generation number, new
+    data. A reader that held the old generation must not go on answering from its deleted files."""
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("c", dimension=DIM, distance="dot")
+    store.upsert("c", _points(4, pop="a", version=1, seed=1))
+    store.publish("c")
+    reader = open_reader(folder)
+    assert reader.count("c") == 4
+    store.delete_collection("c")
+    store.create_collection("c", dimension=DIM, distance="dot")
+    store.upsert("c", _points(7, pop="a", version=2, seed=2))
+    store.publish("c")
+    assert (folder / "collections" / "c" / "gen-000001").is_dir()  # the same generation name as before
+    assert reader.count("c") == 7
+    reader.close()
+    store.close()
+
+
+# --------------------------------------------------------------------------------------------
+# In-place syncs in O(edit): delta generations
+# --------------------------------------------------------------------------------------------
+
+
+def _digests(gen: Path) -> dict[str, str]:
+    """md5 of every segment file of a generation (what readers map; edge_config.json is replaced, by rename,
+    by the engine's load itself)."""
+    import hashlib
+
+    return {str(p.relative_to(gen)): hashlib.md5(p.read_bytes()).hexdigest()
+            for p in sorted((gen / "segments").rglob("*")) if p.is_file()}
+
+
+def _padded(points: list[Point], seed: int) -> list[Point]:
+    """The points with ~2 KB of incompressible text in their payloads."""
+    rng = np.random.default_rng(seed)
+    return [Point(p.id, p.vector, {**p.payload, "text": rng.bytes(1000).hex()}) for p in points]
+
+
+def _sealed_store(folder: Path, monkeypatch: pytest.MonkeyPatch, n: int = 1500, pad: bool = False) -> list[Point]:
+    """A published collection `c` (alias `idx`) of ``n`` points, indexed into sealed segments (the indexing
+    threshold lowered so that a few hundred 16-dim points pass it); ``pad``: ~2 KB payloads."""
+    from reindex.stores import edge
+
+    monkeypatch.setattr(edge, "_INDEXING_THRESHOLD_KB", 20)
+    store = open_edge_store(folder)
+    store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
+    store.create_payload_index("c", "doc_id")
+    points = _points(n, pop="a", version=1, seed=1)
+    points = _padded(points, 0) if pad else points
+    store.upsert("c", points)
+    store.finish_bulk("c")
+    store.swap_alias("idx", "c", None)
+    store.close()
+    return points
+
+
+def test_a_sync_shares_the_sealed_segments_and_never_changes_a_file_readers_have(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "store"
+    points = _sealed_store(folder, monkeypatch)
+    coll = folder / "collections" / "c"
+    published = _digests(coll / "gen-000001")
+    reader = open_reader(folder)
+    assert reader.count("idx") == 1500
+
+    store = open_edge_store(folder)
+    store.upsert("c", _points(20, pop="a", version=2, seed=2))  # replaces 20 points of the sealed segment
+    store.delete_points("c", [p.id for p in points[100:105]])
+    store.overwrite_payload("c", {points[200].id: {"doc_id": "moved", "pop": "a", "version": 3}})
+    store.create_payload_index("c", "version", "integer")
+    assert store.derived is not None
+    # The vectors, HNSW graph and payload pages are shared, not copied: the copy is a small part.
+    assert store.derived["linked"] > 4 * store.derived["copied"], store.derived
+    shared = [p for p in (coll / "gen-000002").rglob("*") if p.is_file() and p.stat().st_nlink == 2]
+    assert any(p.name == "matrix.dat" for p in shared) and any(p.parent.name == "vector_index" for p in shared)
+    assert reader.count("idx") == 1500 and reader.count("idx", doc_id="moved") == 0  # not published yet
+    assert _digests(coll / "gen-000001") == published  # not one byte readers map has changed
+    store.close()  # publishes (and compacts past the thresholds)
+
+    assert _digests(coll / "gen-000001") == published  # still held by the reader: untouched
+    assert reader.count("idx") == 1495 and reader.count("idx", doc_id="moved") == 1
+    versions = {p.id: p.payload["version"] for p in reader.retrieve("idx", [p.id for p in points[:20]],
+                                                                     with_vectors=False)}
+    assert versions == {p.id: 2 for p in points[:20]}
+    reader.close()
+    open_edge_store(folder).close()  # sweeps generation 1 (links removed: generation 2 keeps the files)
+    assert not (coll / "gen-000001").exists()
+    again = open_reader(folder)
+    assert again.count("idx") == 1495 and len(again.query("idx", np.ones(DIM), limit=5)) == 5
+    again.close()
+
+
+def test_many_syncs_keep_the_segment_count_and_the_disk_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex.stores import edge
+
+    monkeypatch.setattr(edge, "_SEGMENT_NUMBER", 3)  # the merge bound, low enough to be reached in a few syncs
+    folder = tmp_path / "store"
+    _sealed_store(folder, monkeypatch, pad=True)
+
+    def disk() -> int:
+        return sum(p.stat().st_blocks * 512 for p in (folder / "collections").rglob("*") if p.is_file())
+
+    built = disk()
+    rng = np.random.default_rng(7)
+    copied, segments, disks = [], [], []
+    for sync in range(7):  # each replaces 15 % of the points: a whole rewrite of the index in all
+        start = int(rng.integers(0, 1500 - 225))
+        store = open_edge_store(folder)
+        # ~2 KB payloads: without compaction the appendable segment, copied by every sync, would grow each time.
+        store.upsert("c", _padded(_points(225, pop="a", version=10 + sync, seed=100 + sync, start=start), sync))
+        copied.append(store.derived["copied"])
+        store.publish("c")  # compacts; the writer still has the shard open
+        reader = open_reader(folder)
+        info = reader.collection_info("idx")
+        gen = json.loads((folder / "collections" / "c" / "collection.json").read_text())["published"]
+        # What readers load holds the live segments only (replaced ones' folders are gone before publishing).
+        assert len(list((folder / "collections" / "c" / f"gen-{gen:06d}" / "segments").iterdir())) == \
+            info["segments_count"]
+        store.close()
+        disks.append(disk())
+        segments.append(info["segments_count"])
+        assert info["points_count"] == 1500
+        reader.close()
+    assert max(segments) <= 3 + 1, segments  # the merge keeps it at the bound (+ the appendable segment)
+    # Neither the disk nor the copy grows with the number of syncs: the last ones are no bigger than the first.
+    assert max(disks[-3:]) <= 1.25 * max(disks[:4]), (built, disks)
+    assert max(copied[-3:]) <= 1.5 * max(copied[:2]), copied
+    reader = open_reader(folder)
+    assert reader.count("idx") == 1500 and reader.collection_info("idx")["indexed_vectors_count"] > 0
+    reader.close()
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_the_sparse_copy_keeps_holes_and_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: bool) -> None:
+    """A preallocated engine file (32 MB, a few KB written) costs what it holds, with or without copy_file_range."""
+    import errno
+    import os
+
+    from reindex.stores import edge
+
+    if not kernel_copy:
+        def no_copy_file_range(*_a: object) -> int:
+            raise OSError(errno.EXDEV, "cross-device")
+
+        monkeypatch.setattr(edge.os, "copy_file_range", no_copy_file_range)
+    src, dst = tmp_path / "page_0.dat", tmp_path / "copy.dat"
+    with open(src, "wb") as f:
+        f.truncate(32 << 20)
+        f.seek(5 << 20)
+        f.write(b"x" * 10_000)
+        f.seek((32 << 20) - 3)
+        f.write(b"end")
+    copied = edge._copy_sparse(src, dst)
+    assert dst.read_bytes() == src.read_bytes()
+    assert 10_003 <= copied <= 64 << 10  # the data extents (file-system blocks), not the 32 MB
+    assert os.stat(dst).st_blocks * 512 <= 128 << 10
+
+
+_KILLED_SYNC = """
+import os, signal, sys, uuid
+import numpy as np
+from reindex.stores.edge import open_edge_store
+from reindex.stores.vectors import Point
+rng = np.random.default_rng(5)
+points = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"a/{i}")), rng.standard_normal(16).astype(np.float32),
+                {"doc_id": f"d{i // 5}", "pop": "a", "version": 2}) for i in range(40)]
+store = open_edge_store(sys.argv[1])
+store.upsert("c", points[:20])  # derives generation 2 and writes into it, durably
+if sys.argv[2] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)  # before the rest and before publishing
+store.upsert("c", points[20:])
+store.delete_points("c", [str(uuid.uuid5(uuid.NAMESPACE_URL, "a/1000"))])
+store.close()
+"""
+
+
+def _run_sync(folder: Path, how: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _KILLED_SYNC, str(folder), how], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_sync_killed_in_its_delta_generation_is_never_seen_and_resumes_to_the_uninterrupted_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    killed, reference = tmp_path / "killed", tmp_path / "reference"
+    _sealed_store(killed, monkeypatch)
+    shutil.copytree(killed, reference)
+    assert _run_sync(reference, "finish").returncode == 0
+    coll = killed / "collections" / "c"
+    published = _digests(coll / "gen-000001")
+
+    r = _run_sync(killed, "kill")
+    assert r.returncode == -9, r.stderr
+    assert (coll / "gen-000002").is_dir()  # the delta generation, half written, unpublished
+    reader = open_reader(killed)
+    assert reader.count("idx") == 1500 and {p.payload["version"] for p in reader.scroll("idx")} == {1}
+    assert _digests(coll / "gen-000001") == published
+
+    assert _run_sync(killed, "finish").returncode == 0  # the next writer continues generation 2
+    assert reader.count("idx") == 1499
+    want = {p.id: (p.vector, p.payload) for p in open_reader(reference).scroll("idx", with_vectors=True)}
+    got = {p.id: (p.vector, p.payload) for p in reader.scroll("idx", with_vectors=True)}
+    assert got.keys() == want.keys()
+    assert all(np.allclose(got[k][0], want[k][0]) and got[k][1] == want[k][1] for k in want)
+    reader.close()
+
+
+def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill while the links and copies are being made leaves `gen-000002.tmp`: the next writer removes it
+    (unlinking the shared files' second names) and the published generation is whole."""
+    from reindex.stores import edge
+
+    folder = tmp_path / "store"
+    _sealed_store(folder, monkeypatch)
+    coll = folder / "collections" / "c"
+    published = _digests(coll / "gen-000001")
+    edge._derive_generation(coll / "gen-000001", coll / "gen-000002.tmp")
+    store = open_edge_store(folder)
+    assert not (coll / "gen-000002.tmp").exists() and _digests(coll / "gen-000001") == published
+    store.upsert("c", _points(3, pop="a", version=9, seed=9))
+    store.close()
+    reader = open_reader(folder)
+    assert reader.count("idx") == 1500 and reader.count("idx", doc_id="d0") == 5
+    reader.close()

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from reindex.errors import TransientError
-from reindex.stores.qdrant import Hit, Point, QdrantStore, VectorStore, VectorStoreError, open_vector_store
+from reindex.stores.opening import open_vector_store
+from reindex.stores.qdrant import Hit, Point, QdrantStore, VectorStore, VectorStoreError
 
 DIM = 8
 
@@ -219,7 +220,8 @@ BATCH = 64
 _WRITER = f"""
 import os, signal, sys, uuid
 import numpy as np
-from reindex.stores.qdrant import Point, open_vector_store
+from reindex.stores.opening import open_vector_store
+from reindex.stores.vectors import Point
 B, DIM = {BATCH}, 32
 backend, crash_in_batch, stop_after = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 

@@ -56,7 +56,7 @@ from reindex.sources import open_source
 from reindex.sources.base import Document, ScanReport
 from reindex.stores.objects import ObjectStore
 from reindex.stores.payload import build_payload
-from reindex.stores.qdrant import Point, VectorStore
+from reindex.stores.vectors import Point, VectorStore
 
 RETRY_ATTEMPTS = 5
 

@@ -37,7 +37,12 @@ def parquet_from_columns(columns: Mapping[str, Sequence], types: Mapping[str, st
 def columns_from_parquet(data: bytes, names: Sequence[str]) -> tuple[dict[str, list], int]:
     """The named columns of a Parquet buffer as lists, and its row count."""
     try:
-        table = pq.read_table(io.BytesIO(data), columns=list(names))
+        # ParquetFile, not read_table: read_table goes through pyarrow.dataset (~0.1 CPU-s more to import).
+        file = pq.ParquetFile(io.BytesIO(data))
+        missing = [name for name in names if name not in file.schema_arrow.names]
+        if missing:
+            raise TableError(f"no column {', '.join(missing)} in the Parquet file")
+        table = file.read(columns=list(names))
     except (OSError, pa.ArrowException) as err:
         raise TableError(_one_line(err)) from None
     return {name: table.column(name).to_pylist() for name in names}, table.num_rows

@@ -56,7 +56,7 @@ from reindex.locks import Fence
 from reindex.manifests import ManifestRow, shard_name, shard_of
 from reindex.pipeline import TextPipeline
 from reindex.stores.objects import ObjectStore, open_object_store
-from reindex.stores.qdrant import open_vector_reader, open_vector_store
+from reindex.stores.opening import open_vector_reader, open_vector_store
 from reindex.stores.vectors import Point, VectorStore
 
 __all__ = [

@@ -4,8 +4,8 @@ need the other library installed:
 * :mod:`reindex.retrievers.langchain` — ``ReindexRetriever``, a LangChain retriever (``pip install 'reindex[langchain]'``);
 * :mod:`reindex.retrievers.llamaindex` — ``ReindexRetriever``, a LlamaIndex retriever (``pip install 'reindex[llamaindex]'``).
 
-Both are drivers over :class:`reindex.usecases.query.Querier`: the embedding model is loaded once, every
-call reads the index alias through a read-only store (so they follow cutovers and rollbacks, and work while
-another process runs `reindex apply`)."""
+Both are drivers over :class:`reindex.usecases.query.Querier`: the embedding model is loaded once and one
+read-only store is held, which follows the index alias on every call (cutovers, rollbacks and in-place syncs
+by another process, while `reindex apply` runs) without reopening the store per call."""
 
 __all__: list[str] = []

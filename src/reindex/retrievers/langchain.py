@@ -43,8 +43,9 @@ def to_document(result: dict) -> Document:
 
 class ReindexRetriever(BaseRetriever):
     """The top ``k`` chunks of the live alias of ``config``'s index (or of ``collection``), optionally
-    restricted by equality ``filters`` (``{"doc_id": "pep-0008.rst"}``). The embedding model is loaded at
-    construction and reused; the store is opened per call, so cutovers are followed."""
+    restricted by equality ``filters`` (``{"doc_id": "pep-0008.rst"}``). The embedding model is loaded and a read-only
+    store opened once (a :class:`~reindex.usecases.query.Querier`); every call follows the alias, so cutovers
+    and syncs are seen."""
 
     config: str | Path = DEFAULT_CONFIG
     k: int = 4  # LangChain's vector-store retrievers default to 4

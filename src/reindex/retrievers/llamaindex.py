@@ -46,8 +46,9 @@ def to_node(result: dict) -> NodeWithScore:
 
 class ReindexRetriever(BaseRetriever):
     """The top ``similarity_top_k`` chunks of the live alias of ``config``'s index (or of ``collection``),
-    optionally restricted by equality ``filters``. The embedding model is loaded at construction and reused;
-    the store is opened per call, so cutovers are followed."""
+    optionally restricted by equality ``filters``. The embedding model is loaded and a read-only
+    store opened once (a :class:`~reindex.usecases.query.Querier`); every call follows the alias, so cutovers
+    and syncs are seen."""
 
     def __init__(self, config: str | Path = DEFAULT_CONFIG, *, similarity_top_k: int = DEFAULT_SIMILARITY_TOP_K,
                  filters: dict[str, str] | None = None, collection: str | None = None, **kwargs) -> None:

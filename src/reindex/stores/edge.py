@@ -59,8 +59,10 @@ Layout of a store folder::
 
 Concurrency contract. One writer process per folder (``EdgeStore``, via ``open_vector_store``); any
 number of reader processes (``open_reader``). A generation that has been *published* is never written
-again: the writer's first write to a published collection copies it to a new generation
-(copy-on-write) and writes there; readers keep answering from the published one. Publishing is one
+again: the writer's first write to a published collection derives a new generation from it and writes
+there; readers keep answering from the published one. Deriving costs O(edit), not O(index): the big
+write-once files of sealed segments (vectors, HNSW graph, payload pages, keyword index) are hard-linked,
+only what the engine changes in place is copied (docs/embedded-store.md has the design). Publishing is one
 atomic, fsynced replace of ``collection.json`` and happens when an alias is pointed at the collection
 (``swap_alias``), when the writer closes, or on ``publish()``. So a pipeline-scoped apply builds its
 shadow unseen, an in-place sync becomes visible as a whole at close, and the alias swap is one atomic
@@ -149,6 +151,13 @@ _PAYLOAD_KINDS = {
 }
 # Loading a generation can race a reader rewriting edge_config.json; a retry after a short pause settles it.
 _LOAD_TRIES = 5
+# The engine's optimiser thresholds for a new collection, chosen so that an in-place sync costs O(edit):
+# a segment whose vectors pass indexing_threshold (KB) is sealed (HNSW, its big files shared by the next
+# delta generation) and only the appendable remainder is copied per sync, so a low threshold bounds that
+# copy (~1,300 points of 384 dims). The merge optimiser keeps at most ~default_segment_number segments
+# (Qdrant's default on 2 CPUs is 2, which would merge the largest segment into a small one every few syncs).
+_INDEXING_THRESHOLD_KB = 2_000
+_SEGMENT_NUMBER = 8
 
 
 class LocalModeFolderError(VectorStoreError):
@@ -393,23 +402,92 @@ def _mirror_entry(entry: os.DirEntry, dst: Path) -> None:
         os.symlink(entry.path, dst)
 
 
-def _copy_tree_durably(src: Path, dst: Path) -> None:
-    """Copy a generation folder file by file with fsync, so a power loss never leaves a torn copy."""
+# Files of a sealed (optimised, non-appendable) segment that the engine writes once, when it builds the
+# segment, and never again: a delta generation hard-links them instead of copying. Everything else is
+# copied, because the engine changes it in place: a sealed segment's deletion bitmap, point versions and
+# payload-slot tracker (an update or delete of one of its points marks it there and writes the new version
+# into the appendable segment), and every file of an appendable segment. Measured on qdrant-edge 0.9.0
+# (md5 of every file before and after upserts, deletes, payload overwrites, a payload index and optimize;
+# tests/test_edge_store.py::test_a_sync_shares_the_sealed_segments_and_never_changes_a_file_readers_have).
+_SEALED_SEGMENT_MARK = "id_tracker.mappings"  # the immutable id tracker: present only in sealed segments
+_WRITE_ONCE = (
+    re.compile(r"^id_tracker\.mappings$"),
+    re.compile(r"^vector_storage/matrix\.dat$"),  # the vectors
+    re.compile(r"^vector_index/[^/]+$"),  # the HNSW graph
+    re.compile(r"^payload_storage/page_\d+\.dat$"),  # the payloads (deletes touch the tracker, not pages)
+    re.compile(r"^payload_index/[^/]+/(point_to_values|values_to_points)\.bin$"),  # keyword index data
+)
+
+
+def _write_once(segment: Path, rel: str) -> bool:
+    """Whether ``rel`` (a path inside ``segment``) is a file the engine never writes after building it."""
+    return (segment / _SEALED_SEGMENT_MARK).is_file() and any(p.match(rel) for p in _WRITE_ONCE)
+
+
+def _derive_generation(src: Path, dst: Path) -> dict[str, int]:
+    """A new generation in ``dst`` with the contents of ``src``, for the writer to change while readers keep
+    ``src``: write-once files of sealed segments are hard-linked (shared, never written again), the rest
+    copied (sparse: the engine preallocates files it has not filled) and fsynced, with every folder.
+    Returns bytes ``linked`` and ``copied``, for the cost model and the tests."""
+    sizes = {"linked": 0, "copied": 0}
     for root, dirs, files in os.walk(src):
-        rel = Path(root).relative_to(src)
+        here = Path(root)
+        rel = here.relative_to(src)
         (dst / rel).mkdir(parents=True, exist_ok=True)
+        segment = src / rel.parts[0] / rel.parts[1] if len(rel.parts) >= 2 and rel.parts[0] == "segments" else None
         for f in files:
-            target = dst / rel / f
-            shutil.copyfile(Path(root) / f, target)
-            fd = os.open(target, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            source, target = here / f, dst / rel / f
+            inside = (here / f).relative_to(segment).as_posix() if segment is not None else ""
+            if segment is not None and _write_once(segment, inside):
+                os.link(source, target)
+                sizes["linked"] += source.stat().st_size
+            else:
+                sizes["copied"] += _copy_sparse(source, target)
         for d in dirs:
             (dst / rel / d).mkdir(exist_ok=True)
     for root, _dirs, _files in os.walk(dst):
         fsync_dir(root)
+    return sizes
+
+
+def _copy_sparse(src: Path, dst: Path) -> int:
+    """Copy a file's data extents only (holes stay holes), fsync it; returns the bytes copied."""
+    copied = 0
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        size = os.fstat(fin.fileno()).st_size
+        offset = 0
+        while offset < size:
+            try:
+                start = os.lseek(fin.fileno(), offset, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # only a hole is left
+                    break
+                raise
+            end = os.lseek(fin.fileno(), start, os.SEEK_HOLE)
+            pos = start
+            while pos < end:
+                try:
+                    n = os.copy_file_range(fin.fileno(), fout.fileno(), end - pos, pos, pos)
+                except OSError as exc:  # a file system without it: copy through user space
+                    if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                        raise
+                    n = os.pwrite(fout.fileno(), os.pread(fin.fileno(), min(end - pos, 1 << 20), pos), pos)
+                if n == 0:
+                    break
+                pos += n
+            copied += pos - start
+            offset = end
+        os.ftruncate(fout.fileno(), size)
+        os.fsync(fout.fileno())
+    return copied
+
+
+def _ino(path: Path) -> int:
+    """The inode of ``path`` (0: gone), to tell a generation from a later one made under the same name."""
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return 0
 
 
 def _remove_if_unleased(gen_dir: Path) -> bool:
@@ -537,6 +615,7 @@ class EdgeStore:
         self._open: dict[str, _Open] = {}
         self._lock = threading.RLock()
         self._closed = False
+        self.derived: dict[str, int] | None = None  # bytes linked/copied by the last delta generation
         self._sweep_all()
 
     def __repr__(self) -> str:
@@ -566,23 +645,27 @@ class EdgeStore:
         return opened
 
     def _writable(self, name: str) -> _Open:
-        """The generation to write: the working one, copied first if readers may have it (published)."""
+        """The generation to write: the working one, or, if readers may have it (published), a delta
+        generation derived from it (see ``_derive_generation``: sealed segments shared, the rest copied)."""
         o = self._get(name)
         if o.record.published != o.gen:
             return o
         coll = self._coll(o.record.name)
         new = o.gen + 1
         tmp = coll / f"gen-{new:06d}.tmp"
-        with _edge_errors(f"copy collection `{o.record.name}` for writing"):
+        with _edge_errors(f"derive a generation of collection `{o.record.name}` for writing"):
             o.shard.flush()
+            # Closed before the links are made, so nothing of this process writes the shared files again.
+            self._open.pop(o.record.name, None)
+            with contextlib.suppress(Exception):
+                o.shard.close()
             shutil.rmtree(tmp, ignore_errors=True)
-            _copy_tree_durably(_gen_dir(coll, o.gen), tmp)
+            self.derived = _derive_generation(_gen_dir(coll, o.gen), tmp)
             os.replace(tmp, _gen_dir(coll, new))
             fsync_dir(coll)
             shard = _load(_gen_dir(coll, new))
-        with contextlib.suppress(Exception):
-            o.shard.close()
         o.gen, o.shard = new, shard
+        self._open[o.record.name] = o
         return o
 
     def _write_record(self, o: _Open, record: _Record) -> None:
@@ -637,7 +720,9 @@ class EdgeStore:
             coll = self._coll(name)
             shutil.rmtree(coll, ignore_errors=True)  # a crashed create's leftovers
             config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=_DISTANCES[distance]),
-                                   wal_enabled=False)
+                                   wal_enabled=False, optimizers=qe.EdgeOptimizersConfig(
+                                       indexing_threshold=_INDEXING_THRESHOLD_KB,
+                                       default_segment_number=_SEGMENT_NUMBER))
             with _edge_errors(f"create collection `{name}`"):
                 shard = qe.EdgeShard.create(str(_gen_dir(coll, 1)), config)
                 shard.flush()
@@ -793,6 +878,15 @@ class EdgeStore:
             if o.record.published == o.gen:
                 return
             with _edge_errors(f"publish collection `{o.record.name}`"):
+                # An in-place sync: let the engine's optimisers compact past their thresholds (seal an
+                # appendable segment grown past indexing_threshold, vacuum a segment >20 % deleted, merge
+                # when there are too many), so many syncs keep the segment count and disk bounded. Below
+                # the thresholds this is a no-op. The engine deletes replaced segments' folders when the
+                # shard closes: reopen, so readers never load a generation that still holds them.
+                if o.record.published is not None and o.shard.optimize():
+                    o.shard.flush()
+                    o.shard.close()
+                    o.shard = _load(_gen_dir(self._coll(o.record.name), o.gen))
                 o.shard.flush()
                 self._write_record(o, o.record.replace(published=o.gen))
                 self._sweep(o.record.name)
@@ -886,6 +980,7 @@ class _Held:
     shard: Any
     lease_fd: int
     view: Path | None = None  # the private folder the shard was loaded from (:func:`_reader_view`)
+    ino: int = 0  # the generation folder's inode: a store rebuilt under the same names is new data
 
 
 class EdgeReader:
@@ -924,7 +1019,8 @@ class EdgeReader:
             if record.published is None:
                 raise VectorStoreError(f"Collection `{target}` has not been published yet; query it after its swap.")
             held = self._held.get(name)
-            if held is not None and held.name == target and held.gen == record.published:
+            if held is not None and held.name == target and held.gen == record.published and held.ino == _ino(
+                    _gen_dir(coll, record.published)):
                 return held
             opened = self._open_gen(target, record)
             if opened is None:
@@ -969,7 +1065,7 @@ class EdgeReader:
         except BaseException:
             os.close(fd)
             raise
-        return _Held(target, record.published, record, shard, fd, view)
+        return _Held(target, record.published, record, shard, fd, view, _ino(gen_dir))
 
     def _release(self, held: _Held) -> None:
         with contextlib.suppress(Exception):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reindex.stores.edge import is_edge_folder, is_local_mode_folder, open_edge_store
-from reindex.stores.qdrant import open_vector_store
+from reindex.stores.opening import open_vector_store
 from reindex.stores.vectors import VectorStoreError
 
 __all__ = ["Conversion", "convert_local_store", "main"]

@@ -23,9 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-import boto3
-import botocore.exceptions as bex
-from botocore.config import Config
+import botocore.exceptions as bex  # the error types only (~0.02 CPU-s); boto3 itself is imported by S3ObjectStore
 
 from reindex.atomic import TMP_PREFIX, atomic_write, fsync_dir, write_temp
 from reindex.errors import StateError, TransientError
@@ -372,6 +370,9 @@ class S3ObjectStore:
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        import boto3  # ~0.1 CPU-s: only a state on S3 pays it
+        from botocore.config import Config
+
         # Retries are ours (tenacity); botocore's own retries would multiply them.
         config = Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=60)
         try:

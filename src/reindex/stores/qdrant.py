@@ -2,7 +2,9 @@
 (qdrant-client local mode in a folder, ``store.backend: local``). The only module that imports
 qdrant_client; no client type leaves it. ``open_vector_store`` chooses the backend: a URL gives this
 module's ``QdrantStore``; an embedded folder gives ``reindex.stores.edge.EdgeStore`` by default (see that
-module for why and for its measurements), or local mode when asked.
+module for why and for its measurements), or local mode when asked. The choice lives in
+``reindex.stores.opening`` (which imports this module only then), so that a command on the embedded default never imports
+qdrant-client (~1.4 CPU-s).
 
 Server and local mode run the same code path through ``QdrantClient``: collections, aliases (a swap is
 one ``update_collection_aliases`` call) and errors behave alike.
@@ -56,7 +58,6 @@ from reindex.stores.vectors import (
 )
 
 __all__ = [
-    "BACKENDS",
     "DOC_ID_FIELD",
     "Hit",
     "Point",
@@ -64,8 +65,8 @@ __all__ = [
     "VectorStore",
     "VectorStoreError",
     "batched_commit_available",
-    "open_vector_reader",
-    "open_vector_store",
+    "local_mode_store",
+    "server_store",
 ]
 
 log = logging.getLogger(__name__)
@@ -96,61 +97,19 @@ _QUIET = (
 )
 
 
-BACKENDS = ("edge", "local")
+def server_store(url: str, api_key_env: str = "QDRANT_API_KEY") -> QdrantStore:
+    """The store on the Qdrant server (or cluster) at ``url``; the API key from ``api_key_env`` if set."""
+    client = QdrantClient(url=url, api_key=os.environ.get(api_key_env) or None, timeout=60)
+    return QdrantStore(client, where=url)
 
 
-def open_vector_store(
-    url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge"
-) -> VectorStore:
-    """A store on the Qdrant server at ``url``; else embedded in the folder ``path`` (created if missing):
-    ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode)."""
-    if url:
-        client = QdrantClient(url=url, api_key=os.environ.get(api_key_env) or None, timeout=60)
-        return QdrantStore(client, where=url)
-    if not path:
-        raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
-    if backend not in BACKENDS:
-        raise VectorStoreError(f"Unknown store.backend `{backend}`; use one of {', '.join(BACKENDS)}.")
-    folder = Path(path)
-    if backend == "edge":
-        from reindex.stores.edge import open_edge_store
-
-        return open_edge_store(folder)
-    from reindex.stores.edge import is_edge_folder
-
-    if is_edge_folder(folder):
-        raise VectorStoreError(
-            f"`{folder}` holds an embedded store of backend `edge`, but store.backend is `local`; "
-            "remove store.backend (edge is the default) to open it."
-        )
+def local_mode_store(folder: Path) -> QdrantStore:
+    """qdrant-client local mode in ``folder`` (created if missing): ``store.backend: local``."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise VectorStoreError(f"Cannot create the embedded Qdrant folder `{folder}`: {exc.strerror or exc}.") from exc
     return QdrantStore(_open_local(folder), where=str(folder), folder=folder)
-
-
-def open_vector_reader(
-    url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge"
-) -> VectorStore:
-    """A store for a process that only reads (search by alias) while another process may write.
-
-    A server (``url``) serves any number of clients: this is ``open_vector_store``. The edge backend
-    gives ``reindex.stores.edge.EdgeReader``, which follows alias swaps and published syncs by itself.
-    Local mode cannot: its folder admits one process, so this refuses it with what to do instead.
-    """
-    if url:
-        return open_vector_store(url, path, api_key_env, backend)
-    if not path:
-        raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
-    if backend == "local":
-        raise VectorStoreError(
-            f"store.backend `local` (qdrant-client local mode) admits one process per folder, so `{path}` cannot be "
-            f"read while reindex writes it. Convert it: `python -m reindex.stores.migrate {path} {path}.edge`."
-        )
-    from reindex.stores.edge import open_reader
-
-    return open_reader(path)  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------------

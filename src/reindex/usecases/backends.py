@@ -115,17 +115,17 @@ def vector_store_for(cfg: PipelineConfig):
     o = _LENT.get()
     if o is not None and o.store is not None and o.owns(cfg):
         return Borrowed(o.store)
-    from reindex.stores.qdrant import open_vector_store
+    from reindex.stores.opening import open_vector_store
 
     return open_vector_store(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
 
 
 def vector_reader_for(cfg: PipelineConfig):
-    """A read-only store for a process that queries while another one may write (see stores.qdrant)."""
+    """A read-only store for a process that queries while another one may write (see stores.opening)."""
     o = _LENT.get()
     if o is not None and o.owns(cfg) and (o.reader is not None or o.store is not None):
         return Borrowed(o.reader if o.reader is not None else o.store)
-    from reindex.stores.qdrant import open_vector_reader
+    from reindex.stores.opening import open_vector_reader
 
     return open_vector_reader(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
 

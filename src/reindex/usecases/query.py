@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from reindex.errors import ConfigError, VectorStoreError
+from reindex.errors import ConfigError, TransientError, VectorStoreError
 from reindex.stores.payload import filter_key, payload_metadata, payload_text
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
@@ -64,9 +64,10 @@ def _check_args(text: str, k: int, filters: dict[str, str] | None) -> None:
         raise ConfigError(f"--k {k}: must be at least 1")
 
 
-def _search(cfg, embedder, text: str, *, k: int, filters: dict[str, str] | None, collection: str | None) -> QueryResult:
-    """Embed ``text`` with ``embedder`` and search a freshly opened read-only store (so alias swaps are seen).
-    Filters on keys the config cannot filter on are refused, never dropped silently."""
+def _search(cfg, embedder, text: str, *, k: int, filters: dict[str, str] | None, collection: str | None,
+            store=None) -> QueryResult:
+    """Embed ``text`` with ``embedder`` and search ``store`` (None: a read-only store opened for this call
+    and closed after it). Filters on keys the config cannot filter on are refused, never dropped silently."""
     filters = dict(filters or {})
     if filters:
         parse_filters([f"{key}={v}" for key, v in filters.items()], cfg.source.metadata_fields)
@@ -74,11 +75,14 @@ def _search(cfg, embedder, text: str, *, k: int, filters: dict[str, str] | None,
     vector = embedder.embed([text]).vectors[0]
     target = collection or cfg.index
     try:
-        store = backends.vector_reader_for(cfg)
-        try:
+        if store is not None:
             hits = store.query(target, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
-        finally:
-            store.close()
+        else:
+            store = backends.vector_reader_for(cfg)
+            try:
+                hits = store.query(target, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
+            finally:
+                store.close()
     except VectorStoreError as err:
         _raise_if_never_built(cfg, collection, err)
         raise
@@ -101,12 +105,18 @@ def _raise_if_never_built(cfg, collection: str | None, err: VectorStoreError) ->
 
 class Querier:
     """:func:`query` for a process that asks many questions (a retriever, a web handler): the embedding model
-    is loaded once and reused, while each call opens the read-only store afresh, so alias swaps (cutover,
-    rollback) are followed and no store handle is held between calls.
+    is loaded once and the read-only store is opened once and held, so a call costs the embedding and the
+    store's search, not an open of the store.
 
-    Each call also checks the config file: if its bytes changed, it is loaded again, and the embedder is
-    rebuilt when the vector half differs (a cutover to a new model must not be queried with the old one).
-    Results are exactly those of :func:`query` with the same arguments. Safe to call from several threads.
+    The held reader follows the index as it moves: every call re-reads the alias and the published generation
+    (two small files) and opens new data only when they moved (a cutover, a rollback, an in-place sync
+    published by another process). A call that fails on the held reader (its generation or store gone from
+    under it) closes it, opens a fresh one and asks again, once.
+
+    Each call also checks the config file: if its bytes changed, it is loaded again, the embedder is rebuilt
+    when the vector half differs (a cutover to a new model must not be queried with the old one) and the
+    reader reopened when the store's location differs. Results are exactly those of :func:`query` with the
+    same arguments. Safe to call from several threads; ``close()`` (or ``with``) releases the reader.
     """
 
     def __init__(self, config_path: str | Path = DEFAULT_CONFIG) -> None:
@@ -115,6 +125,8 @@ class Querier:
         self._source = self.config_path.read_bytes() if self.config_path.is_file() else None
         self._cfg = load_resolved(self.config_path)
         self._embedder = backends.make_embedder(self._cfg.vector.for_queries(), options=self._cfg.embed)
+        self._store = None
+        self._store_at = None  # (store config, state uri) the held reader was opened for
 
     def _current(self):
         """(config, embedder) for the config file as it is now."""
@@ -126,6 +138,22 @@ class Querier:
                     self._embedder = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
                 self._cfg, self._source = cfg, source
             return self._cfg, self._embedder
+
+    def _reader(self, cfg):
+        """The held read-only store for ``cfg``'s store, opened on first use or when the store moved."""
+        with self._lock:
+            at = (cfg.store, cfg.state.uri)
+            if self._store is not None and self._store_at != at:
+                self._drop()
+            if self._store is None:
+                self._store, self._store_at = backends.vector_reader_for(cfg), at
+            return self._store
+
+    def _drop(self, store=None) -> None:
+        """Close the held reader (only if it is still ``store``, when given)."""
+        if self._store is not None and (store is None or self._store is store):
+            held, self._store, self._store_at = self._store, None, None
+            held.close()
 
     @property
     def index(self) -> str:
@@ -142,4 +170,21 @@ class Querier:
         """Top ``k`` chunks for ``text``; see :func:`query`."""
         _check_args(text, k, filters)
         cfg, embedder = self._current()
-        return _search(cfg, embedder, text, k=k, filters=filters, collection=collection)
+        store = self._reader(cfg)
+        try:
+            return _search(cfg, embedder, text, k=k, filters=filters, collection=collection, store=store)
+        except (VectorStoreError, TransientError):
+            with self._lock:
+                self._drop(store)
+            return _search(cfg, embedder, text, k=k, filters=filters, collection=collection, store=self._reader(cfg))
+
+    def close(self) -> None:
+        """Release the held reader (a later call opens a new one)."""
+        with self._lock:
+            self._drop()
+
+    def __enter__(self) -> Querier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,53 @@
+"""A command imports what it uses (invariant 13): a no-op `reindex plan` and `reindex status` on the embedded
+default store load neither qdrant-client (a server or local-mode store only), nor sentence-transformers /
+torch (only when a text is embedded), nor Prefect (only for a Prefect runner or flow), nor boto3 (S3 state)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers_index import Workspace, subprocess_env
+
+HEAVY = ("qdrant_client", "sentence_transformers", "torch", "transformers", "prefect", "boto3", "httpx")
+
+# Runs one CLI command in this process, then prints which of HEAVY it left in sys.modules.
+_PROBE = """
+import json, sys
+from reindex.cli import main
+try:
+    main(sys.argv[2:])
+except SystemExit as exit:
+    code = exit.code
+heavy = json.loads(sys.argv[1])
+print(json.dumps({"code": code, "loaded": sorted({m.split(".")[0] for m in sys.modules} & set(heavy))}))
+"""
+
+
+def _loaded_by(ws: Workspace, *args: str) -> dict:
+    env = subprocess_env()
+    env.pop("PREFECT_API_URL", None)
+    r = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(HEAVY), *args, "-c", str(ws.config)], cwd=ws.root,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_no_op_plan_and_status_import_no_store_client_model_or_prefect(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    plan = _loaded_by(ws, "plan", "--out", str(ws.plans))
+    assert plan == {"code": 0, "loaded": []}  # exit 0: nothing to do
+    status = _loaded_by(ws, "status")
+    assert status == {"code": 0, "loaded": []}
+
+
+def test_planning_with_the_default_model_does_not_import_it(tmp_path: Path) -> None:
+    """The default vector half (sentence-transformers): planning counts tokens with the model's tokenizer
+    and fingerprints with its file digest; the model itself (torch) is loaded only when a text is embedded."""
+    ws = Workspace(tmp_path / "ws")
+    ws.config.write_text("index: docs\nsource: ./corpus\n", encoding="utf-8")
+    plan = _loaded_by(ws, "plan", "--out", str(ws.plans))
+    assert plan == {"code": 2, "loaded": []}  # exit 2: an initial build planned
