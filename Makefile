@@ -24,7 +24,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m reindex.demo
 
-# Two pytest processes side by side: tests/test_flows.py (real Prefect server and worker; its headline test
+# Two pytest processes side by side: tests/test_flows.py and tests/test_scale_out.py (real Prefect server and
+# worker, Dask clusters; the headline flow test
 # waits ~4 minutes past Prefect's lease renewal, mostly asleep) beside everything else, so the wait
 # overlaps CPU-bound tests. Each has its own base temp folder, server ports and Prefect home.
 # pytest exits 5 when it ran no test: that must fail, not pass silently.
