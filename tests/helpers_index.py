@@ -34,7 +34,10 @@ apply: {{shards: 4}}
 
 def config_text(size: int = 150, *, prefix: str | None = None, extra: str = "") -> str:
     vector_extra = f", prefix: {json.dumps(prefix)}" if prefix is not None else ""
-    return CONFIG.format(size=size, vector_extra=vector_extra, extra=extra)
+    text = CONFIG.format(size=size, vector_extra=vector_extra, extra=extra)
+    if "\napply:" in "\n" + extra:  # the extra's own apply section replaces the default (a duplicate key is refused)
+        text = text.replace("apply: {shards: 4}\n", "", 1)
+    return text
 
 
 @dataclass
