@@ -683,3 +683,53 @@ def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path:
     reader = open_reader(folder)
     assert reader.count("idx") == 1500 and reader.count("idx", doc_id="d0") == 5
     reader.close()
+
+
+def test_an_int8_store_builds_quantised_segments_and_finds_the_nearest_points(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex.stores import edge
+
+    monkeypatch.setattr(edge, "_INDEXING_THRESHOLD_KB", 20)
+    folder = tmp_path / "store"
+    store = open_vector_store(None, str(folder), quantization="int8")
+    store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
+    points = _points(1500, pop="a", version=1, seed=1)
+    store.upsert("c", points)
+    store.finish_bulk("c")
+    store.swap_alias("idx", "c", None)
+    store.close()
+    configs = [json.loads(p.read_text()) for p in (folder / "collections" / "c").glob("gen-*/segments/*/segment.json")]
+    sealed = [c for c in configs if c["config"]["vector_data"][""]["index"]["type"] == "hnsw"]
+    assert sealed and all(c["config"]["vector_data"][""]["quantization_config"] for c in sealed)
+    reader = open_reader(folder)
+    for p in points[:20]:  # a stored vector's nearest point is itself, through the quantised search
+        assert reader.query("idx", p.vector, limit=1)[0].id == p.id
+    reader.close()
+    plain = tmp_path / "plain"
+    s = open_vector_store(None, str(plain))
+    s.create_collection("c", dimension=DIM, distance="cosine")
+    s.upsert("c", points[:10])
+    s.finish_bulk("c")
+    s.close()
+    assert not any(json.loads(p.read_text())["config"]["vector_data"][""]["quantization_config"]
+                   for p in (plain / "collections" / "c").glob("gen-*/segments/*/segment.json"))
+    with pytest.raises(VectorStoreError, match="Unknown store.quantization `int4`"):
+        open_vector_store(None, str(plain), quantization="int4")
+
+
+def test_the_plan_prices_an_int8_store_in_its_footprint(tmp_path: Path) -> None:
+    """store.quantization int8: a serving population's search RAM holds 1 byte per component instead of 4,
+    its disk the float32 originals and the int8 copy (the build still maps the float32 vectors)."""
+    from helpers_index import Workspace
+
+    from reindex import api
+
+    serving = {}
+    for q in ("none", "int8"):
+        ws = Workspace(tmp_path / q, extra=f"store: {{quantization: {q}}}")
+        plan, _ = api.make_plan(ws.config, out=ws.plans)
+        serving[q] = plan.body["cost"]["footprint"]["new"]  # the new population as it serves
+        n = plan.body["work"]["chunks_new"]
+    d = 384
+    assert serving["none"]["ram_bytes"] - serving["int8"]["ram_bytes"] == n * d * 3  # 4 bytes → 1 per component
+    assert serving["int8"]["disk_bytes"] - serving["none"]["disk_bytes"] == n * d  # + the quantised copy
