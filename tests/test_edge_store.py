@@ -630,7 +630,7 @@ store.upsert("c", points[:20])  # derives generation 2 and writes into it, durab
 if sys.argv[2] == "kill":
     os.kill(os.getpid(), signal.SIGKILL)  # before the rest and before publishing
 store.upsert("c", points[20:])
-store.delete_points("c", [str(uuid.uuid5(uuid.NAMESPACE_URL, "a/1000"))])
+store.delete_points("c", [str(uuid.uuid5(uuid.NAMESPACE_URL, "a/500"))])
 store.close()
 """
 
@@ -643,7 +643,7 @@ def _run_sync(folder: Path, how: str) -> subprocess.CompletedProcess:
 def test_a_sync_killed_in_its_delta_generation_is_never_seen_and_resumes_to_the_uninterrupted_result(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     killed, reference = tmp_path / "killed", tmp_path / "reference"
-    _sealed_store(killed, monkeypatch)
+    _sealed_store(killed, monkeypatch, n=600)
     shutil.copytree(killed, reference)
     assert _run_sync(reference, "finish").returncode == 0
     coll = killed / "collections" / "c"
@@ -653,11 +653,11 @@ def test_a_sync_killed_in_its_delta_generation_is_never_seen_and_resumes_to_the_
     assert r.returncode == -9, r.stderr
     assert (coll / "gen-000002").is_dir()  # the delta generation, half written, unpublished
     reader = open_reader(killed)
-    assert reader.count("idx") == 1500 and {p.payload["version"] for p in reader.scroll("idx")} == {1}
+    assert reader.count("idx") == 600 and {p.payload["version"] for p in reader.scroll("idx")} == {1}
     assert _digests(coll / "gen-000001") == published
 
     assert _run_sync(killed, "finish").returncode == 0  # the next writer continues generation 2
-    assert reader.count("idx") == 1499
+    assert reader.count("idx") == 599
     want = {p.id: (p.vector, p.payload) for p in open_reader(reference).scroll("idx", with_vectors=True)}
     got = {p.id: (p.vector, p.payload) for p in reader.scroll("idx", with_vectors=True)}
     assert got.keys() == want.keys()
@@ -672,7 +672,7 @@ def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path:
     from reindex.stores import edge
 
     folder = tmp_path / "store"
-    _sealed_store(folder, monkeypatch)
+    _sealed_store(folder, monkeypatch, n=600)
     coll = folder / "collections" / "c"
     published = _digests(coll / "gen-000001")
     edge._derive_generation(coll / "gen-000001", coll / "gen-000002.tmp")
@@ -681,7 +681,7 @@ def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path:
     store.upsert("c", _points(3, pop="a", version=9, seed=9))
     store.close()
     reader = open_reader(folder)
-    assert reader.count("idx") == 1500 and reader.count("idx", doc_id="d0") == 5
+    assert reader.count("idx") == 600 and reader.count("idx", doc_id="d0") == 5
     reader.close()
 
 
@@ -693,7 +693,7 @@ def test_an_int8_store_builds_quantised_segments_and_finds_the_nearest_points(
     folder = tmp_path / "store"
     store = open_vector_store(None, str(folder), quantization="int8")
     store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
-    points = _points(1500, pop="a", version=1, seed=1)
+    points = _points(600, pop="a", version=1, seed=1)
     store.upsert("c", points)
     store.finish_bulk("c")
     store.swap_alias("idx", "c", None)
