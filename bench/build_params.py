@@ -34,6 +34,7 @@ def variants() -> dict[str, dict]:
         "1 indexing thread": {"hnsw": (16, 100, 1)},
         "segment target 8 (reindex's)": {"segments": 8},
         "reindex EdgeStore.upsert + finish_bulk": {"reindex": True},
+        "int8 scalar quantisation, originals on disk": {"int8": True},
     }
 
 
@@ -62,8 +63,10 @@ def build(folder: Path, vecs: np.ndarray, ids: list[str], v: dict) -> dict:
     hnsw = qe.HnswIndexConfig(m=v["hnsw"][0], ef_construct=v["hnsw"][1], full_scan_threshold=10_000,
                               max_indexing_threads=v["hnsw"][2]) if "hnsw" in v else None
     optimizers = qe.EdgeOptimizersConfig(indexing_threshold=2_000, default_segment_number=v.get("segments"))
-    cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine), wal_enabled=False,
-                        hnsw_config=hnsw, optimizers=optimizers)
+    quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True) \
+        if v.get("int8") else None
+    cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine, on_disk=True if quantization else None),
+                        wal_enabled=False, hnsw_config=hnsw, optimizers=optimizers, quantization_config=quantization)
     shard = qe.EdgeShard.create(str(folder), cfg)
     c0 = time.process_time()
     for s in range(0, len(ids), 1000):

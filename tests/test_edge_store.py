@@ -741,7 +741,7 @@ store.upsert("c", points[:20])  # derives generation 2 and writes into it, durab
 if sys.argv[2] == "kill":
     os.kill(os.getpid(), signal.SIGKILL)  # before the rest and before publishing
 store.upsert("c", points[20:])
-store.delete_points("c", [str(uuid.uuid5(uuid.NAMESPACE_URL, "a/1000"))])
+store.delete_points("c", [str(uuid.uuid5(uuid.NAMESPACE_URL, "a/500"))])
 store.close()
 """
 
@@ -754,7 +754,7 @@ def _run_sync(folder: Path, how: str) -> subprocess.CompletedProcess:
 def test_a_sync_killed_in_its_delta_generation_is_never_seen_and_resumes_to_the_uninterrupted_result(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     killed, reference = tmp_path / "killed", tmp_path / "reference"
-    _sealed_store(killed, monkeypatch)
+    _sealed_store(killed, monkeypatch, n=600)
     shutil.copytree(killed, reference)
     assert _run_sync(reference, "finish").returncode == 0
     coll = killed / "collections" / "c"
@@ -764,11 +764,11 @@ def test_a_sync_killed_in_its_delta_generation_is_never_seen_and_resumes_to_the_
     assert r.returncode == -9, r.stderr
     assert (coll / "gen-000002").is_dir()  # the delta generation, half written, unpublished
     reader = open_reader(killed)
-    assert reader.count("idx") == 1500 and {p.payload["version"] for p in reader.scroll("idx")} == {1}
+    assert reader.count("idx") == 600 and {p.payload["version"] for p in reader.scroll("idx")} == {1}
     assert _digests(coll / "gen-000001") == published
 
     assert _run_sync(killed, "finish").returncode == 0  # the next writer continues generation 2
-    assert reader.count("idx") == 1499
+    assert reader.count("idx") == 599
     want = {p.id: (p.vector, p.payload) for p in open_reader(reference).scroll("idx", with_vectors=True)}
     got = {p.id: (p.vector, p.payload) for p in reader.scroll("idx", with_vectors=True)}
     assert got.keys() == want.keys()
@@ -783,7 +783,7 @@ def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path:
     from reindex.stores import edge
 
     folder = tmp_path / "store"
-    _sealed_store(folder, monkeypatch)
+    _sealed_store(folder, monkeypatch, n=600)
     coll = folder / "collections" / "c"
     published = _digests(coll / "gen-000001")
     edge._derive_generation(coll / "gen-000001", coll / "gen-000002.tmp")
@@ -792,5 +792,55 @@ def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path:
     store.upsert("c", _points(3, pop="a", version=9, seed=9))
     store.close()
     reader = open_reader(folder)
-    assert reader.count("idx") == 1500 and reader.count("idx", doc_id="d0") == 5
+    assert reader.count("idx") == 600 and reader.count("idx", doc_id="d0") == 5
     reader.close()
+
+
+def test_an_int8_store_builds_quantised_segments_and_finds_the_nearest_points(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex.stores import edge
+
+    monkeypatch.setattr(edge, "_INDEXING_THRESHOLD_KB", 20)
+    folder = tmp_path / "store"
+    store = open_vector_store(None, str(folder), quantization="int8")
+    store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
+    points = _points(600, pop="a", version=1, seed=1)
+    store.upsert("c", points)
+    store.finish_bulk("c")
+    store.swap_alias("idx", "c", None)
+    store.close()
+    configs = [json.loads(p.read_text()) for p in (folder / "collections" / "c").glob("gen-*/segments/*/segment.json")]
+    sealed = [c for c in configs if c["config"]["vector_data"][""]["index"]["type"] == "hnsw"]
+    assert sealed and all(c["config"]["vector_data"][""]["quantization_config"] for c in sealed)
+    reader = open_reader(folder)
+    for p in points[:20]:  # a stored vector's nearest point is itself, through the quantised search
+        assert reader.query("idx", p.vector, limit=1)[0].id == p.id
+    reader.close()
+    plain = tmp_path / "plain"
+    s = open_vector_store(None, str(plain))
+    s.create_collection("c", dimension=DIM, distance="cosine")
+    s.upsert("c", points[:10])
+    s.finish_bulk("c")
+    s.close()
+    assert not any(json.loads(p.read_text())["config"]["vector_data"][""]["quantization_config"]
+                   for p in (plain / "collections" / "c").glob("gen-*/segments/*/segment.json"))
+    with pytest.raises(VectorStoreError, match="Unknown store.quantization `int4`"):
+        open_vector_store(None, str(plain), quantization="int4")
+
+
+def test_the_plan_prices_an_int8_store_in_its_footprint(tmp_path: Path) -> None:
+    """store.quantization int8: a serving population's search RAM holds 1 byte per component instead of 4,
+    its disk the float32 originals and the int8 copy (the build still maps the float32 vectors)."""
+    from helpers_index import Workspace
+
+    from reindex import api
+
+    serving = {}
+    for q in ("none", "int8"):
+        ws = Workspace(tmp_path / q, extra=f"store: {{quantization: {q}}}")
+        plan, _ = api.make_plan(ws.config, out=ws.plans)
+        serving[q] = plan.body["cost"]["footprint"]["new"]  # the new population as it serves
+        n = plan.body["work"]["chunks_new"]
+    d = 384
+    assert serving["none"]["ram_bytes"] - serving["int8"]["ram_bytes"] == n * d * 3  # 4 bytes → 1 per component
+    assert serving["int8"]["disk_bytes"] - serving["none"]["disk_bytes"] == n * d  # + the quantised copy

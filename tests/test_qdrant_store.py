@@ -468,3 +468,20 @@ def test_local_mode_commits_are_durable_wal_with_synchronous_full(tmp_path: Path
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     store.close()
+
+
+def test_an_int8_server_store_creates_collections_with_scalar_quantisation() -> None:
+    """What a server receives (the client is in-memory: it accepts the settings but does not quantise)."""
+    from qdrant_client import QdrantClient, models
+
+    sent: list[dict] = []
+    for quantization in ("int8", "none"):
+        client = QdrantClient(":memory:")
+        real = client.create_collection
+        client.create_collection = lambda name, **kw: (sent.append(kw), real(name, **kw))[1]  # type: ignore[method-assign]
+        store = QdrantStore(client, where="http://qdrant:6333", quantization=quantization)
+        store.create_collection("c", dimension=DIM, distance="cosine")
+        store.close()
+    int8, plain = sent
+    assert int8["quantization_config"].scalar.type == models.ScalarType.INT8 and int8["vectors_config"].on_disk
+    assert plain["quantization_config"] is None and not plain["vectors_config"].on_disk

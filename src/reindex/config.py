@@ -459,6 +459,13 @@ class StoreConfig(_OpModel):
         "processes) or local (qdrant-client local mode, the previous default; for folders not yet converted).",
     )
     api_key_env: str = Field("QDRANT_API_KEY", description="Environment variable holding the server's API key.")
+    quantization: Literal["none", "int8"] = Field(
+        "none",
+        description="Scalar quantisation of the populations created from now on: int8 searches a 1-byte-per-dimension "
+        "copy of the vectors kept in RAM and rescores with the float32 originals kept on disk (about a quarter of "
+        "the search RAM; the plan's footprint prices it); none: float32 only. Vectors are unchanged (not in the "
+        "vector id); ignored by store.backend local.",
+    )
     shard_number: int = Field(1, gt=0, strict=True, description="Collection shards (server/cluster only).")
     replication_factor: int = Field(1, gt=0, strict=True, description="Replicas per shard (cluster only).")
 

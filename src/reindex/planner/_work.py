@@ -344,10 +344,16 @@ class Rates:
     measured: dict | None = None  # apply / calibration: by, at (ISO UTC), machine, plan_hash, tokens, seconds
 
 
+def _stored_precision(cfg: PipelineConfig) -> str:
+    """The precision the footprint prices: int8 when the store quantises (store.quantization), else the
+    vector half's."""
+    return "int8" if cfg.store.quantization == "int8" else cfg.vector.precision
+
+
 def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, rates: Rates) -> dict:
     """The plan's ``cost`` section: dollars, hours, vectors and footprint of the totals."""
     dim_old = baseline.config.vector.dimension if baseline.config else cfg.vector.dimension
-    prec_old = baseline.config.vector.precision if baseline.config else cfg.vector.precision
+    prec_old = _stored_precision(baseline.config) if baseline.config else _stored_precision(cfg)
     work = costmod.Work(
         chunks_old=t.chunks_old,
         chunks_new=t.chunks_new,
@@ -356,7 +362,7 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
         payload_bytes_old=t.payload_old,
         payload_bytes_new=t.payload_new,
         dimension=cfg.vector.dimension,
-        precision=cfg.vector.precision,
+        precision=_stored_precision(cfg),
         dimension_old=dim_old,
         precision_old=prec_old,
     )

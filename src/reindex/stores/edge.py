@@ -174,9 +174,10 @@ def is_edge_folder(folder: Path) -> bool:
     return (folder / _MARKER).is_file()
 
 
-def open_edge_store(folder: str | os.PathLike[str]) -> EdgeStore:
-    """The writer's store in ``folder`` (created if missing); one writer process per folder."""
-    return EdgeStore(Path(folder))
+def open_edge_store(folder: str | os.PathLike[str], *, quantization: str = "none") -> EdgeStore:
+    """The writer's store in ``folder`` (created if missing); one writer process per folder. ``quantization``
+    ``int8``: collections it creates search int8 copies (in RAM) and keep the float32 originals on disk."""
+    return EdgeStore(Path(folder), quantization=quantization)
 
 
 def generation_copy_bytes(folder: str | os.PathLike[str], collection: str) -> int:
@@ -591,8 +592,9 @@ class EdgeStore:
 
     embedded = True
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, quantization: str = "none") -> None:
         self._root = root
+        self._int8 = quantization == "int8"
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -719,7 +721,13 @@ class EdgeStore:
                 raise VectorStoreError(f"Collection `{name}` already exists in `{self._root}`.")
             coll = self._coll(name)
             shutil.rmtree(coll, ignore_errors=True)  # a crashed create's leftovers
-            config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=_DISTANCES[distance]),
+            # int8: the optimiser builds a 1-byte-per-dimension copy of each sealed segment's vectors, kept in
+            # RAM and searched first; the float32 originals stay on disk (mapped) and rescore the candidates.
+            quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True) \
+                if self._int8 else None
+            config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=_DISTANCES[distance],
+                                                               on_disk=True if self._int8 else None),
+                                   quantization_config=quantization,
                                    wal_enabled=False, optimizers=qe.EdgeOptimizersConfig(
                                        indexing_threshold=_INDEXING_THRESHOLD_KB,
                                        default_segment_number=_SEGMENT_NUMBER))

@@ -12,20 +12,25 @@ from pathlib import Path
 
 from reindex.stores.vectors import VectorStore, VectorStoreError
 
-__all__ = ["BACKENDS", "open_vector_reader", "open_vector_store"]
+__all__ = ["BACKENDS", "QUANTIZATIONS", "open_vector_reader", "open_vector_store"]
 
 BACKENDS = ("edge", "local")
+QUANTIZATIONS = ("none", "int8")
 
 
 def open_vector_store(
-    url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge"
+    url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge", *,
+    quantization: str = "none",
 ) -> VectorStore:
     """A store on the Qdrant server at ``url``; else embedded in the folder ``path`` (created if missing):
-    ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode)."""
+    ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode).
+    ``quantization`` (``none`` | ``int8``) applies to the collections this store creates (not local mode)."""
+    if quantization not in QUANTIZATIONS:
+        raise VectorStoreError(f"Unknown store.quantization `{quantization}`; use one of {', '.join(QUANTIZATIONS)}.")
     if url:
         from reindex.stores.qdrant import server_store
 
-        return server_store(url, api_key_env)
+        return server_store(url, api_key_env, quantization=quantization)
     if not path:
         raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
     if backend not in BACKENDS:
@@ -34,7 +39,7 @@ def open_vector_store(
     if backend == "edge":
         from reindex.stores.edge import open_edge_store
 
-        return open_edge_store(folder)
+        return open_edge_store(folder, quantization=quantization)
     from reindex.stores.edge import is_edge_folder
 
     if is_edge_folder(folder):

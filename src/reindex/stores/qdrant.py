@@ -97,10 +97,11 @@ _QUIET = (
 )
 
 
-def server_store(url: str, api_key_env: str = "QDRANT_API_KEY") -> QdrantStore:
-    """The store on the Qdrant server (or cluster) at ``url``; the API key from ``api_key_env`` if set."""
+def server_store(url: str, api_key_env: str = "QDRANT_API_KEY", *, quantization: str = "none") -> QdrantStore:
+    """The store on the Qdrant server (or cluster) at ``url``; the API key from ``api_key_env`` if set;
+    ``quantization`` ``int8``: new collections get scalar quantisation, originals on disk."""
     client = QdrantClient(url=url, api_key=os.environ.get(api_key_env) or None, timeout=60)
-    return QdrantStore(client, where=url)
+    return QdrantStore(client, where=url, quantization=quantization)
 
 
 def local_mode_store(folder: Path) -> QdrantStore:
@@ -282,9 +283,11 @@ def _translate(action: str) -> Iterator[None]:
 class QdrantStore:
     """``VectorStore`` over a ``QdrantClient``: a server by URL, or local mode in a folder."""
 
-    def __init__(self, client: QdrantClient, *, where: str, folder: Path | None = None) -> None:
+    def __init__(self, client: QdrantClient, *, where: str, folder: Path | None = None,
+                 quantization: str = "none") -> None:
         self._client = client
         self._where = where
+        self._int8 = quantization == "int8" and folder is None  # local mode has no quantisation
         self._folder = folder  # set for embedded mode
         # Embedded mode shares one SQLite connection per collection and batches writes on it.
         self._lock = threading.RLock()
@@ -312,10 +315,13 @@ class QdrantStore:
         with self._lock, _translate(f"create collection `{name}`"):
             self._client.create_collection(
                 name,
-                vectors_config=models.VectorParams(size=dimension, distance=_DISTANCES[distance]),
+                vectors_config=models.VectorParams(size=dimension, distance=_DISTANCES[distance],
+                                                   on_disk=True if self._int8 else None),
                 shard_number=shard_number,
                 replication_factor=replication_factor,
                 optimizers_config=optimizers,
+                quantization_config=models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
+                    type=models.ScalarType.INT8, quantile=0.99, always_ram=True)) if self._int8 else None,
             )
             if self.embedded:
                 _install_batching(_local(self._client).collections[name])

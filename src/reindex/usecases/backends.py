@@ -117,7 +117,8 @@ def vector_store_for(cfg: PipelineConfig):
         return Borrowed(o.store)
     from reindex.stores.opening import open_vector_store
 
-    return open_vector_store(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
+    return open_vector_store(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend,
+                             quantization=cfg.store.quantization)
 
 
 def vector_reader_for(cfg: PipelineConfig):
