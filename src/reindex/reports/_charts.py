@@ -93,8 +93,9 @@ def bar_chart(buckets: Sequence[str], series: Sequence[tuple[str, Sequence[float
                            f'height="{PAD_T + plot_h - y:.1f}" rx="2" fill="{color}">'
                            f'<title>{_e(f"{name} {bucket_label(b)} tokens: {num(v)} {unit}")}</title></rect>')
                 marks += 1
-        out.append(f'<text class="tick" x="{PAD_L + (i + 0.5) * slot:.1f}" y="{CHART_H - PAD_B + 15}" '
-                   f'text-anchor="middle">{_e(bucket_label(b))}</text>')
+        if len(buckets) <= 9 or i % 2 == 0:  # more buckets than fit a label each: every other one
+            out.append(f'<text class="tick" x="{PAD_L + (i + 0.5) * slot:.1f}" y="{CHART_H - PAD_B + 15}" '
+                       f'text-anchor="middle">{_e(bucket_label(b))}</text>')
     out.append(f'<line class="axis" x1="{PAD_L}" x2="{CHART_W - PAD_R}" y1="{PAD_T + plot_h}" y2="{PAD_T + plot_h}"/>')
     out.append(f'<text class="axis-label" x="{PAD_L + plot_w / 2:.0f}" y="{CHART_H - 8}" text-anchor="middle">'
                f'length in tokens</text>')
