@@ -342,11 +342,29 @@ class VectorHalf(_Model):
     )
     normalize: bool = Field(True, description="L2-normalise vectors.")
     distance: Literal["cosine", "dot", "euclid"] = Field("cosine", description="Similarity used by the collection.")
-    backend: Literal["torch", "onnx", "api"] = Field("torch", description="Inference backend.")
-    precision: Literal["float32", "float16", "int8"] = Field("float32", description="Inference precision.")
+    backend: Literal["torch", "onnx", "api"] = Field(
+        "torch",
+        description="Inference backend: torch, or onnx (sentence-transformers models exported locally to ONNX and run "
+        "with onnxruntime; the export is cached and its files' digest is the revision); api for HTTP providers.",
+    )
+    precision: Literal["float32", "float16", "int8"] = Field(
+        "float32", description="Inference precision; int8 (dynamic quantisation) needs backend: onnx, float16 backend: torch."
+    )
     max_tokens: int | None = Field(
         None, gt=0, description="Input length limit in model tokens; None = the model's own limit. Longer inputs are truncated and counted."
     )
+
+    @model_validator(mode="after")
+    def _backend_runs(self) -> "VectorHalf":
+        if self.provider != "sentence-transformers":
+            return self
+        if self.backend == "api":
+            raise ValueError("backend api is for HTTP providers; a sentence-transformers model runs on torch or onnx")
+        if self.precision == "int8" and self.backend != "onnx":
+            raise ValueError("precision int8 needs backend: onnx (dynamic quantisation of a local ONNX export)")
+        if self.precision == "float16" and self.backend == "onnx":
+            raise ValueError("precision float16 is not available with backend: onnx (use float32 or int8, or backend: torch)")
+        return self
 
     def for_queries(self) -> VectorHalf:
         """This half as queries are embedded: ``query_prefix`` (when set) in place of ``prefix``."""
@@ -446,14 +464,26 @@ class CostConfig(_OpModel):
 
 
 class EmbedConfig(_OpModel):
-    """How to reach an OpenAI-compatible embedding API (provider ``openai``). The key comes from the
-    environment only."""
+    """How embedding runs: the device of a local model, and how to reach an OpenAI-compatible embedding API
+    (provider ``openai``; the key comes from the environment only)."""
 
     base_url: str = Field("https://api.openai.com/v1", description="API base URL (…/v1); any OpenAI-compatible server.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
     max_tokens_per_minute: float | None = Field(None, gt=0, description="Client-side rate limit in tokens per minute.")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
     max_retries: int = Field(5, ge=0, description="Retries of a request on connection errors, timeouts, 429 and 5xx.")
+    device: str = Field(
+        "auto",
+        description="Where a local model runs: cpu, cuda, cuda:N, mps, or auto (the first CUDA device, else mps, else "
+        "the CPU). Operational: vectors agree across devices within float tolerance.",
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _device_name(cls, value: str) -> str:
+        if not re.fullmatch(r"cpu|auto|mps|cuda(:[0-9]+)?", value):
+            raise ValueError(f"got {value!r}; expected cpu, cuda, cuda:N (a device number), mps or auto")
+        return value
 
 
 class ApprovalConfig(_OpModel):

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from reindex.config import (
     PipelineConfig,
@@ -192,9 +192,11 @@ def payload_id_of_record(config: dict) -> str:
 _BUILTIN_TOKENIZERS = {"whitespace", "char"}
 
 
-def resolve_config(cfg: PipelineConfig) -> PipelineConfig:
+def resolve_config(cfg: PipelineConfig, model_files: Callable[[VectorHalf], Path] | None = None) -> PipelineConfig:
     """Replace ``auto`` revisions with content digests of the model and tokenizer files, and an external
-    splitter's ``auto`` version with the version of the library that provides it."""
+    splitter's ``auto`` version with the version of the library that provides it. ``model_files`` gives the
+    files a local model's revision digests (its folder by default); a ``vector.backend: onnx`` half needs it
+    (the export is made by the embedders: see :func:`reindex.embedders.model_files`)."""
     text, vector = cfg.text, cfg.vector
     chunker = text.chunker
     if chunker.kind in ("langchain", "callable") and chunker.version == "auto":
@@ -213,7 +215,11 @@ def resolve_config(cfg: PipelineConfig) -> PipelineConfig:
             raise ConfigError(
                 "vector.revision: an API model has no local files to digest; set vector.revision to the provider's model version"
             )
-        vector = vector.model_copy(update={"revision": digest_path(resolve_model_path(vector.model))})
+        if model_files is None and vector.backend == "onnx":
+            raise ConfigError("vector.backend: onnx: the revision is the digest of the ONNX export; resolve this config "
+                              "with reindex.load_resolved, which makes the export")
+        files = model_files(vector) if model_files is not None else resolve_model_path(vector.model)
+        vector = vector.model_copy(update={"revision": digest_path(files)})
     return cfg.model_copy(update={"text": text, "vector": vector})
 
 

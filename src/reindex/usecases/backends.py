@@ -8,7 +8,8 @@ from pathlib import Path
 from reindex.config import PipelineConfig
 from reindex.stores.objects import open_object_store
 
-__all__ = ["DEFAULT_CONFIG", "make_embedder", "shard_runner", "state_store", "vector_reader_for", "vector_store_for"]
+__all__ = ["DEFAULT_CONFIG", "make_embedder", "model_files", "resolve_device", "shard_runner", "state_store", "vector_reader_for",
+           "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
 
@@ -46,6 +47,20 @@ def make_embedder(vector, **kwargs):
     from reindex.embedders import make_embedder as _make
 
     return _make(vector, **kwargs)
+
+
+def model_files(vector):
+    """The files a local model's ``auto`` revision digests (see :func:`reindex.embedders.model_files`)."""
+    from reindex.embedders import model_files as _files
+
+    return _files(vector)
+
+
+def resolve_device(spec: str) -> str:
+    """The device ``embed.device`` names here (see :func:`reindex.embedders.resolve_device`)."""
+    from reindex.embedders import resolve_device as _resolve
+
+    return _resolve(spec)
 
 
 def shard_runner(prefect: bool | None = None):

@@ -25,6 +25,7 @@ from reindex.models import (
 )
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
+from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 
 
@@ -73,14 +74,20 @@ class Validation:
 
 def load_resolved(path: str | Path) -> PipelineConfig:
     """Load a config and resolve its ``auto`` revisions."""
-    return resolve_config(load_config(path))
+    return resolve(load_config(path))
+
+
+def resolve(cfg: PipelineConfig) -> PipelineConfig:
+    """:func:`reindex.identity.resolve_config` with the model files of :mod:`reindex.usecases.backends` (an ONNX
+    backend's revision is the digest of its local export)."""
+    return resolve_config(cfg, backends.model_files)
 
 
 def validate_config(path: str | Path = DEFAULT_CONFIG) -> Validation:
     """Validate ``path``, resolve revisions and compute the ids; check that the source can be read and that
     ``vector.dimension`` is what the model produces (``Validation.problems``)."""
     cfg = load_resolved(path)
-    problems = (*source_problems(cfg), *dimension_problems(cfg.vector))
+    problems = (*source_problems(cfg), *dimension_problems(cfg.vector), *device_problems(cfg))
     return Validation(str(path), cfg, identity_of(cfg), chunker_spec(cfg.text.chunker), tuple(config_warnings(cfg)),
                       problems)
 
@@ -111,6 +118,18 @@ def source_problems(cfg: PipelineConfig) -> list[str]:
     where = "objects under this prefix" if uri.startswith("s3://") else "documents"
     return [f"source {uri}: no {where} match source.include ({', '.join(cfg.source.include)})"
             if not uri.endswith((".jsonl", ".ndjson", ".gz", ".parquet")) else f"source {uri}: no documents in it"]
+
+
+def device_problems(cfg: PipelineConfig) -> list[str]:
+    """Empty unless ``embed.device`` names a device (cuda, cuda:N, mps) this machine lacks, for a local model.
+    ``cpu`` and ``auto`` always run, so only a named device is looked up (that imports torch)."""
+    if cfg.vector.provider != "sentence-transformers" or cfg.embed.device in ("cpu", "auto"):
+        return []
+    try:
+        backends.resolve_device(cfg.embed.device)
+    except ReindexError as err:
+        return [str(err)]
+    return []
 
 
 def dimension_problems(vector: VectorHalf) -> list[str]:
