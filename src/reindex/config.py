@@ -469,7 +469,12 @@ class EmbedConfig(_OpModel):
 
     base_url: str = Field("https://api.openai.com/v1", description="API base URL (…/v1); any OpenAI-compatible server.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
-    max_tokens_per_minute: float | None = Field(None, gt=0, description="Client-side rate limit in tokens per minute.")
+    max_tokens_per_minute: float | None = Field(
+        None, gt=0, description="The API's tokens-per-minute limit: requests are paced evenly to stay under it.")
+    max_requests_per_minute: float | None = Field(
+        None, gt=0, description="The API's requests-per-minute limit: requests are paced evenly to stay under it.")
+    concurrency: int = Field(8, gt=0, description="Requests in flight at most, shared by all shards of a process.")
+    request_texts: int = Field(64, gt=0, description="Texts per request; a larger embedding batch is split into concurrent requests.")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
     max_retries: int = Field(5, ge=0, description="Retries of a request on connection errors, timeouts, 429 and 5xx.")
     device: str = Field(
