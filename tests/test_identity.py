@@ -94,6 +94,7 @@ VECTOR_MUTATIONS = {
     "prefix": ["passage: ", "query: "],
     "normalize": [False],
     "distance": ["dot", "euclid"],
+    "params": [{"model": "m-2"}],  # a langchain/llamaindex class's arguments (empty: left out of the id)
     "backend": ["onnx"],  # api is for HTTP providers: the base half is sentence-transformers
     "precision": ["float16"],  # int8 needs backend onnx (a two-field change: tests/test_embed_backends.py)
     "max_tokens": [128, 512],
@@ -216,8 +217,9 @@ def _vector_or_none(fields: dict) -> VectorHalf | None:
 
 
 vector_halves = st.fixed_dictionaries(dict(
-    provider=st.sampled_from(["sentence-transformers", "openai", "hash"]),
+    provider=st.sampled_from(["sentence-transformers", "openai", "hash", "langchain"]),
     model=st.sampled_from(["all-MiniLM-L6-v2", "/m/a", "/m/b"]),
+    params=st.sampled_from([{}, {"size": 8}]),
     revision=st.one_of(st.text(min_size=1, max_size=8), st.sampled_from(["sha256:a", "sha256:b"])),
     query_prefix=st.sampled_from([None, "", "query: "]),
     dimension=st.integers(1, 4096),

@@ -323,15 +323,23 @@ class VectorHalf(_Model):
     """Everything that decides which vector a given text gets. Hashed into the vector id."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=VECTOR)
-    provider: Literal["sentence-transformers", "openai", "hash"] = Field(
+    provider: Literal["sentence-transformers", "openai", "hash", "langchain", "llamaindex"] = Field(
         "sentence-transformers",
-        description="sentence-transformers (local, offline), an OpenAI-compatible HTTP API, or hash (deterministic test vectors, no model).",
+        description="sentence-transformers (local, offline), an OpenAI-compatible HTTP API, hash (deterministic test "
+        "vectors, no model), or your own embeddings class: langchain (an Embeddings) or llamaindex (a BaseEmbedding).",
     )
     model: str = Field(
-        "all-MiniLM-L6-v2", description="Model id: a packaged model name, a local sentence-transformers folder, or the API's model name."
+        "all-MiniLM-L6-v2", description="Model id: a packaged model name, a local sentence-transformers folder, the API's "
+        "model name, or (langchain, llamaindex) the import path of the embeddings class, e.g. langchain_openai.OpenAIEmbeddings."
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="langchain, llamaindex: keyword arguments the embeddings class is built with (its model name among "
+        "them); secrets come from the environment, as the class reads them.",
     )
     revision: str = Field(
-        "auto", description="Model revision; 'auto' = a digest of the local model files (required explicitly for API models)."
+        "auto", description="Model revision; 'auto' = a digest of the local model files, or the version of the library "
+        "providing a langchain/llamaindex class (required explicitly for API models)."
     )
     dimension: int = Field(384, gt=0, description="Vector dimension.")
     prefix: str = Field("", description="Text prepended to every stored input (the passage side, e.g. 'passage: ').")

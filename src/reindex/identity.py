@@ -92,6 +92,8 @@ def vector_id(vector: VectorHalf) -> str:
     whose hash lost ``model`` cannot collide with a v1 payload, which always had it."""
     data = vector.model_dump(mode="json")
     del data["query_prefix"]
+    if not data["params"]:
+        del data["params"]  # came after v1: left out while empty, so every earlier population keeps its id
     if vector.provider == "hash" or (vector.provider == "sentence-transformers" and vector.revision.startswith("sha256:")):
         del data["model"]
     return _h(VECTOR_ID_VERSION.encode(), canonical_json(data).encode())
@@ -211,6 +213,9 @@ def resolve_config(cfg: PipelineConfig, model_files: Callable[[VectorHalf], Path
         if vector.provider == "hash":
             vector = vector.model_copy(update={"revision": "hash-v1"})
             return cfg.model_copy(update={"text": text, "vector": vector})
+        if vector.provider in ("langchain", "llamaindex"):
+            vector = vector.model_copy(update={"revision": splitter_version(vector.model, field="vector.model")})
+            return cfg.model_copy(update={"text": text, "vector": vector})
         if vector.provider == "openai":
             raise ConfigError(
                 "vector.revision: an API model has no local files to digest; set vector.revision to the provider's model version"
@@ -223,14 +228,14 @@ def resolve_config(cfg: PipelineConfig, model_files: Callable[[VectorHalf], Path
     return cfg.model_copy(update={"text": text, "vector": vector})
 
 
-def splitter_version(path: str) -> str:
+def splitter_version(path: str, field: str = "text.chunker") -> str:
     """The version of the code behind an external splitter (``package.module.Class`` or
     ``module:function``), without importing it: ``<distribution>==<version>`` of the installed
     distribution that provides the top-level package, else ``sha256:`` of the module's source file (a
     module of your own, outside any distribution). An upgrade (or an edit) changes the text id."""
     module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
     if not module:
-        raise ConfigError(f"text.chunker: {path!r} is not an import path (package.module.Class or module:function)")
+        raise ConfigError(f"{field}: {path!r} is not an import path (package.module.Class or module:function)")
     top = module.split(".")[0]
     dists = _named_distribution(top) or sorted(set(_packages_distributions().get(top, ())))
     if dists:
@@ -240,7 +245,7 @@ def splitter_version(path: str) -> str:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.origin or not Path(spec.origin).is_file():
-        raise ConfigError(f"text.chunker: module {module!r} of {path!r} cannot be found; is it installed or on PYTHONPATH?")
+        raise ConfigError(f"{field}: module {module!r} of {path!r} cannot be found; is it installed or on PYTHONPATH?")
     return "sha256:" + hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:32]
 
 

@@ -6,7 +6,8 @@ from reindex.config import EmbedConfig, VectorHalf
 from reindex.embedders.base import Embedder, EmbedResult
 from reindex.errors import ConfigError
 
-__all__ = ["Embedder", "EmbedResult", "describe_embedder", "make_embedder", "model_files", "resolve_device"]
+__all__ = ["Embedder", "EmbedResult", "describe_embedder", "make_embedder", "model_files", "resolve_device",
+           "vector_config_of"]
 
 
 def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedConfig | None = None) -> Embedder:
@@ -19,6 +20,10 @@ def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedCon
         from reindex.embedders.openai import OpenAIEmbedder
 
         return OpenAIEmbedder(vector, options or EmbedConfig(), batch_size=batch_size)
+    if vector.provider in ("langchain", "llamaindex"):
+        from reindex.embedders.external import ExternalEmbedder
+
+        return ExternalEmbedder(vector, batch_size=batch_size)
     if vector.provider == "hash":
         from reindex.embedders.hashing import HashEmbedder
 
@@ -49,3 +54,11 @@ def resolve_device(spec: str) -> str:
     from reindex.embedders.sentence_transformers import resolve_device as _resolve
 
     return _resolve(spec)
+
+
+def vector_config_of(obj) -> dict:
+    """The ``vector`` config section (provider, model = class path, params) of a LangChain ``Embeddings`` or
+    LlamaIndex ``BaseEmbedding`` instance (see :func:`reindex.embedders.external.vector_config_of`)."""
+    from reindex.embedders.external import vector_config_of as _of
+
+    return _of(obj)
