@@ -94,8 +94,9 @@ VECTOR_MUTATIONS = {
     "prefix": ["passage: ", "query: "],
     "normalize": [False],
     "distance": ["dot", "euclid"],
-    "backend": ["onnx", "api"],
-    "precision": ["float16", "int8"],
+    "params": [{"model": "m-2"}],  # a langchain/llamaindex class's arguments (empty: left out of the id)
+    "backend": ["onnx"],  # api is for HTTP providers: the base half is sentence-transformers
+    "precision": ["float16"],  # int8 needs backend onnx (a two-field change: tests/test_embed_backends.py)
     "max_tokens": [128, 512],
 }
 # Vector-half fields that change no id: a local model is identified by the digest of its files (BASE's
@@ -113,7 +114,8 @@ OPERATIONAL_MUTATIONS = {
     "approval": [ApprovalConfig(pipeline_scoped=False, max_usd=100)],
     "apply": [ApplyConfig(shards=4, embed_batch_size=8)],
     "cutover": [CutoverConfig(k=5, min_overlap=0.9, retention_days=1)],
-    "embed": [EmbedConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY", max_tokens_per_minute=1000)],
+    "embed": [EmbedConfig(base_url="http://127.0.0.1:9/v1", api_key_env="MY_KEY", max_tokens_per_minute=1000),
+              EmbedConfig(device="cuda:1")],
     "payload": [PayloadConfig(content_key="text_body"), PayloadConfig(metadata_key="meta"), PayloadConfig(indexes=["lang"])],
 }
 
@@ -207,18 +209,26 @@ text_halves = st.builds(
 ).filter(lambda t: t is not None)
 
 
-vector_halves = st.builds(
-    VectorHalf,
-    provider=st.sampled_from(["sentence-transformers", "openai", "hash"]),
+def _vector_or_none(fields: dict) -> VectorHalf | None:
+    try:
+        return VectorHalf(**fields)
+    except ValueError:  # a backend/precision pair that cannot run (int8 on torch, …) is refused at load
+        return None
+
+
+vector_halves = st.fixed_dictionaries(dict(
+    provider=st.sampled_from(["sentence-transformers", "openai", "hash", "langchain"]),
     model=st.sampled_from(["all-MiniLM-L6-v2", "/m/a", "/m/b"]),
+    params=st.sampled_from([{}, {"size": 8}]),
     revision=st.one_of(st.text(min_size=1, max_size=8), st.sampled_from(["sha256:a", "sha256:b"])),
     query_prefix=st.sampled_from([None, "", "query: "]),
     dimension=st.integers(1, 4096),
     prefix=st.text(max_size=10),
     normalize=st.booleans(),
     distance=st.sampled_from(["cosine", "dot", "euclid"]),
+    backend=st.sampled_from(["torch", "onnx", "api"]),
     precision=st.sampled_from(["float32", "float16", "int8"]),
-)
+)).map(_vector_or_none).filter(lambda v: v is not None)
 
 
 def _vector_key(v: VectorHalf) -> dict:

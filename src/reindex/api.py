@@ -32,6 +32,7 @@ from reindex.errors import (
     TerminalError,
     TransientError,
 )
+from reindex.embedders import vector_config_of
 from reindex.planner import Plan
 from reindex.runners import ShardJob, ShardRunner, ThreadRunner
 from reindex.usecases.apply import (
@@ -150,6 +151,7 @@ __all__ = [
     "status",
     "summarize_chunks",
     "validate_config",
+    "vector_config_of",
     "vector_store_for",
     "waiting_runs",
 ]

@@ -364,25 +364,32 @@ def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: i
 @main.command()
 @CONFIG_OPTION
 @click.option("--chunks", type=int, default=256, show_default=True, help="Chunks to time.")
+@click.option("--backend", "backend_specs", multiple=True, metavar="BACKEND[:PRECISION]",
+              help="Also time this backend of the same model (torch, onnx, onnx:int8, torch:float16); repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def calibrate(config_path: str, chunks: int, as_json: bool) -> None:
+def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_json: bool) -> None:
     """Time the configured embedder on real chunks of the corpus; plans then use the measured rate.
 
     Precedence of the rate a plan uses: cost.tokens_per_minute in the config, then the rate the last apply
-    of the same model measured, then this calibration, then a default of 150,000 tokens/min.
+    of the same model measured, then this calibration, then a default of 150,000 tokens/min. Local backends
+    are compared with float32 torch on the same chunks (mean cosine, top-10 overlap on probe queries).
 
     \b
     Example:
-      reindex calibrate -c reindex.yaml --chunks 256
+      reindex calibrate -c reindex.yaml --chunks 256 --backend onnx --backend onnx:int8
     """
     from reindex import api
 
-    r = api.calibrate(config_path, chunks=chunks)
+    r = api.calibrate(config_path, chunks=chunks, backends_to_measure=backend_specs)
     if as_json:
         _emit_json(r)
-    else:
-        click.echo(f"{r['model']}: {r['tokens_per_second']:,.0f} tokens/s ({r['tokens_per_minute']:,.0f}/min) on "
-                   f"{r['chunks']} chunks, {r['tokens']:,} tokens in {r['seconds']} s; recorded for plans")
+        return
+    for b in r["backends"]:
+        where = f" ({b['backend']}/{b['precision']} on {b['device']})" if b.get("device") else ""
+        agree = (f"; cosine to float32 {b['cosine_to_float32']:.4f}, top-10 overlap {b['recall_at_10_overlap']:.2f}"
+                 if "recall_at_10_overlap" in b else "")
+        click.echo(f"{b['model']}{where}: {b['tokens_per_second']:,.0f} tokens/s ({b['tokens_per_minute']:,.0f}/min) on "
+                   f"{b['chunks']} chunks, {b['tokens']:,} tokens in {b['seconds']} s{agree}; recorded for plans")
 
 
 @main.command()

@@ -327,15 +327,23 @@ class VectorHalf(_Model):
     """Everything that decides which vector a given text gets. Hashed into the vector id."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=VECTOR)
-    provider: Literal["sentence-transformers", "openai", "hash"] = Field(
+    provider: Literal["sentence-transformers", "openai", "hash", "langchain", "llamaindex"] = Field(
         "sentence-transformers",
-        description="sentence-transformers (local, offline), an OpenAI-compatible HTTP API, or hash (deterministic test vectors, no model).",
+        description="sentence-transformers (local, offline), an OpenAI-compatible HTTP API, hash (deterministic test "
+        "vectors, no model), or your own embeddings class: langchain (an Embeddings) or llamaindex (a BaseEmbedding).",
     )
     model: str = Field(
-        "all-MiniLM-L6-v2", description="Model id: a packaged model name, a local sentence-transformers folder, or the API's model name."
+        "all-MiniLM-L6-v2", description="Model id: a packaged model name, a local sentence-transformers folder, the API's "
+        "model name, or (langchain, llamaindex) the import path of the embeddings class, e.g. langchain_openai.OpenAIEmbeddings."
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="langchain, llamaindex: keyword arguments the embeddings class is built with (its model name among "
+        "them); secrets come from the environment, as the class reads them.",
     )
     revision: str = Field(
-        "auto", description="Model revision; 'auto' = a digest of the local model files (required explicitly for API models)."
+        "auto", description="Model revision; 'auto' = a digest of the local model files, or the version of the library "
+        "providing a langchain/llamaindex class (required explicitly for API models)."
     )
     dimension: int = Field(384, gt=0, description="Vector dimension.")
     prefix: str = Field("", description="Text prepended to every stored input (the passage side, e.g. 'passage: ').")
@@ -346,11 +354,29 @@ class VectorHalf(_Model):
     )
     normalize: bool = Field(True, description="L2-normalise vectors.")
     distance: Literal["cosine", "dot", "euclid"] = Field("cosine", description="Similarity used by the collection.")
-    backend: Literal["torch", "onnx", "api"] = Field("torch", description="Inference backend.")
-    precision: Literal["float32", "float16", "int8"] = Field("float32", description="Inference precision.")
+    backend: Literal["torch", "onnx", "api"] = Field(
+        "torch",
+        description="Inference backend: torch, or onnx (sentence-transformers models exported locally to ONNX and run "
+        "with onnxruntime; the export is cached and its files' digest is the revision); api for HTTP providers.",
+    )
+    precision: Literal["float32", "float16", "int8"] = Field(
+        "float32", description="Inference precision; int8 (dynamic quantisation) needs backend: onnx, float16 backend: torch."
+    )
     max_tokens: int | None = Field(
         None, gt=0, description="Input length limit in model tokens; None = the model's own limit. Longer inputs are truncated and counted."
     )
+
+    @model_validator(mode="after")
+    def _backend_runs(self) -> "VectorHalf":
+        if self.provider != "sentence-transformers":
+            return self
+        if self.backend == "api":
+            raise ValueError("backend api is for HTTP providers; a sentence-transformers model runs on torch or onnx")
+        if self.precision == "int8" and self.backend != "onnx":
+            raise ValueError("precision int8 needs backend: onnx (dynamic quantisation of a local ONNX export)")
+        if self.precision == "float16" and self.backend == "onnx":
+            raise ValueError("precision float16 is not available with backend: onnx (use float32 or int8, or backend: torch)")
+        return self
 
     def for_queries(self) -> VectorHalf:
         """This half as queries are embedded: ``query_prefix`` (when set) in place of ``prefix``."""
@@ -504,19 +530,36 @@ class CostConfig(_OpModel):
 
 
 class EmbedConfig(_OpModel):
-    """How to reach an OpenAI-compatible embedding API (provider ``openai``). The key comes from the
-    environment only."""
+    """How embedding runs: the device of a local model, and how to reach an OpenAI-compatible embedding API
+    (provider ``openai``; the key comes from the environment only)."""
 
     base_url: str = Field("https://api.openai.com/v1", description="API base URL (…/v1); any OpenAI-compatible server.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
-    max_tokens_per_minute: float | None = Field(None, gt=0, description="Client-side rate limit in tokens per minute.")
+    max_tokens_per_minute: float | None = Field(
+        None, gt=0, description="The API's tokens-per-minute limit: requests are paced evenly to stay under it.")
+    max_requests_per_minute: float | None = Field(
+        None, gt=0, description="The API's requests-per-minute limit: requests are paced evenly to stay under it.")
+    concurrency: int = Field(8, gt=0, description="Requests in flight at most, shared by all shards of a process.")
+    request_texts: int = Field(64, gt=0, description="Texts per request; a larger embedding batch is split into concurrent requests.")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
     max_retries: int = Field(5, ge=0, strict=True, description="Retries of a request on connection errors, timeouts, 429 and 5xx.")
+    device: str = Field(
+        "auto",
+        description="Where a local model runs: cpu, cuda, cuda:N, mps, or auto (the first CUDA device, else mps, else "
+        "the CPU). Operational: vectors agree across devices within float tolerance.",
+    )
 
     @field_validator("base_url")
     @classmethod
     def _url_without_credentials(cls, value: str) -> str:
         return _no_userinfo(value, "put the key in the environment variable that embed.api_key_env names")
+
+    @field_validator("device")
+    @classmethod
+    def _device_name(cls, value: str) -> str:
+        if not re.fullmatch(r"cpu|auto|mps|cuda(:[0-9]+)?", value):
+            raise ValueError(f"got {value!r}; expected cpu, cuda, cuda:N (a device number), mps or auto")
+        return value
 
 
 class ApprovalConfig(_OpModel):

@@ -18,6 +18,7 @@ any text twice and ends with exactly the points an uninterrupted run writes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -228,7 +229,7 @@ def _timed(embed: Callable[[list[str]], Any], result: ShardResult) -> Callable[[
 def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
            on_batch: Callable[[list[str], np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
     """Embed distinct texts (text → tokens in the plan's tokenizer), longest first in batches (less
-    padding), under one lock (one model). Tokens are counted in the plan's unit so that planned and
+    padding), under one lock (one model) unless the embedder is ``concurrent``. Tokens are counted in the plan's unit so that planned and
     actual compare; truncation is counted by the embedder in the model's own tokens."""
     order = sorted(texts, key=len, reverse=True)
     out: dict[str, np.ndarray] = {}
@@ -237,6 +238,9 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
         batch = order[i : i + bs]
         with ctx.embed_lock:
             ctx.spend_tokens(sum(texts[t] for t in batch))
+        # One model, one call at a time; an embedder that paces its own requests (an API client) is shared by
+        # the shards concurrently.
+        with contextlib.nullcontext() if getattr(ctx.embedder, "concurrent", False) else ctx.embed_lock:
             res = retry_transient(_timed(ctx.embedder.embed, result), batch)
         result.embedded += len(batch)
         result.tokens_embedded += sum(texts[t] for t in batch)

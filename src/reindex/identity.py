@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from reindex.config import (
     PipelineConfig,
@@ -92,6 +92,8 @@ def vector_id(vector: VectorHalf) -> str:
     whose hash lost ``model`` cannot collide with a v1 payload, which always had it."""
     data = vector.model_dump(mode="json")
     del data["query_prefix"]
+    if not data["params"]:
+        del data["params"]  # came after v1: left out while empty, so every earlier population keeps its id
     if vector.provider == "hash" or (vector.provider == "sentence-transformers" and vector.revision.startswith("sha256:")):
         del data["model"]
     return _h(VECTOR_ID_VERSION.encode(), canonical_json(data).encode())
@@ -192,9 +194,11 @@ def payload_id_of_record(config: dict) -> str:
 _BUILTIN_TOKENIZERS = {"whitespace", "char"}
 
 
-def resolve_config(cfg: PipelineConfig) -> PipelineConfig:
+def resolve_config(cfg: PipelineConfig, model_files: Callable[[VectorHalf], Path] | None = None) -> PipelineConfig:
     """Replace ``auto`` revisions with content digests of the model and tokenizer files, and an external
-    splitter's ``auto`` version with the version of the library that provides it."""
+    splitter's ``auto`` version with the version of the library that provides it. ``model_files`` gives the
+    files a local model's revision digests (its folder by default); a ``vector.backend: onnx`` half needs it
+    (the export is made by the embedders: see :func:`reindex.embedders.model_files`)."""
     text, vector = cfg.text, cfg.vector
     chunker = text.chunker
     if chunker.kind in ("langchain", "callable") and chunker.version == "auto":
@@ -209,22 +213,29 @@ def resolve_config(cfg: PipelineConfig) -> PipelineConfig:
         if vector.provider == "hash":
             vector = vector.model_copy(update={"revision": "hash-v1"})
             return cfg.model_copy(update={"text": text, "vector": vector})
+        if vector.provider in ("langchain", "llamaindex"):
+            vector = vector.model_copy(update={"revision": splitter_version(vector.model, field="vector.model")})
+            return cfg.model_copy(update={"text": text, "vector": vector})
         if vector.provider == "openai":
             raise ConfigError(
                 "vector.revision: an API model has no local files to digest; set vector.revision to the provider's model version"
             )
-        vector = vector.model_copy(update={"revision": digest_path(resolve_model_path(vector.model))})
+        if model_files is None and vector.backend == "onnx":
+            raise ConfigError("vector.backend: onnx: the revision is the digest of the ONNX export; resolve this config "
+                              "with reindex.load_resolved, which makes the export")
+        files = model_files(vector) if model_files is not None else resolve_model_path(vector.model)
+        vector = vector.model_copy(update={"revision": digest_path(files)})
     return cfg.model_copy(update={"text": text, "vector": vector})
 
 
-def splitter_version(path: str) -> str:
+def splitter_version(path: str, field: str = "text.chunker") -> str:
     """The version of the code behind an external splitter (``package.module.Class`` or
     ``module:function``), without importing it: ``<distribution>==<version>`` of the installed
     distribution that provides the top-level package, else ``sha256:`` of the module's source file (a
     module of your own, outside any distribution). An upgrade (or an edit) changes the text id."""
     module = path.partition(":")[0] if ":" in path else path.rpartition(".")[0]
     if not module:
-        raise ConfigError(f"text.chunker: {path!r} is not an import path (package.module.Class or module:function)")
+        raise ConfigError(f"{field}: {path!r} is not an import path (package.module.Class or module:function)")
     top = module.split(".")[0]
     dists = _named_distribution(top) or sorted(set(_packages_distributions().get(top, ())))
     if dists:
@@ -234,7 +245,7 @@ def splitter_version(path: str) -> str:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.origin or not Path(spec.origin).is_file():
-        raise ConfigError(f"text.chunker: module {module!r} of {path!r} cannot be found; is it installed or on PYTHONPATH?")
+        raise ConfigError(f"{field}: module {module!r} of {path!r} cannot be found; is it installed or on PYTHONPATH?")
     return "sha256:" + hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:32]
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "embed_log",
     "index_lease_seconds",
     "pause_at",
+    "model_cache_dir",
     "prefect_api_url",
     "shard_workers",
     "task_runner_spec",
@@ -101,6 +102,16 @@ def crash_once() -> str | None:
 def embed_log() -> str | None:
     """``REINDEX_EMBED_LOG``: file the hash embedder appends each embedded text's digest to."""
     return os.environ.get("REINDEX_EMBED_LOG") or None
+
+
+def model_cache_dir() -> Path:
+    """``REINDEX_CACHE_DIR``: where derived model files (ONNX exports) are kept, in content-addressed folders
+    (default ``$XDG_CACHE_HOME/reindex``, else ``~/.cache/reindex``)."""
+    raw = os.environ.get("REINDEX_CACHE_DIR", "").strip()
+    if raw:
+        return Path(raw).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(base).expanduser() if base else Path.home() / ".cache") / "reindex"
 
 
 def demo_dir() -> Path:

@@ -29,6 +29,10 @@ class HashEmbedder:
         self.max_tokens = vector.max_tokens
         self.batch_size = batch_size
 
+    def describe(self) -> dict:
+        """Where and how this embedder runs (for run reports): no model, on the CPU."""
+        return {"provider": "hash", "backend": self.vector.backend, "precision": self.vector.precision, "device": "cpu"}
+
     def _one(self, text: str) -> np.ndarray:
         seed = int.from_bytes(hashlib.blake2b((self.vector.prefix + text).encode(), digest_size=8).digest(), "little")
         v = np.random.default_rng(seed).standard_normal(self.dimension).astype(np.float32)

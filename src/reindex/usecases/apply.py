@@ -31,6 +31,7 @@ from reindex.planner import (
 
 
 from reindex import execution
+from reindex.embedders import describe_embedder
 from reindex.manifests import PopulationRecord, read_live, read_population, write_measured_rate, write_population
 from reindex.errors import RunnerError
 from reindex.locks import Fence
@@ -338,6 +339,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         phases["finish"] = time.perf_counter() - t
         report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
         report["runner"] = describe(runner)
+        report["embedder"] = describe_embedder(ctx.embedder)  # the device it resolved to on this machine
         if not failures and not in_place:
             report["actual"]["deleted"] += report_stale
         report["throughput"]["recorded"] = _record_rate(state, cfg, ident.vector_id, plan, report, describe(runner))
@@ -378,6 +380,7 @@ def _record_rate(state, cfg: PipelineConfig, vector_id: str, plan: Plan, report:
         "tokens_per_minute": round(tps * 60, 1),
         "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cpus)",
         "runner": runner,
+        "device": (report.get("embedder") or {}).get("device"),
         "at": time.time(),
     }
     write_measured_rate(state, vector_id, rec)

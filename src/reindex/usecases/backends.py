@@ -21,7 +21,8 @@ from reindex.errors import ConfigError
 from reindex.stores.objects import open_object_store
 
 __all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "embedded_store_folder", "embedded_store_path", "free_disk_bytes",
-           "lending", "lent", "make_embedder", "shard_runner", "state_store", "vector_reader_for", "vector_store_for"]
+           "lending", "lent", "make_embedder", "model_files", "resolve_device", "shard_runner", "state_store",
+           "vector_reader_for", "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
 
@@ -151,6 +152,20 @@ def _same_model(a: Any, b: Any) -> bool:
     """Two vector halves that differ at most in the text prefixed to inputs (passages vs queries)."""
     drop = {"prefix", "query_prefix"}
     return a.model_dump(exclude=drop) == b.model_dump(exclude=drop)
+
+
+def model_files(vector):
+    """The files a local model's ``auto`` revision digests (see :func:`reindex.embedders.model_files`)."""
+    from reindex.embedders import model_files as _files
+
+    return _files(vector)
+
+
+def resolve_device(spec: str) -> str:
+    """The device ``embed.device`` names here (see :func:`reindex.embedders.resolve_device`)."""
+    from reindex.embedders import resolve_device as _resolve
+
+    return _resolve(spec)
 
 
 def shard_runner(prefect: bool | None = None, task_runner: str | None = None):

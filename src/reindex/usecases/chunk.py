@@ -23,6 +23,7 @@ from reindex.sources.base import Document, ScanReport
 
 
 
+from reindex.usecases import backends
 from reindex.usecases.configure import model_input_limit
 
 
@@ -68,7 +69,7 @@ def _pipeline_config(config_path: str | Path | None, chunker: str | None) -> Pip
         cfg = PipelineConfig(index="adhoc", source=SourceConfig(uri="."))
     if chunker:
         cfg = with_chunker(cfg, parse_chunker_spec(chunker))
-    return resolve_config(cfg)
+    return resolve_config(cfg, backends.model_files)
 
 
 def documents_of(path: str | Path, cfg: PipelineConfig, report: ScanReport) -> Iterator[Document]:

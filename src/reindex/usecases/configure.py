@@ -80,14 +80,20 @@ def load_resolved(path: str | Path | PipelineConfig) -> PipelineConfig:
     o = backends.lent()
     if o is not None and Path(path).resolve() == Path(o.config_path).resolve():
         return o.cfg
-    return resolve_config(load_config(path))
+    return resolve(load_config(path))
+
+
+def resolve(cfg: PipelineConfig) -> PipelineConfig:
+    """:func:`reindex.identity.resolve_config` with the model files of :mod:`reindex.usecases.backends` (an ONNX
+    backend's revision is the digest of its local export)."""
+    return resolve_config(cfg, backends.model_files)
 
 
 def validate_config(path: str | Path = DEFAULT_CONFIG) -> Validation:
     """Validate ``path``, resolve revisions and compute the ids; check that the source can be read and that
     ``vector.dimension`` is what the model produces (``Validation.problems``)."""
     cfg = load_resolved(path)
-    problems = (*source_problems(cfg), *chunker_problems(cfg), *dimension_problems(cfg.vector))
+    problems = (*source_problems(cfg), *chunker_problems(cfg), *dimension_problems(cfg.vector), *device_problems(cfg))
     return Validation(str(path), cfg, identity_of(cfg), chunker_spec(cfg.text.chunker), tuple(config_warnings(cfg)),
                       problems)
 
@@ -132,6 +138,18 @@ def chunker_problems(cfg: PipelineConfig) -> list[str]:
 
     try:
         make_chunker(cfg.text.chunker, load_tokenizer(cfg.text.tokenizer))
+    except ReindexError as err:
+        return [str(err)]
+    return []
+
+
+def device_problems(cfg: PipelineConfig) -> list[str]:
+    """Empty unless ``embed.device`` names a device (cuda, cuda:N, mps) this machine lacks, for a local model.
+    ``cpu`` and ``auto`` always run, so only a named device is looked up (that imports torch)."""
+    if cfg.vector.provider != "sentence-transformers" or cfg.embed.device in ("cpu", "auto"):
+        return []
+    try:
+        backends.resolve_device(cfg.embed.device)
     except ReindexError as err:
         return [str(err)]
     return []

@@ -132,7 +132,7 @@ def _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, se
     qs = m.load_queries(queries)
     if lang is not None:
         qs = [q for q in qs if q.lang == lang]
-    resolved = resolve_config(cfg)
+    resolved = resolve_config(cfg, backends.model_files)
     vid = vector_id(resolved.vector)
     embedder = backends.make_embedder(resolved.vector, batch_size=cfg.apply.embed_batch_size)
     store = m.EmbeddingCache(cache, vid) if cache is not None else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from reindex.config import (
@@ -10,7 +11,7 @@ from reindex.config import (
     load_config,
     parse_chunker_spec,
 )
-from reindex.errors import ReindexError, SourceError
+from reindex.errors import ConfigError, ReindexError, SourceError
 from reindex.identity import identity_of
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
@@ -37,7 +38,7 @@ from reindex.planner import (
 
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
-from reindex.usecases.configure import load_resolved
+from reindex.usecases.configure import load_resolved, resolve
 
 
 def rates_for(cfg: PipelineConfig) -> Rates:
@@ -161,11 +162,14 @@ def estimate(
     )
 
 
-def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, seed: int = 0) -> dict:
-    """Time the configured embedder on real chunks of the corpus; record tokens/s in the state."""
-    import platform
+def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, seed: int = 0,
+              backends_to_measure: Sequence[str] = (), probes: int = 50) -> dict:
+    """Time the configured embedder on real chunks of the corpus and record tokens/s in the state; with
+    ``backends_to_measure`` (``BACKEND[:PRECISION]``, e.g. ``onnx:int8``) time those backends of the same
+    model as well, each recorded under its own vector id. Every local backend is compared with float32 torch
+    on the same chunks: mean cosine of the vectors, and the overlap of the top-10 chunks of ``probes`` probe
+    queries (the first words of sampled chunks)."""
     import random
-    import time
 
     cfg = load_resolved(config_path)
     ident = identity_of(cfg)
@@ -179,16 +183,61 @@ def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, se
         raise SourceError(f"{cfg.source.uri}: no chunks to calibrate on")
     rng = random.Random(seed)
     picked = rng.sample(texts, min(chunks, len(texts)))
+    variants = [cfg] + [_backend_variant(cfg, spec) for spec in backends_to_measure]
+    local = cfg.vector.provider == "sentence-transformers"
+    reference = _backend_variant(cfg, "torch:float32") if local else None
+    queries = [" ".join(t.split()[:12]) for t in rng.sample(picked, min(probes, len(picked)))] if local else []
+    measured: dict[str, dict] = {}
+    vectors: dict[str, tuple] = {}
+    for variant in ([*variants, reference] if reference is not None else variants):
+        vid = identity_of(variant).vector_id
+        if vid in measured:
+            continue
+        measured[vid], vectors[vid] = _time_backend(variant, picked, queries)
+        write_calibration(backends.state_store(cfg), vid, measured[vid])
+    if reference is not None:
+        ref = vectors[identity_of(reference).vector_id]
+        for vid, rec in measured.items():
+            rec.update(_agreement(ref, vectors[vid]))
+    configured = measured[ident.vector_id]
+    wanted = list(dict.fromkeys(identity_of(v).vector_id for v in variants))
+    return {**configured, "backends": [measured[v] for v in wanted],
+            "reference": "torch/float32" if reference is not None else None, "probes": len(queries)}
+
+
+def _backend_variant(cfg: PipelineConfig, spec: str) -> PipelineConfig:
+    """``cfg`` with ``vector.backend`` and ``vector.precision`` from ``BACKEND[:PRECISION]``, resolved."""
+    from reindex.config import config_from_dict
+
+    if cfg.vector.provider != "sentence-transformers":
+        raise ConfigError(f"--backend {spec}: backends are compared for local sentence-transformers models; "
+                          f"vector.provider is {cfg.vector.provider}")
+    backend, _, precision = spec.partition(":")
+    data = cfg.model_dump(mode="json")
+    data["vector"].update(backend=backend, precision=precision or "float32", revision="auto")
+    return resolve(config_from_dict(data, f"--backend {spec}"))
+
+
+def _time_backend(cfg: PipelineConfig, texts: list[str], queries: list[str]) -> tuple[dict, tuple]:
+    import platform
+    import time
+
+    from reindex.embedders import describe_embedder
+
     emb = backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
-    emb.embed(picked[: min(8, len(picked))])  # warm-up: first-call allocation is not throughput
+    emb.embed(texts[: min(8, len(texts))])  # warm-up: first-call allocation is not throughput
     t0 = time.perf_counter()
-    res = emb.embed(picked)
+    res = emb.embed(texts)
     seconds = time.perf_counter() - t0
     tps = res.tokens / seconds if seconds > 0 else 0.0
-    result = {
-        "vector_id": ident.vector_id,
+    q = emb if cfg.vector.query_prefix is None else backends.make_embedder(
+        cfg.vector.for_queries(), batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
+    qv = q.embed(queries).vectors if queries else None
+    rec = {
+        "vector_id": identity_of(cfg).vector_id,
         "model": cfg.vector.model,
-        "chunks": len(picked),
+        **{k: v for k, v in describe_embedder(emb).items() if k != "provider"},
+        "chunks": len(texts),
         "tokens": res.tokens,
         "seconds": round(seconds, 3),
         "tokens_per_second": round(tps, 1),
@@ -197,5 +246,23 @@ def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, se
         "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "at": time.time(),
     }
-    write_calibration(backends.state_store(cfg), ident.vector_id, result)
-    return result
+    return rec, (res.vectors, qv)
+
+
+def _agreement(reference: tuple, other: tuple, k: int = 10) -> dict:
+    """Mean (and least) cosine of ``other``'s chunk vectors to the reference's, and the mean overlap of the
+    top-``k`` chunks each side retrieves for the probe queries (each side with its own query vectors)."""
+    import numpy as np
+
+    def unit(v):
+        return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+    (rc, rq), (oc, oq) = reference, other
+    cos = np.sum(unit(rc) * unit(oc), axis=1)
+    out = {"cosine_to_float32": round(float(cos.mean()), 5), "min_cosine_to_float32": round(float(cos.min()), 5)}
+    if rq is not None and len(rq):
+        k = min(k, len(rc))
+        top = lambda q, c: np.argsort(-(unit(q) @ unit(c).T), axis=1, kind="stable")[:, :k]  # noqa: E731
+        a, b = top(rq, rc), top(oq, oc)
+        out["recall_at_10_overlap"] = round(float(np.mean([len(set(x) & set(y)) / k for x, y in zip(a, b)])), 4)
+    return out
