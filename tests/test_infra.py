@@ -22,7 +22,8 @@ PREFECT_YAML = REPO / "flows" / "prefect.yaml"
 TEST_HOOKS = {"REINDEX_EMBED_LOG", "REINDEX_CRASH_AT", "REINDEX_PAUSE_AT", "REINDEX_CRASH_ONCE", "REINDEX_DEMO_DIR"}
 # Read by the code, optional on the worker: the flows take a `task_runner` parameter instead.
 OPTIONAL = {"REINDEX_TASK_RUNNER", "REINDEX_INDEX_LEASE_S", "PREFECT_PROFILE", "PREFECT_HOME", "PREFECT_PROFILES_PATH",
-            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"}  # the last: only named in a message
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",  # only named in a message
+            "REINDEX_CACHE_DIR", "XDG_CACHE_HOME"}  # where ONNX exports are cached (a default that works)
 # What the worker needs that third-party libraries read (boto3, Prefect).
 THIRD_PARTY_REQUIRED = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PREFECT_API_URL"}
 SECRETS = {"QDRANT_API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "POSTGRES_PASSWORD",

@@ -200,6 +200,13 @@ class _BuiltOnFirstUse:
     def embed(self, texts: list[str]):
         return self._embedder().embed(texts)
 
+    def describe(self) -> dict:
+        """What the run report says of it: the model is not loaded unless something was embedded."""
+        if self._real is None:
+            return {"provider": None, "backend": None, "precision": None, "device": None,
+                    "loaded": False}
+        return describe_embedder(self._real)
+
     def __getattr__(self, name: str):  # dimension, max_tokens
         return getattr(self._embedder(), name)
 
