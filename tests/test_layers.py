@@ -255,3 +255,60 @@ def test_the_shim_check_sees_a_shim_import() -> None:
     tree = _ast.parse("from reindex.manifests import acquire_lock")
     node = tree.body[0]
     assert isinstance(node, _ast.ImportFrom) and node.module in SHIMS and "acquire_lock" in SHIMS[node.module]
+
+
+def _top_level_imports(m: str) -> list[str]:
+    """What importing ``m`` imports at once: its module-level imports (inside ``if``/``try`` blocks too)."""
+    out = []
+    for node in ast.parse(MODULES[m].read_text(encoding="utf-8")).body:
+        for n in [node] if not isinstance(node, (ast.If, ast.Try)) else list(ast.walk(node)):
+            if isinstance(n, ast.Import):
+                out += [a.name for a in n.names]
+            elif isinstance(n, ast.ImportFrom):
+                mod = _resolve(m, n)
+                out += [f"{mod}.{a.name}" if f"{mod}.{a.name}" in MODULES else mod for a in n.names]
+    return out
+
+
+_AT_IMPORT: dict[str, set[str]] = {}
+
+
+def _third_party_at_import(m: str) -> set[str]:
+    """Third-party libraries that importing ``m`` loads, through its own and its packages' top-level imports
+    (memoised: the graph has no cycles, test_no_import_cycles)."""
+    if m in _AT_IMPORT:
+        return _AT_IMPORT[m]
+    _AT_IMPORT[m] = set()  # a guard, should a cycle ever slip in
+    libs: set[str] = set()
+    parents = [".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1)]
+    for target in _top_level_imports(m) + [p for p in parents if p in MODULES]:
+        top = target.split(".")[0]
+        if top not in ("reindex", "") and top not in STDLIB:
+            libs.add(top)
+        t = _internal(target)
+        if t and t != m:
+            libs |= _third_party_at_import(t)
+    _AT_IMPORT[m] = libs
+    return libs
+
+
+def test_light_modules_are_imported_at_the_top() -> None:
+    """A function-level import is for a module that costs something to load (it pulls in a third-party
+    library: the embedder's torch, qdrant-client, Prefect, ...). A reindex module whose import loads no
+    third-party library at all is imported at the top of the module that uses it (STYLE.md, issue 21)."""
+    light = {m for m in MODULES if not _third_party_at_import(m)}
+    assert {"reindex.errors", "reindex.settings", "reindex.domain"} <= light
+    bad = []
+    for m in MODULES:
+        for fn in ast.walk(ast.parse(MODULES[m].read_text(encoding="utf-8"))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, ast.ImportFrom):
+                    mod = _resolve(m, n)
+                    for a in n.names:
+                        t = _internal(f"{mod}.{a.name}" if f"{mod}.{a.name}" in MODULES else mod)
+                        if t in light and t != m and not m.startswith(t + "."):
+                            bad.append(f"{MODULES[m].relative_to(SRC)}:{n.lineno}: {m} imports {t} inside "
+                                       f"{fn.name}(); it loads no third-party library: import it at the top")
+    assert not bad, "\n".join(sorted(set(bad)))

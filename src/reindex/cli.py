@@ -15,8 +15,9 @@ from typing import Any
 import click
 
 from reindex.errors import ReindexError
+from reindex.orphans import stop_orphans
 from reindex.progress import ApplyProgress
-from reindex.settings import apply_offline_defaults
+from reindex.settings import apply_offline_defaults, temporary_server_failure
 
 apply_offline_defaults()
 
@@ -62,8 +63,6 @@ class _Group(click.Group):
         except Exception as err:  # noqa: BLE001 - the last line of defence against tracebacks
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            from reindex.settings import temporary_server_failure
-
             if (line := temporary_server_failure(err)) is not None:  # serve, deploy: Prefect's own start-up
                 click.echo(f"error: {line}", err=True)
                 ctx.exit(1)
@@ -99,7 +98,6 @@ def main(ctx: click.Context, debug: bool) -> None:
       reindex init && reindex validate
     """
     ctx.ensure_object(dict)["debug"] = debug
-    from reindex.orphans import stop_orphans
 
     for pid in stop_orphans():  # e.g. Prefect's temporary server left by a killed `reindex apply --prefect`
         click.echo(f"stopped process {pid}, left behind by a reindex command that was killed", err=True)

@@ -35,6 +35,8 @@ from prefect.artifacts import create_markdown_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from reindex import api  # noqa: E402
+from reindex import settings  # noqa: E402
+from reindex.errors import ConfigError, ReindexError  # noqa: E402
 from reindex.runners.prefect import (  # noqa: E402,F401 - re-exported: the apply flow's names stay importable here
     PrefectRunner,
     apply_flow,
@@ -122,7 +124,6 @@ def index_slot(index: str, timeout_s: float | None = None):
     approval included (Prefect releases only deployment slots on a pause, never this one). If a renewal
     fails (the server lost the lease), Prefect stops the run rather than let two runs share the index."""
     from prefect.concurrency.sync import concurrency
-    from reindex import settings
 
     name = ensure_index_limit(index)
     opts = dict(occupy=1, strict=True, lease_duration=settings.index_lease_seconds(), holder=_holder())
@@ -279,7 +280,6 @@ def _deployment_id() -> str | None:
 def _cutover_options(config: str, queries: str | None, k: int | None, gate: str) -> dict:
     """The cutover parameters, checked before anything runs: a queries file relative to the config's
     folder (the worker's working directory may differ), the comparison depth and the gate mode."""
-    from reindex.errors import ConfigError
 
     if gate not in GATES:
         raise ConfigError(f"parameter gate={gate!r}: expected one of {', '.join(GATES)}")
@@ -297,7 +297,6 @@ def _cutover_options(config: str, queries: str | None, k: int | None, gate: str)
 
 def _resolve(config: str, index: str | None, plans_dir: str | None) -> tuple[str, str, str]:
     """Absolute config path, the index (checked against the config) and the plans folder."""
-    from reindex.errors import ConfigError
 
     cfg_path = Path(config).resolve()
     cfg = api.load_resolved(cfg_path)
@@ -391,7 +390,6 @@ def _schedule_gc(config: str, index: str, plans_dir: str, gc_deployment: str | N
 def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: str,
                gc_deployment: str | None, cut_opts: dict) -> dict:
     """Apply an (approved) plan; for a new population also cut over and schedule gc."""
-    from reindex.errors import ReindexError
 
     logger = get_run_logger()
     applied = api.apply_plan(plan_path, config, runner=PrefectRunner())  # a child flow run of this flow
@@ -525,7 +523,6 @@ def sync_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir:
 def _after_cycle(r: Any, config: str, index: str, plans_dir: str, approval_timeout_s: int, poll_interval_s: int,
                  gc_deployment: str | None, cut_opts: dict) -> dict:
     """What the sync flow does with a cycle's result: publish it; pause for an approval it waits for."""
-    from reindex.errors import ReindexError
 
     out: dict[str, Any] = {"plan": r.plan_file, "kind": r.kind, "status": r.outcome.value, "message": r.message}
     o = r.outcome.value
@@ -613,7 +610,6 @@ def deploy_flows(config: str, index: str, plans_dir: str, pool: str, **kw: Any) 
     from prefect.settings import PREFECT_API_URL
 
     if not PREFECT_API_URL.value():
-        from reindex.errors import ConfigError
 
         raise ConfigError("reindex deploy needs a Prefect server: start one with `prefect server start` and set "
                           "PREFECT_API_URL=http://127.0.0.1:4200/api (or use `reindex serve`)")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from reindex.config import PipelineConfig
+from reindex import settings
 from reindex.errors import ConfigError
 from reindex.stores.objects import open_object_store
 
@@ -174,7 +175,6 @@ def shard_runner(prefect: bool | None = None, task_runner: str | None = None):
     on the ``task_runner`` spec's task runner; otherwise the in-process thread runner, or with a dask spec
     (``dask-processes:N``, ``dask:tcp://HOST:PORT``) the Dask runner without Prefect. Prefect and Dask are
     imported only when chosen (Prefect's import alone takes seconds)."""
-    from reindex import settings
     from reindex.runners import ThreadRunner, parse_task_runner
 
     spec = parse_task_runner(task_runner)  # a bad spec fails before any work

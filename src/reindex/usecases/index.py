@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from reindex.config import PipelineConfig
+from reindex.errors import ReindexError
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG, Lent
 from reindex.usecases.configure import load_resolved
@@ -80,8 +81,6 @@ class Index:
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if self._closed:
-            from reindex.errors import ReindexError
-
             raise ReindexError(f"the Index handle of {self.name!r} is closed; open a new one")
         with backends.lending(self._lent):
             return fn(*args, **kwargs)

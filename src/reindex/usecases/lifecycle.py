@@ -15,7 +15,7 @@ from reindex.config import (
     chunker_spec,
     config_from_dict,
 )
-from reindex.errors import ConfigError, ReindexError
+from reindex.errors import ConfigError, ReindexError, VectorStoreError
 from reindex.identity import identity_of
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
@@ -348,7 +348,6 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
     and the lock holder, read without taking the store's writer slot: works while an apply runs."""
     import time
 
-    from reindex.errors import VectorStoreError
 
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
