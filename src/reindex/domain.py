@@ -20,6 +20,13 @@ from reindex.errors import StateError
 __all__ = ["ChangeKind", "IllegalTransition", "PopulationState", "TRANSITIONS", "check_transition"]
 
 
+def _member(cls: type[StrEnum], value: str, what: str):
+    try:
+        return cls(value)
+    except ValueError:
+        raise StateError(f"unknown {what} {value!r} (known: {', '.join(m.value for m in cls)})") from None
+
+
 class ChangeKind(StrEnum):
     """What a change to an index is (DESIGN.md, "change kinds")."""
 
@@ -33,10 +40,7 @@ class ChangeKind(StrEnum):
     @classmethod
     def of(cls, value: str) -> "ChangeKind":
         """The member for a kind read from a file; a clear error for anything else."""
-        try:
-            return cls(value)
-        except ValueError:
-            raise StateError(f"unknown change kind {value!r} (known: {', '.join(k.value for k in cls)})") from None
+        return _member(cls, value, "change kind")
 
     @property
     def in_place(self) -> bool:
@@ -83,10 +87,8 @@ class PopulationState(StrEnum):
 
     @classmethod
     def of(cls, value: str) -> "PopulationState":
-        try:
-            return cls(value)
-        except ValueError:
-            raise StateError(f"unknown population state {value!r} (known: {', '.join(s.value for s in cls)})") from None
+        """The member for a state read from a record; a clear error for anything else."""
+        return _member(cls, value, "population state")
 
     @property
     def servable(self) -> bool:
