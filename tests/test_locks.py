@@ -453,7 +453,8 @@ def test_a_contended_acquire_fails_fast(make_store: MakeStore) -> None:
     t0 = time.perf_counter()
     with pytest.raises(LockHeld):
         acquire_lock(make_store(), "docs", "b:1:x", purpose="apply")
-    assert time.perf_counter() - t0 < 2
+    # Fast means it does not sit out the holder's lease (120 s): a loose bound, so a loaded box cannot fail it.
+    assert time.perf_counter() - t0 < 30
 
 
 @pytest.mark.parametrize(
