@@ -313,7 +313,7 @@ def test_a_second_apply_fails_fast_naming_the_lock_holder(tmp_path: Path, embed_
     t0 = time.perf_counter()
     with pytest.raises(LockHeld) as err:
         ws.apply(path)
-    assert time.perf_counter() - t0 < 5
+    assert time.perf_counter() - t0 < 30  # it does not sit out the holder's 120 s lease (loose: loaded boxes)
     msg = str(err.value)
     assert msg.startswith("index 'docs' is locked by other-host:4242:deadbeef (apply 0123456789ab (initial)), expires in ")
     assert "wait for it to finish" in msg and "lock.json" in msg and "\n" not in msg
