@@ -163,3 +163,75 @@ def test_sync_after_a_rollback_does_not_go_forward_again(tmp_path: Path) -> None
     back = _sync(ws, 2)  # the config still describes B, whose approved plan was carried out before
     assert back["outcome"] == "awaiting-approval" and "moved back since" in back["message"]
     assert ws.alias() == t["a"], "a cron tick undid the rollback"
+
+
+def test_the_json_of_a_cycle_names_every_field_scripts_read(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    out = _sync(ws, 0)
+    assert sorted(out) == ["apply", "cutover", "gc", "index", "kind", "message", "outcome", "plan_file", "plan_hash"]
+    assert out["index"] == "docs" and out["gc"] == []
+    assert out["plan_hash"] == json.loads(Path(out["plan_file"]).read_text())["plan_hash"]
+
+
+def _with_inputs(plan, **changes):
+    from reindex.planner import Plan
+
+    body = json.loads(json.dumps(plan.body))
+    for where, value in changes.items():
+        if where in ("index", "kind"):
+            body[where] = value
+        elif where == "baseline":
+            body["inputs"]["baseline"] = value
+        else:
+            body["inputs"][where]["digest"] = value
+    return Plan(body)
+
+
+def test_same_inputs_means_every_input_is_the_same(tmp_path: Path) -> None:
+    from reindex.usecases.cycle import _same_inputs
+
+    ws = Workspace(tmp_path / "ws")
+    plan, _ = api.make_plan(ws.config, out=None)
+    assert _same_inputs(plan, _with_inputs(plan))
+    for change in ({"index": "other"}, {"kind": "document-scoped"}, {"config": "0" * 64}, {"corpus": "0" * 64},
+                   {"baseline": {"collection": "docs-elsewhere"}}):
+        assert not _same_inputs(plan, _with_inputs(plan, **change)), change
+        assert not _same_inputs(_with_inputs(plan, **change), plan), change
+
+
+def test_the_earlier_plan_is_the_newest_with_the_same_inputs(tmp_path: Path) -> None:
+    from reindex.usecases.cycle import _earlier_plan
+
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    ws.write_config(120)
+    _, other = ws.plan()
+    d = tmp_path / "plans"
+    d.mkdir()
+    for name, source in [("2026-01-01-docs-a.json", path), ("2026-01-02-docs-b.json", path),
+                         ("2026-01-03-docs-c.json", other), ("2026-01-04-docs-d.run.json", path)]:
+        (d / name).write_bytes(source.read_bytes())
+    (d / "2026-01-05-docs-e.json").write_text("not a plan")
+    assert _earlier_plan(plan, d) == d / "2026-01-02-docs-b.json"
+    assert _earlier_plan(plan, tmp_path / "nowhere") is None
+
+
+def test_a_cycle_deletes_retired_populations_past_retention_only_when_its_policy_says(tmp_path: Path) -> None:
+    extra = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0, retention_days: 0}\napproval: {pipeline_scoped: false}"
+    for gc in (False, True):
+        ws = Workspace(tmp_path / f"ws-{gc}", extra=extra)
+        with Index.open(ws.config) as ix:
+            first = ix.sync(SyncPolicy(plans_dir=ws.plans, gc=gc))
+        ws.write_config(120, extra=extra)  # a chunker change (a handle keeps the config it was opened with)
+        with Index.open(ws.config) as ix:
+            second = ix.sync(SyncPolicy(plans_dir=ws.plans, gc=gc))
+        assert first.outcome == "cut-over" and second.outcome == "cut-over", (first.message, second.message)
+        with ws.store() as s:
+            left = set(s.list_collections())
+        old = first.cutover["shadow"]
+        if gc:
+            assert [a["collection"] for a in second.gc] == [old] and {a["action"] for a in second.gc} == {"deleted"}
+            assert old not in left
+        else:
+            assert second.gc == [] and old in left
+        assert second.cutover["shadow"] in left
