@@ -235,3 +235,18 @@ def test_a_cycle_deletes_retired_populations_past_retention_only_when_its_policy
         else:
             assert second.gc == [] and old in left
         assert second.cutover["shadow"] in left
+
+
+def test_plans_go_to_plans_in_the_working_folder_and_nothing_to_do_says_so(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    monkeypatch.chdir(tmp_path)
+    with Index.open(ws.config) as ix:
+        built = ix.sync(SyncPolicy())
+        idle = ix.sync(SyncPolicy())
+    assert built.outcome == "cut-over" and Path(built.plan_file).resolve().parent == tmp_path / "plans"
+    assert idle.as_dict() | {"message": "", "plan_hash": ""} == {
+        "outcome": "nothing-to-do", "index": "docs", "message": "", "plan_file": None,
+        "plan_hash": "", "kind": "none", "apply": None, "cutover": None, "gc": []}
+    assert len(idle.plan_hash) == 32 and idle.plan_hash != built.plan_hash  # the no-op plan just made
+    assert idle.message == "nothing to do: index 'docs' matches its config and corpus" and idle.exit_code == 0
