@@ -1,8 +1,14 @@
 """reindex apply vs LangChain ``index()`` (cleanup="full", SQLRecordManager), whole-process wall time.
 
-Both sides index the PEP snapshots into embedded Qdrant on disk (qdrant-client local mode) with a cheap
-deterministic embedder, so what is timed is everything but a model: interpreter and library start-up,
-reading the corpus, chunking, change detection, store reads and writes, and (ours) Prefect.
+Both sides index the PEP snapshots into embedded Qdrant with a cheap deterministic embedder, so what is timed
+is everything but a model: interpreter and library start-up, reading the corpus, chunking, change detection,
+store reads and writes, and (ours) Prefect. Ours writes to its default store (qdrant-edge, on disk in the
+workspace, state folder beside it). LangChain's whole workspace (its qdrant-client local-mode folder and its
+SQLRecordManager file) lives on tmpfs (``--lc-root``, default ``/dev/shm``): local mode on disk commits once per
+point (~57 points/s), an artefact that would slow LangChain's store down and flatter our ratios.
+``QdrantClient(":memory:")`` is no option here: each LangChain step is its own process, so an in-memory store
+would start empty at every step while the record manager remembers the documents it indexed (an edit would
+then "skip" documents that are not in the store).
 
 * ours:   ``reindex plan -c reindex.yaml --json`` (+ ``reindex approve PLAN --by bench`` when the plan
           says approval is required) + ``reindex apply PLAN -c reindex.yaml --no-progress --json``, each a
@@ -16,15 +22,18 @@ reading the corpus, chunking, change detection, store reads and writes, and (our
           ``RecursiveCharacterTextSplitter.from_huggingface_tokenizer(MiniLM, chunk_size=S, chunk_overlap=0)``,
           and calls ``langchain_core.indexing.index(docs, SQLRecordManager(sqlite file), QdrantVectorStore
           (QdrantClient(path=…)), cleanup="full", source_id_key="source")`` with a LangChain ``Embeddings``
-          subclass doing the same hashing as our ``hash`` provider (blake2b seed → unit normal vector).
+          subclass doing the same hashing as our ``hash`` provider (blake2b seed → unit normal vector); the
+          sqlite file and the local-mode folder are on tmpfs.
 
-Scenarios, after an initial build of snapshot_old at size 250 (timed, not in the ratios):
+Scenarios, after an initial build of snapshot_old at size 250 (timed; issue 24's target ≤ 2.0):
   (a) document edit: snapshot_old → snapshot_new (37 edited, 10 added documents)
   (b) chunker change: size 250 → 200 (LangChain: re-index with the new splitter under cleanup=full)
   (c) no-op: run again with nothing changed
 With ``--repeat N`` each scenario step is run N times from a copy of the state before it (median kept).
+``--cut 150`` indexes a 150-PEP cut of the two snapshots instead (the first 12 edited and 3 added ids in
+sorted order, plus 135 unchanged ones drawn with ``random.Random(0)``), written into the work folder.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/apply_vs_langchain.py [--repeat 1] [--modes ephemeral,server]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/apply_vs_langchain.py [--repeat 1] [--modes ephemeral,server] [--cut 150]
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -205,6 +215,8 @@ class Ours(_Side):
 
 
 class Theirs(_Side):
+    """LangChain's workspace; ``root`` is on tmpfs so its store and record manager never wait on a disk."""
+
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root, self.env, self.size = root, env, 250
         self.mode = "langchain"
@@ -267,6 +279,27 @@ def start_server(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str
     raise RuntimeError("prefect server did not become healthy in 180 s")
 
 
+def cut_snapshots(old: Path, new: Path, out: Path, n: int) -> tuple[Path, Path]:
+    """An ``n``-document cut of the two snapshots: the first 12 edited and 3 added ids (sorted), the rest
+    unchanged documents drawn with ``random.Random(0)``. Returns the two parquet files written under ``out``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    o = pq.read_table(old, columns=["doc_id", "text"]).to_pydict()
+    w = pq.read_table(new, columns=["doc_id", "text"]).to_pydict()
+    o, w = dict(zip(o["doc_id"], o["text"])), dict(zip(w["doc_id"], w["text"]))
+    edited = sorted(d for d in w if d in o and o[d] != w[d])[:12]
+    added = sorted(d for d in w if d not in o)[:3]
+    same = sorted(d for d in w if d in o and o[d] == w[d])
+    keep = set(edited) | set(added) | set(random.Random(0).sample(same, n - len(edited) - len(added)))
+    out.mkdir(parents=True, exist_ok=True)
+    paths = out / f"peps{n}_old.parquet", out / f"peps{n}_new.parquet"
+    for docs, path in ((o, paths[0]), (w, paths[1])):
+        ids = sorted(d for d in docs if d in keep)
+        pq.write_table(pa.table({"doc_id": ids, "text": [docs[d] for d in ids]}), path)
+    return paths
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", type=Path, default=CORPUS / "snapshot_old.parquet")
@@ -277,6 +310,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=250)
     ap.add_argument("--new-size", type=int, default=200)
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--cut", type=int, default=0, help="index an N-document cut of --old/--new (see above)")
+    ap.add_argument("--lc-root", type=Path, default=Path("/dev/shm"),
+                    help="tmpfs folder for LangChain's workspace (local-mode store and record manager)")
     ap.add_argument("--reuse-initial", action="store_true",
                     help="start from the initial builds a previous run saved under WORK/initial (not timed again)")
     args = ap.parse_args()
@@ -284,9 +320,12 @@ def main() -> None:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     env = base_env()
+    if args.cut:
+        args.old, args.new = cut_snapshots(args.old, args.new, work / "corpus", args.cut)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     server = None
-    sides: list = [Theirs(work / "langchain", env)]
+    lc_root = args.lc_root.resolve() / f"reindex-bench-{os.getpid()}"
+    sides: list = [Theirs(lc_root / "langchain", env)]
     try:
         for m in modes:
             menv = {**env, "PREFECT_HOME": str(work / f"prefect_home_{m}")}
@@ -326,6 +365,7 @@ def main() -> None:
         scenario("chunker-change", lambda s: s.set_size(args.new_size))
         scenario("no-op", lambda s: None)
     finally:
+        shutil.rmtree(lc_root, ignore_errors=True)
         if server is not None:
             server.terminate()
             try:
