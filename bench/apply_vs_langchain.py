@@ -42,6 +42,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import socket
 import statistics
@@ -111,14 +112,14 @@ def lc_step(workdir: Path, size: int) -> None:
         h = hashlib.sha256((doc.page_content + "\0" + json.dumps(doc.metadata, sort_keys=True)).encode())
         return str(uuid.UUID(h.hexdigest()[:32]))
 
-    t_import = time.perf_counter() - t0
-    t = time.perf_counter()
+    t_import, c_import = time.perf_counter() - t0, time.process_time()
+    t, c = time.perf_counter(), time.process_time()
     table = pq.read_table(workdir / "corpus.parquet", columns=["doc_id", "text"])
     ids, texts = table.column("doc_id").to_pylist(), table.column("text").to_pylist()
     tok = AutoTokenizer.from_pretrained(str(get_model_path()))
     splitter = RecursiveCharacterTextSplitter.from_huggingface_tokenizer(tok, chunk_size=size, chunk_overlap=0)
     docs = splitter.create_documents(texts, metadatas=[{"source": d} for d in ids])
-    t_split = time.perf_counter() - t
+    t_split, c_split = time.perf_counter() - t, time.process_time() - c
     t = time.perf_counter()
     client = QdrantClient(path=str(workdir / "qdrant"))
     if not client.collection_exists("pep"):
@@ -127,13 +128,15 @@ def lc_step(workdir: Path, size: int) -> None:
     rm = SQLRecordManager("qdrant/pep", db_url=f"sqlite:///{workdir / 'records.sqlite'}")
     rm.create_schema()
     t_open = time.perf_counter() - t
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     res = index(docs, rm, store, cleanup="full", source_id_key="source", key_encoder=key, batch_size=100)
-    t_index = time.perf_counter() - t
+    t_index, c_index = time.perf_counter() - t, time.process_time() - c
     points = client.count("pep").count
     client.close()
     print(json.dumps({**res, "chunks": len(docs), "points": points, "import_s": round(t_import, 2),
-                      "split_s": round(t_split, 2), "open_s": round(t_open, 2), "index_s": round(t_index, 2)}))
+                      "split_s": round(t_split, 2), "open_s": round(t_open, 2), "index_s": round(t_index, 2),
+                      "import_cpu_s": round(c_import, 2), "split_cpu_s": round(c_split, 2),
+                      "index_cpu_s": round(c_index, 2)}))
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,13 +153,19 @@ def base_env() -> dict[str, str]:
     return env
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str], ok=(0,)) -> tuple[float, str]:
-    t = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str], ok=(0,)) -> tuple[float, str, float]:
+    """Run ``cmd``; its wall seconds, stdout and CPU seconds (user + sys of it and the children it waited for)."""
+    t, c = time.perf_counter(), _children_cpu()
     p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    dt = time.perf_counter() - t
+    dt, cpu = time.perf_counter() - t, _children_cpu() - c
     if p.returncode not in ok:
         raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
-    return dt, p.stdout
+    return dt, p.stdout, cpu
 
 
 class _Side:
@@ -187,31 +196,32 @@ class Ours(_Side):
 
     def step(self) -> dict:
         """plan (+ approve) + apply, each a fresh process; returns seconds per process and counts."""
-        t_plan, out = timed([str(REINDEX), "plan", "-c", "reindex.yaml", "--json"], self.root, self.env, ok=(0, 2))
+        t_plan, out, c_plan = timed([str(REINDEX), "plan", "-c", "reindex.yaml", "--json"], self.root, self.env,
+                                    ok=(0, 2))
         plan = json.loads(out)
         self.last_plan = Path(plan["plan_file"])
-        t_appr = 0.0
+        t_appr = c_appr = 0.0
         if plan["approval_required"]:
-            t_appr, _ = timed([str(REINDEX), "approve", plan["plan_file"], "--by", "bench"], self.root, self.env)
+            t_appr, _, c_appr = timed([str(REINDEX), "approve", plan["plan_file"], "--by", "bench"], self.root, self.env)
         flags = ["--prefect"] if self.mode == "ephemeral" else []
-        t_apply, out = timed([str(REINDEX), "apply", plan["plan_file"], "-c", "reindex.yaml", "--no-progress", "--json",
+        t_apply, out, c_apply = timed([str(REINDEX), "apply", plan["plan_file"], "-c", "reindex.yaml", "--no-progress", "--json",
                               *flags], self.root, self.env)
         rep = json.loads(out)
         a = rep.get("actual", {})
-        return {"total": t_plan + t_appr + t_apply, "plan": t_plan, "approve": t_appr, "apply": t_apply,
+        return {"total": t_plan + t_appr + t_apply, "cpu": c_plan + c_appr + c_apply, "plan": t_plan, "approve": t_appr, "apply": t_apply,
                 "kind": plan["kind"], "status": rep["status"], "in_apply_s": rep.get("seconds"),
                 "embedded": a.get("embedded", 0), "points": a.get("points_in_collection")}
 
-    def cutover(self) -> float:
+    def cutover(self) -> tuple[float, float]:
         """Move the alias to the new population. The hash embedder's vectors carry no meaning, so the
         recall gate of a chunker change cannot pass: the (approved) plan is cut over with --force."""
         cmd = [str(REINDEX), "cutover", str(self.last_plan), "-c", "reindex.yaml", "--json"]
-        t, out = timed(cmd, self.root, self.env, ok=(0, 3))
+        t, out, cpu = timed(cmd, self.root, self.env, ok=(0, 3))
         if not json.loads(out)["swap"]:
-            t2, out = timed(cmd + ["--force"], self.root, self.env)
-            t += t2
+            t2, out, c2 = timed(cmd + ["--force"], self.root, self.env)
+            t, cpu = t + t2, cpu + c2
         assert json.loads(out)["swap"], out[-2000:]
-        return t
+        return t, cpu
 
 
 class Theirs(_Side):
@@ -225,10 +235,10 @@ class Theirs(_Side):
         self.size = size
 
     def step(self) -> dict:
-        t, out = timed([str(PY), str(Path(__file__).resolve()), "lc-step", str(self.root), str(self.size)],
-                       self.root, self.env)
+        t, out, cpu = timed([str(PY), str(Path(__file__).resolve()), "lc-step", str(self.root), str(self.size)],
+                            self.root, self.env)
         r = json.loads(out.strip().splitlines()[-1])
-        return {"total": t, **r}
+        return {"total": t, "cpu": cpu, **r}
 
 
 def run_step(side, repeat: int, snap: Path) -> dict:
@@ -246,7 +256,8 @@ def run_step(side, repeat: int, snap: Path) -> dict:
         shutil.rmtree(snap, ignore_errors=True)
     med = statistics.median(r["total"] for r in runs)
     best = min(runs, key=lambda r: abs(r["total"] - med))
-    return {**best, "total": med, "runs": [round(r["total"], 2) for r in runs]}
+    return {**best, "total": med, "cpu": statistics.median(r["cpu"] for r in runs),
+            "runs": [round(r["total"], 2) for r in runs]}
 
 
 def free_port() -> int:
@@ -343,12 +354,14 @@ def main() -> None:
                 change(side)
                 r = run_step(side, args.repeat if name != "initial" else 1, work / f"{side.root.name}.snap")
                 results[name][side.mode] = r
-                print(f"{name:16s} {side.mode:10s} {r['total']:7.2f} s  {json.dumps({k: v for k, v in r.items() if k != 'total'})}",
+                print(f"{name:16s} {side.mode:10s} {r['total']:7.2f} s {r['cpu']:7.2f} CPU-s  {json.dumps({k: v for k, v in r.items() if k != 'total'})}",
                       flush=True)
                 if isinstance(side, Ours) and r["kind"] not in ("document-scoped", "none"):
-                    cutovers.setdefault(name, {})[side.mode] = side.cutover()
-                    r["total"] += cutovers[name][side.mode]  # the whole cycle: plan → apply → cutover
-                    print(f"{'':16s} {side.mode:10s} cutover {cutovers[name][side.mode]:.2f} s (in the total)", flush=True)
+                    t_cut, c_cut = side.cutover()
+                    cutovers.setdefault(name, {})[side.mode] = t_cut
+                    r["total"] += t_cut  # the whole cycle: plan → apply → cutover
+                    r["cpu"] += c_cut
+                    print(f"{'':16s} {side.mode:10s} cutover {t_cut:.2f} s, {c_cut:.2f} CPU-s (in the total)", flush=True)
 
         for side in sides:
             side.setup(args.old, args.size)
@@ -373,19 +386,23 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 server.kill()
 
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"results": results, "cutovers": cutovers}, indent=2))
     print()
     print(f"whole-process wall seconds (median of {args.repeat}); ours = plan (+ approve) + apply (+ cutover); "
           "ratio = ours / LangChain index()")
-    hdr = "| scenario | LangChain index() s |" + "".join(f" ours ({m}) s | ratio ({m}) |" for m in modes)
+    print("CPU-s = user + sys of every process of the step (less sensitive to other jobs on the box than wall)")
+    hdr = "| scenario | LangChain index() s | CPU-s |" + "".join(
+        f" ours ({m}) s | CPU-s | ratio ({m}) | CPU ratio ({m}) |" for m in modes)
     hdr += "".join(f" of which cutover ({m}) s |" for m in modes)
     print(hdr)
-    print("|---|---:|" + "---:|---:|" * len(modes) + "---:|" * len(modes))
+    print("|---|---:|---:|" + "---:|---:|---:|---:|" * len(modes) + "---:|" * len(modes))
     for name, row in results.items():
-        lc = row["langchain"]["total"]
-        line = f"| {name} | {lc:.1f} |"
+        lc, lc_cpu = row["langchain"]["total"], row["langchain"]["cpu"]
+        line = f"| {name} | {lc:.1f} | {lc_cpu:.1f} |"
         for m in modes:
-            o = row[m]["total"]
-            line += f" {o:.1f} | {o / lc:.2f} |"
+            o, oc = row[m]["total"], row[m]["cpu"]
+            line += f" {o:.1f} | {oc:.1f} | {o / lc:.2f} | {oc / lc_cpu:.2f} |"
         for m in modes:
             c = cutovers.get(name, {}).get(m)
             line += f" {c:.1f} |" if c is not None else " – |"
@@ -401,8 +418,6 @@ def main() -> None:
             r = row[m]
             print(f"| {name} | ours ({m}) | {r['plan']:.1f} | {r['approve']:.1f} | {r['apply']:.1f} | {r['in_apply_s'] or 0:.1f} | "
                   f"{r['embedded']} | {r['points'] if r['points'] is not None else ''} | {r['kind']} → {r['status']} | |")
-    if args.json_out:
-        args.json_out.write_text(json.dumps({"results": results, "cutovers": cutovers}, indent=2))
 
 
 if __name__ == "__main__":
