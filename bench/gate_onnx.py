@@ -14,7 +14,12 @@ relevant document, ``evidence`` the verbatim passage). Each step is one fresh ``
 
 Embeds ~2,000 chunks twice with the real model: minutes of CPU.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/gate_onnx.py [--work build/gate_onnx] [--json-out FILE]
+``--inspect`` (on a workspace a previous run left) builds nothing and checks two things in-process: MRR from
+exact search over each population's stored vectors against the store's own search (is the gate's ranking
+exact here?), and how far an int8 vector moves with the batch it is embedded in (48 stored chunks: each of
+8 embedded alone vs all 48 in one call, and the stored vectors vs that call).
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/gate_onnx.py [--work build/gate_onnx] [--json-out FILE] [--inspect]
 """
 
 from __future__ import annotations
@@ -91,15 +96,69 @@ def cycle(work: Path, config: str, queries: str | None) -> dict:
                         "cutover": round(t_cut, 1)}}
 
 
+def inspect(work: Path) -> dict:
+    """Exact vs store-search MRR per population, and the int8 vectors' dependence on their batch."""
+    import numpy as np
+
+    from reindex import api
+    from reindex.usecases import backends
+
+    os.chdir(work)
+    qs = [json.loads(line) for line in Path("queries_en.jsonl").read_text(encoding="utf-8").splitlines()]
+    out: dict = {}
+    for name in ("torch", "onnx"):
+        cfg = api.load_resolved(f"{name}.yaml")
+        store = api.vector_store_for(cfg)
+        try:
+            coll = store.get_alias(cfg.index) if name == "onnx" else None
+            coll = coll or next(c for c in store.list_collections() if c != store.get_alias(cfg.index))
+            pts = list(store.scroll(coll, with_vectors=True))
+            emb = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
+            qv = np.asarray(emb.embed([q["query"] for q in qs]).vectors, dtype=np.float32)
+            vecs = np.asarray([p.vector for p in pts], dtype=np.float32)
+            owners = np.asarray([p.payload["doc_id"] for p in pts], dtype=object)
+            scores = qv @ vecs.T
+            exact, searched = [], []
+            for i, q in enumerate(qs):
+                ranked = list(dict.fromkeys(owners[np.argsort(-scores[i], kind="stable")].tolist()))
+                exact.append(1 / (ranked.index(q["doc_path"]) + 1))
+                docs = list(dict.fromkeys(h.payload["doc_id"] for h in store.query(coll, qv[i], limit=100)))
+                searched.append(1 / (docs.index(q["doc_path"]) + 1) if q["doc_path"] in docs else 0.0)
+            out[name] = {"collection": coll, "points": len(pts), "mrr_exact": round(float(np.mean(exact)), 4),
+                         "mrr_store_search": round(float(np.mean(searched)), 4)}
+            if name == "onnx":
+                texts = [p.payload["page_content"] for p in pts[:48]]
+                doc_emb = backends.make_embedder(cfg.vector, options=cfg.embed)
+                alone = np.asarray([doc_emb.embed([t]).vectors[0] for t in texts[:8]], dtype=np.float32)
+                batch = np.asarray(doc_emb.embed(texts).vectors, dtype=np.float32)
+                out["int8_batch_dependence"] = {
+                    "alone_vs_batch48_min_cosine": round(float(np.sum(alone * batch[:8], axis=1).min()), 5),
+                    "alone_vs_batch48_max_abs": round(float(np.abs(alone - batch[:8]).max()), 5),
+                    "stored_vs_batch48_min_cosine": round(float(np.sum(vecs[:48] * batch, axis=1).min()), 5),
+                    "stored_vs_batch48_max_abs": round(float(np.abs(vecs[:48] - batch).max()), 5)}
+        finally:
+            store.close()
+        print(name, json.dumps(out[name]), flush=True)
+    print(json.dumps(out.get("int8_batch_dependence")), flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", type=Path, default=REPO / "build" / "gate_onnx")
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--inspect", action="store_true", help="check a previous run's workspace (see above)")
     args = ap.parse_args()
     work = args.work.resolve()
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
                       PREFECT_SERVER_ANALYTICS_ENABLED="false")
     os.environ.pop("PREFECT_API_URL", None)
+    if args.inspect:
+        out = args.json_out.resolve() if args.json_out else None
+        found = inspect(work)
+        if out:
+            out.write_text(json.dumps(found, indent=2))
+        return
     sizes = prepare(work)
     print(json.dumps(sizes), flush=True)
 
