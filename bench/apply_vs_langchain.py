@@ -1,8 +1,14 @@
 """reindex apply vs LangChain ``index()`` (cleanup="full", SQLRecordManager), whole-process wall time.
 
-Both sides index the PEP snapshots into embedded Qdrant on disk (qdrant-client local mode) with a cheap
-deterministic embedder, so what is timed is everything but a model: interpreter and library start-up,
-reading the corpus, chunking, change detection, store reads and writes, and (ours) Prefect.
+Both sides index the PEP snapshots into embedded Qdrant with a cheap deterministic embedder, so what is timed
+is everything but a model: interpreter and library start-up, reading the corpus, chunking, change detection,
+store reads and writes, and (ours) Prefect. Ours writes to its default store (qdrant-edge, on disk in the
+workspace, state folder beside it). LangChain's whole workspace (its qdrant-client local-mode folder and its
+SQLRecordManager file) lives on tmpfs (``--lc-root``, default ``/dev/shm``): local mode on disk commits once per
+point (~57 points/s), an artefact that would slow LangChain's store down and flatter our ratios.
+``QdrantClient(":memory:")`` is no option here: each LangChain step is its own process, so an in-memory store
+would start empty at every step while the record manager remembers the documents it indexed (an edit would
+then "skip" documents that are not in the store).
 
 * ours:   ``reindex plan -c reindex.yaml --json`` (+ ``reindex approve PLAN --by bench`` when the plan
           says approval is required) + ``reindex apply PLAN -c reindex.yaml --no-progress --json``, each a
@@ -16,15 +22,18 @@ reading the corpus, chunking, change detection, store reads and writes, and (our
           ``RecursiveCharacterTextSplitter.from_huggingface_tokenizer(MiniLM, chunk_size=S, chunk_overlap=0)``,
           and calls ``langchain_core.indexing.index(docs, SQLRecordManager(sqlite file), QdrantVectorStore
           (QdrantClient(path=…)), cleanup="full", source_id_key="source")`` with a LangChain ``Embeddings``
-          subclass doing the same hashing as our ``hash`` provider (blake2b seed → unit normal vector).
+          subclass doing the same hashing as our ``hash`` provider (blake2b seed → unit normal vector); the
+          sqlite file and the local-mode folder are on tmpfs.
 
-Scenarios, after an initial build of snapshot_old at size 250 (timed, not in the ratios):
+Scenarios, after an initial build of snapshot_old at size 250 (timed; issue 24's target ≤ 2.0):
   (a) document edit: snapshot_old → snapshot_new (37 edited, 10 added documents)
   (b) chunker change: size 250 → 200 (LangChain: re-index with the new splitter under cleanup=full)
   (c) no-op: run again with nothing changed
 With ``--repeat N`` each scenario step is run N times from a copy of the state before it (median kept).
+``--cut 150`` indexes a 150-PEP cut of the two snapshots instead (the first 12 edited and 3 added ids in
+sorted order, plus 135 unchanged ones drawn with ``random.Random(0)``), written into the work folder.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/apply_vs_langchain.py [--repeat 1] [--modes ephemeral,server]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/apply_vs_langchain.py [--repeat 1] [--modes ephemeral,server] [--cut 150]
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import resource
 import shutil
 import socket
 import statistics
@@ -101,14 +112,14 @@ def lc_step(workdir: Path, size: int) -> None:
         h = hashlib.sha256((doc.page_content + "\0" + json.dumps(doc.metadata, sort_keys=True)).encode())
         return str(uuid.UUID(h.hexdigest()[:32]))
 
-    t_import = time.perf_counter() - t0
-    t = time.perf_counter()
+    t_import, c_import = time.perf_counter() - t0, time.process_time()
+    t, c = time.perf_counter(), time.process_time()
     table = pq.read_table(workdir / "corpus.parquet", columns=["doc_id", "text"])
     ids, texts = table.column("doc_id").to_pylist(), table.column("text").to_pylist()
     tok = AutoTokenizer.from_pretrained(str(get_model_path()))
     splitter = RecursiveCharacterTextSplitter.from_huggingface_tokenizer(tok, chunk_size=size, chunk_overlap=0)
     docs = splitter.create_documents(texts, metadatas=[{"source": d} for d in ids])
-    t_split = time.perf_counter() - t
+    t_split, c_split = time.perf_counter() - t, time.process_time() - c
     t = time.perf_counter()
     client = QdrantClient(path=str(workdir / "qdrant"))
     if not client.collection_exists("pep"):
@@ -117,13 +128,15 @@ def lc_step(workdir: Path, size: int) -> None:
     rm = SQLRecordManager("qdrant/pep", db_url=f"sqlite:///{workdir / 'records.sqlite'}")
     rm.create_schema()
     t_open = time.perf_counter() - t
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     res = index(docs, rm, store, cleanup="full", source_id_key="source", key_encoder=key, batch_size=100)
-    t_index = time.perf_counter() - t
+    t_index, c_index = time.perf_counter() - t, time.process_time() - c
     points = client.count("pep").count
     client.close()
     print(json.dumps({**res, "chunks": len(docs), "points": points, "import_s": round(t_import, 2),
-                      "split_s": round(t_split, 2), "open_s": round(t_open, 2), "index_s": round(t_index, 2)}))
+                      "split_s": round(t_split, 2), "open_s": round(t_open, 2), "index_s": round(t_index, 2),
+                      "import_cpu_s": round(c_import, 2), "split_cpu_s": round(c_split, 2),
+                      "index_cpu_s": round(c_index, 2)}))
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,13 +153,19 @@ def base_env() -> dict[str, str]:
     return env
 
 
-def timed(cmd: list[str], cwd: Path, env: dict[str, str], ok=(0,)) -> tuple[float, str]:
-    t = time.perf_counter()
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str], ok=(0,)) -> tuple[float, str, float]:
+    """Run ``cmd``; its wall seconds, stdout and CPU seconds (user + sys of it and the children it waited for)."""
+    t, c = time.perf_counter(), _children_cpu()
     p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    dt = time.perf_counter() - t
+    dt, cpu = time.perf_counter() - t, _children_cpu() - c
     if p.returncode not in ok:
         raise RuntimeError(f"{' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr[-4000:]}")
-    return dt, p.stdout
+    return dt, p.stdout, cpu
 
 
 class _Side:
@@ -177,34 +196,37 @@ class Ours(_Side):
 
     def step(self) -> dict:
         """plan (+ approve) + apply, each a fresh process; returns seconds per process and counts."""
-        t_plan, out = timed([str(REINDEX), "plan", "-c", "reindex.yaml", "--json"], self.root, self.env, ok=(0, 2))
+        t_plan, out, c_plan = timed([str(REINDEX), "plan", "-c", "reindex.yaml", "--json"], self.root, self.env,
+                                    ok=(0, 2))
         plan = json.loads(out)
         self.last_plan = Path(plan["plan_file"])
-        t_appr = 0.0
+        t_appr = c_appr = 0.0
         if plan["approval_required"]:
-            t_appr, _ = timed([str(REINDEX), "approve", plan["plan_file"], "--by", "bench"], self.root, self.env)
+            t_appr, _, c_appr = timed([str(REINDEX), "approve", plan["plan_file"], "--by", "bench"], self.root, self.env)
         flags = ["--prefect"] if self.mode == "ephemeral" else []
-        t_apply, out = timed([str(REINDEX), "apply", plan["plan_file"], "-c", "reindex.yaml", "--no-progress", "--json",
+        t_apply, out, c_apply = timed([str(REINDEX), "apply", plan["plan_file"], "-c", "reindex.yaml", "--no-progress", "--json",
                               *flags], self.root, self.env)
         rep = json.loads(out)
         a = rep.get("actual", {})
-        return {"total": t_plan + t_appr + t_apply, "plan": t_plan, "approve": t_appr, "apply": t_apply,
+        return {"total": t_plan + t_appr + t_apply, "cpu": c_plan + c_appr + c_apply, "plan": t_plan, "approve": t_appr, "apply": t_apply,
                 "kind": plan["kind"], "status": rep["status"], "in_apply_s": rep.get("seconds"),
                 "embedded": a.get("embedded", 0), "points": a.get("points_in_collection")}
 
-    def cutover(self) -> float:
+    def cutover(self) -> tuple[float, float]:
         """Move the alias to the new population. The hash embedder's vectors carry no meaning, so the
         recall gate of a chunker change cannot pass: the (approved) plan is cut over with --force."""
         cmd = [str(REINDEX), "cutover", str(self.last_plan), "-c", "reindex.yaml", "--json"]
-        t, out = timed(cmd, self.root, self.env, ok=(0, 3))
+        t, out, cpu = timed(cmd, self.root, self.env, ok=(0, 3))
         if not json.loads(out)["swap"]:
-            t2, out = timed(cmd + ["--force"], self.root, self.env)
-            t += t2
+            t2, out, c2 = timed(cmd + ["--force"], self.root, self.env)
+            t, cpu = t + t2, cpu + c2
         assert json.loads(out)["swap"], out[-2000:]
-        return t
+        return t, cpu
 
 
 class Theirs(_Side):
+    """LangChain's workspace; ``root`` is on tmpfs so its store and record manager never wait on a disk."""
+
     def __init__(self, root: Path, env: dict[str, str]) -> None:
         self.root, self.env, self.size = root, env, 250
         self.mode = "langchain"
@@ -213,10 +235,10 @@ class Theirs(_Side):
         self.size = size
 
     def step(self) -> dict:
-        t, out = timed([str(PY), str(Path(__file__).resolve()), "lc-step", str(self.root), str(self.size)],
-                       self.root, self.env)
+        t, out, cpu = timed([str(PY), str(Path(__file__).resolve()), "lc-step", str(self.root), str(self.size)],
+                            self.root, self.env)
         r = json.loads(out.strip().splitlines()[-1])
-        return {"total": t, **r}
+        return {"total": t, "cpu": cpu, **r}
 
 
 def run_step(side, repeat: int, snap: Path) -> dict:
@@ -234,7 +256,8 @@ def run_step(side, repeat: int, snap: Path) -> dict:
         shutil.rmtree(snap, ignore_errors=True)
     med = statistics.median(r["total"] for r in runs)
     best = min(runs, key=lambda r: abs(r["total"] - med))
-    return {**best, "total": med, "runs": [round(r["total"], 2) for r in runs]}
+    return {**best, "total": med, "cpu": statistics.median(r["cpu"] for r in runs),
+            "runs": [round(r["total"], 2) for r in runs]}
 
 
 def free_port() -> int:
@@ -267,6 +290,27 @@ def start_server(work: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str
     raise RuntimeError("prefect server did not become healthy in 180 s")
 
 
+def cut_snapshots(old: Path, new: Path, out: Path, n: int) -> tuple[Path, Path]:
+    """An ``n``-document cut of the two snapshots: the first 12 edited and 3 added ids (sorted), the rest
+    unchanged documents drawn with ``random.Random(0)``. Returns the two parquet files written under ``out``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    o = pq.read_table(old, columns=["doc_id", "text"]).to_pydict()
+    w = pq.read_table(new, columns=["doc_id", "text"]).to_pydict()
+    o, w = dict(zip(o["doc_id"], o["text"])), dict(zip(w["doc_id"], w["text"]))
+    edited = sorted(d for d in w if d in o and o[d] != w[d])[:12]
+    added = sorted(d for d in w if d not in o)[:3]
+    same = sorted(d for d in w if d in o and o[d] == w[d])
+    keep = set(edited) | set(added) | set(random.Random(0).sample(same, n - len(edited) - len(added)))
+    out.mkdir(parents=True, exist_ok=True)
+    paths = out / f"peps{n}_old.parquet", out / f"peps{n}_new.parquet"
+    for docs, path in ((o, paths[0]), (w, paths[1])):
+        ids = sorted(d for d in docs if d in keep)
+        pq.write_table(pa.table({"doc_id": ids, "text": [docs[d] for d in ids]}), path)
+    return paths
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", type=Path, default=CORPUS / "snapshot_old.parquet")
@@ -277,6 +321,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=250)
     ap.add_argument("--new-size", type=int, default=200)
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--cut", type=int, default=0, help="index an N-document cut of --old/--new (see above)")
+    ap.add_argument("--lc-root", type=Path, default=Path("/dev/shm"),
+                    help="tmpfs folder for LangChain's workspace (local-mode store and record manager)")
     ap.add_argument("--reuse-initial", action="store_true",
                     help="start from the initial builds a previous run saved under WORK/initial (not timed again)")
     args = ap.parse_args()
@@ -284,9 +331,12 @@ def main() -> None:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     env = base_env()
+    if args.cut:
+        args.old, args.new = cut_snapshots(args.old, args.new, work / "corpus", args.cut)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     server = None
-    sides: list = [Theirs(work / "langchain", env)]
+    lc_root = args.lc_root.resolve() / f"reindex-bench-{os.getpid()}"
+    sides: list = [Theirs(lc_root / "langchain", env)]
     try:
         for m in modes:
             menv = {**env, "PREFECT_HOME": str(work / f"prefect_home_{m}")}
@@ -304,12 +354,14 @@ def main() -> None:
                 change(side)
                 r = run_step(side, args.repeat if name != "initial" else 1, work / f"{side.root.name}.snap")
                 results[name][side.mode] = r
-                print(f"{name:16s} {side.mode:10s} {r['total']:7.2f} s  {json.dumps({k: v for k, v in r.items() if k != 'total'})}",
+                print(f"{name:16s} {side.mode:10s} {r['total']:7.2f} s {r['cpu']:7.2f} CPU-s  {json.dumps({k: v for k, v in r.items() if k != 'total'})}",
                       flush=True)
                 if isinstance(side, Ours) and r["kind"] not in ("document-scoped", "none"):
-                    cutovers.setdefault(name, {})[side.mode] = side.cutover()
-                    r["total"] += cutovers[name][side.mode]  # the whole cycle: plan → apply → cutover
-                    print(f"{'':16s} {side.mode:10s} cutover {cutovers[name][side.mode]:.2f} s (in the total)", flush=True)
+                    t_cut, c_cut = side.cutover()
+                    cutovers.setdefault(name, {})[side.mode] = t_cut
+                    r["total"] += t_cut  # the whole cycle: plan → apply → cutover
+                    r["cpu"] += c_cut
+                    print(f"{'':16s} {side.mode:10s} cutover {t_cut:.2f} s, {c_cut:.2f} CPU-s (in the total)", flush=True)
 
         for side in sides:
             side.setup(args.old, args.size)
@@ -326,6 +378,7 @@ def main() -> None:
         scenario("chunker-change", lambda s: s.set_size(args.new_size))
         scenario("no-op", lambda s: None)
     finally:
+        shutil.rmtree(lc_root, ignore_errors=True)
         if server is not None:
             server.terminate()
             try:
@@ -333,19 +386,23 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 server.kill()
 
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"results": results, "cutovers": cutovers}, indent=2))
     print()
     print(f"whole-process wall seconds (median of {args.repeat}); ours = plan (+ approve) + apply (+ cutover); "
           "ratio = ours / LangChain index()")
-    hdr = "| scenario | LangChain index() s |" + "".join(f" ours ({m}) s | ratio ({m}) |" for m in modes)
+    print("CPU-s = user + sys of every process of the step (less sensitive to other jobs on the box than wall)")
+    hdr = "| scenario | LangChain index() s | CPU-s |" + "".join(
+        f" ours ({m}) s | CPU-s | ratio ({m}) | CPU ratio ({m}) |" for m in modes)
     hdr += "".join(f" of which cutover ({m}) s |" for m in modes)
     print(hdr)
-    print("|---|---:|" + "---:|---:|" * len(modes) + "---:|" * len(modes))
+    print("|---|---:|---:|" + "---:|---:|---:|---:|" * len(modes) + "---:|" * len(modes))
     for name, row in results.items():
-        lc = row["langchain"]["total"]
-        line = f"| {name} | {lc:.1f} |"
+        lc, lc_cpu = row["langchain"]["total"], row["langchain"]["cpu"]
+        line = f"| {name} | {lc:.1f} | {lc_cpu:.1f} |"
         for m in modes:
-            o = row[m]["total"]
-            line += f" {o:.1f} | {o / lc:.2f} |"
+            o, oc = row[m]["total"], row[m]["cpu"]
+            line += f" {o:.1f} | {oc:.1f} | {o / lc:.2f} | {oc / lc_cpu:.2f} |"
         for m in modes:
             c = cutovers.get(name, {}).get(m)
             line += f" {c:.1f} |" if c is not None else " – |"
@@ -361,8 +418,6 @@ def main() -> None:
             r = row[m]
             print(f"| {name} | ours ({m}) | {r['plan']:.1f} | {r['approve']:.1f} | {r['apply']:.1f} | {r['in_apply_s'] or 0:.1f} | "
                   f"{r['embedded']} | {r['points'] if r['points'] is not None else ''} | {r['kind']} → {r['status']} | |")
-    if args.json_out:
-        args.json_out.write_text(json.dumps({"results": results, "cutovers": cutovers}, indent=2))
 
 
 if __name__ == "__main__":
