@@ -107,3 +107,16 @@ def test_calibrate_json_reports_each_backend_against_float32_torch(workspace: Pa
     assert 0.95 < rows[("onnx", "int8")]["cosine_to_float32"] < 0.99999
     assert 0.5 <= rows[("onnx", "int8")]["recall_at_10_overlap"] <= 1.0
     assert rows[("onnx", "int8")]["vector_id"] == api.validate_config(cfg).identity.vector_id
+
+
+def test_an_int8_vector_does_not_depend_on_the_batch_it_is_embedded_in(workspace: Path) -> None:
+    """Dynamic quantisation scales activations over the whole input: batched, a text's int8 vector moved with
+    its neighbours and their padding (least cosine 0.98 alone vs in a batch). Each text now runs alone."""
+    from reindex.embedders import sentence_transformers as st
+
+    model = st._load(str(st.resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")), "onnx", "int8", "cpu")
+    texts = [t * (1 + i % 4) for i, t in enumerate(TOPICS)]  # lengths 1× to 4×: padding in every call
+    batched = model.encode(texts, batch_size=len(texts), normalize_embeddings=True)
+    for text, vector in zip(texts, batched, strict=True):
+        alone = model.encode([text], normalize_embeddings=True)[0]
+        assert np.abs(alone - vector).max() < 1e-6

@@ -130,7 +130,8 @@ def _load(path: str, backend: str = "torch", precision: str = "float32", device:
             try:
                 model = _load_torch(path, device)
                 if backend == "onnx":
-                    _run_transformer_in_onnxruntime(model, onnx_export(Path(path), precision))
+                    _run_transformer_in_onnxruntime(model, onnx_export(Path(path), precision),
+                                                    per_text=precision == "int8")
             except ReindexErrors:
                 raise
             except Exception as err:  # noqa: BLE001 - any load failure is one clear line
@@ -279,9 +280,16 @@ def _export(source: Path, precision: str, out: Path) -> None:
             fused.rename(out / _ONNX_FILE)
 
 
-def _run_transformer_in_onnxruntime(model, folder: Path) -> None:
+def _run_transformer_in_onnxruntime(model, folder: Path, *, per_text: bool = False) -> None:
     """Replace the forward pass of ``model``'s transformer with an onnxruntime session of the export in
-    ``folder``: tokenisation, pooling and normalisation stay sentence-transformers' own."""
+    ``folder``: tokenisation, pooling and normalisation stay sentence-transformers' own.
+
+    ``per_text`` (int8): each text of a call runs alone, unpadded. Dynamic quantisation computes one
+    activation scale over the whole input tensor, so in a batch a text's vector depended on the other texts
+    and the padding beside it (least cosine 0.986 alone vs in a batch of 48, bench/gate_onnx.py --inspect):
+    one vector id must give one vector per text whatever the batch, shard layout or resume (invariants 2, 10).
+    The padded positions of the output are zeros, which mean pooling masks out."""
+    import numpy as np
     import onnxruntime as ort
     import torch
 
@@ -293,13 +301,25 @@ def _run_transformer_in_onnxruntime(model, folder: Path) -> None:
     first = model[0]
     hf = getattr(first, "model", None) or getattr(first, "auto_model", None)
 
-    def forward(**features):
-        ids = features["input_ids"]
+    def run(features, ids) -> np.ndarray:
         feed = {}
         for name in inputs:
             value = features.get(name)
             feed[name] = (value if value is not None else torch.zeros_like(ids)).cpu().numpy()
-        hidden = session.run(["last_hidden_state"], feed)[0]
+        return session.run(["last_hidden_state"], feed)[0]
+
+    def forward(**features):
+        ids = features["input_ids"]
+        if not per_text or ids.shape[0] == 1 and bool(features["attention_mask"].all()):
+            return {"last_hidden_state": torch.from_numpy(run(features, ids))}
+        lengths = features["attention_mask"].sum(dim=1).tolist()
+        hidden = None
+        for row, n in enumerate(lengths):
+            one = {k: v[row:row + 1, :n] for k, v in features.items() if torch.is_tensor(v) and v.dim() == 2}
+            out = run(one, ids[row:row + 1, :n])
+            if hidden is None:
+                hidden = np.zeros((ids.shape[0], ids.shape[1], out.shape[-1]), dtype=out.dtype)
+            hidden[row, :n] = out[0]
         return {"last_hidden_state": torch.from_numpy(hidden)}
 
     hf.forward = forward  # sentence-transformers calls the transformer's `forward` method by name
