@@ -104,11 +104,12 @@ class Browser:
         return self.js("document.body ? document.body.innerText : ''") or ""
 
     def wait_for(self, element: str, what: str, timeout: float = 60) -> None:
-        """Wait until the JavaScript expression ``element`` yields an element that is on screen and no animation
-        runs (a dialog that is still zooming in moves its controls)."""
+        """Wait until the JavaScript expression ``element`` yields an element that is on screen and that no running
+        animation moves (a dialog that is still zooming in moves its controls; a spinner elsewhere does not)."""
         deadline = time.monotonic() + timeout
         probe = (f"(() => {{ const e = {element}; if (!e) return false; const r = e.getBoundingClientRect(); "
-                 "return r.width > 0 && r.height > 0 && document.getAnimations().every(a => a.playState !== 'running'); })()")
+                 "return r.width > 0 && r.height > 0 && document.getAnimations().every(a => a.playState !== 'running' "
+                 "|| !(a.effect && a.effect.target && a.effect.target.contains(e))); })()")
         while not self.js(probe):
             if time.monotonic() > deadline:
                 raise BrowserError(f"{what} did not appear within {timeout} s at {self.js('location.href')}; "

@@ -323,71 +323,96 @@ def _flow_run_of(config: Path) -> Any:
     return next((r for r in runs if r.parameters.get("config") == str(config)), None)
 
 
+def _start_paused_run(root: Path, index: str, prefect_server: dict) -> tuple[Path, Path, subprocess.Popen]:
+    """A reindex-reindex run of a new workspace in its own process (no deployment): it plans, then pauses."""
+    cfg = _workspace(root, index)
+    log = root / "flow.log"
+    env = {**prefect_server["env"], "PREFECT_LOGGING_LEVEL": "INFO"}
+    code = ("import sys; from reindex.orchestration import reindex_flow; "
+            "out = reindex_flow(config=sys.argv[1], poll_interval_s=1, approval_timeout_s=150); "
+            "sys.exit(0 if out.get('status') == 'done' else 3)")
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code, str(cfg)], cwd=root, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    return cfg, log, proc
+
+
+def _approve_in_the_ui(b: Browser, base_url: str, ui: str, fr: Any, index: str, approver: str, reason: str) -> None:
+    """What an approver does in the UI: open the run's page, Resume, approve on, name and reason, send."""
+    path, opening, send = _UIS[ui]
+    b.open(base_url + path.format(id=fr.id))
+    b.wait_for(by_text("*", fr.name), f"{ui}: the page of flow run {fr.name}")
+    for step in opening:
+        b.click(step, f"{ui}: the Resume control")
+    dialog = "[role=dialog]"
+    switch = labelled_control(dialog, "Approve")
+    b.wait_for(switch, f"{ui}: the approve switch of the Resume Flow Run dialog")
+    # The form's description (the plan's key figures) arrives after the fields: read it before touching them.
+    heading = f"Approve initial reindex of {index}"
+    b.wait_until(f"(document.querySelector('{dialog}')?.innerText || '').includes({json.dumps(heading)})",
+                 f"{ui}: the dialog shows the plan ({heading!r})")
+    assert b.js(f"({switch}).getAttribute('aria-checked')") == "false"  # preset: leaving it rejects
+    b.click(switch, f"{ui}: the approve switch")
+    b.wait_until(f"({switch}).getAttribute('aria-checked') === 'true'", f"{ui}: the approve switch is on")
+    for label, text in (("Approver", approver), ("Reason", reason)):
+        field = labelled_control(dialog, label)
+        b.type_into(field, text, f"{ui}: the {label.lower()} field")
+        b.wait_until(f"({field}).value === {json.dumps(text)}", f"{ui}: the {label.lower()} field reads {text!r}")
+    b.click(by_text(f"{dialog} button", send), f"{ui}: the {send} button of the dialog")
+
+
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (`.ci/run` installs Debian's package)")
-@pytest.mark.parametrize("ui", sorted(_UIS))
 def test_approval_in_the_prefect_ui_resume_approve_approver_submit_applies_and_records_the_approver(
-    tmp_path: Path, prefect_server: dict, ui: str
+    tmp_path: Path, prefect_server: dict
 ) -> None:
-    """A reindex-reindex run paused for approval; headless Chromium opens the run's page in the Prefect UI,
-    clicks Resume, turns **approve** on, types the approver and a reason, and sends the form. The run resumes,
-    records the approval with that name (the same record `reindex approve` writes), applies and swaps the alias."""
+    """Two reindex-reindex runs paused for approval (one per UI, started together so their start-ups overlap);
+    headless Chromium opens each run's page in the Prefect UI, clicks Resume, turns **approve** on, types the
+    approver and a reason, and sends the form. Each run resumes, records the approval with that name (the same
+    record `reindex approve` writes), applies and swaps its alias."""
     from prefect.input.run_input import keyset_from_paused_state
 
     from reindex import api
 
-    index = f"ui{ui}"
-    cfg = _workspace(tmp_path / "ws", index)
-    log = tmp_path / "flow.log"
-    env = {**prefect_server["env"], "PREFECT_LOGGING_LEVEL": "INFO"}
-    code = ("import sys; from reindex.orchestration import reindex_flow; "
-            "out = reindex_flow(config=sys.argv[1], poll_interval_s=1, approval_timeout_s=120); "
-            "sys.exit(0 if out.get('status') == 'done' else 3)")
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", code, str(cfg)], cwd=cfg.parent, env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    runs = {ui: _start_paused_run(tmp_path / ui, f"ui{ui}", prefect_server) for ui in sorted(_UIS)}
+    sent: dict[str, dict] = {}
     try:
-        fr = _wait_for_run(cfg, proc, log)
-        form = _wait(fr.id, _paused_with_form, "paused with its approval form", log)
-        assert "approver" in form["schema"]["required"]
-        with _client() as c:
-            keys = keyset_from_paused_state(c.read_flow_run(fr.id).state)
-        approver, reason = f"alice-{ui}", f"read the plan in the {ui} UI"
-        path, opening, send = _UIS[ui]
         with Browser(tmp_path / "chromium") as b:
-            b.open(prefect_server["url"].removesuffix("/api") + path.format(id=fr.id))
-            b.wait_for(by_text("*", fr.name), f"the page of flow run {fr.name}")
-            for step in opening:
-                b.click(step, "the Resume control")
-            dialog = "[role=dialog]"
-            switch = labelled_control(dialog, "Approve")
-            b.wait_for(switch, "the approve switch of the Resume Flow Run dialog")
-            assert "Approve initial reindex of " + index in b.js(f"document.querySelector('{dialog}').innerText")
-            assert b.js(f"({switch}).getAttribute('aria-checked')") == "false"  # preset: leaving it rejects
-            b.click(switch, "the approve switch")
-            b.wait_until(f"({switch}).getAttribute('aria-checked') === 'true'", "the approve switch is on")
-            for label, text in (("Approver", approver), ("Reason", reason)):
-                field = labelled_control(dialog, label)
-                b.type_into(field, text, f"the {label.lower()} field")
-                b.wait_until(f"({field}).value === {json.dumps(text)}", f"the {label.lower()} field reads {text!r}")
-            b.click(by_text(f"{dialog} button", send), f"the {send} button of the dialog")
-            done = _wait(fr.id, _final, "finished after the form was sent", log, timeout=180)
-        assert proc.wait(60) == 0, log.read_text()[-3000:]
+            for ui, (cfg, log, proc) in runs.items():
+                fr = _wait_for_run(cfg, proc, log)
+                form = _wait(fr.id, _paused_with_form, "paused with its approval form", log)
+                assert "approver" in form["schema"]["required"]
+                with _client() as c:
+                    keys = keyset_from_paused_state(c.read_flow_run(fr.id).state)
+                _approve_in_the_ui(b, prefect_server["url"].removesuffix("/api"), ui, fr, f"ui{ui}",
+                                   f"alice-{ui}", f"read the plan in the {ui} UI")
+                # Keep the page open until the resume reached the server (the dialog sends it asynchronously).
+                _wait(fr.id, lambda c, r: r if not r.state.is_paused() else None, f"resumed by the {ui} form", log,
+                      timeout=60)
+                sent[ui] = {"run": fr, "keys": keys}
+        for ui, (cfg, log, proc) in runs.items():
+            sent[ui]["done"] = _wait(sent[ui]["run"].id, _final, f"finished after the {ui} form was sent", log,
+                                     timeout=180)
+            assert proc.wait(60) == 0, f"{ui}:\n" + log.read_text()[-3000:]
     finally:
-        _stop(proc)
-    assert done.state.is_completed() and done.state.name == "Completed", done.state  # not "Rejected"
-    with _client() as c:  # what the UI sent, as Prefect stored it for the run
-        sent = json.loads(c.read_flow_run_input(fr.id, keys["response"]))
-    assert (sent["approve"], sent["approver"], sent["reason"]) == (True, approver, reason), sent
-    plan_file = _plan_file(tmp_path / "ws" / "plans")
-    plan = api.show_plan(plan_file)
-    approval = json.loads(approval_path(plan_file).read_text())
-    assert (approval["by"], approval["plan_hash"]) == (approver, plan.plan_hash)
-    assert approval["note"] == f"{reason} (Prefect flow run {fr.id})"
-    assert api.approval_status(plan_file).by == approver
-    assert f"approved by {approver}: apply done" in _artifact(fr.id, f"reindex-result-{index}")
-    st = api.status(cfg)
-    assert st["aliases"] == {index: plan.body["identity"]["new"]["collection"]}
-    assert [p["state"] for p in st["populations"]] == ["live"] and st["lock"] is None
+        for _cfg, _log, proc in runs.values():
+            _stop(proc)
+    for ui, (cfg, _log, _proc) in runs.items():
+        index, approver, reason = f"ui{ui}", f"alice-{ui}", f"read the plan in the {ui} UI"
+        fr, done = sent[ui]["run"], sent[ui]["done"]
+        assert done.state.is_completed() and done.state.name == "Completed", (ui, done.state)  # not "Rejected"
+        with _client() as c:  # what the UI sent, as Prefect stored it for the run
+            got = json.loads(c.read_flow_run_input(fr.id, sent[ui]["keys"]["response"]))
+        assert (got["approve"], got["approver"], got["reason"]) == (True, approver, reason), (ui, got)
+        plan_file = _plan_file(cfg.parent / "plans")
+        plan = api.show_plan(plan_file)
+        approval = json.loads(approval_path(plan_file).read_text())
+        assert (approval["by"], approval["plan_hash"]) == (approver, plan.plan_hash), ui
+        assert approval["note"] == f"{reason} (Prefect flow run {fr.id})"
+        assert api.approval_status(plan_file).by == approver
+        assert f"approved by {approver}: apply done" in _artifact(fr.id, f"reindex-result-{index}")
+        st = api.status(cfg)
+        assert st["aliases"] == {index: plan.body["identity"]["new"]["collection"]}, ui
+        assert [p["state"] for p in st["populations"]] == ["live"] and st["lock"] is None, ui
 
 
 def _wait_for_run(config: Path, proc: subprocess.Popen, log: Path, timeout: float = 120) -> Any:

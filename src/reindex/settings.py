@@ -159,7 +159,8 @@ def temporary_server_failure(err: BaseException, limit_s: float | None = None) -
     limit Prefect applied (its setting, which the caller that owns Prefect reads); else the environment's."""
     if not isinstance(err, RuntimeError) or "ephemeral Prefect API server" not in str(err):
         return None
-    limit = f"{limit_s:g}" if limit_s is not None else os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20")
+    limit = (f"{limit_s:g}" if limit_s is not None
+             else os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20"))
     return (f"Prefect's temporary API server (started because no PREFECT_API_URL is set) did not answer within "
             f"{limit} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS; a busy machine starts it slowly): start "
             "a Prefect server (`prefect server start`) and set PREFECT_API_URL to it, or run without Prefect "
