@@ -31,6 +31,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from helpers_browser import CHROMIUM, Browser, by_text, labelled_control
 from helpers_index import SAMPLE, Workspace, subprocess_env
 from reindex.approvals import approval_path, rejection_path
 
@@ -78,7 +79,7 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     home = tmp_path_factory.mktemp("prefect-home")
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
-    env = subprocess_env(PREFECT_HOME=str(home), PREFECT_LOGGING_LEVEL="WARNING",
+    env = subprocess_env(PREFECT_HOME=str(home), PREFECT_LOGGING_LEVEL="WARNING", PREFECT_UI_API_URL=url,
                          PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED="false",
                          PREFECT_SERVER_SERVICES_REPOSSESSOR_LOOP_SECONDS="1")
     env.pop("PREFECT_API_URL", None)
@@ -298,6 +299,130 @@ def test_rejected_and_timed_out_runs_change_nothing(tmp_path: Path, prefect_serv
         assert store.list_collections() == []
     finally:
         store.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 26: the approval form in the Prefect UI, filled in a real (headless) browser
+# --------------------------------------------------------------------------------------------
+
+# How each of the two UIs a Prefect 3.9 server serves reaches the paused run's form: the page, the clicks
+# that open the "Resume Flow Run" dialog, and the button that sends it. v1 (Vue) answers the links Prefect
+# prints (`/runs/flow-run/ID`); v2 (React) is what the dashboard at `/` opens by default.
+_UIS = {
+    "v1": ("/runs/flow-run/{id}", [by_text("button", "Resume")], "Submit"),
+    "v2": ("/v2/runs/flow-run/{id}", [by_text("button", "Open menu"), by_text("[role=menuitem]", "Resume")], "Resume"),
+}
+
+
+def _flow_run_of(config: Path) -> Any:
+    """The reindex-reindex flow run started with this config (None until the run exists)."""
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    with _client() as c:
+        runs = c.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["reindex-reindex"])))
+    return next((r for r in runs if r.parameters.get("config") == str(config)), None)
+
+
+def _start_paused_run(root: Path, index: str, prefect_server: dict) -> tuple[Path, Path, subprocess.Popen]:
+    """A reindex-reindex run of a new workspace in its own process (no deployment): it plans, then pauses."""
+    cfg = _workspace(root, index)
+    log = root / "flow.log"
+    env = {**prefect_server["env"], "PREFECT_LOGGING_LEVEL": "INFO"}
+    code = ("import sys; from reindex.orchestration import reindex_flow; "
+            "out = reindex_flow(config=sys.argv[1], poll_interval_s=1, approval_timeout_s=150); "
+            "sys.exit(0 if out.get('status') == 'done' else 3)")
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", code, str(cfg)], cwd=root, env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    return cfg, log, proc
+
+
+def _approve_in_the_ui(b: Browser, base_url: str, ui: str, fr: Any, index: str, approver: str, reason: str) -> None:
+    """What an approver does in the UI: open the run's page, Resume, approve on, name and reason, send."""
+    path, opening, send = _UIS[ui]
+    b.open(base_url + path.format(id=fr.id))
+    b.wait_for(by_text("*", fr.name), f"{ui}: the page of flow run {fr.name}")
+    for step in opening:
+        b.click(step, f"{ui}: the Resume control")
+    dialog = "[role=dialog]"
+    switch = labelled_control(dialog, "Approve")
+    b.wait_for(switch, f"{ui}: the approve switch of the Resume Flow Run dialog")
+    # The form's description (the plan's key figures) arrives after the fields: read it before touching them.
+    heading = f"Approve initial reindex of {index}"
+    b.wait_until(f"(document.querySelector('{dialog}')?.innerText || '').includes({json.dumps(heading)})",
+                 f"{ui}: the dialog shows the plan ({heading!r})")
+    assert b.js(f"({switch}).getAttribute('aria-checked')") == "false"  # preset: leaving it rejects
+    b.click(switch, f"{ui}: the approve switch")
+    b.wait_until(f"({switch}).getAttribute('aria-checked') === 'true'", f"{ui}: the approve switch is on")
+    for label, text in (("Approver", approver), ("Reason", reason)):
+        field = labelled_control(dialog, label)
+        b.type_into(field, text, f"{ui}: the {label.lower()} field")
+        b.wait_until(f"({field}).value === {json.dumps(text)}", f"{ui}: the {label.lower()} field reads {text!r}")
+    b.click(by_text(f"{dialog} button", send), f"{ui}: the {send} button of the dialog")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (`.ci/run` installs Debian's package)")
+def test_approval_in_the_prefect_ui_resume_approve_approver_submit_applies_and_records_the_approver(
+    tmp_path: Path, prefect_server: dict
+) -> None:
+    """Two reindex-reindex runs paused for approval (one per UI, started together so their start-ups overlap);
+    headless Chromium opens each run's page in the Prefect UI, clicks Resume, turns **approve** on, types the
+    approver and a reason, and sends the form. Each run resumes, records the approval with that name (the same
+    record `reindex approve` writes), applies and swaps its alias."""
+    from prefect.input.run_input import keyset_from_paused_state
+
+    from reindex import api
+
+    runs = {ui: _start_paused_run(tmp_path / ui, f"ui{ui}", prefect_server) for ui in sorted(_UIS)}
+    sent: dict[str, dict] = {}
+    try:
+        with Browser(tmp_path / "chromium") as b:
+            for ui, (cfg, log, proc) in runs.items():
+                fr = _wait_for_run(cfg, proc, log)
+                form = _wait(fr.id, _paused_with_form, "paused with its approval form", log)
+                assert "approver" in form["schema"]["required"]
+                with _client() as c:
+                    keys = keyset_from_paused_state(c.read_flow_run(fr.id).state)
+                _approve_in_the_ui(b, prefect_server["url"].removesuffix("/api"), ui, fr, f"ui{ui}",
+                                   f"alice-{ui}", f"read the plan in the {ui} UI")
+                # Keep the page open until the resume reached the server (the dialog sends it asynchronously).
+                _wait(fr.id, lambda c, r: r if not r.state.is_paused() else None, f"resumed by the {ui} form", log,
+                      timeout=60)
+                sent[ui] = {"run": fr, "keys": keys}
+        for ui, (cfg, log, proc) in runs.items():
+            sent[ui]["done"] = _wait(sent[ui]["run"].id, _final, f"finished after the {ui} form was sent", log,
+                                     timeout=180)
+            assert proc.wait(60) == 0, f"{ui}:\n" + log.read_text()[-3000:]
+    finally:
+        for _cfg, _log, proc in runs.values():
+            _stop(proc)
+    for ui, (cfg, _log, _proc) in runs.items():
+        index, approver, reason = f"ui{ui}", f"alice-{ui}", f"read the plan in the {ui} UI"
+        fr, done = sent[ui]["run"], sent[ui]["done"]
+        assert done.state.is_completed() and done.state.name == "Completed", (ui, done.state)  # not "Rejected"
+        with _client() as c:  # what the UI sent, as Prefect stored it for the run
+            got = json.loads(c.read_flow_run_input(fr.id, sent[ui]["keys"]["response"]))
+        assert (got["approve"], got["approver"], got["reason"]) == (True, approver, reason), (ui, got)
+        plan_file = _plan_file(cfg.parent / "plans")
+        plan = api.show_plan(plan_file)
+        approval = json.loads(approval_path(plan_file).read_text())
+        assert (approval["by"], approval["plan_hash"]) == (approver, plan.plan_hash), ui
+        assert approval["note"] == f"{reason} (Prefect flow run {fr.id})"
+        assert api.approval_status(plan_file).by == approver
+        assert f"approved by {approver}: apply done" in _artifact(fr.id, f"reindex-result-{index}")
+        st = api.status(cfg)
+        assert st["aliases"] == {index: plan.body["identity"]["new"]["collection"]}, ui
+        assert [p["state"] for p in st["populations"]] == ["live"] and st["lock"] is None, ui
+
+
+def _wait_for_run(config: Path, proc: subprocess.Popen, log: Path, timeout: float = 120) -> Any:
+    deadline = time.monotonic() + timeout
+    while (fr := _flow_run_of(config)) is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"no reindex-reindex run for {config} (flow process exit {proc.poll()}):\n"
+                        + log.read_text()[-3000:])
+        time.sleep(0.5)
+    return fr
 
 
 def test_two_runs_of_one_index_never_overlap(tmp_path: Path, prefect_server: dict, worker: Path) -> None:

@@ -107,3 +107,10 @@ def test_the_guides_flow_also_runs_in_process(tmp_path: Path, monkeypatch: pytes
         exec(compile(block, str(GUIDE), "exec"), ns)  # noqa: S102
     assert ns["nightly_reindex"](in_process=True) == "pipeline-scoped/text: done, alias swapped: True"
     assert ns["nightly_reindex"](in_process=True) == "nothing to do"
+    # The guide's way to skip Prefect entirely: the flow's function, with a Prefect API that cannot answer.
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    dead = "http://127.0.0.1:9/api"
+    monkeypatch.setenv("PREFECT_API_URL", dead)
+    with temporary_settings(updates={PREFECT_API_URL: dead}):
+        assert ns["nightly_reindex"].fn(in_process=True) == "nothing to do"

@@ -10,6 +10,7 @@ from reindex.errors import ConfigError
 
 __all__ = [
     "DEFAULT_SHARD_WORKERS",
+    "EPHEMERAL_STARTUP_TIMEOUT_S",
     "OFFLINE_DEFAULTS",
     "apply_offline_defaults",
     "crash_at",
@@ -35,12 +36,18 @@ OFFLINE_DEFAULTS = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
 }
+# Prefect's temporary API server (no PREFECT_API_URL) gets this long to start instead of Prefect's 20 s, which a
+# loaded 2-core machine exceeds. Prefect reads its settings once, when it is imported: this default reaches it
+# only from a module that sets it before its first `import prefect` (every reindex module that imports Prefect
+# calls apply_offline_defaults first); a script that imported Prefect earlier keeps Prefect's own limit.
+EPHEMERAL_STARTUP_TIMEOUT_S = 120
 
 
 def apply_offline_defaults() -> None:
-    """Set :data:`OFFLINE_DEFAULTS` where the user has not set them."""
+    """Set :data:`OFFLINE_DEFAULTS` and the temporary server's start-up limit where the user has not set them."""
     for key, value in OFFLINE_DEFAULTS.items():
         os.environ.setdefault(key, value)
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", str(EPHEMERAL_STARTUP_TIMEOUT_S))
 
 
 def shard_workers() -> int:
@@ -145,13 +152,15 @@ def prefect_api_url() -> str | None:
     return str(value).strip() or None if value else None
 
 
-def temporary_server_failure(err: BaseException) -> str | None:
+def temporary_server_failure(err: BaseException, limit_s: float | None = None) -> str | None:
     """One line for Prefect's "Timed out while attempting to connect to ephemeral Prefect API server" (the
     temporary server Prefect starts when no API is configured, slow on a busy machine): the cause and the two
-    ways out, without the server output Prefect appends. None for any other error."""
+    ways out, without the server output Prefect appends. None for any other error. ``limit_s``: the start-up
+    limit Prefect applied (its setting, which the caller that owns Prefect reads); else the environment's."""
     if not isinstance(err, RuntimeError) or "ephemeral Prefect API server" not in str(err):
         return None
-    limit = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20")
+    limit = (f"{limit_s:g}" if limit_s is not None
+             else os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "20"))
     return (f"Prefect's temporary API server (started because no PREFECT_API_URL is set) did not answer within "
             f"{limit} s (PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS; a busy machine starts it slowly): start "
             "a Prefect server (`prefect server start`) and set PREFECT_API_URL to it, or run without Prefect "

@@ -13,25 +13,24 @@ and a second layer here multiplied attempts (3 × 5 × 5) without helping. A fai
 re-running the apply resumes.
 
 With no API configured, Prefect starts a temporary local server; its start-up timeout is raised to
-:data:`EPHEMERAL_STARTUP_TIMEOUT_S` (Prefect's 20 s default is exceeded on a loaded 2-core machine), and any
-failure to reach an API becomes one :class:`~reindex.errors.RunnerError` line naming the two ways out."""
+:data:`reindex.settings.EPHEMERAL_STARTUP_TIMEOUT_S` (Prefect's 20 s default is exceeded on a loaded 2-core
+machine) when this module is imported before Prefect, and any failure to reach an API becomes one
+:class:`~reindex.errors.RunnerError` line naming the limit Prefect applied and the two ways out."""
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 from typing import Any
 
 from reindex.settings import apply_offline_defaults
 
-apply_offline_defaults()
-EPHEMERAL_STARTUP_TIMEOUT_S = 120
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", str(EPHEMERAL_STARTUP_TIMEOUT_S))
+apply_offline_defaults()  # also the temporary server's start-up limit, before Prefect reads its settings
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from reindex import execution, settings, workers  # noqa: E402
@@ -212,7 +211,8 @@ class PrefectRunner:
 def api_failure_line(err: BaseException) -> str:
     """One line for a Prefect API failure: the cause, then the two ways out (a temporary server that did not
     start in time: :func:`reindex.settings.temporary_server_failure`)."""
-    return settings.temporary_server_failure(err) or (
+    limit = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())  # what Prefect waited, not the environment
+    return settings.temporary_server_failure(err, limit) or (
         f"Prefect could not run the apply: {type(err).__name__}: {err}".splitlines()[0] + f"; {WAYS_OUT}")
 
 
