@@ -66,6 +66,9 @@ def test_a_rejected_plan_is_not_carried_out(tmp_path: Path) -> None:
     api.reject_and_resume(waiting["plan_file"], "bob", "too big")
     rejected = _sync(ws, 0)
     assert rejected["outcome"] == "rejected" and "rejected by bob" in rejected["message"]
+    assert (rejected["index"], rejected["plan_file"], rejected["plan_hash"], rejected["kind"]) == (
+        "docs", waiting["plan_file"], waiting["plan_hash"], "pipeline-scoped/text")
+    assert f"plan {waiting['plan_hash'][:12]} (pipeline-scoped/text)" in rejected["message"]
 
 
 def test_sync_beside_a_running_writer_is_skipped_and_touches_nothing(tmp_path: Path) -> None:
@@ -78,7 +81,7 @@ def test_sync_beside_a_running_writer_is_skipped_and_touches_nothing(tmp_path: P
         skipped = _sync(ws, 0)
     finally:
         lock.release()
-    assert skipped["outcome"] == "skipped"
+    assert skipped["outcome"] == "skipped" and skipped["index"] == "docs"
     assert "otherhost:4242" in skipped["message"]
     assert _plan_files(ws) == before  # not even planned: the other writer's changes would make it drift
     assert _sync(ws, 0)["outcome"] == "applied-in-place"  # the next tick catches up
@@ -250,3 +253,21 @@ def test_plans_go_to_plans_in_the_working_folder_and_nothing_to_do_says_so(tmp_p
         "plan_hash": "", "kind": "none", "apply": None, "cutover": None, "gc": []}
     assert len(idle.plan_hash) == 32 and idle.plan_hash != built.plan_hash  # the no-op plan just made
     assert idle.message == "nothing to do: index 'docs' matches its config and corpus" and idle.exit_code == 0
+
+
+def test_a_cycle_holds_the_index_lock_as_a_sync_throughout(tmp_path: Path) -> None:
+    from reindex.locks import read_lock
+
+    ws = Workspace(tmp_path / "ws")
+    seen: list = []
+
+    class Watching(_Counting):
+        def embed(self, texts):
+            lock = read_lock(ws.state(), "docs")
+            seen.append((lock.held, lock.purpose))
+            return self.inner.embed(texts)
+
+    with Index.open(ws.config, embedder=Watching(api.make_embedder(ws.cfg().vector))) as ix:
+        assert ix.sync(SyncPolicy(plans_dir=ws.plans)).outcome == "cut-over"
+    assert seen and set(seen) == {(True, "sync")}
+    assert not read_lock(ws.state(), "docs").held
