@@ -1,7 +1,7 @@
 """A million points on one box (issue 24): the real pipeline at scale, hash embedder, edge store.
 
     PYTHONPATH=src nice -n 5 .venv/bin/python bench/million.py --points 1000000 --dir build/million \
-        [--phases build,sync,shadow] [--log build/million/log.jsonl]
+        [--phases build,sync,shadow] [--log build/million/log.jsonl] [--resume]
 
 The corpus is the shared PEP snapshot (``../shared/corpus/snapshot_new.parquet``, 703 PEPs, ~18,000 points
 at ``recursive:size=250``) replicated to ``--points``: document ``i`` is PEP ``i % 703`` of copy
@@ -26,7 +26,8 @@ to the log as one JSON line when it finishes, so a partial run leaves its result
 
 From the first cutover on, a reader process (``api.Querier(config)``, held reader) queries in a loop (a
 top-10 query and a top-10 filtered by one ``doc_id``, then a 0.1 s pause) and logs each latency with a
-timestamp and its RSS; the summary gives p50/p95 per phase window. ``--summary`` re-reads a log.
+timestamp and its RSS; each phase's line gives the reader's p50/p95 over that phase's window. ``--resume``
+continues a run cut short (a step already logged is skipped; an interrupted apply resumes on its plan).
 """
 
 from __future__ import annotations
@@ -282,6 +283,7 @@ def main() -> None:
     ap.add_argument("--phases", default="build,sync,shadow")
     ap.add_argument("--log", type=Path, default=None)
     ap.add_argument("--int8", action="store_true", help="store.quantization: int8 from the start")
+    ap.add_argument("--resume", action="store_true", help="continue the run logged in --dir (see main)")
     ap.add_argument("--reader", nargs=3, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.reader:
@@ -294,20 +296,30 @@ def main() -> None:
     phases = args.phases.split(",")
     docs = max(1, round(args.points / POINTS_PER_DOC))
     load = lambda: os.getloadavg()[0]  # noqa: E731
-    _log(log, {"phase": "start", "docs": docs, "target_points": args.points, "load": load()})
+    # --resume: a phase step already in the log is not run again; an apply cut short is run again on the
+    # same plan, which resumes it (the shards already finished are skipped by reindex itself).
+    done = {}
+    if args.resume and log.exists():
+        done = {r["phase"]: r for r in map(json.loads, log.read_text().splitlines()) if r.get("phase")}
+    _log(log, {"phase": "start", "docs": docs, "target_points": args.points, "load": load(), "resume": bool(done)})
     reader = None
     try:
-        if "build" in phases:
+        if "build" in phases and "build.cutover" not in done:
             configure(work, 250, args.int8)
-            t = time.perf_counter()
-            ids = write_corpus(work, docs)
-            _log(log, {"phase": "corpus", "docs": docs, "s": round(time.perf_counter() - t, 1),
-                       "corpus_mb": round((work / "corpus.jsonl").stat().st_size / 1e6, 1)})
-            plan_file, doc, fig = plan(work)
-            _log(log, {"phase": "build.plan", **fig, **_plan_facts(doc), "load": load()})
-            _, fig = reindex(work, "apply", plan_file, "--no-progress")
-            _log(log, {"phase": "build.apply", **fig, "disk_mb": round(allocated(work / "store") / 1e6, 1),
-                       "state_mb": round(allocated(work / "state") / 1e6, 1), "load": load()})
+            if "corpus" not in done:
+                t = time.perf_counter()
+                write_corpus(work, docs)
+                _log(log, {"phase": "corpus", "docs": docs, "s": round(time.perf_counter() - t, 1),
+                           "corpus_mb": round((work / "corpus.jsonl").stat().st_size / 1e6, 1)})
+            if "build.plan" in done:
+                plan_file = done["build.plan"]["plan_file"]
+            else:
+                plan_file, doc, fig = plan(work)
+                _log(log, {"phase": "build.plan", "plan_file": plan_file, **fig, **_plan_facts(doc), "load": load()})
+            if "build.apply" not in done:
+                _, fig = reindex(work, "apply", plan_file, "--no-progress")
+                _log(log, {"phase": "build.apply", **fig, "disk_mb": round(allocated(work / "store") / 1e6, 1),
+                           "state_mb": round(allocated(work / "state") / 1e6, 1), "load": load()})
             _, fig = reindex(work, "cutover", plan_file)
             _log(log, {"phase": "build.cutover", **fig, "load": load()})
         ids = (work / "corpus.jsonl").read_text(encoding="utf-8")
@@ -317,13 +329,13 @@ def main() -> None:
         t = time.time()
         time.sleep(40)
         _log(log, {"phase": "reader.idle", **reader_window(rlog, t, time.time()), "load": load()})
-        if "sync" in phases:
+        if "sync" in phases and "sync.apply" not in done:
             edited = ids[len(ids) // 2]
             write_corpus(work, docs, edit=edited)
             t = time.time()
             plan_file, doc, fig = plan(work)
-            _log(log, {"phase": "sync.plan", **fig, **_plan_facts(doc), **reader_window(rlog, t, time.time()),
-                       "load": load()})
+            _log(log, {"phase": "sync.plan", "plan_file": plan_file, **fig, **_plan_facts(doc),
+                       **reader_window(rlog, t, time.time()), "load": load()})
             disk_before = allocated(work / "store")
             t = time.time()
             _, fig = reindex(work, "apply", plan_file, "--no-progress")
@@ -333,16 +345,20 @@ def main() -> None:
             if doc.get("kind") not in ("document-scoped", "document_scoped"):
                 _, cfig = reindex(work, "cutover", plan_file)
                 _log(log, {"phase": "sync.cutover", **cfig})
-        if "shadow" in phases:
+        if "shadow" in phases and "shadow.cutover" not in done:
             configure(work, 200, args.int8)
-            t = time.time()
-            plan_file, doc, fig = plan(work)
-            _log(log, {"phase": "shadow.plan", **fig, **_plan_facts(doc), **reader_window(rlog, t, time.time()),
-                       "load": load()})
-            t = time.time()
-            _, fig = reindex(work, "apply", plan_file, "--no-progress")
-            _log(log, {"phase": "shadow.apply", **fig, "disk_mb": round(allocated(work / "store") / 1e6, 1),
-                       **reader_window(rlog, t, time.time()), "load": load()})
+            if "shadow.plan" in done:
+                plan_file = done["shadow.plan"]["plan_file"]
+            else:
+                t = time.time()
+                plan_file, doc, fig = plan(work)
+                _log(log, {"phase": "shadow.plan", "plan_file": plan_file, **fig, **_plan_facts(doc),
+                           **reader_window(rlog, t, time.time()), "load": load()})
+            if "shadow.apply" not in done:
+                t = time.time()
+                _, fig = reindex(work, "apply", plan_file, "--no-progress")
+                _log(log, {"phase": "shadow.apply", **fig, "disk_mb": round(allocated(work / "store") / 1e6, 1),
+                           **reader_window(rlog, t, time.time()), "load": load()})
             t = time.time()
             _, fig = reindex(work, "cutover", plan_file)
             _log(log, {"phase": "shadow.cutover", **fig, **reader_window(rlog, t, time.time()), "load": load()})
