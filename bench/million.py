@@ -271,6 +271,36 @@ def reader_window(reader_log: Path, t0: float, t1: float) -> dict:
 # phases ---------------------------------------------------------------------------------------------
 
 
+def summary(logs: list[Path]) -> None:
+    """One Markdown table of the phases of each log (a column per log)."""
+    runs = [{r["phase"]: r for r in map(json.loads, p.read_text().splitlines()) if r.get("phase")} for p in logs]
+    rows = [("build.plan", "wall_s"), ("build.plan", "cpu_s"), ("build.plan", "vectors_new"),
+            ("build.plan", "footprint_peak_ram_mb"), ("build.plan", "footprint_peak_disk_mb"),
+            ("build.apply", "wall_s"), ("build.apply", "cpu_s"), ("build.apply", "rss_peak_mb"),
+            ("build.apply", "anon_peak_mb"), ("build.apply", "file_peak_mb"), ("build.apply", "written_mb"),
+            ("build.apply", "disk_mb"), ("build.cutover", "wall_s"),
+            ("reader.idle", "top10_p50_ms"), ("reader.idle", "top10_p95_ms"), ("reader.idle", "filtered_p50_ms"),
+            ("reader.idle", "reader_rss_max_mb"), ("reader.idle", "reader_anon_max_mb"),
+            ("sync.plan", "wall_s"), ("sync.plan", "cpu_s"), ("sync.apply", "wall_s"), ("sync.apply", "cpu_s"),
+            ("sync.apply", "written_mb"), ("sync.apply", "disk_before_mb"), ("sync.apply", "disk_after_mb"),
+            ("sync.apply", "top10_p50_ms"), ("sync.apply", "top10_p95_ms"),
+            ("shadow.plan", "cpu_s"), ("shadow.plan", "vectors_new"), ("shadow.plan", "vectors_embedded"),
+            ("shadow.plan", "footprint_peak_ram_mb"), ("shadow.plan", "footprint_peak_disk_mb"),
+            ("shadow.apply", "wall_s"), ("shadow.apply", "cpu_s"), ("shadow.apply", "rss_peak_mb"),
+            ("shadow.apply", "anon_peak_mb"), ("shadow.apply", "file_peak_mb"), ("shadow.apply", "disk_mb"),
+            ("shadow.apply", "top10_p50_ms"), ("shadow.apply", "top10_p95_ms"), ("shadow.apply", "filtered_p50_ms"),
+            ("shadow.cutover", "wall_s"), ("shadow.cutover", "top10_p50_ms"), ("shadow.cutover", "top10_p95_ms"),
+            ("reader.all", "reader_queries"), ("reader.all", "top10_p50_ms"), ("reader.all", "top10_p95_ms"),
+            ("reader.all", "filtered_p50_ms"), ("reader.all", "reader_rss_max_mb"),
+            ("reader.all", "reader_anon_max_mb"), ("reader.all", "short_answers")]
+    print("| phase | figure | " + " | ".join(str(p.parent.name) for p in logs) + " |")
+    print("| --- | --- |" + " ---: |" * len(logs))
+    for phase, key in rows:
+        vals = [r.get(phase, {}).get(key) for r in runs]
+        if any(v is not None for v in vals):
+            print(f"| {phase} | {key} | " + " | ".join("—" if v is None else f"{v:,}" for v in vals) + " |")
+
+
 def configure(work: Path, size: int, quant: bool = False) -> None:
     (work / "reindex.yaml").write_text(CONFIG.format(size=size, quant=", quantization: int8" if quant else ""),
                                        encoding="utf-8")
@@ -284,8 +314,12 @@ def main() -> None:
     ap.add_argument("--log", type=Path, default=None)
     ap.add_argument("--int8", action="store_true", help="store.quantization: int8 from the start")
     ap.add_argument("--resume", action="store_true", help="continue the run logged in --dir (see main)")
+    ap.add_argument("--summary", nargs="+", type=Path, help="print a table of these logs and exit")
     ap.add_argument("--reader", nargs=3, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.summary:
+        summary(args.summary)
+        return
     if args.reader:
         reader_main(Path(args.reader[0]), Path(args.reader[1]), Path(args.reader[2]))
         return
