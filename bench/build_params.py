@@ -91,8 +91,38 @@ def recall(shard, queries: np.ndarray, k: int = 10) -> float:
     return hit / (k * len(queries))
 
 
+#: Search-time variants for an int8 population (``--rescore``): qdrant-edge's QuantizationSearchParams.
+SEARCH_VARIANTS = {
+    "int8 default params": None,
+    "int8, rescore off": qe.QuantizationSearchParams(rescore=False),
+    "int8, rescore on": qe.QuantizationSearchParams(rescore=True),
+    "int8, rescore, oversampling 2": qe.QuantizationSearchParams(rescore=True, oversampling=2.0),
+    "int8, rescore, oversampling 4": qe.QuantizationSearchParams(rescore=True, oversampling=4.0),
+    "int8 ignored (float32 HNSW search)": qe.QuantizationSearchParams(ignore=True),
+}
+
+
+def search_variants(shard, queries: np.ndarray, k: int = 10) -> list[tuple[str, float, float]]:
+    """(variant, recall@k vs exact float32 search, p50 ms) for each of SEARCH_VARIANTS on one shard."""
+    exact = [{p.id for p in shard.query(qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist()), params=qe.SearchParams(
+        exact=True, quantization=qe.QuantizationSearchParams(ignore=True))))} for q in queries]
+    out = []
+    for name, qp in SEARCH_VARIANTS.items():
+        params = qe.SearchParams(quantization=qp) if qp is not None else None
+        hit, times = 0, []
+        for q, truth in zip(queries, exact):
+            t0 = time.perf_counter()
+            got = {p.id for p in shard.query(qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist()), params=params))}
+            times.append((time.perf_counter() - t0) * 1000)
+            hit += len(got & truth)
+        out.append((name, hit / (k * len(queries)), float(np.percentile(times, 50))))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--rescore", action="store_true",
+                    help="build the int8 variant only and compare its search-time parameters (rescore, oversampling)")
     ap.add_argument("--points", type=int, default=20_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--dir", type=Path, default=None)
@@ -112,10 +142,23 @@ def main() -> None:
         vecs, queries = both[:args.points].astype(np.float32), both[args.points:].astype(np.float32)
     ids = [str(uuid.uuid5(uuid.NAMESPACE_URL, str(i))) for i in range(args.points)]
     base = Path(tempfile.mkdtemp(prefix="build-params-", dir=args.dir))
+    first = None
+    if args.rescore:
+        folder = base / "int8"
+        try:
+            r = build(folder, vecs, ids, {"int8": True})
+            print(f"int8 build: {args.points / r['build_cpu']:,.0f} points/CPU-s, wall {r['build_wall']:.1f} s")
+            print("| search variant | recall@10 vs exact float32 | p50 ms |")
+            print("| --- | ---: | ---: |")
+            for name, rec, p50 in search_variants(r["shard"], queries):
+                print(f"| {name} | {rec:.3f} | {p50:.2f} |", flush=True)
+            r["shard"].close()
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        return
     print(f"| variant ({args.points:,} {args.data} points, 384 dims) | upsert points/CPU-s | build points/CPU-s | build wall s | "
           "recall@10 | build CPU vs defaults |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    first = None
     try:
         for i, (name, v) in enumerate(variants().items()):
             if not any(part in name for part in args.only.split(",")):

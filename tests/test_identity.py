@@ -108,7 +108,8 @@ DISPLAY_MUTATIONS = {
 OPERATIONAL_MUTATIONS = {
     "index": ["other-index"],
     "source": [SourceConfig(uri="s3://bucket/prefix"), SourceConfig(uri="/elsewhere", text_field="body")],
-    "store": [StoreConfig(url="http://qdrant:6333"), StoreConfig(path="/x", shard_number=3), StoreConfig(quantization="int8")],
+    "store": [StoreConfig(url="http://qdrant:6333"), StoreConfig(path="/x", shard_number=3), StoreConfig(quantization="int8"),
+              StoreConfig(quantization="int8", oversampling=4)],
     "state": [StateConfig(uri="s3://state/reindex")],
     "cost": [CostConfig(usd_per_mtok=0.02, tokens_per_minute=3.5e6)],
     "approval": [ApprovalConfig(pipeline_scoped=False, max_usd=100)],

@@ -485,3 +485,24 @@ def test_an_int8_server_store_creates_collections_with_scalar_quantisation() -> 
     int8, plain = sent
     assert int8["quantization_config"].scalar.type == models.ScalarType.INT8 and int8["vectors_config"].on_disk
     assert plain["quantization_config"] is None and not plain["vectors_config"].on_disk
+
+
+def test_a_server_store_with_oversampling_asks_for_rescored_candidates() -> None:
+    """store.oversampling reaches the server's query (rescore with the originals, k × N candidates); unset,
+    the query carries no search parameters (the server's defaults)."""
+    from qdrant_client import QdrantClient
+
+    asked: list[dict] = []
+    for oversampling in (3.0, None):
+        client = QdrantClient(":memory:")
+        real = client.query_points
+        client.query_points = lambda name, **kw: (asked.append(kw), real(name, **kw))[1]  # type: ignore[method-assign]
+        store = QdrantStore(client, where="http://qdrant:6333", quantization="int8", oversampling=oversampling)
+        store.create_collection("c", dimension=DIM, distance="cosine")
+        store.upsert("c", [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, str(i))), np.full(DIM, i + 1.0, np.float32),
+                                 {"doc_id": "d"}) for i in range(3)])
+        assert len(store.query("c", np.ones(DIM, np.float32), limit=2)) == 2
+        store.close()
+    over, plain = asked
+    assert over["search_params"].quantization.rescore is True and over["search_params"].quantization.oversampling == 3.0
+    assert plain["search_params"] is None

@@ -492,6 +492,13 @@ class StoreConfig(_OpModel):
         "the search RAM; the plan's footprint prices it); none: float32 only. Vectors are unchanged (not in the "
         "vector id); ignored by store.backend local.",
     )
+    oversampling: float | None = Field(
+        None, ge=1.0,
+        description="With store.quantization int8: each search takes k × oversampling candidates by the int8 copy "
+        "and rescores them with the float32 originals, returning the best k (recall back to float32's at a small "
+        "cost: bench/RESULTS.md, a million points on one box); None: the engine's default (k candidates). Search "
+        "time only: readers pick it up, nothing is rebuilt; ignored by unquantised populations and store.backend local.",
+    )
     shard_number: int = Field(1, gt=0, strict=True, description="Collection shards (server/cluster only).")
     replication_factor: int = Field(1, gt=0, strict=True, description="Replicas per shard (cluster only).")
 

@@ -174,10 +174,13 @@ def is_edge_folder(folder: Path) -> bool:
     return (folder / _MARKER).is_file()
 
 
-def open_edge_store(folder: str | os.PathLike[str], *, quantization: str = "none") -> EdgeStore:
+def open_edge_store(folder: str | os.PathLike[str], *, quantization: str = "none",
+                    oversampling: float | None = None) -> EdgeStore:
     """The writer's store in ``folder`` (created if missing); one writer process per folder. ``quantization``
-    ``int8``: collections it creates search int8 copies (in RAM) and keep the float32 originals on disk."""
-    return EdgeStore(Path(folder), quantization=quantization)
+    ``int8``: collections it creates search int8 copies (in RAM) and keep the float32 originals on disk.
+    ``oversampling``: searches of quantised segments take k × oversampling int8 candidates and rescore them
+    with the originals."""
+    return EdgeStore(Path(folder), quantization=quantization, oversampling=oversampling)
 
 
 def generation_copy_bytes(folder: str | os.PathLike[str], collection: str) -> int:
@@ -194,9 +197,10 @@ def generation_copy_bytes(folder: str | os.PathLike[str], collection: str) -> in
     return total
 
 
-def open_reader(folder: str | os.PathLike[str]) -> EdgeReader:
-    """A read-only view of the store in ``folder`` for any process, while a writer works on it."""
-    return EdgeReader(Path(folder))
+def open_reader(folder: str | os.PathLike[str], *, oversampling: float | None = None) -> EdgeReader:
+    """A read-only view of the store in ``folder`` for any process, while a writer works on it
+    (``oversampling``: as for :func:`open_edge_store`)."""
+    return EdgeReader(Path(folder), oversampling=oversampling)
 
 
 # --------------------------------------------------------------------------------------------
@@ -538,10 +542,21 @@ def _count(shard: Any, doc_id: str | None) -> int:
     return int(shard.count(qe.CountRequest(exact=True, filter=_doc_filter(doc_id))))
 
 
+def _search_params(oversampling: float | None) -> Any:
+    """Search parameters for ``oversampling`` (None: the engine's defaults). Quantised segments take
+    ``limit × oversampling`` candidates by their int8 copy and rescore them with the float32 originals;
+    unquantised segments ignore it."""
+    if oversampling is None:
+        return None
+    if not oversampling >= 1.0:
+        raise VectorStoreError(f"store.oversampling {oversampling!r}: must be at least 1")
+    return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=float(oversampling)))
+
+
 def _query(shard: Any, vector: Sequence[float] | np.ndarray, limit: int, doc_id: str | None,
-           where: Mapping[str, Any] | None = None) -> list[Hit]:
+           where: Mapping[str, Any] | None = None, params: Any = None) -> list[Hit]:
     request = qe.QueryRequest(limit=limit, query=qe.Query.Nearest(_as_list(vector)), with_payload=True,
-                              filter=_doc_filter(doc_id, where))
+                              filter=_doc_filter(doc_id, where), params=params)
     return [Hit(id=str(p.id), score=float(p.score), payload=dict(p.payload or {})) for p in shard.query(request)]
 
 
@@ -592,9 +607,10 @@ class EdgeStore:
 
     embedded = True
 
-    def __init__(self, root: Path, *, quantization: str = "none") -> None:
+    def __init__(self, root: Path, *, quantization: str = "none", oversampling: float | None = None) -> None:
         self._root = root
         self._int8 = quantization == "int8"
+        self._params = _search_params(oversampling)
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -875,7 +891,7 @@ class EdgeStore:
     ) -> list[Hit]:
         """Nearest points to ``vector`` in a collection or alias (optionally one document's), best first."""
         with self._lock, _edge_errors(f"query `{name}`"):
-            return _query(self._get(name).shard, vector, limit, doc_id, where)
+            return _query(self._get(name).shard, vector, limit, doc_id, where, self._params)
 
     # publishing and aliases -------------------------------------------------------------------
 
@@ -1000,7 +1016,8 @@ class EdgeReader:
 
     embedded = True
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, oversampling: float | None = None) -> None:
+        self._params = _search_params(oversampling)
         _check_folder(root)
         if not is_edge_folder(root):
             raise NoStoreError(f"`{root}` is not a reindex embedded store (no {_MARKER}); nothing to read.")
@@ -1108,7 +1125,7 @@ class EdgeReader:
     ) -> list[Hit]:
         """Nearest points in the published generation ``name`` resolves to now, best first."""
         with self._lock, _edge_errors(f"query `{name}`"):
-            return _query(self._current(name).shard, vector, limit, doc_id, where)
+            return _query(self._current(name).shard, vector, limit, doc_id, where, self._params)
 
     def count(self, name: str, *, doc_id: str | None = None) -> int:
         with self._lock, _edge_errors(f"count points in `{name}`"):

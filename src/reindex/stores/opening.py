@@ -20,17 +20,18 @@ QUANTIZATIONS = ("none", "int8")
 
 def open_vector_store(
     url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge", *,
-    quantization: str = "none",
+    quantization: str = "none", oversampling: float | None = None,
 ) -> VectorStore:
     """A store on the Qdrant server at ``url``; else embedded in the folder ``path`` (created if missing):
     ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode).
-    ``quantization`` (``none`` | ``int8``) applies to the collections this store creates (not local mode)."""
+    ``quantization`` (``none`` | ``int8``) applies to the collections this store creates (not local mode);
+    ``oversampling`` (>= 1, or None) to its searches of quantised collections."""
     if quantization not in QUANTIZATIONS:
         raise VectorStoreError(f"Unknown store.quantization `{quantization}`; use one of {', '.join(QUANTIZATIONS)}.")
     if url:
         from reindex.stores.qdrant import server_store
 
-        return server_store(url, api_key_env, quantization=quantization)
+        return server_store(url, api_key_env, quantization=quantization, oversampling=oversampling)
     if not path:
         raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
     if backend not in BACKENDS:
@@ -39,7 +40,7 @@ def open_vector_store(
     if backend == "edge":
         from reindex.stores.edge import open_edge_store
 
-        return open_edge_store(folder, quantization=quantization)
+        return open_edge_store(folder, quantization=quantization, oversampling=oversampling)
     from reindex.stores.edge import is_edge_folder
 
     if is_edge_folder(folder):
@@ -53,7 +54,8 @@ def open_vector_store(
 
 
 def open_vector_reader(
-    url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge"
+    url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge", *,
+    oversampling: float | None = None,
 ) -> VectorStore:
     """A store for a process that only reads (search by alias) while another process may write.
 
@@ -62,7 +64,7 @@ def open_vector_reader(
     Local mode cannot: its folder admits one process, so this refuses it with what to do instead.
     """
     if url:
-        return open_vector_store(url, path, api_key_env, backend)
+        return open_vector_store(url, path, api_key_env, backend, oversampling=oversampling)
     if not path:
         raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
     if backend == "local":
@@ -72,4 +74,4 @@ def open_vector_reader(
         )
     from reindex.stores.edge import open_reader
 
-    return open_reader(path)  # type: ignore[return-value]
+    return open_reader(path, oversampling=oversampling)  # type: ignore[return-value]

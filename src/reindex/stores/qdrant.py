@@ -97,11 +97,13 @@ _QUIET = (
 )
 
 
-def server_store(url: str, api_key_env: str = "QDRANT_API_KEY", *, quantization: str = "none") -> QdrantStore:
+def server_store(url: str, api_key_env: str = "QDRANT_API_KEY", *, quantization: str = "none",
+                 oversampling: float | None = None) -> QdrantStore:
     """The store on the Qdrant server (or cluster) at ``url``; the API key from ``api_key_env`` if set;
-    ``quantization`` ``int8``: new collections get scalar quantisation, originals on disk."""
+    ``quantization`` ``int8``: new collections get scalar quantisation, originals on disk; ``oversampling``:
+    searches rescore k × oversampling quantised candidates with the originals."""
     client = QdrantClient(url=url, api_key=os.environ.get(api_key_env) or None, timeout=60)
-    return QdrantStore(client, where=url, quantization=quantization)
+    return QdrantStore(client, where=url, quantization=quantization, oversampling=oversampling)
 
 
 def local_mode_store(folder: Path) -> QdrantStore:
@@ -284,8 +286,9 @@ class QdrantStore:
     """``VectorStore`` over a ``QdrantClient``: a server by URL, or local mode in a folder."""
 
     def __init__(self, client: QdrantClient, *, where: str, folder: Path | None = None,
-                 quantization: str = "none") -> None:
+                 quantization: str = "none", oversampling: float | None = None) -> None:
         self._client = client
+        self._oversampling = oversampling
         self._where = where
         self._int8 = quantization == "int8" and folder is None  # local mode has no quantisation
         self._folder = folder  # set for embedded mode
@@ -445,8 +448,10 @@ class QdrantStore:
         (payload path → value) are equality filters."""
         query = vector.tolist() if isinstance(vector, np.ndarray) else list(vector)
         with self._lock, _translate(f"query `{name}`"):
+            params = None if self._oversampling is None else models.SearchParams(
+                quantization=models.QuantizationSearchParams(rescore=True, oversampling=self._oversampling))
             result = self._client.query_points(name, query=query, limit=limit, with_payload=True,
-                                               query_filter=_equality_filter(doc_id, where))
+                                               query_filter=_equality_filter(doc_id, where), search_params=params)
         return [Hit(id=str(p.id), score=float(p.score), payload=p.payload or {}) for p in result.points]
 
     # aliases ----------------------------------------------------------------------------------

@@ -120,7 +120,7 @@ def vector_store_for(cfg: PipelineConfig):
     from reindex.stores.opening import open_vector_store
 
     return open_vector_store(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend,
-                             quantization=cfg.store.quantization)
+                             quantization=cfg.store.quantization, oversampling=cfg.store.oversampling)
 
 
 def vector_reader_for(cfg: PipelineConfig):
@@ -130,7 +130,8 @@ def vector_reader_for(cfg: PipelineConfig):
         return Borrowed(o.reader if o.reader is not None else o.store)
     from reindex.stores.opening import open_vector_reader
 
-    return open_vector_reader(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend)
+    return open_vector_reader(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend,
+                              oversampling=cfg.store.oversampling)
 
 
 def make_embedder(vector, **kwargs):
