@@ -19,7 +19,19 @@ from reindex.locks import acquire_lock
 def _sync(ws: Workspace, code: int) -> dict:
     r = CliRunner().invoke(main, ["sync", "-c", str(ws.config), "--plans", str(ws.plans), "--json"])
     assert r.exit_code == code, (r.exit_code, r.output)
-    return json.loads(r.output)
+    return _consistent(json.loads(r.output))
+
+
+def _consistent(out: dict) -> dict:
+    """Every result names its index; one about a plan names that plan's file, hash and kind, and a waiting
+    or refusing message the plan's short hash and kind."""
+    assert out["index"] == "docs", out
+    if out["plan_file"] is not None:
+        body = json.loads(Path(out["plan_file"]).read_text())
+        assert (out["plan_hash"], out["kind"]) == (body["plan_hash"], body["kind"]), out
+        if out["outcome"] in ("awaiting-approval", "rejected"):
+            assert f"plan {body['plan_hash'][:12]} ({body['kind']}) " in out["message"], out
+    return out
 
 
 def _plan_files(ws: Workspace) -> list[Path]:
@@ -152,6 +164,7 @@ def test_policy_can_leave_new_populations_to_an_explicit_apply(tmp_path: Path) -
     with Index.open(ws.config) as ix:
         r = ix.sync(SyncPolicy(plans_dir=ws.plans, apply_new_populations=False))
     assert r.outcome == "awaiting-approval" and "reindex apply" in r.message
+    _consistent(json.loads(json.dumps(r.as_dict())))
     assert ws.alias() is None
 
 
