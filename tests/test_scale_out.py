@@ -254,7 +254,7 @@ def test_task_runner_specs_parse_and_bad_ones_fail_in_one_line() -> None:
             parse_task_runner(bad)
 
 
-def test_a_spec_picks_the_runner_with_or_without_prefect(tmp_path: Path) -> None:
+def test_a_spec_picks_the_runner_with_or_without_prefect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from reindex.errors import RunnerError
     from reindex.runners import ThreadRunner
     from reindex.runners.distributed import DaskRunner
@@ -267,10 +267,17 @@ def test_a_spec_picks_the_runner_with_or_without_prefect(tmp_path: Path) -> None
     assert backends.shard_runner(False, "dask:tcp://127.0.0.1:8786").name == "dask:tcp://127.0.0.1:8786"
     flow = backends.shard_runner(True, "dask-processes:2")
     assert type(flow).__name__ == "PrefectRunner" and flow.task_runner == "dask-processes:2"
-    pool = backends.shard_runner(None, "prefect-pool:gpu:2")  # a work pool is Prefect's, API configured or not
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "no-profile"))  # no profile with an API on this machine
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_PROFILES_PATH", raising=False)
+    with pytest.raises(ConfigError, match="needs a Prefect server that the pool's workers reach too"):
+        backends.shard_runner(None, "prefect-pool:gpu")  # refused before any work (no temporary server)
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    pool = backends.shard_runner(None, "prefect-pool:gpu:2")  # a work pool means Prefect
     assert type(pool).__name__ == "PrefectRunner" and pool.name == "prefect-pool:gpu:2"
     with pytest.raises(ConfigError, match="cannot run without Prefect"):
         backends.shard_runner(False, "prefect-pool:gpu")
+    monkeypatch.delenv("PREFECT_API_URL")
     from reindex.runners.prefect import PrefectRunner, using_task_runner
 
     with using_task_runner("prefect-pool:gpu"):  # how the flows' task_runner parameter reaches the runner

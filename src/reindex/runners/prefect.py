@@ -199,6 +199,7 @@ def _fan_out(ctx: execution.ApplyContext, specs: list[dict], spec: TaskRunnerSpe
     results: dict[int, dict] = {}
     failed: dict[int, dict] = {}
     start_timeout = settings.pool_start_timeout_s()
+    reported = 0
 
     def submit(shards: list[int], attempt: int) -> None:
         run_name = f"shards-{'-'.join(map(str, shards))}-{ctx.run[:8]}-{tag}" + (f"-again{attempt - 1}" if attempt > 1 else "")
@@ -260,7 +261,9 @@ def _fan_out(ctx: execution.ApplyContext, specs: list[dict], spec: TaskRunnerSpe
                 _cancel(client, [fr for rid, fr in states.items() if runs[rid]["shards"] & outstanding], str(err))
                 fail(set(outstanding), failure_of(-1, err)["reason"])
                 break
-            progress(len(results) + len(failed))
+            if len(results) + len(failed) != reported:
+                reported = len(results) + len(failed)
+                progress(reported)
             if outstanding:
                 time.sleep(POOL_POLL_S)
     order = [s["shard"] for s in specs]
@@ -292,7 +295,8 @@ def _markdown(summary: dict) -> str:
 def make_task_runner(spec: str | None) -> Any:
     """The Prefect task runner of a task-runner spec (:func:`reindex.runners.parse_task_runner`):
     ``threads[:N]`` | ``dask`` (local cluster of threads) | ``dask-processes[:N]`` (local cluster of
-    processes) | ``dask:tcp://host:8786`` (an existing cluster; shared state and source)."""
+    processes) | ``dask:tcp://host:8786`` (an existing cluster; shared state and source). For
+    ``prefect-pool:POOL`` the shards are flow runs on the pool, and the flow's own tasks run in threads."""
     parsed = parse_task_runner(spec)
     if parsed.kind == "prefect-pool":  # shards go to the pool; the flow's own tasks (catch-up) run in threads
         return ThreadPoolTaskRunner(max_workers=settings.shard_workers())

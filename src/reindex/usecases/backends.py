@@ -186,6 +186,9 @@ def shard_runner(prefect: bool | None = None, task_runner: str | None = None):
         if prefect is False:
             raise ConfigError(f"task runner {task_runner!r} runs shards as Prefect flow runs on a work pool; it cannot "
                               "run without Prefect (drop --no-prefect, or pick threads / dask-processes:N)")
+        if not settings.prefect_api_url():  # before any work: a temporary server is unreachable for the pool
+            raise ConfigError(f"task runner {task_runner!r} needs a Prefect server that the pool's workers reach too: "
+                              "start one (`prefect server start`) and set PREFECT_API_URL to it")
         prefect = True
     if prefect is None:
         prefect = settings.prefect_api_url() is not None
