@@ -674,3 +674,23 @@ def test_cli_apply_on_a_prefect_work_pool_survives_a_crashed_flow_run(tmp_path: 
     assert len({s["worker"] for s in report["shards"]}) == 2  # two flow runs, two processes
     ran = [sum(r["name"] in log.read_text(errors="replace") for r in runs) for log in prefect_pool["worker_logs"]]
     assert all(n >= 1 for n in ran), ran  # both workers of the pool took flow runs
+
+
+def test_a_missing_shard_deployment_is_one_line_with_the_fix(tmp_path: Path, prefect_pool: dict,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool nobody ran `reindex deploy-shards` for: refused before any shard starts, with both commands;
+    the index lock is released."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from reindex.errors import RunnerError
+
+    ws, path = _initial(tmp_path)
+    url = prefect_pool["url"]
+    monkeypatch.setenv("PREFECT_API_URL", url)
+    with temporary_settings(updates={PREFECT_API_URL: url}), pytest.raises(RunnerError) as err:
+        api.apply_plan(path, ws.config, task_runner="prefect-pool:elsewhere")
+    assert str(err.value) == (f"the Prefect API at {url} has no deployment reindex-shard/elsewhere: create it with "
+                              "`reindex deploy-shards --pool elsewhere` and start workers with `prefect worker start "
+                              "--pool elsewhere`")
+    assert not read_lock(ws.state(), "docs").held
+    assert not any("elsewhere" in r["name"] for r in _shard_flow_runs(url))

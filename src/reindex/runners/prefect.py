@@ -63,6 +63,7 @@ __all__ = [
     "apply_flow",
     "catch_up_task",
     "check_api",
+    "check_shard_deployment",
     "make_task_runner",
     "resume_waiting_run",
     "run_shard_task",
@@ -161,13 +162,15 @@ def shard_flow(specs: list[dict]) -> list[int]:
     return done
 
 
-def _check_deployment(client: Any, pool: str) -> None:
-    """RunnerError, with the commands that fix it, unless ``reindex-shard/POOL`` exists."""
+def check_shard_deployment(pool: str) -> None:
+    """RunnerError, with the commands that fix it, unless the deployment ``reindex-shard/POOL`` exists."""
+    from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 
     name = shard_deployment_name(pool)
     try:
-        client.read_deployment_by_name(name)
+        with get_client(sync_client=True) as client:
+            client.read_deployment_by_name(name)
     except ObjectNotFound:
         raise RunnerError(f"the Prefect API at {settings.prefect_api_url()} has no deployment {name}: create it with "
                           f"`reindex deploy-shards --pool {pool}` and start workers with `prefect worker start --pool "
@@ -213,7 +216,6 @@ def _fan_out(ctx: execution.ApplyContext, specs: list[dict], spec: TaskRunnerSpe
         outstanding.difference_update(shards)
 
     with get_client(sync_client=True) as client:
-        _check_deployment(client, spec.pool)
         for group in _groups(specs, spec.workers):
             submit([s["shard"] for s in group], 1)
         while outstanding:
@@ -382,6 +384,8 @@ class PrefectRunner:
         if not _in_flow():
             check_api()
             mark_owner()  # a temporary API server started now inherits the marker; see reindex.orphans
+        if pool:
+            check_shard_deployment(parse_task_runner(pool).pool or "")
         specs = [s.as_dict() for s in workers.shard_specs(ctx, job.shards, job.only, job.removed)]
         try:
             with workers.hosting(ctx):
