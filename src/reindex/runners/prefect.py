@@ -259,8 +259,9 @@ def _fan_out(ctx: execution.ApplyContext, specs: list[dict], spec: TaskRunnerSpe
                         fail(left, f"no worker of work pool {spec.pool!r} picked up flow run {run['name']} within "
                                    f"{start_timeout:.0f} s (REINDEX_POOL_START_TIMEOUT_S); start one with "
                                    f"`prefect worker start --pool {spec.pool}` and run the apply again")
-            except LockLost as err:
-                _cancel(client, [fr for rid, fr in states.items() if runs[rid]["shards"] & outstanding], str(err))
+            except LockLost as err:  # stop the runs still out: their workers would stop at their next write anyway
+                out = [rid for rid, r in runs.items() if r["shards"] & outstanding]
+                _cancel(client, client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=out))), str(err))
                 fail(set(outstanding), failure_of(-1, err)["reason"])
                 break
             if len(results) + len(failed) != reported:
