@@ -622,9 +622,8 @@ def _deploy_on_pool(pool: str, specs: list[Any], command: str) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.exceptions import ObjectAlreadyExists
-    from prefect.settings import PREFECT_API_URL
 
-    if not PREFECT_API_URL.value():
+    if not settings.prefect_api_url():  # PREFECT_API_URL or the active profile's, as every command decides
         raise ConfigError(f"{command} needs a Prefect server: start one with `prefect server start` and set "
                           "PREFECT_API_URL=http://127.0.0.1:4200/api" + (" (or use `reindex serve`)"
                                                                           if command == "reindex deploy" else ""))
