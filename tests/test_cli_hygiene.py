@@ -118,9 +118,10 @@ def test_every_command_takes_json_and_prints_one_document(tmp_path: Path, no_pre
     run("classify", "--fixture", str(fixture), "--base", cfg, "--head", str(head), code=3)
     run("calibrate", "-c", cfg, "--chunks", "4")
     run("measure", "--pairs", str(pairs), "--chunker", "fixed:size=64", "-c", cfg)
-    # deploy and serve need a Prefect API: the failure is one line on stderr and nothing on stdout.
-    for name in ("deploy", "serve"):
-        r = runner.invoke(main, [name, "-c", str(tmp_path / "missing.yaml"), "--json"])
+    # deploy, deploy-shards and serve need a Prefect API: the failure is one line on stderr and nothing on stdout.
+    for name, args in (("deploy", ["-c", str(tmp_path / "missing.yaml")]), ("serve", ["-c", str(tmp_path / "missing.yaml")]),
+                       ("deploy-shards", ["--pool", "gpu"])):
+        r = runner.invoke(main, [name, *args, "--json"])
         assert r.exit_code == 1, (name, r.output)
         assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (name, r.stderr)
         seen[name] = None

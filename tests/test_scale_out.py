@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -34,11 +35,14 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 DASK = Path(sys.executable).with_name("dask")
 
 
-def _env(**extra: str) -> dict[str, str]:
-    """A child's environment: this tree's sources first (workers re-import reindex), offline, no Prefect API."""
+def _env(prefect_api: str | None = None, **extra: str) -> dict[str, str]:
+    """A child's environment: this tree's sources first (workers re-import reindex), offline, no Prefect API
+    unless ``prefect_api`` names one."""
     env = subprocess_env(**extra)
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.pop("PREFECT_API_URL", None)
+    if prefect_api:
+        env["PREFECT_API_URL"] = prefect_api
     return env
 
 
@@ -101,12 +105,13 @@ class _Cli:
     pid: int
 
 
-def _cli_apply(ws: Workspace, path: Path, spec: str, **env: str) -> tuple[_Cli, dict | None]:
+def _cli_apply(ws: Workspace, path: Path, spec: str, prefect_api: str | None = None,
+               **env: str) -> tuple[_Cli, dict | None]:
     """`reindex apply PLAN --task-runner SPEC` in a child process; (its outcome, the run report or None)."""
     run_json = path.with_name(path.name.removesuffix(".json") + ".run.json")
     run_json.unlink(missing_ok=True)
     proc = subprocess.Popen([sys.executable, "-m", "reindex", "apply", str(path), "-c", str(ws.config),
-                             "--task-runner", spec, "--no-progress"], env=_env(**env), stdout=subprocess.PIPE,
+                             "--task-runner", spec, "--no-progress"], env=_env(prefect_api, **env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     _, err = proc.communicate(timeout=240)
     return _Cli(proc.returncode, err, proc.pid), json.loads(run_json.read_text()) if run_json.exists() else None
@@ -149,6 +154,85 @@ def dask_cluster(tmp_path_factory: pytest.TempPathFactory, s3_server: str) -> It
                 p.wait()
 
 
+POOL = "shards"
+PREFECT = Path(sys.executable).with_name("prefect")
+
+
+def _stop_group(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM a child started in a session of its own (and what it started), SIGKILL if it lingers."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _online_workers(url: str) -> list[dict]:
+    import httpx
+
+    r = httpx.post(f"{url}/work_pools/{POOL}/workers/filter", json={}, timeout=5)
+    return [w for w in r.json() if w.get("status") == "ONLINE"] if r.status_code == 200 else []
+
+
+@pytest.fixture(scope="module")
+def prefect_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A real `prefect server start`, the `reindex-shard/shards` deployment made by `reindex deploy-shards`,
+    and two `prefect worker start --pool shards --type process --limit 1` processes (one flow run at a time
+    each). Their flow runs carry the crash hook: the first one to reach its first staged embedding batch is
+    SIGKILLed (once across all of them: ``REINDEX_CRASH_ONCE``)."""
+    import httpx
+
+    home = tmp_path_factory.mktemp("prefect-pool")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/api"
+    base = _env(PREFECT_HOME=str(home), PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED="false")
+    procs: list[subprocess.Popen] = []
+    logs = []
+    try:
+        log = open(home / "server.log", "wb")
+        logs.append(log)
+        procs.append(subprocess.Popen([str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                                      env=base, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        deadline = time.monotonic() + 150
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if procs[0].poll() is not None or time.monotonic() > deadline:
+                pytest.fail("prefect server did not start:\n" + (home / "server.log").read_text()[-3000:])
+            time.sleep(0.5)
+        env = {**base, "PREFECT_API_URL": url}
+        deploy = subprocess.Popen([sys.executable, "-m", "reindex", "deploy-shards", "--pool", POOL, "--json"],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        marker = home / "crashed-once"
+        worker_env = {**env, "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_LOGGING_LEVEL": "INFO",
+                      "REINDEX_CRASH_AT": "after-batch-upsert", "REINDEX_CRASH_ONCE": str(marker)}
+        for n in range(2):
+            log = open(home / f"worker{n}.log", "wb")
+            logs.append(log)
+            procs.append(subprocess.Popen(
+                [str(PREFECT), "worker", "start", "--pool", POOL, "--type", "process", "--limit", "1", "--name", f"w{n}"],
+                env=worker_env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        out, err = deploy.communicate(timeout=120)  # beside the workers' start-up
+        assert deploy.returncode == 0, err[-2000:]
+        assert json.loads(out)["deployments"] == [f"reindex-shard/{POOL}"]
+        deadline = time.monotonic() + 120
+        while len(_online_workers(url)) < 2:
+            if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+                pytest.fail("prefect workers did not come online:\n" + (home / "worker0.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield {"url": url, "home": home, "crash_marker": marker, "worker_logs": [home / "worker0.log", home / "worker1.log"]}
+    finally:
+        for proc in reversed(procs):  # the workers before the server
+            _stop_group(proc)
+        for log in logs:
+            log.close()
+
+
 # --------------------------------------------------------------------------------------------
 # Specs, parsing, fences
 # --------------------------------------------------------------------------------------------
@@ -161,13 +245,16 @@ def test_task_runner_specs_parse_and_bad_ones_fail_in_one_line() -> None:
     assert (parse_task_runner("dask-processes:4").kind, parse_task_runner("dask-processes:4").workers) == ("dask-processes", 4)
     assert parse_task_runner("dask-processes").workers == 2
     assert parse_task_runner("dask:tcp://10.0.0.5:8786").address == "tcp://10.0.0.5:8786"
+    assert (parse_task_runner("prefect-pool:gpu").pool, parse_task_runner("prefect-pool:gpu").workers) == ("gpu", None)
+    assert parse_task_runner("prefect-pool:gpu:3").workers == 3 and parse_task_runner("prefect-pool:gpu:3").name == "prefect-pool:gpu:3"
     for bad, msg in (("dask-processes:0", "'0' is not a positive whole number"), ("ray", "expected threads, threads:N"),
-                     ("dask:nowhere", "expected a scheduler address")):
+                     ("dask:nowhere", "expected a scheduler address"), ("prefect-pool:", "expected a work pool name"),
+                     ("prefect-pool:gpu:x", "'x' is not a positive whole number")):
         with pytest.raises(ConfigError, match=msg):
             parse_task_runner(bad)
 
 
-def test_a_spec_picks_the_runner_with_or_without_prefect(tmp_path: Path) -> None:
+def test_a_spec_picks_the_runner_with_or_without_prefect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from reindex.errors import RunnerError
     from reindex.runners import ThreadRunner
     from reindex.runners.distributed import DaskRunner
@@ -180,6 +267,22 @@ def test_a_spec_picks_the_runner_with_or_without_prefect(tmp_path: Path) -> None
     assert backends.shard_runner(False, "dask:tcp://127.0.0.1:8786").name == "dask:tcp://127.0.0.1:8786"
     flow = backends.shard_runner(True, "dask-processes:2")
     assert type(flow).__name__ == "PrefectRunner" and flow.task_runner == "dask-processes:2"
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "no-profile"))  # no profile with an API on this machine
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_PROFILES_PATH", raising=False)
+    with pytest.raises(ConfigError, match="needs a Prefect server that the pool's workers reach too"):
+        backends.shard_runner(None, "prefect-pool:gpu")  # refused before any work (no temporary server)
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    pool = backends.shard_runner(None, "prefect-pool:gpu:2")  # a work pool means Prefect
+    assert type(pool).__name__ == "PrefectRunner" and pool.name == "prefect-pool:gpu:2"
+    with pytest.raises(ConfigError, match="cannot run without Prefect"):
+        backends.shard_runner(False, "prefect-pool:gpu")
+    monkeypatch.delenv("PREFECT_API_URL")
+    from reindex.runners.prefect import PrefectRunner, using_task_runner
+
+    with using_task_runner("prefect-pool:gpu"):  # how the flows' task_runner parameter reaches the runner
+        assert PrefectRunner().name == "prefect-pool:gpu"
+    assert PrefectRunner().name == "prefect"
     with pytest.raises(RunnerError, match="pass either runner= or task_runner="):
         api.apply_plan(tmp_path / "p.json", tmp_path / "reindex.yaml", runner=ThreadRunner(), task_runner="dask")
 
@@ -191,7 +294,8 @@ def test_the_cli_refuses_a_bad_task_runner_before_any_work(tmp_path: Path) -> No
 
     r = CliRunner().invoke(main, ["apply", str(tmp_path / "missing.json"), "--task-runner", "ray"])
     assert r.exit_code != 0
-    assert "task runner 'ray': expected threads, threads:N, dask, dask-processes[:N] or dask:tcp://HOST:PORT" in r.output
+    assert ("task runner 'ray': expected threads, threads:N, dask, dask-processes[:N], dask:tcp://HOST:PORT or "
+            "prefect-pool:POOL[:N]") in r.output
 
 
 def test_a_fence_holds_only_for_the_unexpired_lease_it_names(tmp_path: Path) -> None:
@@ -529,3 +633,64 @@ def test_an_in_place_sync_on_workers_equals_the_in_process_sync(tmp_path: Path, 
     assert ma == mb
     assert ra == rb
 
+
+def _shard_flow_runs(url: str) -> list[dict]:
+    import httpx
+
+    r = httpx.post(f"{url}/flow_runs/filter", json={"flows": {"name": {"any_": ["reindex-shard"]}}}, timeout=10)
+    r.raise_for_status()
+    return r.json()
+
+
+def test_cli_apply_on_a_prefect_work_pool_survives_a_crashed_flow_run(tmp_path: Path, reference: dict,
+                                                                       prefect_pool: dict) -> None:
+    """`reindex apply --task-runner prefect-pool:shards:2` against a real Prefect server: the shards go out as
+    two flow runs of `reindex-shard/shards`, one per process worker; the first flow-run process dies
+    (SIGKILL) after staging its first embedding batch, Prefect marks that run Crashed, and the coordinator
+    starts its shards once more (the staged batch is reused). Exit 0, the in-process population, and every
+    shard named with the flow-run process (not the CLI) that ran it."""
+    ws, path = _fresh(tmp_path)
+    ws.write_config(120, extra="apply: {shards: 4, embed_batch_size: 8}")  # several batches per shard
+    _, path = ws.plan()
+    ws.approve(path)
+    proc, report = _cli_apply(ws, path, f"prefect-pool:{POOL}:2", prefect_api=prefect_pool["url"])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert prefect_pool["crash_marker"].exists()  # a flow-run process really died mid-shard
+    assert report is not None and report["runner"] == f"prefect-pool:{POOL}:2"
+    _same_as_reference(ws, report["collection"], reference)
+    assert report["actual"]["reused_from_target"] >= 1  # the killed run's staged batch, taken by the next run
+    assert 1 <= reference["report"]["actual"]["embedded"] - report["actual"]["embedded"] <= 8
+    runs = _shard_flow_runs(prefect_pool["url"])
+    states = sorted(r["state"]["type"] for r in runs)
+    assert states == ["COMPLETED", "COMPLETED", "CRASHED"], [(r["name"], r["state"]) for r in runs]
+    assert sum("-again1" in r["name"] for r in runs) == 1  # the crashed run's shards, started once more
+    flow_run_pids = {r["infrastructure_pid"].rpartition(":")[2] for r in runs if r["state"]["type"] == "COMPLETED"}
+    host = socket.gethostname()
+    for s in report["shards"]:
+        h, _, pid = s["worker"].partition(":")
+        assert h == host and pid.isdigit() and int(pid) != proc.pid, s
+        assert pid in flow_run_pids, (s["worker"], flow_run_pids)  # a flow-run process of a pool worker ran it
+    assert sorted(s["shard"] for s in report["shards"]) == [0, 1, 2, 3]
+    assert len({s["worker"] for s in report["shards"]}) == 2  # two flow runs, two processes
+    ran = [sum(r["name"] in log.read_text(errors="replace") for r in runs) for log in prefect_pool["worker_logs"]]
+    assert all(n >= 1 for n in ran), ran  # both workers of the pool took flow runs
+
+
+def test_a_missing_shard_deployment_is_one_line_with_the_fix(tmp_path: Path, prefect_pool: dict,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool nobody ran `reindex deploy-shards` for: refused before any shard starts, with both commands;
+    the index lock is released."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from reindex.errors import RunnerError
+
+    ws, path = _initial(tmp_path)
+    url = prefect_pool["url"]
+    monkeypatch.setenv("PREFECT_API_URL", url)
+    with temporary_settings(updates={PREFECT_API_URL: url}), pytest.raises(RunnerError) as err:
+        api.apply_plan(path, ws.config, task_runner="prefect-pool:elsewhere")
+    assert str(err.value) == (f"the Prefect API at {url} has no deployment reindex-shard/elsewhere: create it with "
+                              "`reindex deploy-shards --pool elsewhere` and start workers with `prefect worker start "
+                              "--pool elsewhere`")
+    assert not read_lock(ws.state(), "docs").held
+    assert not any("elsewhere" in r["name"] for r in _shard_flow_runs(url))

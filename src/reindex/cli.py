@@ -399,8 +399,10 @@ def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_
                    "configured by PREFECT_API_URL or the active Prefect profile), or force the in-process runner.")
 @click.option("--task-runner", default=None, metavar="SPEC",
               help="Where the shards run: threads[:N] (default, in this process), dask (a local cluster of threads), "
-                   "dask-processes[:N] (N local worker processes) or dask:tcp://HOST:PORT (a running Dask cluster); "
-                   "through Prefect's task runner when Prefect is in use, else dask.distributed directly.")
+                   "dask-processes[:N] (N local worker processes), dask:tcp://HOST:PORT (a running Dask cluster; "
+                   "through Prefect's task runner when Prefect is in use, else dask.distributed directly) or "
+                   "prefect-pool:POOL[:N] (flow runs of the reindex-shard/POOL deployment on a Prefect work pool: one "
+                   "per shard, or N; see `reindex deploy-shards`).")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
 def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, task_runner: str | None,
@@ -410,12 +412,14 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
 
     Refuses unapproved plans and plans whose inputs drifted; one apply per index at a time. Runs
     in-process unless a Prefect API is configured (then as the Prefect flow `reindex-apply`); with
-    --task-runner the shards run in Dask worker processes, here or on other machines.
+    --task-runner the shards run in Dask worker processes or on a Prefect work pool, here or on
+    other machines.
 
     \b
     Example:
       reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json -c reindex.yaml
       reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --task-runner dask-processes:2
+      reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --task-runner prefect-pool:reindex
     """
     from reindex import api
     from reindex.reports import apply_text
@@ -712,8 +716,8 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
 
 TASK_RUNNER_OPTION = click.option(
     "--task-runner", default="threads", show_default=True, metavar="SPEC",
-    help="How apply runs shards: threads, threads:N, dask (local threads), dask-processes[:N] or dask:tcp://HOST:PORT "
-         "(process and remote Dask need a Qdrant server).",
+    help="How apply runs shards: threads, threads:N, dask (local threads), dask-processes[:N], dask:tcp://HOST:PORT "
+         "or prefect-pool:POOL[:N] (flow runs on a work pool's workers).",
 )
 
 
@@ -748,6 +752,34 @@ def deploy(config_path: str, pool: str, plans_dir: str | None, timezone: str, ta
     for name in r.deployments:
         click.echo(f"  {name}")
     click.echo(f"runs of {r.index} never overlap (global concurrency limit {r.concurrency_limit}, 1 slot)")
+    click.echo("next:")
+    for cmd in r.next_commands:
+        click.echo(f"  {cmd}")
+
+
+@main.command("deploy-shards")
+@click.option("--pool", default="reindex", show_default=True, help="Prefect process work pool (created if missing).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def deploy_shards(pool: str, as_json: bool) -> None:
+    """Create the reindex-shard/POOL deployment: `--task-runner prefect-pool:POOL` then runs an apply's
+    shards as flow runs that any worker of the pool picks up.
+
+    Talks to the Prefect API in PREFECT_API_URL. Needs no config (each flow run gets its shards as plain
+    data); the workers need this project installed and must reach the state, the source and the store.
+
+    \b
+    Example:
+      PREFECT_API_URL=http://127.0.0.1:4200/api reindex deploy-shards --pool gpu
+      prefect worker start --pool gpu --type process
+      reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --task-runner prefect-pool:gpu
+    """
+    from reindex import orchestration
+
+    r = orchestration.deploy_shards(pool)
+    if as_json:
+        _emit_json(r.as_dict())
+        return
+    click.echo(f"deployed {', '.join(r.deployments)} on work pool {r.pool}")
     click.echo("next:")
     for cmd in r.next_commands:
         click.echo(f"  {cmd}")

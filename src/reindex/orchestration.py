@@ -44,6 +44,8 @@ from reindex.runners.prefect import (  # noqa: E402,F401 - re-exported: the appl
     make_task_runner,
     run_shard_task,
     selected_apply_flow,
+    shard_deployment_name,
+    shard_flow,
     using_task_runner,
 )
 
@@ -600,30 +602,56 @@ def deployment_specs(config: str, index: str, plans_dir: str, *, timezone: str =
     return out
 
 
-def deploy_flows(config: str, index: str, plans_dir: str, pool: str, **kw: Any) -> list[str]:
-    """Create the process work pool if missing, the index's concurrency limit, and the three
-    deployments; returns their names (``flow/deployment``)."""
+def shard_deployment_spec(pool: str) -> Any:
+    """The RunnerDeployment ``reindex-shard/<pool>`` (module entrypoint, no parameters: each flow run gets
+    its shards as plain data from the apply that starts it)."""
+    from prefect.deployments.runner import EntrypointType
+
+    return shard_flow.to_deployment(
+        name=pool, tags=["reindex", "reindex-shard"], entrypoint_type=EntrypointType.MODULE_PATH,
+        description=f"Shards of any reindex apply run with --task-runner prefect-pool:{pool} (one flow run per "
+                    "shard group; the apply that starts it holds the index lock and commits)",
+    )
+
+
+def _deploy_on_pool(pool: str, specs: list[Any], command: str) -> None:
+    """Create the process work pool if missing, then the deployments ``specs`` on it."""
+    import io
+
     from prefect import deploy
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.exceptions import ObjectAlreadyExists
-    from prefect.settings import PREFECT_API_URL
 
-    if not PREFECT_API_URL.value():
-
-        raise ConfigError("reindex deploy needs a Prefect server: start one with `prefect server start` and set "
-                          "PREFECT_API_URL=http://127.0.0.1:4200/api (or use `reindex serve`)")
+    if not settings.prefect_api_url():  # PREFECT_API_URL or the active profile's, as every command decides
+        raise ConfigError(f"{command} needs a Prefect server: start one with `prefect server start` and set "
+                          "PREFECT_API_URL=http://127.0.0.1:4200/api" + (" (or use `reindex serve`)"
+                                                                          if command == "reindex deploy" else ""))
     with get_client(sync_client=True) as client:
         with contextlib.suppress(ObjectAlreadyExists):
             client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
-    ensure_index_limit(index)
-    specs = deployment_specs(config, index, plans_dir, **kw)
-    import io
-
     with contextlib.redirect_stdout(io.StringIO()):  # Prefect prints its own table; the CLI prints ours
         deploy(*specs, work_pool_name=pool, build=False, push=False, print_next_steps_message=False,
                ignore_warnings=True)
-    return [f"{fl}/{index}" for fl in ("reindex-sync", "reindex-reindex", "reindex-gc")]
+
+
+def deploy_flows(config: str, index: str, plans_dir: str, pool: str, **kw: Any) -> list[str]:
+    """Create the process work pool if missing, the index's concurrency limit, the three deployments
+    and the pool's shard deployment; returns their names (``flow/deployment``)."""
+    specs = deployment_specs(config, index, plans_dir, **kw)
+    _deploy_on_pool(pool, [*specs, shard_deployment_spec(pool)], "reindex deploy")
+    ensure_index_limit(index)
+    return [f"{fl}/{index}" for fl in ("reindex-sync", "reindex-reindex", "reindex-gc")] + [shard_deployment_name(pool)]
+
+
+def deploy_shards(pool: str = "reindex") -> DeployResult:
+    """Create (or update) the ``reindex-shard/<pool>`` deployment on the process work pool ``pool``
+    (created if missing), so that ``--task-runner prefect-pool:<pool>`` can fan an apply's shards out to
+    that pool's workers. Needs no config: each flow run gets its shards as plain data."""
+    _deploy_on_pool(pool, [shard_deployment_spec(pool)], "reindex deploy-shards")
+    nxt = (f"prefect worker start --pool {pool} --type process   # one or more, here or on other machines",
+           f"reindex apply PLAN --task-runner prefect-pool:{pool}")
+    return DeployResult("", "", pool, (shard_deployment_name(pool),), "", nxt)
 
 
 APPROVAL_AUTOMATION = "reindex: run waiting for approval"
@@ -717,6 +745,7 @@ def deploy(config_path: str | Path = "reindex.yaml", *, pool: str = "reindex", p
         f"prefect deployment run 'reindex-reindex/{index}'",
         f"prefect deployment run 'reindex-sync/{index}'",
         "prefect server start   # if no server runs yet; the UI shows paused runs under Flow Runs",
+        f"reindex apply PLAN --task-runner prefect-pool:{pool}   # shards as flow runs on the pool's workers",
     )
     return DeployResult(index, config, pool, tuple(names), index_limit_name(index), nxt)
 

@@ -20,6 +20,7 @@ __all__ = [
     "index_lease_seconds",
     "pause_at",
     "model_cache_dir",
+    "pool_start_timeout_s",
     "prefect_api_url",
     "shard_workers",
     "task_runner_spec",
@@ -81,6 +82,24 @@ def index_lease_seconds() -> float:
         v = 0.0
     if v < MIN_INDEX_LEASE_S:
         raise ConfigError(f"REINDEX_INDEX_LEASE_S={raw!r}: expected seconds ≥ {MIN_INDEX_LEASE_S} (Prefect's minimum lease)")
+    return v
+
+
+DEFAULT_POOL_START_TIMEOUT_S = 600
+
+
+def pool_start_timeout_s() -> float:
+    """``REINDEX_POOL_START_TIMEOUT_S``: how long a shard flow run may wait for a work-pool worker to pick it
+    up before the apply cancels it and reports its shards failed (default 600)."""
+    raw = os.environ.get("REINDEX_POOL_START_TIMEOUT_S", "").strip()
+    if not raw:
+        return float(DEFAULT_POOL_START_TIMEOUT_S)
+    try:
+        v = float(raw)
+    except ValueError:
+        v = 0.0
+    if v <= 0:
+        raise ConfigError(f"REINDEX_POOL_START_TIMEOUT_S={raw!r}: expected seconds > 0")
     return v
 
 

@@ -32,6 +32,11 @@ coordinator and every worker alike: the budget holds across all of them together
 
 In the coordinator's own process (a thread task runner) a spec resolves to the coordinator's context
 (:func:`hosting`): the same store, the same lease, no staging.
+
+Results. A runner that hands back return values (Dask) returns a shard's result dict. A runner that only
+starts work elsewhere (flow runs on a Prefect work pool) has the worker publish it instead
+(:func:`publish_result`: one fenced object per shard in the state store, under :func:`results_prefix`),
+and the coordinator collects and deletes them (:func:`collect_results`).
 """
 
 from __future__ import annotations
@@ -68,8 +73,11 @@ __all__ = [
     "host_key",
     "hosted_context",
     "hosting",
+    "collect_results",
     "open_shard_context",
+    "publish_result",
     "report_remote",
+    "results_prefix",
     "run_shard_spec",
     "shard_specs",
     "staging_prefix",
@@ -268,6 +276,37 @@ def staging_prefix(index: str, run: str, shard: int) -> str:
 def budget_key(index: str, run: str, fence: Fence) -> str:
     """The shared token counter of one apply attempt (one lease of one plan)."""
     return f"indexes/{index}/runs/{run}/tokens-{fence.token}.json"
+
+
+def results_prefix(index: str, run: str, fence: Fence) -> str:
+    """Where the workers of one apply attempt (one lease of one plan) publish their shards' results."""
+    return f"indexes/{index}/runs/{run}/results-{fence.token}/"
+
+
+def publish_result(spec: ShardSpec, result: dict) -> str:
+    """In a worker: publish one shard's result (a ShardResult dict, or ``{"shard", "error"}`` for a shard
+    that raised) for the coordinator, checked against its fence first; returns the object's key."""
+    state = open_object_store(spec.state_uri, spec.state_endpoint)
+    key = f"{results_prefix(spec.index, spec.run, spec.fence)}{shard_name(spec.shard)}.json"
+    spec.fence.check(state)
+    state.put(key, json.dumps({**result, "shard": spec.shard}, ensure_ascii=False).encode())
+    return key
+
+
+def collect_results(ctx: ApplyContext, shards: set[int]) -> dict[int, dict]:
+    """In the coordinator: the published results of ``shards`` so far (one listing), deleted as read."""
+    if ctx.lease is None:
+        return {}
+    out: dict[int, dict] = {}
+    for key in sorted(ctx.state.list(results_prefix(ctx.index, ctx.run, ctx.lease))):
+        raw = ctx.state.get(key)
+        if raw is None:
+            continue
+        result = json.loads(raw)
+        if result["shard"] in shards:
+            out[result["shard"]] = result
+            ctx.state.delete(key)
+    return out
 
 
 def _encode_points(points: list[Point]) -> bytes:

@@ -9,12 +9,16 @@ built from. Two implementations give identical populations and identical summari
   task run per shard, visible in the Prefect UI), used when a Prefect API is configured or asked for;
   its task runner (threads, or Dask through prefect-dask) is chosen by a task-runner spec;
 * :class:`reindex.runners.distributed.DaskRunner` — shards on a Dask cluster through dask.distributed,
-  without Prefect: a local cluster of processes, or an existing cluster by address.
+  without Prefect: a local cluster of processes, or an existing cluster by address;
+* the same ``PrefectRunner`` with a ``prefect-pool:POOL`` spec — each group of shards a flow run of the
+  ``reindex-shard/POOL`` deployment, picked up by any worker of that Prefect work pool.
 
 A task-runner spec (:func:`parse_task_runner`) names where shards run, the same string for ``reindex apply
 --task-runner``, the flows' ``task_runner`` parameter and the Python API: ``threads[:N]``, ``dask`` (a local
-cluster of threads), ``dask-processes[:N]`` (N worker processes) or ``dask:tcp://HOST:PORT`` (an existing
-cluster). Shards in other processes travel as :class:`reindex.workers.ShardSpec` (plain data).
+cluster of threads), ``dask-processes[:N]`` (N worker processes), ``dask:tcp://HOST:PORT`` (an existing
+cluster) or ``prefect-pool:POOL[:N]`` (flow runs of the ``reindex-shard/POOL`` deployment on the work pool
+POOL: one per shard, or the shards dealt into N flow runs). Shards in other processes travel as
+:class:`reindex.workers.ShardSpec` (plain data).
 
 Both follow the same rules, written once here: a shard that raises is reported as a failed shard and the
 others go on; catch-up runs only when every shard finished without failures (a failed run is resumed, and
@@ -30,24 +34,34 @@ from typing import Any, Callable, Literal, Protocol, runtime_checkable
 from reindex import execution, settings
 from reindex.errors import ConfigError
 
-TASK_RUNNER_SPECS = "threads, threads:N, dask, dask-processes[:N] or dask:tcp://HOST:PORT"
+TASK_RUNNER_SPECS = "threads, threads:N, dask, dask-processes[:N], dask:tcp://HOST:PORT or prefect-pool:POOL[:N]"
 
 
 @dataclass(frozen=True, slots=True)
 class TaskRunnerSpec:
-    """A parsed task-runner spec: ``kind`` threads | dask-threads | dask-processes | dask-cluster."""
+    """A parsed task-runner spec: ``kind`` threads | dask-threads | dask-processes | dask-cluster | prefect-pool."""
 
-    kind: Literal["threads", "dask-threads", "dask-processes", "dask-cluster"]
-    workers: int | None = None  # threads or processes (None: the default)
+    kind: Literal["threads", "dask-threads", "dask-processes", "dask-cluster", "prefect-pool"]
+    workers: int | None = None  # threads, processes, or prefect-pool: flow runs (None: the default)
     address: str | None = None  # dask-cluster: the scheduler's address
+    pool: str | None = None  # prefect-pool: the work pool (its deployment is reindex-shard/POOL)
 
     @property
     def dask(self) -> bool:
-        return self.kind != "threads"
+        return self.kind.startswith("dask")
+
+    @property
+    def name(self) -> str:
+        """The spec as written canonically (run reports name the runner with it)."""
+        if self.kind == "prefect-pool":
+            return f"prefect-pool:{self.pool}" + (f":{self.workers}" if self.workers else "")
+        return {"threads": "threads" + (f":{self.workers}" if self.workers else ""), "dask-threads": "dask",
+                "dask-processes": f"dask-processes:{self.workers}", "dask-cluster": f"dask:{self.address}"}[self.kind]
 
 
 def parse_task_runner(spec: str | None) -> TaskRunnerSpec:
-    """Parse ``threads[:N]`` | ``dask`` | ``dask-processes[:N]`` | ``dask:ADDRESS``; ConfigError otherwise."""
+    """Parse ``threads[:N]`` | ``dask`` | ``dask-processes[:N]`` | ``dask:ADDRESS`` | ``prefect-pool:POOL[:N]``;
+    ConfigError otherwise."""
     raw = (spec or "threads").strip()
 
     def count(text: str) -> int:
@@ -70,6 +84,11 @@ def parse_task_runner(spec: str | None) -> TaskRunnerSpec:
         if "://" not in address and ":" not in address:
             raise ConfigError(f"task runner {raw!r}: expected a scheduler address like dask:tcp://127.0.0.1:8786")
         return TaskRunnerSpec("dask-cluster", address=address)
+    if raw.startswith("prefect-pool:"):
+        pool, _, n = raw.split(":", 1)[1].partition(":")
+        if not pool or "/" in pool:
+            raise ConfigError(f"task runner {raw!r}: expected a work pool name, like prefect-pool:reindex-shards")
+        return TaskRunnerSpec("prefect-pool", pool=pool, workers=count(n) if n else None)
     raise ConfigError(f"task runner {raw!r}: expected {TASK_RUNNER_SPECS}")
 
 __all__ = ["ShardJob", "ShardRunner", "TaskRunnerSpec", "ThreadRunner", "failure_of", "parse_task_runner", "summarize"]

@@ -40,8 +40,7 @@ class DaskRunner:
         self.spec = parse_task_runner(spec) if isinstance(spec, str) else spec
         if not self.spec.dask:
             raise RunnerError(f"DaskRunner needs a dask task-runner spec, not {self.spec.kind}")
-        self.name = {"dask-threads": "dask", "dask-processes": f"dask-processes:{self.spec.workers}",
-                     "dask-cluster": f"dask:{self.spec.address}"}[self.spec.kind]
+        self.name = self.spec.name
 
     @contextlib.contextmanager
     def _client(self) -> Iterator[Client]:

@@ -12,6 +12,17 @@ layer inside a shard already retries transient failures (``execution.retry_trans
 and a second layer here multiplied attempts (3 × 5 × 5) without helping. A failed shard is reported;
 re-running the apply resumes.
 
+Work-pool fan-out (``prefect-pool:POOL[:N]``). The flow body, in the coordinator's process, deals the
+shards into groups (one per shard, or N) and starts each group as a flow run of the ``reindex-shard/POOL``
+deployment (:data:`shard_flow`, created by ``reindex deploy-shards --pool POOL``) with ``run_deployment``:
+child flow runs that any worker of the pool picks up, each in a process of its own, here or on another
+machine. A shard flow run runs its specs one after another (one embedder per flow-run process) and
+publishes each shard's result in the state store (:func:`reindex.workers.publish_result`); the
+coordinator collects them, commits staged writes (the embedded store) and reports progress as they come.
+A flow run that fails or crashes (its process killed, its machine gone) before publishing all its shards
+is started once more for the shards it left; if that fails too, they are failed shards and the next apply
+resumes them. A run no worker picks up within ``REINDEX_POOL_START_TIMEOUT_S`` is cancelled.
+
 With no API configured, Prefect starts a temporary local server; its start-up timeout is raised to
 :data:`reindex.settings.EPHEMERAL_STARTUP_TIMEOUT_S` (Prefect's 20 s default is exceeded on a loaded 2-core
 machine) when this module is imported before Prefect, and any failure to reach an API becomes one
@@ -21,6 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
+import time
+import uuid
 from typing import Any
 
 from reindex.settings import apply_offline_defaults
@@ -34,18 +48,22 @@ from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS  #
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from reindex import execution, settings, workers  # noqa: E402
-from reindex.errors import ConfigError, ReindexError, RunnerError  # noqa: E402
+from reindex.errors import ConfigError, LockLost, ReindexError, RunnerError  # noqa: E402
 from reindex.orphans import mark_owner  # noqa: E402
-from reindex.runners import ShardJob, failure_of, parse_task_runner, summarize  # noqa: E402
+from reindex.runners import ShardJob, TaskRunnerSpec, failure_of, parse_task_runner, summarize  # noqa: E402
 
 __all__ = [
     "APPROVAL_REQUEST_KEY",
     "PAUSING_FLOWS",
     "PrefectRunner",
+    "SHARD_FLOW",
+    "shard_deployment_name",
+    "shard_flow",
     "api_failure_line",
     "apply_flow",
     "catch_up_task",
     "check_api",
+    "check_shard_deployment",
     "make_task_runner",
     "resume_waiting_run",
     "run_shard_task",
@@ -76,25 +94,32 @@ def catch_up_task(run_key: str) -> dict:
     return execution.catch_up(workers.hosted_context(run_key))
 
 
-def _apply(run_key: str, specs: list[dict]) -> dict:
-    """Build the shadow population (or sync documents in place) shard by shard, then catch up."""
+def _apply(run_key: str, specs: list[dict], pool: str | None = None) -> dict:
+    """Build the shadow population (or sync documents in place) shard by shard, then catch up; with
+    ``pool`` (a ``prefect-pool:POOL[:N]`` spec) the shards run as flow runs on that work pool."""
     logger = get_run_logger()
     ctx = workers.hosted_context(run_key)  # the flow runs in the coordinator's process
     shards = [s["shard"] for s in specs]
     progress_id = create_progress_artifact(progress=0.0, description=f"reindex apply: {len(shards)} shards")
-    futures = [run_shard_task.submit(s) for s in specs]
-    results, failed = [], []
-    for n, (k, fut) in enumerate(zip(shards, futures), 1):
-        try:
-            r = fut.result()
-            if r.get("staged"):  # a worker process staged its writes: this process is the store's writer
-                r["commit_seconds"] = round(workers.commit_staged(ctx, r["staged"]), 3)
-            workers.report_remote(ctx, r)
-            results.append(r)
-        except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
-            failed.append(failure_of(k, err))
-            logger.error("shard %s failed: %s", k, failed[-1]["reason"])
-        update_progress_artifact(progress_id, progress=100.0 * n / max(len(shards), 1))
+    progress = lambda n: update_progress_artifact(progress_id, progress=100.0 * n / max(len(shards), 1))  # noqa: E731
+    if pool:
+        results, failed = _fan_out(ctx, specs, parse_task_runner(pool), progress)
+        for f in failed:
+            logger.error("shard %s failed: %s", f["shard"], f["reason"])
+    else:
+        futures = [run_shard_task.submit(s) for s in specs]
+        results, failed = [], []
+        for n, (k, fut) in enumerate(zip(shards, futures), 1):
+            try:
+                r = fut.result()
+                if r.get("staged"):  # a worker process staged its writes: this process is the store's writer
+                    r["commit_seconds"] = round(workers.commit_staged(ctx, r["staged"]), 3)
+                workers.report_remote(ctx, r)
+                results.append(r)
+            except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
+                failed.append(failure_of(k, err))
+                logger.error("shard %s failed: %s", k, failed[-1]["reason"])
+            progress(n)
     summary = summarize(results, failed, lambda: catch_up_task(run_key))
     create_markdown_artifact(key="reindex-apply-report", markdown=_markdown(summary),
                              description="reindex apply: per-shard counts")
@@ -105,6 +130,158 @@ def _apply(run_key: str, specs: list[dict]) -> dict:
 # flow context, and a function whose module attribute is the Flow would be pickled by value.
 apply_flow = flow(name="reindex-apply", persist_result=False, log_prints=False,
                   task_runner=ThreadPoolTaskRunner(max_workers=settings.shard_workers()))(_apply)
+
+
+# --------------------------------------------------------------------------------------------
+# Work-pool fan-out: shard groups as flow runs of the reindex-shard deployment
+# --------------------------------------------------------------------------------------------
+
+SHARD_FLOW = "reindex-shard"
+POOL_POLL_S = 1.0
+POOL_ATTEMPTS = 2  # a flow run that fails or crashes is started once more for the shards it left
+
+
+def shard_deployment_name(pool: str) -> str:
+    """The deployment a ``prefect-pool:POOL`` spec starts flow runs of: ``reindex-shard/POOL``."""
+    return f"{SHARD_FLOW}/{pool}"
+
+
+@flow(name=SHARD_FLOW, persist_result=False, log_prints=False)
+def shard_flow(specs: list[dict]) -> list[int]:
+    """Run shards of an apply from plain data, one after another, and publish each one's result."""
+    done = []
+    for spec in specs:
+        try:
+            result = run_shard_task(spec)
+        except LockLost:
+            raise  # the coordinator lost its lock: nothing more is written, the flow run fails
+        except Exception as err:  # noqa: BLE001 - a failed shard is reported; the group's other shards go on
+            result = {"error": failure_of(spec["shard"], err)["reason"]}
+        workers.publish_result(workers.ShardSpec.from_dict(spec), result)
+        done.append(spec["shard"])
+    return done
+
+
+def check_shard_deployment(pool: str) -> None:
+    """RunnerError, with the commands that fix it, unless the deployment ``reindex-shard/POOL`` exists."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    name = shard_deployment_name(pool)
+    try:
+        with get_client(sync_client=True) as client:
+            client.read_deployment_by_name(name)
+    except ObjectNotFound:
+        raise RunnerError(f"the Prefect API at {settings.prefect_api_url()} has no deployment {name}: create it with "
+                          f"`reindex deploy-shards --pool {pool}` and start workers with `prefect worker start --pool "
+                          f"{pool}`") from None
+
+
+def _groups(specs: list[dict], n: int | None) -> list[list[dict]]:
+    """Shards dealt round-robin into ``n`` groups (one group per shard when ``n`` is None)."""
+    n = min(n or len(specs), len(specs))
+    return [specs[i::n] for i in range(n)]
+
+
+def _fan_out(ctx: execution.ApplyContext, specs: list[dict], spec: TaskRunnerSpec,
+             progress: Any) -> tuple[list[dict], list[dict]]:
+    """Run ``specs`` as flow runs on the work pool of ``spec`` (see the module doc); (results, failed)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.objects import StateType
+    from prefect.deployments import run_deployment
+
+    if not specs:
+        return [], []
+    assert spec.pool is not None
+    name = shard_deployment_name(spec.pool)
+    by_shard = {s["shard"]: s for s in specs}
+    tag = uuid.uuid4().hex[:8]
+    runs: dict[Any, dict] = {}  # flow run id -> {"shards", "attempt", "submitted", "name"}
+    outstanding = set(by_shard)
+    results: dict[int, dict] = {}
+    failed: dict[int, dict] = {}
+    start_timeout = settings.pool_start_timeout_s()
+    reported = 0
+
+    def submit(shards: list[int], attempt: int) -> None:
+        run_name = f"shards-{'-'.join(map(str, shards))}-{ctx.run[:8]}-{tag}" + (f"-again{attempt - 1}" if attempt > 1 else "")
+        fr = run_deployment(name, parameters={"specs": [by_shard[k] for k in shards]}, timeout=0,
+                            flow_run_name=run_name, tags=["reindex", f"index:{ctx.index}"])
+        runs[fr.id] = {"shards": set(shards), "attempt": attempt, "submitted": time.monotonic(), "name": run_name}
+
+    def fail(shards: set[int], reason: str) -> None:
+        for k in sorted(shards & outstanding):
+            failed[k] = {"shard": k, "reason": reason}
+        outstanding.difference_update(shards)
+
+    with get_client(sync_client=True) as client:
+        for group in _groups(specs, spec.workers):
+            submit([s["shard"] for s in group], 1)
+        while outstanding:
+            active = [rid for rid, r in runs.items() if r["shards"] & outstanding]
+            # States first, then results: a run seen finished has published everything it ever will.
+            states = {fr.id: fr for fr in client.read_flow_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=active)))} if active else {}
+            try:
+                for k, r in sorted(workers.collect_results(ctx, outstanding).items()):
+                    outstanding.discard(k)
+                    if "error" in r:
+                        failed[k] = {"shard": k, "reason": r["error"]}
+                        continue
+                    try:
+                        if r.get("staged"):  # a worker staged its writes: this process is the store's writer
+                            r["commit_seconds"] = round(workers.commit_staged(ctx, r["staged"]), 3)
+                        workers.report_remote(ctx, r)
+                        results[k] = r
+                    except LockLost:
+                        outstanding.add(k)
+                        raise
+                    except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
+                        failed[k] = failure_of(k, err)
+                for rid in active:
+                    fr, run = states.get(rid), runs[rid]
+                    left = run["shards"] & outstanding
+                    if fr is None or fr.state is None or not left:
+                        continue
+                    if fr.state.is_final():
+                        why = f"flow run {run['name']} of {name} ended {fr.state.type.value}" + (
+                            f": {fr.state.message}".splitlines()[0] if fr.state.message else "")
+                        if run["attempt"] < POOL_ATTEMPTS:
+                            if ctx.lease is not None:
+                                ctx.lease.check(ctx.state)  # never start more work after losing the lock
+                            run["shards"] -= left
+                            submit(sorted(left), run["attempt"] + 1)
+                        else:
+                            fail(left, why)
+                    elif fr.state.type == StateType.SCHEDULED and time.monotonic() - run["submitted"] > start_timeout:
+                        _cancel(client, [fr], "no worker picked it up")
+                        fail(left, f"no worker of work pool {spec.pool!r} picked up flow run {run['name']} within "
+                                   f"{start_timeout:.0f} s (REINDEX_POOL_START_TIMEOUT_S); start one with "
+                                   f"`prefect worker start --pool {spec.pool}` and run the apply again")
+            except LockLost as err:  # stop the runs still out: their workers would stop at their next write anyway
+                out = [rid for rid, r in runs.items() if r["shards"] & outstanding]
+                _cancel(client, client.read_flow_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=out))), str(err))
+                fail(set(outstanding), failure_of(-1, err)["reason"])
+                break
+            if len(results) + len(failed) != reported:
+                reported = len(results) + len(failed)
+                progress(reported)
+            if outstanding:
+                time.sleep(POOL_POLL_S)
+    order = [s["shard"] for s in specs]
+    return [results[k] for k in order if k in results], [failed[k] for k in order if k in failed]
+
+
+def _cancel(client: Any, flow_runs: list[Any], why: str) -> None:
+    """Cancel flow runs that have not finished (a running one is stopped by its worker)."""
+    from prefect.states import Cancelled, Cancelling
+
+    for fr in flow_runs:
+        if fr.state is not None and not fr.state.is_final():
+            with contextlib.suppress(Exception):  # best effort: a run that finishes meanwhile stays finished
+                client.set_flow_run_state(fr.id, (Cancelling if fr.infrastructure_pid else Cancelled)(message=why),
+                                          force=True)
 
 
 def _markdown(summary: dict) -> str:
@@ -121,8 +298,11 @@ def _markdown(summary: dict) -> str:
 def make_task_runner(spec: str | None) -> Any:
     """The Prefect task runner of a task-runner spec (:func:`reindex.runners.parse_task_runner`):
     ``threads[:N]`` | ``dask`` (local cluster of threads) | ``dask-processes[:N]`` (local cluster of
-    processes) | ``dask:tcp://host:8786`` (an existing cluster; shared state and source)."""
+    processes) | ``dask:tcp://host:8786`` (an existing cluster; shared state and source). For
+    ``prefect-pool:POOL`` the shards are flow runs on the pool, and the flow's own tasks run in threads."""
     parsed = parse_task_runner(spec)
+    if parsed.kind == "prefect-pool":  # shards go to the pool; the flow's own tasks (catch-up) run in threads
+        return ThreadPoolTaskRunner(max_workers=settings.shard_workers())
     if parsed.kind == "threads":
         return ThreadPoolTaskRunner(max_workers=parsed.workers or settings.shard_workers())
     try:
@@ -182,21 +362,35 @@ class PrefectRunner:
     inside another flow, or on a temporary local server when no API is configured. ``task_runner``: a
     task-runner spec for its shard tasks (default: the one in force, see selected_apply_flow)."""
 
-    name = "prefect"
-
     def __init__(self, task_runner: str | None = None) -> None:
         if task_runner is not None:
             parse_task_runner(task_runner)  # a bad spec fails before any work
         self.task_runner = task_runner
 
+    @property
+    def pool(self) -> str | None:
+        """The ``prefect-pool:…`` spec in force (this runner's, else using_task_runner's / REINDEX_TASK_RUNNER's)."""
+        parsed = parse_task_runner(self.task_runner or _TASK_RUNNER.get() or settings.task_runner_spec())
+        return parsed.name if parsed.kind == "prefect-pool" else None
+
+    @property
+    def name(self) -> str:
+        return self.pool or "prefect"
+
     def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
+        pool = self.pool
+        if pool and not settings.prefect_api_url():
+            raise RunnerError(f"task runner {pool} needs a Prefect server that the pool's workers reach too: "
+                              "start one (`prefect server start`) and set PREFECT_API_URL to it")
         if not _in_flow():
             check_api()
             mark_owner()  # a temporary API server started now inherits the marker; see reindex.orphans
+        if pool:
+            check_shard_deployment(parse_task_runner(pool).pool or "")
         specs = [s.as_dict() for s in workers.shard_specs(ctx, job.shards, job.only, job.removed)]
         try:
             with workers.hosting(ctx):
-                return selected_apply_flow(self.task_runner)(workers.host_key(ctx), specs)
+                return selected_apply_flow(self.task_runner)(workers.host_key(ctx), specs, pool=pool)
         except ReindexError:
             raise
         except Exception as err:  # noqa: BLE001 - Prefect's own failures (API, temporary server) become one line

@@ -246,8 +246,8 @@ def apply_plan(
     """Carry out a plan: refuse drifted or unapproved plans, take the index lock, run the shards with
     ``runner`` (default: :func:`backends.shard_runner` — Prefect when an API is configured or ``prefect``
     is true, in-process otherwise; ``use_prefect`` is the older name of ``prefect``). ``task_runner``: where
-    the shards run (``threads[:N]``, ``dask``, ``dask-processes[:N]``, ``dask:tcp://HOST:PORT``), with or
-    without Prefect (see :mod:`reindex.runners`)."""
+    the shards run (``threads[:N]``, ``dask``, ``dask-processes[:N]``, ``dask:tcp://HOST:PORT`` with or
+    without Prefect; ``prefect-pool:POOL[:N]``, flow runs on a Prefect work pool; see :mod:`reindex.runners`)."""
     if runner is not None and task_runner is not None:
         raise RunnerError("pass either runner= or task_runner=, not both (a runner already knows where its shards run)")
     plan = read_plan(plan_path)

@@ -174,14 +174,23 @@ def shard_runner(prefect: bool | None = None, task_runner: str | None = None):
     """The shard runner for an apply: Prefect's ``reindex-apply`` flow when ``prefect`` is true, or when it
     is None and a Prefect API is configured (``PREFECT_API_URL`` or the active Prefect profile), its shards
     on the ``task_runner`` spec's task runner; otherwise the in-process thread runner, or with a dask spec
-    (``dask-processes:N``, ``dask:tcp://HOST:PORT``) the Dask runner without Prefect. Prefect and Dask are
-    imported only when chosen (Prefect's import alone takes seconds)."""
+    (``dask-processes:N``, ``dask:tcp://HOST:PORT``) the Dask runner without Prefect. A ``prefect-pool:POOL``
+    spec always means Prefect (flow runs on a work pool): with ``prefect`` false it is refused. Prefect and
+    Dask are imported only when chosen (Prefect's import alone takes seconds)."""
     from reindex.runners import ThreadRunner, parse_task_runner
 
     spec = parse_task_runner(task_runner)  # a bad spec fails before any work
     o = _LENT.get()
     if o is not None and o.runner is not None:
         return o.runner
+    if spec.kind == "prefect-pool":
+        if prefect is False:
+            raise ConfigError(f"task runner {task_runner!r} runs shards as Prefect flow runs on a work pool; it cannot "
+                              "run without Prefect (drop --no-prefect, or pick threads / dask-processes:N)")
+        if not settings.prefect_api_url():  # before any work: a temporary server is unreachable for the pool
+            raise ConfigError(f"task runner {task_runner!r} needs a Prefect server that the pool's workers reach too: "
+                              "start one (`prefect server start`) and set PREFECT_API_URL to it")
+        prefect = True
     if prefect is None:
         prefect = settings.prefect_api_url() is not None
     if not prefect:
