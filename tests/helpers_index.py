@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -219,3 +220,17 @@ def prefect_api_url(config: Any) -> str:
         _PREFECT["stack"] = stack
         config.add_cleanup(stack.close)
     return _PREFECT["url"]
+
+
+def stop_group(proc, timeout: float = 20) -> None:
+    """SIGTERM a child started in a session of its own (and what it started), SIGKILL if it lingers."""
+    import os
+    import signal
+
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -32,7 +32,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers_browser import CHROMIUM, Browser, by_text, labelled_control
-from helpers_index import SAMPLE, Workspace, subprocess_env
+from helpers_index import stop_group, SAMPLE, Workspace, subprocess_env
 from reindex.approvals import approval_path, rejection_path
 
 PREFECT_BIN = Path(sys.executable).with_name("prefect")
@@ -61,14 +61,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _stop(proc: subprocess.Popen, timeout: float = 20) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+_stop = stop_group
 
 
 @pytest.fixture(scope="module")

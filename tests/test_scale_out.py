@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from helpers_index import Workspace, subprocess_env
+from helpers_index import stop_group, Workspace, subprocess_env
 from reindex import api, execution, workers
 from reindex.errors import ApprovalError, ConfigError, LockLost
 from reindex.locks import Fence, acquire_lock, lock_key, read_lock
@@ -158,15 +158,7 @@ POOL = "shards"
 PREFECT = Path(sys.executable).with_name("prefect")
 
 
-def _stop_group(proc: subprocess.Popen, timeout: float = 20) -> None:
-    """SIGTERM a child started in a session of its own (and what it started), SIGKILL if it lingers."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+_stop_group = stop_group
 
 
 def _online_workers(url: str) -> list[dict]:
