@@ -506,6 +506,23 @@ def test_cutover_accepts_a_shadow_that_catch_up_changed(tmp_path: Path, monkeypa
     assert c.report["swap"] is not None
 
 
+def test_the_document_hashes_catch_up_compares_are_the_manifest_rows_own(tmp_path: Path) -> None:
+    from reindex.errors import StateError
+    from reindex.manifests import chunk_manifest_keys, read_document_hashes
+
+    ws = Workspace(tmp_path / "ws")
+    _, path = ws.plan()
+    r = ws.apply(path)
+    rows = ws.manifest_rows(r.collection)
+    hashes = read_document_hashes(ws.state(), "docs", r.collection)
+    assert hashes == {x.doc_id: x.content_hash for x in rows} and len(hashes) == len(list(ws.corpus.iterdir()))
+    # A part that is not Parquet is one line naming it, as a row read says.
+    key = chunk_manifest_keys(ws.state(), "docs", r.collection)[0]
+    ws.state().put(key, b"not parquet")
+    with pytest.raises(StateError, match=f"{key}: not a readable chunk manifest part"):
+        read_document_hashes(ws.state(), "docs", r.collection)
+
+
 def test_a_lock_left_by_a_dead_process_of_this_host_is_taken_over(tmp_path: Path) -> None:
     import socket
     import subprocess

@@ -289,10 +289,22 @@ def test_live_baseline_groups_rows_by_document_streaming_and_falls_back_for_scat
     from reindex.manifests import ManifestRow
     from reindex.planner._baseline import _doc_states
 
+    from reindex.planner._baseline import STATE_COLUMNS
+
+    def parts(*groups: list[ManifestRow]) -> list[dict[str, list]]:
+        return [{name: [getattr(r, name) for r in g] for name in STATE_COLUMNS} for g in groups]
+
+    def refuse() -> None:
+        raise AssertionError("contiguous documents need no row scan")
+
     rows = [ManifestRow("a", "ha", 1, "fa1", 5, "p1"), ManifestRow("a", "ha", 0, "fa0", 4, "p0"),
             ManifestRow("b", "hb", 0, "fb0", 7, "p2")]
-    contiguous = _doc_states(lambda: iter(rows))
+    contiguous = _doc_states(parts(rows), refuse)
     assert contiguous["a"].fingerprints == ("fa0", "fa1") and contiguous["a"].tokens == (4, 5)
     assert contiguous["b"].content_hash == "hb" and contiguous["b"].fingerprints == ("fb0",)
+    assert _doc_states(parts(rows[:2], rows[2:]), refuse) == contiguous  # one document per part
+    in_order = [rows[1], rows[0], rows[2]]
+    assert _doc_states(parts(in_order), refuse) == contiguous
     scattered = [rows[0], rows[2], rows[1]]
-    assert _doc_states(lambda: iter(scattered)) == contiguous
+    assert _doc_states(parts(scattered), lambda: iter(scattered)) == contiguous
+    assert _doc_states(parts(scattered[:2], scattered[2:]), lambda: iter(scattered)) == contiguous

@@ -17,6 +17,7 @@ from reindex.errors import CutoverError
 from reindex.execution import crashpoint
 from reindex.manifests import (
     PopulationRecord,
+    count_chunk_manifest_rows,
     index_prefix,
     population_prefix,
     read_chunk_manifest,
@@ -127,7 +128,7 @@ def _gate_rules(store: Any, state: ObjectStore, i: CutoverInputs, evaluation: di
     own record of its run in the state store (the run report beside the plan is a copy for people: a plan
     folder moved or cleaned must not change what the gate sees)."""
     run = read_json(state, f"{index_prefix(i.index)}/runs/{i.plan_hash}/done.json") or {}
-    expected_points = sum(1 for _ in read_chunk_manifest(state, i.index, i.shadow))
+    expected_points = count_chunk_manifest_rows(state, i.index, i.shadow)
     return gate(i.policy, evaluation, shadow_points=store.count(i.shadow), planned_chunks=expected_points,
                 failures=len(run.get("failures", [])), k=i.k)
 

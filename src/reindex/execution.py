@@ -43,6 +43,7 @@ from reindex.manifests import (
     read_chunk_manifest_part,
     read_chunk_texts,
     read_chunk_texts_part,
+    read_document_hashes,
     read_shard_manifest,
     rewrite_chunk_manifest_part,
     shard_name,
@@ -514,9 +515,7 @@ def delete_unlisted_points(ctx: ApplyContext) -> int:
 def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
     """Documents whose bytes differ from the target's chunk manifest (changed or added), and
     documents in the manifest that are gone from the source."""
-    recorded: dict[str, str] = {}
-    for row in read_chunk_manifest(ctx.state, ctx.index, ctx.target):
-        recorded[row.doc_id] = row.content_hash
+    recorded = read_document_hashes(ctx.state, ctx.index, ctx.target)
     changed: set[str] = set()
     seen: set[str] = set()
     report = ScanReport()
