@@ -67,6 +67,25 @@ def test_a_population_missing_points_is_refused_by_rollback_and_cutover(switched
     assert not c.report["swap"] and ws.alias() == t["a"]
 
 
+def test_a_sampled_point_holding_another_text_is_refused_by_rollback(switched: dict) -> None:
+    # verify_population samples manifest rows (every len/32-th, from the first) and compares each stored
+    # point's fingerprint with its row's: the first row is always sampled.
+    from reindex.cutover import verify_population
+    from reindex.manifests import read_chunk_manifest
+
+    t = switched
+    ws, b = t["ws"], t["b"]
+    row = next(iter(read_chunk_manifest(ws.state(), "docs", b)))
+    with ws.store() as s:
+        assert verify_population(s, ws.state(), "docs", b) == []
+        point = s.retrieve(b, [row.point_id])[0]
+        s.overwrite_payload(b, {row.point_id: {**point.payload, "fingerprint": "0" * 32}})
+    with pytest.raises(CutoverError, match=f"point {row.point_id} of {row.doc_id} holds another text than its "
+                                           "manifest row"):
+        api.rollback(ws.config, to=b)
+    assert ws.alias() == t["a"]
+
+
 def test_a_kill_right_after_the_swap_is_completed_by_the_next_command(switched: dict) -> None:
     ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
     killed = _cli(ws, "cutover", str(path), crash_at="cutover-after-swap")
