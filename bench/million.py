@@ -314,6 +314,9 @@ def main() -> None:
     ap.add_argument("--log", type=Path, default=None)
     ap.add_argument("--int8", action="store_true", help="store.quantization: int8 from the start")
     ap.add_argument("--resume", action="store_true", help="continue the run logged in --dir (see main)")
+    ap.add_argument("--sync-doc", type=int, default=None,
+                    help="index of the document the sync phase edits (default: the middle one); another index "
+                         "repeats the sync phase on a built index (with --phases sync and a new --log)")
     ap.add_argument("--summary", nargs="+", type=Path, help="print a table of these logs and exit")
     ap.add_argument("--reader", nargs=3, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -364,7 +367,7 @@ def main() -> None:
         time.sleep(40)
         _log(log, {"phase": "reader.idle", **reader_window(rlog, t, time.time()), "load": load()})
         if "sync" in phases and "sync.apply" not in done:
-            edited = ids[len(ids) // 2]
+            edited = ids[len(ids) // 2 if args.sync_doc is None else args.sync_doc]
             write_corpus(work, docs, edit=edited)
             t = time.time()
             plan_file, doc, fig = plan(work)
@@ -373,7 +376,8 @@ def main() -> None:
             disk_before = allocated(work / "store")
             t = time.time()
             _, fig = reindex(work, "apply", plan_file, "--no-progress")
-            _log(log, {"phase": "sync.apply", "edited": edited, **fig, "disk_before_mb": round(disk_before / 1e6, 1),
+            run = json.loads((work / (plan_file.removesuffix(".json") + ".run.json")).read_text())
+            _log(log, {"phase": "sync.apply", "edited": edited, **fig, "phases_s": run.get("phases"), "disk_before_mb": round(disk_before / 1e6, 1),
                        "disk_after_mb": round(allocated(work / "store") / 1e6, 1),
                        **reader_window(rlog, t, time.time()), "load": load()})
             if doc.get("kind") not in ("document-scoped", "document_scoped"):

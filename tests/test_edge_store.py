@@ -662,6 +662,39 @@ def test_a_sync_shares_the_sealed_segments_and_never_changes_a_file_readers_have
     again.close()
 
 
+def test_prepare_writes_opens_the_delta_generation_without_loading_the_published_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An in-place sync reads the points it replaces, then writes: with prepare_writes first, the writer
+    # loads one generation (the delta) instead of the published one and then the delta.
+    from reindex.stores import edge
+
+    folder = tmp_path / "store"
+    points = _sealed_store(folder, monkeypatch)
+    coll = folder / "collections" / "c"
+    published = _digests(coll / "gen-000001")
+    loaded: list[str] = []
+    real = edge._load
+    monkeypatch.setattr(edge, "_load", lambda path: (loaded.append(Path(path).name), real(path))[1])
+    reader = open_reader(folder)
+    loaded.clear()  # (the reader loads its own view)
+
+    store = open_edge_store(folder)
+    store.prepare_writes("idx")  # through the alias, as apply names the target
+    assert loaded == ["gen-000002"] and store.derived is not None
+    assert len(store.retrieve("c", [p.id for p in points[:3]])) == 3
+    store.upsert("c", _points(5, pop="a", version=2, seed=2))
+    store.delete_points("c", [points[100].id])
+    store.prepare_writes("c")  # already writable: nothing more
+    assert loaded == ["gen-000002"]
+    assert reader.count("idx") == 1500 and _digests(coll / "gen-000001") == published
+    store.close()
+    assert _digests(coll / "gen-000001") == published
+    assert reader.count("idx") == 1499
+    versions = {p.payload["version"] for p in reader.retrieve("idx", [p.id for p in points[:5]], with_vectors=False)}
+    assert versions == {2}
+    reader.close()
+
+
 def test_many_syncs_keep_the_segment_count_and_the_disk_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from reindex.stores import edge
 

@@ -549,6 +549,9 @@ class _Recording:
     def retrieve(self, *a: Any, **kw: Any) -> list:
         return self.inner.retrieve(*a, **kw)
 
+    def prepare_writes(self, name: str) -> None:
+        self.inner.prepare_writes(name)
+
     def overwrite_payload(self, name: str, payloads: dict) -> None:
         self.writes.append(("payload", name, len(payloads)))
         self.inner.overwrite_payload(name, payloads)

@@ -327,6 +327,8 @@ def _sync_batch(
     rewritten = _rewrite_payloads(ctx, records, old_rows, metas, result) if ctx.in_place else {}
     new_ids = [r.point_id for recs in records.values() for r in recs]
     vectors: dict[str, Any] = {}  # fingerprint → vector
+    if ctx.in_place and records:  # it writes the target below: open it once, to write (see prepare_writes)
+        ctx.store.prepare_writes(ctx.target)
     if new_ids:
         for p in retry_transient(ctx.store.retrieve, ctx.target, new_ids, with_vectors=True):
             vectors[p.payload["fingerprint"]] = p.vector

@@ -366,6 +366,10 @@ class StagedWrites:
             out += self._reader().retrieve(name, rest, with_vectors=with_vectors)
         return out
 
+    def prepare_writes(self, name: str) -> None:
+        """Nothing to prepare: writes are staged, the coordinator writes the store."""
+        self._check_target(name)
+
     def _put(self, op: str, data: bytes) -> None:
         with self._lock:
             key = f"{self.prefix}{self.attempt}/{len(self._ops):06d}.{op}"

@@ -668,23 +668,46 @@ class EdgeStore:
         o = self._get(name)
         if o.record.published != o.gen:
             return o
-        coll = self._coll(o.record.name)
-        new = o.gen + 1
-        tmp = coll / f"gen-{new:06d}.tmp"
         with _edge_errors(f"derive a generation of collection `{o.record.name}` for writing"):
             o.shard.flush()
             # Closed before the links are made, so nothing of this process writes the shared files again.
             self._open.pop(o.record.name, None)
             with contextlib.suppress(Exception):
                 o.shard.close()
-            shutil.rmtree(tmp, ignore_errors=True)
-            self.derived = _derive_generation(_gen_dir(coll, o.gen), tmp)
-            os.replace(tmp, _gen_dir(coll, new))
-            fsync_dir(coll)
-            shard = _load(_gen_dir(coll, new))
-        o.gen, o.shard = new, shard
+            o.gen, o.shard = self._derive(o.record.name, o.gen)
         self._open[o.record.name] = o
         return o
+
+    def _derive(self, name: str, gen: int) -> tuple[int, Any]:
+        """Derive generation ``gen + 1`` of ``name`` from ``gen`` (closed in this process) and load it."""
+        coll = self._coll(name)
+        new = gen + 1
+        tmp = coll / f"gen-{new:06d}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.derived = _derive_generation(_gen_dir(coll, gen), tmp)
+        os.replace(tmp, _gen_dir(coll, new))
+        fsync_dir(coll)
+        return new, _load(_gen_dir(coll, new))
+
+    def prepare_writes(self, name: str) -> None:
+        """The caller is about to change ``name`` (an in-place sync, before it reads the points it replaces):
+        open the generation it will write now. Reads before the first write then load that one generation;
+        without this they load the published generation, and the first write closes it and loads the delta
+        derived from it: two loads of the whole collection (each ~proportional to its points)."""
+        with self._lock:
+            if self._closed:
+                raise VectorStoreError(f"The embedded store `{self._root}` is closed.")
+            resolved = _resolve(self._root, name)
+            if resolved not in self._open:
+                coll = self._coll(resolved)
+                record, gens = _read_record(coll), _generations(coll)
+                if record is not None and gens and record.published == gens[-1]:
+                    # Derived from the files as published (no WAL: wal_enabled=False), never loaded here.
+                    with _edge_errors(f"derive a generation of collection `{resolved}` for writing"):
+                        gen, shard = self._derive(resolved, gens[-1])
+                    self._open[resolved] = _Open(record, gen, shard)
+                    return
+            self._writable(name)
 
     def _write_record(self, o: _Open, record: _Record) -> None:
         atomic_write(self._coll(record.name) / _RECORD, record.to_bytes())
@@ -1154,7 +1177,7 @@ class EdgeReader:
             f"`{self._root}` is open read-only (open_reader); write through open_vector_store in the writer process."
         )
 
-    create_collection = finish_bulk = create_payload_index = delete_collection = _read_only
+    create_collection = finish_bulk = prepare_writes = create_payload_index = delete_collection = _read_only
     upsert = delete_points = overwrite_payload = swap_alias = delete_alias = _read_only
 
     def close(self) -> None:

@@ -335,6 +335,9 @@ class QdrantStore:
                 name, optimizers_config=models.OptimizersConfigDiff(indexing_threshold=_DEFAULT_INDEXING_THRESHOLD)
             )
 
+    def prepare_writes(self, name: str) -> None:
+        """Nothing to prepare: a server and local mode change collections in place."""
+
     def create_payload_index(self, name: str, field: str, kind: str = "keyword") -> None:
         """Index ``field`` on a server; issued in embedded mode too, where it is accepted and ignored."""
         if kind not in _PAYLOAD_KINDS:
