@@ -506,6 +506,86 @@ def test_cutover_accepts_a_shadow_that_catch_up_changed(tmp_path: Path, monkeypa
     assert c.report["swap"] is not None
 
 
+def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record each scan of a directory source: True when it reads every document (no ``keep``)."""
+    from reindex.sources.directory import DirectorySource
+
+    scans: list[bool] = []
+    real = DirectorySource.scan
+
+    def scan(self: Any, report: Any = None, keep: Any = None) -> Any:
+        scans.append(keep is None)
+        return real(self, report, keep)
+
+    monkeypatch.setattr(DirectorySource, "scan", scan)
+    return scans
+
+
+def test_an_in_place_sync_reads_the_source_twice_and_its_shards_take_the_drift_checks_documents(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = Workspace(tmp_path / "ws")
+    live = ws.build_live()
+    edited = ws.edit_documents()
+    plan, path = ws.plan()
+    assert plan.kind == "document-scoped" and len(plan.body["work"]["affected_documents"]) == len(edited) > 1
+    scans = _count_scans(monkeypatch)
+    r = ws.apply(path)
+    monkeypatch.undo()
+    assert r.status == "done" and r.collection == live and r.report["actual"]["documents"] == len(edited)
+    # The drift check's corpus digest and the catch-up: no shard scans the source again.
+    assert scans == [True, True]
+
+    clean = Workspace(tmp_path / "clean")
+    clean.edit_documents()
+    want = clean.build_live()
+    ws.snapshot(live).assert_same(clean.snapshot(want))
+
+
+def test_a_sync_of_more_than_the_read_cap_has_its_shards_scan_the_source(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex.usecases import apply as apply_mod
+
+    ws = Workspace(tmp_path / "ws")
+    live = ws.build_live()
+    edited = ws.edit_documents()
+    _, path = ws.plan()
+    sizes = sorted((ws.corpus / d).stat().st_size for d in edited)
+    monkeypatch.setattr(apply_mod, "READ_CAP_BYTES", sum(sizes) - 1)  # one byte short of them all
+    scans = _count_scans(monkeypatch)
+    r = ws.apply(path)
+    monkeypatch.undo()
+    assert r.status == "done" and r.report["actual"]["documents"] == len(edited)
+    assert scans[0] and scans[-1] and scans.count(False) == r.report["actual"]["shards_run"] >= 1
+
+    clean = Workspace(tmp_path / "clean")
+    clean.edit_documents()
+    ws.snapshot(live).assert_same(clean.snapshot(clean.build_live()))
+
+
+def test_a_planned_document_edited_again_during_its_sync_is_caught_up_with_its_newest_text(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its shard writes the text the plan priced (read by the drift check); the catch-up then reads the source
+    # again, never that copy, and replays the newer text.
+    ws = Workspace(tmp_path / "ws")
+    live = ws.build_live()
+    edited = ws.edit_documents()
+    _, path = ws.plan()
+    calls = _edit_during_first_embed(monkeypatch, ws.corpus / edited[0])
+    r = ws.apply(path)
+    monkeypatch.undo()
+    assert calls and r.status == "done"
+    assert r.report["catch_up"]["documents"] == 1 and r.report["catch_up"]["rounds"][0]["changed"] == 1
+    assert len(r.report["catch_up"]["rounds"]) == 1  # one round: the replay wrote the newest text
+
+    clean = Workspace(tmp_path / "clean")
+    clean.edit_documents()
+    (clean.corpus / edited[0]).write_bytes((ws.corpus / edited[0]).read_bytes())
+    want = clean.build_live()
+    ws.snapshot(live).assert_same(clean.snapshot(want))
+    assert [(x.doc_id, x.content_hash, x.point_id) for x in ws.manifest_rows(live)] == \
+        [(x.doc_id, x.content_hash, x.point_id) for x in clean.manifest_rows(want)]
+
+
 def test_the_document_hashes_catch_up_compares_are_the_manifest_rows_own(tmp_path: Path) -> None:
     from reindex.errors import StateError
     from reindex.manifests import chunk_manifest_keys, read_document_hashes

@@ -27,7 +27,7 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -155,6 +155,10 @@ class ApplyContext:
     lease: Any = None  # the coordinator's reindex.locks.Fence
     store_path: str | None = None  # the embedded store's folder, resolved by the coordinator
     staging: Any = None  # reindex.workers.StagedWrites: this worker stages writes for the coordinator
+    # In place: the documents the plan changes, as the drift check read them (the corpus the plan priced),
+    # in source order; a shard of this process takes its documents from here instead of scanning the source
+    # again (a JSONL file is parsed whole to find one line). Later edits are the catch-up's. None: scan.
+    documents: Mapping[str, Document] | None = None
 
     def emit(self, **event: Any) -> None:
         if self.progress:
@@ -193,6 +197,11 @@ def _payload(ctx: ApplyContext, rec: ChunkRecord, metadata: dict[str, Any]) -> d
 
 
 def _shard_docs(ctx: ApplyContext, shard: int, only: set[str] | None, result: ShardResult) -> Iterable[Document]:
+    if only is not None and ctx.documents is not None:
+        mine = {d for d in only if shard_of(d, ctx.shards) == shard}
+        if mine <= ctx.documents.keys():  # all read by the drift check (else scan: a bad one is reported)
+            yield from (doc for doc_id, doc in ctx.documents.items() if doc_id in mine)
+            return
     report = ScanReport()
     keep = lambda d: shard_of(d, ctx.shards) == shard and (only is None or d in only)  # noqa: E731
     yield from open_source(ctx.cfg.source).scan(report, keep=keep)  # other shards' documents stay unread
@@ -535,6 +544,7 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
     history = []
     in_place = ctx.in_place
     ctx.in_place = True  # catch-up is a document-scoped delta, whatever built the target
+    ctx.documents = None  # it replays what the source holds now, never the copies the drift check read
     try:
         for n in range(rounds):
             crashpoint("catch-up")

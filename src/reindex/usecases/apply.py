@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,10 +15,10 @@ from reindex.config import (
     config_from_dict,
 )
 from reindex.errors import StateError
-from reindex.identity import corpus_digest, identity_of, payload_id, payload_id_of_record
+from reindex.identity import CorpusDigest, identity_of, payload_id, payload_id_of_record
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
-from reindex.sources.base import ScanReport
+from reindex.sources.base import Document, ScanReport
 
 from reindex.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain import ChangeKind, PopulationState
@@ -61,13 +62,31 @@ class ApplyReport:
                 "report_path": str(self.report_path) if self.report_path else None, **self.report}
 
 
-def corpus_digest_of(cfg: PipelineConfig) -> str:
-    """The corpus digest of the config's source now (:func:`reindex.identity.corpus_digest`)."""
-    return corpus_digest((d.doc_id, d.content_hash) for d in open_source(cfg.source).scan(ScanReport()))
+# At most this many bytes of documents are kept by a drift check for the shards (``read``): an in-place
+# sync of more is read again by its shards, as a new population always is.
+READ_CAP_BYTES = 64 * 2**20
 
 
-def check_drift(plan: Plan, cfg: PipelineConfig, state) -> list[str]:
-    """Inputs of the plan that no longer match: config, live population, corpus."""
+def corpus_digest_of(cfg: PipelineConfig, *, read: dict[str, Document] | None = None,
+                     wanted: Collection[str] = ()) -> str:
+    """The corpus digest of the config's source now (:func:`reindex.identity.corpus_digest`). With ``read``,
+    the documents whose ids are in ``wanted`` are kept there too, in source order (none when they pass
+    ``READ_CAP_BYTES`` in all)."""
+    digest, size = CorpusDigest(), 0
+    for d in open_source(cfg.source).scan(ScanReport()):
+        digest.add(d.doc_id, d.content_hash)
+        if read is not None and d.doc_id in wanted and size <= READ_CAP_BYTES:
+            size += d.size
+            read[d.doc_id] = d
+            if size > READ_CAP_BYTES:
+                read.clear()
+    return digest.hexdigest()
+
+
+def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Document] | None = None) -> list[str]:
+    """Inputs of the plan that no longer match: config, live population, corpus. With ``read`` (an in-place
+    plan), the documents the plan changes are kept there as the corpus scan reads them (see
+    :func:`corpus_digest_of`), for the shards of this process."""
     from reindex.identity import config_digest, legacy_config_digest
     from reindex.manifests import manifest_digest, read_live, run_rewrites
 
@@ -91,17 +110,21 @@ def check_drift(plan: Plan, cfg: PipelineConfig, state) -> list[str]:
                              rewritten=run_rewrites(state, cfg.index, live.collection, plan.plan_hash)) \
                 != base["manifest_digest"]:
             problems.append(f"the live population {live.collection} changed since the plan")
-    now = corpus_digest_of(cfg)
+    wanted = set(plan.body["work"]["affected_documents"]) if read is not None and plan.kind.in_place else ()
+    now = corpus_digest_of(cfg, read=read if wanted else None, wanted=wanted)
     if now != inputs["corpus"]["digest"]:
         problems.append(f"the corpus was {inputs['corpus']['digest'][:12]} at planning but is now {now[:12]}")
     return problems
 
 
 def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, config_path: str | Path, state,
-                      replan: bool) -> tuple[Plan, str | Path]:
-    """The plan to apply: this one if its inputs still hold, a fresh one with ``--replan``, else refuse."""
-    problems = check_drift(plan, cfg, state)
+                      replan: bool, read: dict[str, Document] | None = None) -> tuple[Plan, str | Path]:
+    """The plan to apply: this one if its inputs still hold, a fresh one with ``--replan``, else refuse.
+    ``read``: see :func:`check_drift` (emptied for a fresh plan)."""
+    problems = check_drift(plan, cfg, state, read=read)
     if problems:
+        if read is not None:
+            read.clear()
         if not replan:
             raise PlanError(
                 f"{plan_path}: " + "; ".join(problems) + ". Run `reindex plan` again, or pass --replan"
@@ -258,13 +281,14 @@ def apply_plan(
     if state.exists(done_key):
         prev = json.loads(state.get(done_key) or b"{}")
         return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
-    plan, plan_path = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan)
+    read: dict[str, Document] = {}  # the documents an in-place plan changes, read by the drift check
+    plan, plan_path = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan, read)
     if not plan.kind.does_work:
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
     check_free_disk(plan, cfg)
     runner = runner or backends.shard_runner(prefect if prefect is not None else use_prefect, task_runner)
     with holding_index_lock(state, cfg.index, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
-        return _run(plan, Path(plan_path), cfg, state, runner, progress, lock)
+        return _run(plan, Path(plan_path), cfg, state, runner, progress, lock, read)
 
 
 # What the edge engine writes beyond the footprint model's per-point bytes: files it preallocates per segment
@@ -297,8 +321,9 @@ def check_free_disk(plan: Plan, cfg: PipelineConfig) -> None:
                          "store.path) and run `reindex apply` again")
 
 
-def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardRunner, progress, lock) -> ApplyReport:
-    """Build or sync under the lock and write the run report."""
+def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardRunner, progress, lock,
+         read: dict[str, Document] | None = None) -> ApplyReport:
+    """Build or sync under the lock and write the run report (``read``: see :func:`check_drift`)."""
     phases: dict[str, float] = {}
     t0 = t = time.perf_counter()
     store = backends.vector_store_for(cfg)
@@ -317,6 +342,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, token_budget=_token_budget(plan, plan_path, cfg),
             lease=Fence.of(lock), store_path=backends.embedded_store_path(cfg),
+            documents=read if in_place and read else None,
         )
         if ctx.token_budget is not None:  # one count for this process and every shard worker
             ctx.budget_counter = SharedTokenCounter(state, budget_key(cfg.index, plan.plan_hash, ctx.lease),
