@@ -678,9 +678,11 @@ def test_prepare_writes_opens_the_delta_generation_without_loading_the_published
     reader = open_reader(folder)
     loaded.clear()  # (the reader loads its own view)
 
+    estimate = edge.generation_copy_bytes(folder, "c")  # what apply's free-disk check asks for
     store = open_edge_store(folder)
     store.prepare_writes("idx")  # through the alias, as apply names the target
     assert loaded == ["gen-000002"] and store.derived is not None
+    assert store.derived["copied"] <= estimate < store.derived["linked"] / 4, (estimate, store.derived)
     assert len(store.retrieve("c", [p.id for p in points[:3]])) == 3
     store.upsert("c", _points(5, pop="a", version=2, seed=2))
     store.delete_points("c", [points[100].id])

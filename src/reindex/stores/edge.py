@@ -184,16 +184,24 @@ def open_edge_store(folder: str | os.PathLike[str], *, quantization: str = "none
 
 
 def generation_copy_bytes(folder: str | os.PathLike[str], collection: str) -> int:
-    """Bytes the writer's copy-on-write copy of ``collection``'s newest generation writes (the apparent size
-    of its files: the copy is written out in full, holes included); 0 when the collection does not exist."""
-    gens = _generations(Path(folder) / _COLLECTIONS / collection)
+    """At most the bytes a delta generation of ``collection``'s newest generation writes
+    (:func:`_derive_generation`): the allocated blocks of every file it copies; the write-once files of
+    sealed segments it hard-links cost nothing. 0 when the collection does not exist."""
+    coll = Path(folder) / _COLLECTIONS / collection
+    gens = _generations(coll)
     if not gens:
         return 0
+    src = _gen_dir(coll, gens[-1])
     total = 0
-    for root, _dirs, files in os.walk(_gen_dir(Path(folder) / _COLLECTIONS / collection, gens[-1])):
+    for root, _dirs, files in os.walk(src):
+        rel = Path(root).relative_to(src)
+        segment = src / rel.parts[0] / rel.parts[1] if len(rel.parts) >= 2 and rel.parts[0] == "segments" else None
         for f in files:
+            if segment is not None and _write_once(segment, (Path(root) / f).relative_to(segment).as_posix()):
+                continue
             with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, f)).st_size
+                st = os.lstat(os.path.join(root, f))
+                total += min(st.st_size, st.st_blocks * 512)
     return total
 
 

@@ -298,8 +298,9 @@ EDGE_BUILD_OVERHEAD_BYTES = 8 * 2**20
 
 def check_free_disk(plan: Plan, cfg: PipelineConfig) -> None:
     """Refuse to start when the embedded store's disk has less free space than the apply will add: the plan's
-    peak footprint less the old population (plus the edge engine's preallocated files; in place on edge at
-    least the copy-on-write copy of the live generation). Writes through memory maps die of SIGBUS on a
+    peak footprint less the old population (plus the edge engine's preallocated files; in place on edge plus
+    the files the delta generation copies, :func:`~reindex.stores.edge.generation_copy_bytes`: O(points) bytes
+    of segment metadata, not the population). Writes through memory maps die of SIGBUS on a
     full disk, with no message. A Qdrant server's disk is not checked. A resumed apply is checked for the
     whole footprint again (what it already wrote is not subtracted), so it may ask for more than it needs."""
     folder = backends.embedded_store_folder(cfg)
@@ -312,7 +313,7 @@ def check_free_disk(plan: Plan, cfg: PipelineConfig) -> None:
         if plan.kind.in_place and plan.body["inputs"]["baseline"].get("collection"):
             from reindex.stores.edge import generation_copy_bytes
 
-            need = max(need, generation_copy_bytes(folder, plan.body["inputs"]["baseline"]["collection"]))
+            need += generation_copy_bytes(folder, plan.body["inputs"]["baseline"]["collection"])
     free = backends.free_disk_bytes(folder)
     if need > free:
         mib = lambda n: f"{n / 2**20:,.1f} MiB"  # noqa: E731
