@@ -81,7 +81,13 @@ def _perturb(text: str, copy: int, base: int) -> str:
 
 
 def write_corpus(work: Path, docs: int, edit: str | None = None) -> list[str]:
-    """The replicated corpus as JSONL; ``edit``: the id of a document whose text gets a sentence appended."""
+    """The replicated corpus as JSONL; ``edit``: the id of a document whose text gets a sentence appended
+    (kept in ``edited.txt``, so that each later sync phase keeps the earlier ones' edits: one change each)."""
+    edited_file = work / "edited.txt"
+    edits = set(edited_file.read_text().split()) if edited_file.exists() else set()
+    if edit is not None and edit not in edits:
+        edits.add(edit)
+        edited_file.write_text("\n".join(sorted(edits)) + "\n")
     import pyarrow.parquet as pq
 
     rows = pq.read_table(SNAPSHOT, columns=["doc_id", "text"]).to_pylist()
@@ -92,7 +98,7 @@ def write_corpus(work: Path, docs: int, edit: str | None = None) -> list[str]:
             copy, base = divmod(i, len(rows))
             doc_id = rows[base]["doc_id"] + (f"~c{copy:02d}" if copy else "")
             text = _perturb(rows[base]["text"], copy, base)
-            if doc_id == edit:
+            if doc_id in edits:
                 text += "\n\nAn edit at the end of one document, to be synced in place.\n"
             f.write(json.dumps({"id": doc_id, "text": text}) + "\n")
             ids.append(doc_id)
@@ -166,9 +172,12 @@ class Sampler:
                 "file_peak_mb": self.peak["RssFile"] / 2**20}
 
 
+SRC = ROOT / "src"  # the reindex the ``reindex`` children run (``--src``: another tree, for a same-run baseline)
+
+
 def reindex(work: Path, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[str, dict]:
     """One ``reindex`` child: its stdout and figures (wall, CPU, peak RSS, bytes written)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1",
+    env = {**os.environ, "PYTHONPATH": str(SRC), "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1",
            "REINDEX_SHARD_WORKERS": "1"}
     env.pop("PREFECT_API_URL", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -317,6 +326,8 @@ def main() -> None:
     ap.add_argument("--sync-doc", type=int, default=None,
                     help="index of the document the sync phase edits (default: the middle one); another index "
                          "repeats the sync phase on a built index (with --phases sync and a new --log)")
+    ap.add_argument("--src", type=Path, default=None,
+                    help="run the reindex commands from this source tree (e.g. an older commit's src/)")
     ap.add_argument("--summary", nargs="+", type=Path, help="print a table of these logs and exit")
     ap.add_argument("--reader", nargs=3, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -326,6 +337,9 @@ def main() -> None:
     if args.reader:
         reader_main(Path(args.reader[0]), Path(args.reader[1]), Path(args.reader[2]))
         return
+    if args.src is not None:
+        global SRC
+        SRC = args.src.resolve()
     work = args.dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     log = args.log or work / "log.jsonl"
@@ -338,7 +352,7 @@ def main() -> None:
     done = {}
     if args.resume and log.exists():
         done = {r["phase"]: r for r in map(json.loads, log.read_text().splitlines()) if r.get("phase")}
-    _log(log, {"phase": "start", "docs": docs, "target_points": args.points, "load": load(), "resume": bool(done)})
+    _log(log, {"phase": "start", "src": str(SRC), "docs": docs, "target_points": args.points, "load": load(), "resume": bool(done)})
     reader = None
     try:
         if "build" in phases and "build.cutover" not in done:
