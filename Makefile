@@ -24,9 +24,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m reindex.demo
 
-# Three pytest processes side by side (tests/run_suite.py): tests/test_flows.py and tests/test_scale_out.py
-# (real Prefect server and workers, Dask clusters; the headline flow test waits ~4 minutes past Prefect's
-# lease renewal, mostly asleep) beside the rest dealt into two CPU-bound groups, so the waits overlap work
+# Four pytest processes side by side (tests/run_suite.py): tests/test_flows.py and tests/test_scale_out.py,
+# one each (real Prefect server and workers, Dask clusters; the headline flow test waits ~4 minutes past
+# Prefect's lease renewal, mostly asleep) beside the rest dealt into two CPU-bound groups, so the waits overlap work
 # and both cores stay busy. Each has its own base temp folder, server ports and Prefect home.
 # pytest exits 5 when it ran no test: that must fail, not pass silently.
 test: $(STAMP)

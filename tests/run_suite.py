@@ -1,8 +1,9 @@
-"""`make test`: the suite as three pytest processes side by side, one exit status.
+"""`make test`: the suite as four pytest processes side by side, one exit status.
 
 tests/test_flows.py runs a real Prefect server and worker, and its headline test stays paused ~4 minutes
 past Prefect's deployment-lease renewal (mostly asleep); tests/test_scale_out.py starts Dask clusters,
-Prefect workers and worker processes (mostly waiting on them): that is the side group. Everything else is
+Prefect workers and worker processes (mostly waiting on them): those are the two side groups, one process
+each (one after the other they were the longest group: 8 min 10 s, 317 s of it the paused run). Everything else is
 CPU-bound and is dealt into two groups of about equal size (greedy on the test files' sizes, largest first,
 so the split is the same on every run). Run together, the waits overlap the CPU-bound tests and both cores
 stay busy (two groups left ~1/3 of the cores idle: 20.4 CPU-minutes in 16 minutes of wall on 2 cores).
@@ -21,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SIDE = ("tests/test_flows.py", "tests/test_scale_out.py")  # the waiting group
+SIDE = ("tests/test_flows.py", "tests/test_scale_out.py")  # the waiting groups, one process each
 CPU_GROUPS = 2
 
 
@@ -39,7 +40,7 @@ def split(files: list[Path], n: int) -> list[list[str]]:
 def main(argv: list[str]) -> int:
     side = [t for t in SIDE if (ROOT / t).is_file()]
     rest = [p for p in sorted((ROOT / "tests").glob("test_*.py")) if str(p.relative_to(ROOT)) not in side]
-    groups = [("side: " + " ".join(side), side), *((f"group {i + 1}", g) for i, g in enumerate(split(rest, CPU_GROUPS)))]
+    groups = [*((f"side: {t}", [t]) for t in side), *((f"group {i + 1}", g) for i, g in enumerate(split(rest, CPU_GROUPS)))]
     with tempfile.TemporaryDirectory(prefix="reindex-tests-") as tmp:
         base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *argv]
         running = []
