@@ -227,7 +227,7 @@ def test_filters_on_doc_id_and_metadata_fields(ws: Path, backend: str) -> None:
         assert docs(doc_id="a", where={"metadata.lang": "de"}) == set()
         assert docs(doc_id="b") == {"b"}
         if backend == "edge":
-            assert store.collection_info(live)["payload_indexes"] == ["doc_id", "fingerprint", "metadata.lang"]
+            assert store.collection_info(live)["payload_indexes"] == ["doc_id", "metadata.lang"]
     finally:
         store.close()
     if backend == "edge":  # `reindex query` reads through the edge reader (local mode admits one process)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from reindex.stores.edge import is_edge_folder, is_local_mode_folder, open_edge_store
 from reindex.stores.opening import open_vector_store
+from reindex.stores.payload import INDEXED_FIELDS
 from reindex.stores.vectors import VectorStoreError
 
 __all__ = ["Conversion", "convert_local_store", "main"]
 
-_INDEXED_FIELDS = ("doc_id", "fingerprint")
 _PAGE = 2048
 
 
@@ -46,7 +46,7 @@ def convert_local_store(
         for name in old.list_collections():
             info = old.collection_info(name)
             new.create_collection(name, dimension=info["dimension"], distance=info["distance"], bulk=True)
-            for field in _INDEXED_FIELDS:
+            for field in INDEXED_FIELDS:
                 new.create_payload_index(name, field, "keyword")
             page, n = [], 0
             for point in old.scroll(name, with_vectors=True, batch=_PAGE):

@@ -38,7 +38,7 @@ from reindex.errors import RunnerError
 from reindex.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
 from reindex.workers import SharedTokenCounter, budget_key
-from reindex.stores.payload import filter_key
+from reindex.stores.payload import INDEXED_FIELDS, filter_key
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
@@ -164,7 +164,7 @@ def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str,
     if not store.collection_exists(target):
         store.create_collection(target, dimension=cfg.vector.dimension, distance=cfg.vector.distance, bulk=True,
                                 shard_number=cfg.store.shard_number, replication_factor=cfg.store.replication_factor)
-        for fld in ("doc_id", "fingerprint"):
+        for fld in INDEXED_FIELDS:
             store.create_payload_index(target, fld, "keyword")
     for fld in cfg.payload.indexes:  # the configured filter keys (again in place: the list may have grown)
         store.create_payload_index(target, filter_key(cfg.payload, fld), "keyword")
