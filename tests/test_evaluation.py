@@ -304,3 +304,33 @@ def test_a_malformed_queries_file_is_one_error_naming_the_line(tmp_path, content
     path.write_bytes(content)
     with pytest.raises(EvaluationError, match=message):
         read_queries(path)
+
+
+def test_probes_are_the_same_whatever_the_corpus_order_and_read_few_texts() -> None:
+    import random as _random
+
+    from reindex.evaluation import probe_queries
+
+    sentence = "This sentence is long enough to be a known-item probe of document {}."
+    docs = [(f"d{i:04d}", sentence.format(i) + " " + sentence.format(i).upper()) for i in range(2000)]
+    docs += [(f"short{i}", "no sentence here") for i in range(500)]  # never a probe: nothing to quote
+    read: list[str] = []
+
+    def text(body: str) -> str:
+        read.append(body)
+        return body
+
+    qs = probe_queries(iter(docs), 20, seed=3, text=text)
+    assert len(qs) == 20 and [q.query_id for q in qs] == [f"probe-{i}" for i in range(1, 21)]
+    assert len(read) < 400  # a hash per document; texts only for those that would enter the 20
+    by_id = dict(docs)
+    for q in qs:
+        (doc_id,) = q.relevant
+        assert doc_id.startswith("d") and q.text in by_id[doc_id]
+    shuffled = list(docs)
+    _random.Random(1).shuffle(shuffled)
+    assert probe_queries(shuffled, 20, seed=3) == qs  # the corpus order does not choose
+    other = probe_queries(iter(docs), 20, seed=4)
+    assert {q.relevant for q in other} != {q.relevant for q in qs}  # the seed does
+    assert len(probe_queries(iter(docs[:5] + docs[-5:]), 20, seed=3)) == 5  # fewer documents than probes
+    assert probe_queries(iter(docs), 0, seed=3) == []

@@ -5,6 +5,8 @@ The metric functions are pure; :func:`evaluate` runs queries against two collect
 
 from __future__ import annotations
 
+import hashlib
+import heapq
 import json
 import math
 import random
@@ -196,18 +198,32 @@ def _query_of(p: Path, n: int, line: str) -> Query:
 _SENTENCE = re.compile(r"[^\n.!?。！？]{40,240}[.!?。！？]")
 
 
-def probe_queries(docs: Iterable[tuple[str, str]], n: int, seed: int) -> list[Query]:
-    """Known-item probes: one sentence of a document (seeded choice), labelled with that document."""
-    rng = random.Random(seed)
-    pool = []
-    for doc_id, text in docs:
-        sentences = [m.group(0).strip() for m in _SENTENCE.finditer(text)]
-        if sentences:
-            pool.append((doc_id, sentences))
-    rng.shuffle(pool)
+def probe_queries(docs: Iterable[tuple[str, Any]], n: int, seed: int,
+                  text: Callable[[Any], str] = lambda t: t) -> list[Query]:
+    """Known-item probes: one sentence (seeded choice) of each of ``n`` documents, labelled with it. The
+    documents are the ``n`` with the smallest seeded hash of their id among those holding a sentence, in
+    that order: the same whatever the corpus order, and streaming. ``docs`` yields (doc id, item) and
+    ``text(item)`` is the document's text, taken only for a document whose hash would enter the chosen
+    ``n`` (a hash per document, ~n log N texts read; every sentence of every document was found before:
+    68 CPU-s of a 1 M-point cutover, bench/RESULTS.md)."""
+    if n <= 0:
+        return []
+    chosen: list[tuple[int, str, str]] = []  # a max-heap of (-hash, doc id, text): the n smallest hashes
+    for doc_id, item in docs:
+        key = int.from_bytes(hashlib.blake2b(f"{seed}\0{doc_id}".encode(), digest_size=8).digest(), "big")
+        if len(chosen) == n and key >= -chosen[0][0]:
+            continue
+        body = text(item)
+        if _SENTENCE.search(body) is None:
+            continue
+        if len(chosen) < n:
+            heapq.heappush(chosen, (-key, doc_id, body))
+        else:
+            heapq.heapreplace(chosen, (-key, doc_id, body))
     out = []
-    for doc_id, sentences in pool[:n]:
-        s = rng.choice(sentences)
+    for _, doc_id, body in sorted(chosen, reverse=True):  # smallest hash first
+        sentences = [m.group(0).strip() for m in _SENTENCE.finditer(body)]
+        s = random.Random(f"{seed}\0{doc_id}").choice(sentences)
         out.append(Query(f"probe-{len(out) + 1}", s, frozenset({doc_id}), (), "probe"))
     return out
 

@@ -105,8 +105,8 @@ def _queries_for(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list,
     if queries:
         return ev.read_queries(queries), str(queries)
     pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
-    docs = ((d.doc_id, pipe.document_text(d)) for d in open_source(cfg.source).scan(ScanReport()))
-    qs = ev.probe_queries(docs, cfg.cutover.probes, cfg.cutover.seed)
+    docs = ((d.doc_id, d) for d in open_source(cfg.source).scan(ScanReport()))
+    qs = ev.probe_queries(docs, cfg.cutover.probes, cfg.cutover.seed, text=pipe.document_text)
     return qs, f"{len(qs)} known-item probes sampled from the corpus (seed {cfg.cutover.seed})"
 
 
