@@ -270,15 +270,14 @@ def test_reader_processes_through_a_real_apply_cutover_and_in_place_sync(tmp_pat
     wholly from one state of one population (A; B as built; B after the sync)."""
     from helpers_index import Workspace
 
-    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"  # the readers are the subject, not the gate
-    ws = Workspace(tmp_path / "ws", extra=lenient)
+    ws = Workspace(tmp_path / "ws")
     a = ws.build_live()
     folder = ws.root / ".reindex" / "qdrant"
     ids_a = ws.snapshot(a).ids
     readers = Readers(folder, tmp_path, dim=ws.cfg().vector.dimension, limit=10, alias="docs")
     try:
         readers.wait_for(ids=ids_a)
-        _plan, path = ws.planned_change(120, extra=lenient)  # pipeline-scoped/text: a shadow population B
+        _plan, path = ws.planned_change(120)  # pipeline-scoped/text: a shadow population B
         t_apply = time.time()
         r = ws.apply(path)
         t_applied = time.time()

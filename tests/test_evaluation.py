@@ -306,31 +306,58 @@ def test_a_malformed_queries_file_is_one_error_naming_the_line(tmp_path, content
         read_queries(path)
 
 
-def test_probes_are_the_same_whatever_the_corpus_order_and_read_few_texts() -> None:
+def _probes_before(docs: list[tuple[str, str]], n: int, seed: int) -> list:
+    """The probe sampling as it was (every sentence of every document held, found by _SENTENCE)."""
     import random as _random
 
+    from reindex.evaluation import _SENTENCE, Query
+
+    rng = _random.Random(seed)
+    pool = []
+    for doc_id, text in docs:
+        found = [m.group(0).strip() for m in _SENTENCE.finditer(text)]
+        if found:
+            pool.append((doc_id, found))
+    rng.shuffle(pool)
+    out = []
+    for doc_id, found in pool[:n]:
+        out.append(Query(f"probe-{len(out) + 1}", rng.choice(found), frozenset({doc_id}), (), "probe"))
+    return out
+
+
+def _sample_texts() -> list[tuple[str, str]]:
+    corpus = Path(__file__).resolve().parents[1] / "src" / "reindex" / "sample" / "corpus"
+    return [(p.name, p.read_text(encoding="utf-8")) for p in sorted(corpus.iterdir())]
+
+
+def test_sentences_are_the_ones_the_sentence_pattern_finds() -> None:
+    from reindex.evaluation import _SENTENCE, sentences
+
+    texts = [t for _, t in _sample_texts()]
+    texts += ["x" * 39 + ".", "x" * 40 + ".", "y" * 300 + "!", "a\n" + "b" * 50 + "?\n" + "c" * 60, "",
+              "短句。" + "很长的中文句子" * 10 + "。", "z" * 50 + "\n" + "w" * 45 + ". " + "v" * 41 + ".\n"]
+    snapshot = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "snapshot_new.parquet"
+    if snapshot.exists():  # the real PEP snapshot, when ../shared is there
+        import pyarrow.parquet as pq
+
+        texts += pq.read_table(snapshot, columns=["text"]).column("text").to_pylist()
+    for t in texts:
+        assert sentences(t) == [m.group(0).strip() for m in _SENTENCE.finditer(t)]
+
+
+def test_probes_are_the_ones_sampled_before_and_hold_only_counts() -> None:
     from reindex.evaluation import probe_queries
 
-    sentence = "This sentence is long enough to be a known-item probe of document {}."
-    docs = [(f"d{i:04d}", sentence.format(i) + " " + sentence.format(i).upper()) for i in range(2000)]
-    docs += [(f"short{i}", "no sentence here") for i in range(500)]  # never a probe: nothing to quote
-    read: list[str] = []
+    docs = _sample_texts() + [("empty.rst", "no sentence here")]
+    for n, seed in ((5, 0), (24, 0), (50, 3)):
+        assert probe_queries(iter(docs), n, seed, again=lambda ids: iter(docs)) == _probes_before(docs, n, seed)
+    assert probe_queries(list(docs), 5, 0) == _probes_before(docs, 5, 0)  # again defaults to docs once more
+    asked: list[set[str]] = []
 
-    def text(body: str) -> str:
-        read.append(body)
-        return body
+    def again(ids: set[str]):
+        asked.append(ids)
+        return ((d, t) for d, t in docs if d in ids)
 
-    qs = probe_queries(iter(docs), 20, seed=3, text=text)
-    assert len(qs) == 20 and [q.query_id for q in qs] == [f"probe-{i}" for i in range(1, 21)]
-    assert len(read) < 400  # a hash per document; texts only for those that would enter the 20
-    by_id = dict(docs)
-    for q in qs:
-        (doc_id,) = q.relevant
-        assert doc_id.startswith("d") and q.text in by_id[doc_id]
-    shuffled = list(docs)
-    _random.Random(1).shuffle(shuffled)
-    assert probe_queries(shuffled, 20, seed=3) == qs  # the corpus order does not choose
-    other = probe_queries(iter(docs), 20, seed=4)
-    assert {q.relevant for q in other} != {q.relevant for q in qs}  # the seed does
-    assert len(probe_queries(iter(docs[:5] + docs[-5:]), 20, seed=3)) == 5  # fewer documents than probes
-    assert probe_queries(iter(docs), 0, seed=3) == []
+    qs = probe_queries(iter(docs), 5, 0, again=again)
+    assert asked == [{next(iter(q.relevant)) for q in qs}] and len(qs) == 5  # only the chosen are read again
+    assert probe_queries(iter(docs), 0, 0, again=again) == []

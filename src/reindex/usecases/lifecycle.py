@@ -105,8 +105,10 @@ def _queries_for(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list,
     if queries:
         return ev.read_queries(queries), str(queries)
     pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
-    docs = ((d.doc_id, d) for d in open_source(cfg.source).scan(ScanReport()))
-    qs = ev.probe_queries(docs, cfg.cutover.probes, cfg.cutover.seed, text=pipe.document_text)
+    source = open_source(cfg.source)
+    docs = ((d.doc_id, d) for d in source.scan(ScanReport()))
+    again = lambda ids: ((d.doc_id, d) for d in source.scan(ScanReport(), keep=ids.__contains__))  # noqa: E731
+    qs = ev.probe_queries(docs, cfg.cutover.probes, cfg.cutover.seed, text=pipe.document_text, again=again)
     return qs, f"{len(qs)} known-item probes sampled from the corpus (seed {cfg.cutover.seed})"
 
 
