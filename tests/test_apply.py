@@ -529,11 +529,18 @@ def test_an_in_place_sync_reads_the_source_twice_and_its_shards_take_the_drift_c
     plan, path = ws.plan()
     assert plan.kind == "document-scoped" and len(plan.body["work"]["affected_documents"]) == len(edited) > 1
     scans = _count_scans(monkeypatch)
+    from reindex.stores import edge
+
+    loads: list[str] = []
+    real_load = edge._load
+    monkeypatch.setattr(edge, "_load", lambda p: (loads.append(Path(p).name), real_load(p))[1])
     r = ws.apply(path)
     monkeypatch.undo()
     assert r.status == "done" and r.collection == live and r.report["actual"]["documents"] == len(edited)
     # The drift check's corpus digest and the catch-up: no shard scans the source again.
     assert scans == [True, True]
+    # The writer loads the collection once: the delta generation it writes (prepare_writes before the reads).
+    assert len(loads) == 1, loads
 
     clean = Workspace(tmp_path / "clean")
     clean.edit_documents()
