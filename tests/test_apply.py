@@ -521,12 +521,27 @@ def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return scans
 
 
-def test_an_in_place_sync_reads_the_source_twice_and_its_shards_take_the_drift_checks_documents(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _live_then_edited(tmp_path: Path) -> tuple[Workspace, str, list[str], Any, Path]:
+    """A live index of the sample, then the sample's edits planned: (workspace, live, edited ids, plan, path)."""
     ws = Workspace(tmp_path / "ws")
     live = ws.build_live()
     edited = ws.edit_documents()
     plan, path = ws.plan()
+    return ws, live, edited, plan, path
+
+
+def _built_from_scratch(tmp_path: Path, ws: Workspace, *copied: str) -> tuple[Workspace, str]:
+    """The reference: the edited sample (and ``copied`` documents as ``ws`` holds them now) built fresh."""
+    clean = Workspace(tmp_path / "clean")
+    clean.edit_documents()
+    for doc_id in copied:
+        (clean.corpus / doc_id).write_bytes((ws.corpus / doc_id).read_bytes())
+    return clean, clean.build_live()
+
+
+def test_an_in_place_sync_reads_the_source_twice_and_its_shards_take_the_drift_checks_documents(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws, live, edited, plan, path = _live_then_edited(tmp_path)
     assert plan.kind == "document-scoped" and len(plan.body["work"]["affected_documents"]) == len(edited) > 1
     scans = _count_scans(monkeypatch)
     from reindex.stores import edge
@@ -542,9 +557,7 @@ def test_an_in_place_sync_reads_the_source_twice_and_its_shards_take_the_drift_c
     # The writer loads the collection once: the delta generation it writes (prepare_writes before the reads).
     assert len(loads) == 1, loads
 
-    clean = Workspace(tmp_path / "clean")
-    clean.edit_documents()
-    want = clean.build_live()
+    clean, want = _built_from_scratch(tmp_path, ws)
     ws.snapshot(live).assert_same(clean.snapshot(want))
 
 
@@ -552,10 +565,7 @@ def test_a_sync_of_more_than_the_read_cap_has_its_shards_scan_the_source(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from reindex.usecases import apply as apply_mod
 
-    ws = Workspace(tmp_path / "ws")
-    live = ws.build_live()
-    edited = ws.edit_documents()
-    _, path = ws.plan()
+    ws, live, edited, _, path = _live_then_edited(tmp_path)
     sizes = sorted((ws.corpus / d).stat().st_size for d in edited)
     monkeypatch.setattr(apply_mod, "READ_CAP_BYTES", sum(sizes) - 1)  # one byte short of them all
     scans = _count_scans(monkeypatch)
@@ -564,19 +574,15 @@ def test_a_sync_of_more_than_the_read_cap_has_its_shards_scan_the_source(
     assert r.status == "done" and r.report["actual"]["documents"] == len(edited)
     assert scans[0] and scans[-1] and scans.count(False) == r.report["actual"]["shards_run"] >= 1
 
-    clean = Workspace(tmp_path / "clean")
-    clean.edit_documents()
-    ws.snapshot(live).assert_same(clean.snapshot(clean.build_live()))
+    clean, want = _built_from_scratch(tmp_path, ws)
+    ws.snapshot(live).assert_same(clean.snapshot(want))
 
 
 def test_a_planned_document_edited_again_during_its_sync_is_caught_up_with_its_newest_text(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Its shard writes the text the plan priced (read by the drift check); the catch-up then reads the source
     # again, never that copy, and replays the newer text.
-    ws = Workspace(tmp_path / "ws")
-    live = ws.build_live()
-    edited = ws.edit_documents()
-    _, path = ws.plan()
+    ws, live, edited, _, path = _live_then_edited(tmp_path)
     calls = _edit_during_first_embed(monkeypatch, ws.corpus / edited[0])
     r = ws.apply(path)
     monkeypatch.undo()
@@ -584,10 +590,7 @@ def test_a_planned_document_edited_again_during_its_sync_is_caught_up_with_its_n
     assert r.report["catch_up"]["documents"] == 1 and r.report["catch_up"]["rounds"][0]["changed"] == 1
     assert len(r.report["catch_up"]["rounds"]) == 1  # one round: the replay wrote the newest text
 
-    clean = Workspace(tmp_path / "clean")
-    clean.edit_documents()
-    (clean.corpus / edited[0]).write_bytes((ws.corpus / edited[0]).read_bytes())
-    want = clean.build_live()
+    clean, want = _built_from_scratch(tmp_path, ws, edited[0])
     ws.snapshot(live).assert_same(clean.snapshot(want))
     assert [(x.doc_id, x.content_hash, x.point_id) for x in ws.manifest_rows(live)] == \
         [(x.doc_id, x.content_hash, x.point_id) for x in clean.manifest_rows(want)]

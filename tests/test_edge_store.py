@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -626,13 +627,18 @@ def _sealed_store(folder: Path, monkeypatch: pytest.MonkeyPatch, n: int = 1500, 
     return points
 
 
-def test_a_sync_shares_the_sealed_segments_and_never_changes_a_file_readers_have(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _published_and_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[Point], Path, dict, Any]:
+    """A sealed store with a reader on it: (folder, points, the collection's folder, the digests of every
+    file of its published generation, the reader)."""
     folder = tmp_path / "store"
     points = _sealed_store(folder, monkeypatch)
     coll = folder / "collections" / "c"
-    published = _digests(coll / "gen-000001")
-    reader = open_reader(folder)
+    return folder, points, coll, _digests(coll / "gen-000001"), open_reader(folder)
+
+
+def test_a_sync_shares_the_sealed_segments_and_never_changes_a_file_readers_have(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder, points, coll, published, reader = _published_and_read(tmp_path, monkeypatch)
     assert reader.count("idx") == 1500
 
     store = open_edge_store(folder)
@@ -668,15 +674,11 @@ def test_prepare_writes_opens_the_delta_generation_without_loading_the_published
     # loads one generation (the delta) instead of the published one and then the delta.
     from reindex.stores import edge
 
-    folder = tmp_path / "store"
-    points = _sealed_store(folder, monkeypatch)
-    coll = folder / "collections" / "c"
-    published = _digests(coll / "gen-000001")
     loaded: list[str] = []
     real = edge._load
     monkeypatch.setattr(edge, "_load", lambda path: (loaded.append(Path(path).name), real(path))[1])
-    reader = open_reader(folder)
-    loaded.clear()  # (the reader loads its own view)
+    folder, points, coll, published, reader = _published_and_read(tmp_path, monkeypatch)
+    loaded.clear()  # (building the store and the reader's own view loaded generations too)
 
     estimate = edge.generation_copy_bytes(folder, "c")  # what apply's free-disk check asks for
     store = open_edge_store(folder)
