@@ -43,7 +43,9 @@ def _marked(owner: int) -> list[int]:
 def test_only_processes_of_a_dead_owner_are_stopped() -> None:
     orphan, kept = _sleeper(_dead_pid()), _sleeper(os.getpid())
     try:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10  # until both children have exec'd (their environ is theirs): 0.3 s
+        while time.monotonic() < deadline and orphan.pid not in find_orphans():  # was not always enough
+            time.sleep(0.05)
         assert orphan.pid in find_orphans() and kept.pid not in find_orphans()
         assert orphan.pid in stop_orphans()
         assert orphan.wait(timeout=10) == -signal.SIGTERM
