@@ -591,7 +591,7 @@ def gc(config_path: str, older_than: str | None, dry_run: bool, force: bool, yes
 @click.option("--k", type=int, default=10, show_default=True, help="How many chunks.")
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Only chunks whose doc_id or metadata field (source.metadata_fields) equals VALUE; repeatable (all must hold).")
 @click.option("--collection", default=None, help="A population by name instead of the live alias.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: {\"results\": [{doc_id, score, page_content, metadata}]}.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: {\"population\", \"vector_id\", \"model\", \"mode\", \"note\", \"results\": [{doc_id, score, page_content, metadata}]}.")
 def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collection: str | None, as_json: bool) -> None:
     """Search the live alias as a reader would (works while apply or cutover runs).
 
@@ -603,8 +603,14 @@ def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collect
 
     r = api.query(text, config_path, k=k, filters=api.parse_filters(filters), collection=collection)
     if as_json:
-        _emit_json({"results": list(r.results)})
+        _emit_json({"population": r.population, "vector_id": r.vector_id, "model": r.model, "mode": r.mode,
+                    "note": r.note, "results": list(r.results)})
         return
+    m = r.model
+    click.echo(f"{r.population} ({m.get('provider')} {m.get('model')}, {m.get('backend')}/{m.get('precision')}, "
+               f"{m.get('dimension')} dims; serving mode {r.mode})")
+    if r.note:
+        click.echo(f"note: {r.note}")
     for n, hit in enumerate(r.results, 1):
         snippet = " ".join(hit["page_content"].split())[:100]
         click.echo(f"{n:2d}. {hit['score']:.3f}  {hit['doc_id']}#{hit['ordinal']}  {snippet}")

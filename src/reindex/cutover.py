@@ -16,7 +16,7 @@ from reindex.domain import PopulationState
 from reindex.errors import CutoverError
 from reindex.execution import crashpoint
 from reindex.manifests import (
-    PopulationRecord,
+    Population,
     count_chunk_manifest_rows,
     index_prefix,
     population_prefix,
@@ -174,7 +174,7 @@ def verify_population(store: Any, state: ObjectStore, index: str, collection: st
         step = max(1, len(rows) // sample)
         picked = rows[::step][:sample]
         found = {p.id: p for p in store.retrieve(collection, [r[0] for r in picked], with_vectors=True)}
-        dim = rec.config.get("vector", {}).get("dimension")
+        dim = rec.config.vector.dimension
         for point_id, doc_id, fingerprint in picked:
             p = found.get(point_id)
             if p is None or p.vector is None:
@@ -285,8 +285,7 @@ def _set_state(state: ObjectStore, index: str, collection: str, value: Populatio
     rec = read_population(state, index, collection)
     if rec is None:
         return
-    write_population(state, PopulationRecord(rec.index, rec.collection, rec.config, rec.identity, value,
-                                             rec.created_at, at))
+    write_population(state, rec.with_state(value, at=at))
 
 
 def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None,
@@ -306,13 +305,13 @@ def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None,
     return _finish_move(state, index, "rollback", target, current, time.time())
 
 
-def populations(state: ObjectStore, index: str) -> list[PopulationRecord]:
+def populations(state: ObjectStore, index: str) -> list[Population]:
     keys = [k for k in state.list(f"{index_prefix(index)}/populations/") if k.endswith("/population.json")]
     out = []
     for k in keys:
         d = read_json(state, k)
         if d:
-            out.append(PopulationRecord.from_dict(d, f"{state.describe()}/{k}"))
+            out.append(Population.from_dict(d, f"{state.describe()}/{k}"))
     return sorted(out, key=lambda r: r.created_at)
 
 

@@ -10,12 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reindex.atomic import atomic_write_text
-from reindex.config import (
-    PipelineConfig,
-    config_from_dict,
-)
+from reindex.config import PipelineConfig
 from reindex.errors import StateError
-from reindex.identity import CorpusDigest, identity_of, payload_id, payload_id_of_record
+from reindex.identity import CorpusDigest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import Document, ScanReport
@@ -33,7 +30,7 @@ from reindex.planner import (
 
 from reindex import execution
 from reindex.embedders import describe_embedder
-from reindex.manifests import PopulationRecord, read_live, read_population, write_measured_rate, write_population
+from reindex.manifests import Population, read_live, read_population, write_measured_rate, write_population
 from reindex.errors import RunnerError
 from reindex.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
@@ -144,8 +141,8 @@ def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> ChangeKind:
     live = read_live(state, cfg.index)
     # The live ids are recomputed from its recorded config, as the planner does (one formula): a population
     # recorded under an older formula is re-identified, not rebuilt (docs/design-notes.md, model identity).
-    old = Baseline("live", config_from_dict(live.config)) if live is not None else Baseline("none", None)
-    payload_changed = live is not None and payload_id_of_record(live.config) != payload_id(cfg)
+    old = Baseline("live", live.config) if live is not None else Baseline("none", None)
+    payload_changed = live is not None and live.payload_id != payload_id(cfg)
     kind = classify(old, identity_of(cfg), bool(plan.body["documents_changed"]) or plan.kind.in_place,
                     payload_changed=payload_changed, text_changed=plan.kind is ChangeKind.DOCUMENT)
     if kind != plan.kind:
@@ -171,14 +168,14 @@ def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str,
     if not in_place:
         _set_population_state(state, cfg, target, PopulationState.BUILDING)
     old = live.collection if live else None
-    return target, old, config_from_dict(live.config) if live else None
+    return target, old, live.config if live else None
 
 
 def _set_population_state(state, cfg: PipelineConfig, collection: str, value: PopulationState) -> None:
     rec = read_population(state, cfg.index, collection)
     now = time.time()
-    write_population(state, PopulationRecord(cfg.index, collection, cfg.model_dump(mode="json"),
-                                             identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
+    write_population(state, Population(cfg.index, collection, cfg.model_dump(mode="json"),
+                                       identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
 
 
 def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
@@ -188,14 +185,13 @@ def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
     rec = read_population(state, cfg.index, collection)
     if rec is None:
         return
-    config = dict(rec.config)
+    config = dict(rec.config_json)
     if config.get("payload") == cfg.payload.model_dump(mode="json") and \
             config.get("source", {}).get("metadata_fields") == list(cfg.source.metadata_fields):
         return
     config["payload"] = cfg.payload.model_dump(mode="json")
     config["source"] = {**config.get("source", {}), "metadata_fields": list(cfg.source.metadata_fields)}
-    write_population(state, PopulationRecord(rec.index, rec.collection, config, rec.identity, rec.state,
-                                             rec.created_at, time.time()))
+    write_population(state, rec.with_config(config))
 
 
 def _token_budget(plan: Plan, plan_path: Path, cfg: PipelineConfig) -> int | None:
