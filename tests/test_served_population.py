@@ -134,3 +134,21 @@ def test_a_reader_says_once_that_the_config_names_another_model_and_which_popula
     head = cli.stdout.splitlines()[0]
     assert head.startswith(f"{a} (hash ") and "64 dims" in head
     assert "note: the config's vector half" in cli.stdout
+
+
+def test_status_shows_each_populations_model(tmp_path):
+    ws = Workspace(tmp_path / "ws", extra=LENIENT)
+    _vector(ws, 64)
+    ws.build_live()
+    _vector(ws, 48, "passage: ")
+    plan, path = ws.plan()
+    ws.approve(path)
+    ws.apply(path)
+    models = {p["state"]: p["model"] for p in api.status(ws.config)["populations"]}
+    assert models["live"] == {"provider": "hash", "model": "all-MiniLM-L6-v2", "backend": "torch",
+                              "precision": "float32", "dimension": 64}
+    assert models["ready"]["dimension"] == 48
+    cli = subprocess.run([str(REINDEX_BIN), "status", "-c", str(ws.config)], capture_output=True, text=True,
+                         env=subprocess_env(), cwd=ws.root, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    assert "hash all-MiniLM-L6-v2 torch/float32 64d" in cli.stdout and "48d" in cli.stdout

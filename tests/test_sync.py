@@ -181,6 +181,36 @@ def test_sync_after_a_rollback_does_not_go_forward_again(tmp_path: Path) -> None
     assert ws.alias() == t["a"], "a cron tick undid the rollback"
 
 
+def test_sync_after_a_cli_apply_carries_out_its_cutover_through_the_gate(tmp_path: Path) -> None:
+    """Built by `reindex apply`, approved, not cut over: the sync goes on to the cutover (it used to answer "was
+    carried out before … (a rollback?)" on every tick); with a gate that cannot pass it reports gate-failed."""
+    from helpers_index import switched_workspace
+
+    t = switched_workspace(tmp_path / "ws")  # B built from an approved plan; lenient gates
+    ws = t["ws"]
+    done = _sync(ws, 0)
+    assert done["outcome"] == "cut-over" and done["cutover"]["shadow"] == t["b"], done
+    assert "moved back" not in done["message"] and ws.alias() == t["b"]
+
+    t2 = switched_workspace(tmp_path / "ws2")
+    ws2 = t2["ws"]
+    ws2.write_config(120, extra="cutover: {min_recall_delta: 2.0}")  # a recall gain of +2 cannot be reached
+    failed = _sync(ws2, 3)
+    assert failed["outcome"] == "gate-failed" and ws2.alias() == t2["a"], failed
+
+
+def test_a_missing_live_record_is_rebuilt_from_the_alias_instead_of_planning_an_initial_build(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    live = ws.build_live()
+    (ws.root / ".reindex" / "indexes" / "docs" / "live.json").unlink()
+    plan, _ = ws.plan()
+    assert plan.kind == "none", plan.kind  # not an initial build of every document
+    from reindex.manifests import read_live
+
+    rec = read_live(ws.state(), "docs")
+    assert rec is not None and rec.collection == live and rec.state == "live"
+
+
 def test_the_json_of_a_cycle_names_every_field_scripts_read(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
     out = _sync(ws, 0)

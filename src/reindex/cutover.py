@@ -20,6 +20,7 @@ from reindex.manifests import (
     count_chunk_manifest_rows,
     index_prefix,
     population_prefix,
+    read_apply_record,
     read_chunk_manifest_columns,
     read_json,
     read_live,
@@ -127,7 +128,7 @@ def _gate_rules(store: Any, state: ObjectStore, i: CutoverInputs, evaluation: di
     """The gate against the shadow's chunk manifest (the plan's chunks plus catch-up changes) and the apply's
     own record of its run in the state store (the run report beside the plan is a copy for people: a plan
     folder moved or cleaned must not change what the gate sees)."""
-    run = read_json(state, f"{index_prefix(i.index)}/runs/{i.plan_hash}/done.json") or {}
+    run = read_apply_record(state, i.index, i.plan_hash) or {}
     expected_points = count_chunk_manifest_rows(state, i.index, i.shadow)
     return gate(i.policy, evaluation, shadow_points=store.count(i.shadow), planned_chunks=expected_points,
                 failures=len(run.get("failures", [])), k=i.k)
@@ -221,6 +222,28 @@ def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: st
 def pending_intent(state: ObjectStore, index: str) -> dict | None:
     """An alias move that was started and not finished (a killed cutover or rollback), if any."""
     return read_json(state, _intent_key(index))
+
+
+def restore_live(store: Any, state: ObjectStore, index: str) -> dict | None:
+    """Rebuild a missing ``live.json`` from what the alias serves and the population records (the alias is
+    the truth readers see; the live record is its bookkeeping). Returns what was restored, or None when
+    there is a live record already, or no alias, or the alias names a collection without a record."""
+    if read_json(state, f"{index_prefix(index)}/live.json"):
+        return None
+    target = store.get_alias(index)
+    rec = read_population(state, index, target) if target else None
+    if rec is None:
+        return None
+    previous = None
+    for key in sorted(state.list(f"{index_prefix(index)}/history/"), reverse=True):
+        moved = read_json(state, key) or {}
+        if moved.get("to") == target:
+            previous = moved.get("from")
+            break
+    write_live(state, index, target, previous)
+    if rec.state is not PopulationState.LIVE:
+        _set_state(state, index, target, PopulationState.LIVE, time.time())
+    return {"index": index, "collection": target, "previous": previous}
 
 
 def reconcile(store: Any, state: ObjectStore, index: str) -> dict | None:

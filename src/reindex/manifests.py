@@ -175,8 +175,8 @@ def read_live(store: ObjectStore, index: str) -> Population | None:
         return None
     problem = _record_problem(d, {"collection": str})
     if problem is not None:
-        raise StateError(f"{store.describe()}/{key}: not a valid live record ({problem}); restore it from a backup, "
-                         "or write {\"collection\": \"<the collection the alias points at>\"} into it")
+        raise StateError(f"{store.describe()}/{key}: not a valid live record ({problem}); delete it: the next "
+                         "`reindex plan` rebuilds it from the alias and the population records")
     rec = read_population(store, index, d["collection"])
     if rec is None:
         raise StateError(
@@ -184,6 +184,21 @@ def read_live(store: ObjectStore, index: str) -> Population | None:
             "but its record is missing; the state store is inconsistent"
         )
     return rec
+
+
+def apply_record_key(index: str, plan_hash: str) -> str:
+    """Where a finished apply of a plan records its run (written once, when no shard failed): its presence
+    means the plan's work is done; cutover's gate reads its failures and the cycle its collection."""
+    return f"{index_prefix(index)}/runs/{plan_hash}/done.json"
+
+
+def read_apply_record(store: ObjectStore, index: str, plan_hash: str) -> dict | None:
+    """The record of a finished apply of ``plan_hash``, None when none finished."""
+    return read_json(store, apply_record_key(index, plan_hash))
+
+
+def write_apply_record(store: ObjectStore, index: str, plan_hash: str, record: dict) -> None:
+    store.put(apply_record_key(index, plan_hash), json.dumps(record, sort_keys=True).encode())
 
 
 def write_live(store: ObjectStore, index: str, collection: str, previous: str | None) -> None:

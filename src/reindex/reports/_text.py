@@ -305,7 +305,10 @@ def status_text(st: dict[str, Any]) -> str:
             pts = f"{p['points']:,} points"
         else:
             pts = "not readable yet" if p.get("exists") else "deleted"
-        lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}  ({p['age_days']} days)")
+        m = p.get("model") or {}
+        model = (f"  {m['provider']} {m['model']} {m['backend']}/{m['precision']} {m['dimension']}d"
+                 if m.get("provider") else "")
+        lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}{model}  ({p['age_days']} days)")
     lock = st["lock"]
     if lock and lock.get("pid") is not None:
         since = (f" since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(lock['since']))}"

@@ -30,7 +30,7 @@ from reindex.planner import (
 
 from reindex import execution
 from reindex.embedders import describe_embedder
-from reindex.manifests import Population, read_live, read_population, write_measured_rate, write_population
+from reindex.manifests import Population, read_apply_record, read_live, read_population, write_apply_record, write_measured_rate, write_population
 from reindex.errors import RunnerError
 from reindex.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
@@ -273,9 +273,8 @@ def apply_plan(
     cfg = load_resolved(config_path)
     check_plan_index(plan, cfg, plan_path)
     state = backends.state_store(cfg)
-    done_key = f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json"
-    if state.exists(done_key):
-        prev = json.loads(state.get(done_key) or b"{}")
+    prev = read_apply_record(state, cfg.index, plan.plan_hash)
+    if prev is not None:
         return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
     read: dict[str, Document] = {}  # the documents an in-place plan changes, read by the drift check
     plan, plan_path = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan, read)
@@ -376,8 +375,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
-            state.put(f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json",
-                      json.dumps({**report, "collection": target}, sort_keys=True).encode())
+            write_apply_record(state, cfg.index, plan.plan_hash, {**report, "collection": target})
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:
         store.close()

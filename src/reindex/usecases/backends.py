@@ -22,7 +22,8 @@ from reindex.errors import ConfigError
 from reindex.stores.objects import open_object_store
 
 __all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "embedded_store_folder", "embedded_store_path", "free_disk_bytes",
-           "lending", "lent", "make_embedder", "model_files", "resolve_device", "shard_runner", "state_store",
+           "lending", "lent", "make_embedder", "model_files", "read_only_store", "resolve_device", "shard_runner",
+           "state_store",
            "vector_reader_for", "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
@@ -132,6 +133,27 @@ def vector_reader_for(cfg: PipelineConfig):
 
     return open_vector_reader(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend,
                               oversampling=cfg.store.oversampling)
+
+
+@contextlib.contextmanager
+def read_only_store(cfg: PipelineConfig) -> Iterator[Any]:
+    """The store opened for reading only, so that a command works while another process writes it (an apply
+    holding the embedded store's one writer slot); None when nothing has been built there yet. Local mode
+    admits one process per folder whatever the mode, so it is opened as before."""
+    from reindex.stores.vectors import NoStoreError
+
+    if cfg.store.url is None and cfg.store.backend == "local":
+        store = vector_store_for(cfg)
+    else:
+        try:
+            store = vector_reader_for(cfg)
+        except NoStoreError:
+            yield None
+            return
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def make_embedder(vector, **kwargs):

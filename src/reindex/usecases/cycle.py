@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from reindex.approvals import read_approval, read_rejection
+from reindex.domain import PopulationState
 from reindex.errors import LockHeld, ReindexError
 from reindex.planner import Plan, read_plan, write_plan
 
@@ -139,9 +140,9 @@ def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
     if rejection is not None and rejection.plan_hash == plan.plan_hash:
         return CycleResult(CycleOutcome.REJECTED, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) was rejected by "
                            f"{rejection.by}; nothing changes until the config or the corpus does", **base)
-    if index.state.exists(f"indexes/{name}/runs/{plan.plan_hash}/done.json"):
-        # Carried out before, and the live index is back where that plan started: someone rolled back. Going
-        # forward again is a person's decision, never a cron tick's.
+    if _rolled_back(index, plan):
+        # Carried out and cut over before, and the live index is back where that plan started: someone rolled
+        # back. Going forward again is a person's decision, never a cron tick's.
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) was "
                            "carried out before and the index has moved back since (a rollback?): nothing is done "
                            f"automatically; run `reindex cutover {path}` to go forward again, or change the config",
@@ -168,6 +169,21 @@ def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
            f"the cutover gate failed for {cut.report['shadow']}: the alias was not moved (report: {cut.report_path})")
     return CycleResult(outcome, name, msg, apply=applied.as_dict(), cutover=cut.as_dict(),
                        gc=_gc(index, policy) if outcome is CycleOutcome.CUT_OVER else [], **base)
+
+
+def _rolled_back(index: Any, plan: Plan) -> bool:
+    """Whether ``plan`` was carried out and then undone: applied in place while the live index now matches the
+    state before it, or built and cut over (its population retired since) or deleted. A population built by
+    an apply and never cut over (``ready``) is not: the cycle goes on to its cutover."""
+    from reindex.manifests import read_apply_record, read_population
+
+    done = read_apply_record(index.state, index.name, plan.plan_hash)
+    if done is None:
+        return False
+    if not plan.kind.builds_population:
+        return True
+    rec = read_population(index.state, index.name, plan.body["identity"]["new"]["collection"])
+    return rec is None or rec.state is not PopulationState.READY
 
 
 def _gc(index: Any, policy: SyncPolicy) -> list:

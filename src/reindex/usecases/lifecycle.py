@@ -60,6 +60,7 @@ class PopulationStatus(TypedDict):
     points: int | None
     age_days: float
     chunker: str
+    model: dict[str, Any]  # provider, model, backend, precision, dimension: what answers its queries
     exists: bool
     progress: dict[str, Any] | None  # a population being built: shards_done, shards_total, run
 
@@ -277,7 +278,7 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
     age = parse_age(older_than) if older_than else retention
     state = backends.state_store(cfg)
     if dry_run:
-        with _read_only_store(cfg) as reader:
+        with backends.read_only_store(cfg) as reader:
             found = [] if reader is None else co.gc_candidates(
                 reader, state, cfg.index, older_than_s=age, retention_s=retention, force=force, names=names)
         return [{**c, "action": "kept" if c["protected"] else "would delete"} for c in found]
@@ -303,27 +304,6 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
             return actions
         finally:
             store.close()
-
-
-@contextlib.contextmanager
-def _read_only_store(cfg: PipelineConfig) -> Iterator[Any]:
-    """The store opened for reading only, so that a command works while another process writes it (an apply
-    holding the embedded store's one writer slot); None when nothing has been built there yet. Local mode
-    admits one process per folder whatever the mode, so it is opened as before."""
-    from reindex.stores.vectors import NoStoreError
-
-    if cfg.store.url is None and cfg.store.backend == "local":
-        store = backends.vector_store_for(cfg)
-    else:
-        try:
-            store = backends.vector_reader_for(cfg)
-        except NoStoreError:
-            yield None
-            return
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[str, Any]:
@@ -353,7 +333,7 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
     lock = read_lock(state, cfg.index).as_status()
-    with _read_only_store(cfg) as store:
+    with backends.read_only_store(cfg) as store:
         aliases = _aliases_or_repair(cfg, store, state) if store is not None else {}
         pops = []
         for r in co.populations(state, cfg.index):
@@ -366,7 +346,7 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                     points = None
             pops.append({"collection": r.collection, "state": r.state, "points": points,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
-                         "chunker": chunker_spec(r.config.text.chunker), "exists": exists,
+                         "chunker": chunker_spec(r.config.text.chunker), "model": r.model(), "exists": exists,
                          "progress": build_progress(state, cfg.index, r, lock) if r.state == "building" else None})
         return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
                 "pending": co.pending_intent(state, cfg.index)}

@@ -91,6 +91,7 @@ def make_plan(
         baseline = explicit_baseline(old_cfg, corpus, only=set() if sample else None)
     else:
         state = backends.state_store(cfg)
+        _restore_live(cfg, state)
         baseline = live_baseline(state, cfg.index)
         new_pipeline = identity_of(cfg).pipeline_id
         if baseline.identity is not None and baseline.identity.pipeline_id != new_pipeline:
@@ -104,6 +105,25 @@ def make_plan(
 
         write_reports(plan, path)
     return plan, path
+
+
+def _restore_live(cfg: PipelineConfig, state) -> None:
+    """A missing live record while the alias serves a population (deleted as corrupt, say) is rebuilt from the
+    alias and the population records before planning: otherwise the plan would be an initial build of every
+    document while readers are served the old population."""
+    from reindex.cutover import restore_live
+    from reindex.manifests import index_prefix
+
+    if state.exists(f"{index_prefix(cfg.index)}/live.json"):
+        return
+    with backends.read_only_store(cfg) as store:
+        restored = restore_live(store, state, cfg.index) if store is not None else None
+    if restored is not None:
+        import logging
+
+        logging.getLogger("reindex").warning(
+            "indexes/%s/live.json was missing; rebuilt it from the alias, which serves %s", cfg.index,
+            restored["collection"])
 
 
 def _model_limit(cfg: PipelineConfig) -> int | None:
