@@ -87,11 +87,14 @@ def plan_text(plan: Any, path: Any) -> str:
 
 def classification_text(r: Any) -> str:
     """The Markdown comment ``reindex classify --format md`` prints (for a CI job)."""
-    icon = {"safe": "✅", "text-affecting": "⚠️", "structural": "🛑"}[r.outcome]
+    icon = {"safe": "✅", "payload-only": "✅", "text-affecting": "⚠️", "structural": "🛑"}[r.outcome]
     lines = [f"### reindex: {icon} {r.outcome} ({r.kind})", ""]
     lines += [f"- `{e}`" for e in r.explanation] or ["- no config field changed"]
     lines += ["", f"Fixture of {r.fixture_documents:,} documents: {r.chunks_base:,} → {r.chunks_head:,} chunks, "
               f"{r.fingerprints_changed:,} new chunk texts, {r.tokens_base:,} → {r.tokens_head:,} tokens."]
+    if r.outcome == "payload-only":
+        lines += ["", "Payload-only: no chunk and no vector changes; every point's payload is rewritten in place "
+                  "(nothing is embedded)."]
     p = r.projection
     if p:
         pct = f", {p['change_pct']:+.0f} %" if p.get("change_pct") is not None else ""
