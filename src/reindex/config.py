@@ -577,6 +577,11 @@ class ApprovalConfig(_OpModel):
     max_usd: float | None = Field(1.0, ge=0.0, description="Document-scoped plans above this many dollars need approval.")
     max_removed_share: float = Field(0.05, ge=0.0, le=1.0, description="Plans removing more than this share of the live documents need approval.")
     min_readable_share: float = Field(0.5, ge=0.0, le=1.0, description="Plans whose scan could read less than this share of the live documents need approval (an unmounted or emptied source).")
+    carry_over: float = Field(
+        0.10, ge=0.0, le=1.0, description="An approval of a pipeline-scoped plan carries over to a re-plan of the same "
+        "change (same config, same live population, same kind) whose tokens to embed and new vectors are each within "
+        "this share of the approved plan's: document edits synced in place meanwhile need no second approval. "
+        "0 = every re-plan needs its own approval.")
     hmac_key_env: str | None = Field(
         None, description="Environment variable holding a secret key: `reindex approve` signs each approval with it "
         "(HMAC-SHA256) and apply and `cutover --force` refuse an unsigned or badly signed one; None = approvals are "

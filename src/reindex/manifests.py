@@ -104,6 +104,17 @@ class Population:
         return {"provider": v.provider, "model": v.model, "backend": v.backend, "precision": v.precision,
                 "dimension": v.dimension}
 
+    def governs(self, cfg: PipelineConfig) -> PipelineConfig:
+        """The config an in-place sync of this population runs under while ``cfg`` (the config file) names
+        another pipeline: ``cfg``'s location, operational and policy sections, with this population's text
+        half, vector half, payload contract and metadata fields (what its points were built with), so that
+        document changes reach the live index without waiting for the pipeline change (seed 001's two
+        tickets)."""
+        own = self.config
+        source = cfg.source.model_copy(update={"metadata_fields": list(own.source.metadata_fields)})
+        return cfg.model_copy(update={"text": own.text, "vector": own.vector, "payload": own.payload,
+                                      "source": source})
+
     def with_state(self, state: PopulationState, *, at: float | None = None) -> "Population":
         """The same population in ``state`` (updated now, or at ``at``)."""
         return Population(self.index, self.collection, self.config_json, self.identity, state, self.created_at,

@@ -34,12 +34,25 @@ def _compact(n: float) -> str:
     return f"{n:,.0f}"
 
 
+def in_place_part_line(part: Any) -> str | None:
+    """One line about the document changes of a pipeline change, planned apart and applied in place now."""
+    if not part:
+        return None
+    d = part["documents"]
+    return (f"part 1, in place now: {part['kind']} plan {part['plan_hash'][:12]} ({d['added']:,} added, "
+            f"{d['edited']:,} edited, {d['removed']:,} removed; {part['tokens_to_embed']:,} tokens to embed"
+            f"{', needs approval' if part.get('approval_required') else ''}) under the live population's own config "
+            f"→ {part['file']}; part 2, below: the pipeline change, built beside it with the same edits")
+
+
 def plan_text(plan: Any, path: Any) -> str:
     """The plan summary ``reindex plan`` and ``reindex show`` print (``path``: the plan file, or None)."""
     b = plan.body
     n = plan.numbers
     d = n.documents
     lines = [f"{n.kind}  ·  index {n.index}  ·  plan {n.plan_hash[:12]}"]
+    if (part := in_place_part_line(n.in_place_part)) is not None:
+        lines.append(f"  {part}")
     for e in b["explanation"]:
         lines.append(f"  {e}")
     if n.kind == "payload-only":  # nothing added or removed, every edit kept its text: metadata only

@@ -40,7 +40,7 @@ from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
 from reindex.usecases.locking import holding_index_lock
-from reindex.usecases.plan import check_plan_index, make_plan
+from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +115,11 @@ def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docum
 
 
 def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, config_path: str | Path, state,
-                      replan: bool, read: dict[str, Document] | None = None) -> tuple[Plan, str | Path]:
+                      replan: bool, read: dict[str, Document] | None = None, *,
+                      governed: bool = False) -> tuple[Plan, str | Path]:
     """The plan to apply: this one if its inputs still hold, a fresh one with ``--replan``, else refuse.
-    ``read``: see :func:`check_drift` (emptied for a fresh plan)."""
+    ``read``: see :func:`check_drift` (emptied for a fresh plan). ``governed``: the plan is the in-place part
+    of a pipeline change, carried out under the live population's own config (``cfg``)."""
     problems = check_drift(plan, cfg, state, read=read)
     if problems:
         if read is not None:
@@ -126,7 +128,14 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
             raise PlanError(
                 f"{plan_path}: " + "; ".join(problems) + ". Run `reindex plan` again, or pass --replan"
             )
-        plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
+        if governed:  # the in-place part of a pipeline change: re-plan that part
+            fresh = plan_in_place_part(config_path, out=Path(plan_path).parent)
+            if fresh is None:
+                raise PlanError(f"{plan_path}: " + "; ".join(problems) + "; the live index now matches the corpus "
+                                "under its own config: nothing is left to apply in place")
+            plan, plan_path = fresh
+        else:
+            plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
     kind = kind_in_force(plan, cfg, state)
     check_not_rejected(plan, plan_path)  # final, with or without an approval on record (the UI's form writes it)
     check_approval(plan, read_approval(plan_path, signing_key(cfg.approval.hmac_key_env)),
@@ -273,11 +282,13 @@ def apply_plan(
     cfg = load_resolved(config_path)
     check_plan_index(plan, cfg, plan_path)
     state = backends.state_store(cfg)
+    file_cfg, cfg = cfg, config_in_force(plan, cfg, state)
     prev = read_apply_record(state, cfg.index, plan.plan_hash)
     if prev is not None:
         return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
     read: dict[str, Document] = {}  # the documents an in-place plan changes, read by the drift check
-    plan, plan_path = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan, read)
+    plan, plan_path = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan, read,
+                                        governed=cfg is not file_cfg)
     if not plan.kind.does_work:
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
     check_free_disk(plan, cfg)

@@ -207,7 +207,11 @@ def query(text: str, config_path: str | Path = DEFAULT_CONFIG, *, k: int = 10, f
     _check_args(text, k, filters)
     cfg = load_resolved(config_path)
     side = _ReadSide()
-    store = backends.vector_reader_for(cfg)
+    try:
+        store = backends.vector_reader_for(cfg)
+    except VectorStoreError as err:
+        _raise_if_never_built(cfg, collection, err)
+        raise
     try:
         return side.search(cfg, store, text, k=k, filters=filters, collection=collection)
     finally:
