@@ -163,7 +163,7 @@ def live_baseline(store: ObjectStore, index: str) -> Baseline:
     rec = read_live(store, index)
     if rec is None:
         return no_baseline()
-    cfg = config_from_dict(rec.config, f"{store.describe()} population {rec.collection}")
+    cfg = config_from_dict(rec.config, f"{store.describe()} population {rec.collection}", recorded=True)
     states = _doc_states(read_chunk_manifest_columns(store, index, rec.collection, STATE_COLUMNS),
                          lambda: read_chunk_manifest(store, index, rec.collection))
     inputs = {

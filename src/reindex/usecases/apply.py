@@ -144,7 +144,7 @@ def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> ChangeKind:
     live = read_live(state, cfg.index)
     # The live ids are recomputed from its recorded config, as the planner does (one formula): a population
     # recorded under an older formula is re-identified, not rebuilt (docs/design-notes.md, model identity).
-    old = Baseline("live", config_from_dict(live.config)) if live is not None else Baseline("none", None)
+    old = Baseline("live", config_from_dict(live.config, recorded=True)) if live is not None else Baseline("none", None)
     payload_changed = live is not None and payload_id_of_record(live.config) != payload_id(cfg)
     kind = classify(old, identity_of(cfg), bool(plan.body["documents_changed"]) or plan.kind.in_place,
                     payload_changed=payload_changed, text_changed=plan.kind is ChangeKind.DOCUMENT)
@@ -171,7 +171,7 @@ def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str,
     if not in_place:
         _set_population_state(state, cfg, target, PopulationState.BUILDING)
     old = live.collection if live else None
-    return target, old, config_from_dict(live.config) if live else None
+    return target, old, config_from_dict(live.config, recorded=True) if live else None
 
 
 def _set_population_state(state, cfg: PipelineConfig, collection: str, value: PopulationState) -> None:

@@ -115,7 +115,7 @@ def _queries_for(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list,
 def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: list, embed_new, k: int):
     """Old vs new on identical queries; each side embeds queries with its own model if the vector half changed."""
     live = read_live(state, cfg.index)
-    old_cfg = config_from_dict(live.config) if live else cfg
+    old_cfg = config_from_dict(live.config, recorded=True) if live else cfg
     # query_prefix is not in the vector id but decides query vectors: a change of it alone is compared too.
     same_vectors = identity_of(old_cfg).vector_id == identity_of(cfg).vector_id
     if same_vectors and old_cfg.vector.for_queries().prefix == cfg.vector.for_queries().prefix:
@@ -156,7 +156,7 @@ def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, l
     before the gate; with the config the shadow was built with. None when the shadow is current."""
     from reindex import execution
     rec = read_population(state, cfg.index, shadow)
-    built = cfg if identity_of(cfg).collection == shadow or rec is None else config_from_dict(rec.config)
+    built = cfg if identity_of(cfg).collection == shadow or rec is None else config_from_dict(rec.config, recorded=True)
     ident = identity_of(built)
     ctx = execution.ApplyContext(
         index=cfg.index, cfg=built, identity=ident, target=shadow, old=None, old_shards=None, run=run,
@@ -342,7 +342,7 @@ def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[
     run = next((r for r in done if purpose.startswith(f"apply {r[:12]}")), None) or max(done, key=done.__getitem__,
                                                                                          default=None)
     return {"shards_done": done.get(run, 0) if run else 0,
-            "shards_total": config_from_dict(rec.config).apply.shards, "run": run}
+            "shards_total": config_from_dict(rec.config, recorded=True).apply.shards, "run": run}
 
 
 def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
@@ -367,7 +367,7 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                     points = None
             pops.append({"collection": r.collection, "state": r.state, "points": points,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
-                         "chunker": chunker_spec(config_from_dict(r.config).text.chunker), "exists": exists,
+                         "chunker": chunker_spec(config_from_dict(r.config, recorded=True).text.chunker), "exists": exists,
                          "progress": build_progress(state, cfg.index, r, lock) if r.state == "building" else None})
         return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
                 "pending": co.pending_intent(state, cfg.index)}
