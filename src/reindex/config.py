@@ -617,6 +617,11 @@ class SourceConfig(_OpModel):
         None, description="S3 endpoint (MinIO, a test server); credentials come from the environment only."
     )
     batch_rows: int = Field(1024, gt=0, description="Rows per batch when reading Parquet.")
+    follow_symlinks: bool = Field(
+        False,
+        description="A folder source: read symlinks that point outside the folder (and enter linked folders "
+        "there). Off: such a link is a bad document, never read. Neither half: it decides which documents "
+        "exist, which the corpus digest records.")
 
     @field_validator("uri")
     @classmethod

@@ -351,11 +351,18 @@ def config_digest(cfg: PipelineConfig) -> str:
     for part in (data["vector"], data["text"]["chunker"]):
         if "params" in part:
             part["params"] = without_env_names(part["params"])
-    return digest_json(data)
+    return digest_json(_without_default_follow(data))
+
+
+def _without_default_follow(data: dict) -> dict:
+    # source.follow_symlinks came after plans existed: left out while off, so their digests still match.
+    if not data["source"].get("follow_symlinks"):
+        data["source"] = {k: v for k, v in data["source"].items() if k != "follow_symlinks"}
+    return data
 
 
 def legacy_config_digest(cfg: PipelineConfig) -> str:
     """:func:`config_digest` as plans made before issue 22 recorded it (absolute locations included), so that
     a plan made before an upgrade still applies where it was made."""
     data = cfg.model_dump(mode="json")
-    return digest_json({k: v for k, v in data.items() if k not in RUN_ONLY_SECTIONS})
+    return digest_json(_without_default_follow({k: v for k, v in data.items() if k not in RUN_ONLY_SECTIONS}))
