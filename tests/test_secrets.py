@@ -165,6 +165,24 @@ def test_the_secret_rule_tells_secrets_from_sizes_and_flags() -> None:
         config_from_dict(rec)
 
 
+def test_the_names_of_secret_variables_are_in_no_id_and_no_digest() -> None:
+    from reindex.config import config_from_dict
+    from reindex.identity import config_digest, identity_of
+
+    def cfg(vector_params: dict, chunker_params: dict):
+        return config_from_dict({"index": "docs", "source": "/c", "vector": {
+            "provider": "langchain", "model": "m.E", "revision": "1", "params": vector_params},
+            "text": {"chunker": {"kind": "callable", "callable": "m:f", "version": "1", "params": chunker_params}}})
+
+    plain = cfg({"size": 8}, {"n": 2})
+    for named in (cfg({"size": 8, "api_key_env": "A"}, {"n": 2, "token_env": "B"}), cfg({"size": 8, "api_key_env": "C"}, {"n": 2})):
+        assert identity_of(named) == identity_of(plain) and config_digest(named) == config_digest(plain)
+    nested, empty = cfg({"size": 8, "client": {"api_key_env": "D"}}, {"n": 2}), cfg({"size": 8, "client": {}}, {"n": 2})
+    assert identity_of(nested) == identity_of(empty) and config_digest(nested) == config_digest(empty)
+    assert identity_of(cfg({"size": 9}, {"n": 2})).vector_id != identity_of(plain).vector_id
+    assert identity_of(cfg({"size": 8}, {"n": 3})).text_id != identity_of(plain).text_id
+
+
 KEYED = ("index: docs\nsource: ./corpus\ntext: {{chunker: {{kind: recursive, size: 150}}}}\n"
          "vector: {{provider: langchain, model: {path}, dimension: 16, params: {{size: 16, api_key_env: {var}}}}}\n"
          "apply: {{shards: 2}}\n{extra}")

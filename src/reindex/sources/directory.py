@@ -98,10 +98,9 @@ class DirectorySource:
 
     def _read(self, path: Path) -> bytes:
         """The file's bytes, after checking where the opened file really is (Linux: /proc/self/fd)."""
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as f:
+        with path.open("rb") as f:
             if not self.cfg.follow_symlinks:
-                proc = f"/proc/self/fd/{fd}"
+                proc = f"/proc/self/fd/{f.fileno()}"
                 where = Path(os.readlink(proc)) if os.path.islink(proc) else Path(os.path.realpath(path))
                 if not where.is_relative_to(self.real_root):
                     raise _Outside(str(where))
