@@ -92,6 +92,10 @@ REFUSED = [
      "(Authorization_env: NAME_OF_THE_VARIABLE)"),
     ("vector: {provider: langchain, model: m.E, params: {credentials: [svc, PA55]}}",
      "vector.params: Value error, credentials[0] holds a secret"),
+    ("vector: {provider: langchain, model: m.E, params: {credentials: {client_id: svc, client_data: PA55}}}",
+     "vector.params: Value error, credentials.client_id holds a secret, and the config is copied into plans, reports "
+     "and population records: put the secret in an environment variable and name the variable instead "
+     "(client_id_env: NAME_OF_THE_VARIABLE)"),
     ("text: {chunker: {kind: langchain, splitter: m.S, params: {hf_token: PA55}}}",
      "text.chunker.params: Value error, hf_token holds a secret"),
     ("text: {chunker: {kind: callable, callable: 'm:f', params: {accessToken: PA55}}}",
@@ -158,11 +162,30 @@ def test_the_secret_rule_tells_secrets_from_sizes_and_flags() -> None:
                                                             "openai_api_base": "https://api.example/v1?api-version=2"}},
         "embed": {"base_url": "https://api.example/v1?model=x#frag"}})
     assert cfg.vector.params["api_key_env"] == "MY_KEY"
-    # A population record written before the rule still reads (its plan shows the value masked).
-    rec = {"index": "docs", "source": ".", "vector": {"provider": "langchain", "model": "m.E", "params": {"api_key": "sk-x"}}}
-    assert config_from_dict(rec, recorded=True).vector.params == {"api_key": "sk-x"}
+    # Under a secret's name, every value is secret material and may come from the environment.
+    nested = {"credentials": {"client_id_env": "CLIENT_ID", "client_data_env": "CLIENT_DATA"}}
+    assert config_from_dict({"index": "docs", "source": ".", "vector": {
+        "provider": "langchain", "model": "m.E", "params": nested}}).vector.params == nested
+
+
+def test_a_record_written_before_the_rule_still_reads_and_its_secret_is_masked_in_the_plan() -> None:
+    from reindex.config import config_from_dict
+    from reindex.planner import explain_changes
+
+    key, url = "sk-live-SECRET-in-an-old-record", "https://api.example/v1?api_key=sk-live-SECRET-in-the-url"
+    rec = {"index": "docs", "source": ".", "vector": {"provider": "langchain", "model": "m.E", "params": {"api_key": key}},
+           "embed": {"base_url": url}}
     with pytest.raises(Exception, match="api_key holds a secret"):
         config_from_dict(rec)
+    old = config_from_dict(rec, recorded=True)
+    assert old.vector.params == {"api_key": key} and old.embed.base_url == url
+    new = config_from_dict({"index": "docs", "source": ".", "vector": {
+        "provider": "langchain", "model": "m.E", "params": {"api_key_env": "OPENAI_API_KEY"}}})
+    lines = [c["line"] for c in explain_changes(old, new)]
+    assert lines == [
+        "embed.base_url: (secret) → https://api.openai.com/v1 (operational: no re-embedding)",
+        "vector.params.api_key: (secret) → null (vector half: every vector is recomputed, nothing is reused)",
+        "vector.params.api_key_env: null → OPENAI_API_KEY (operational: no re-embedding)"], lines
 
 
 def test_the_names_of_secret_variables_are_in_no_id_and_no_digest() -> None:

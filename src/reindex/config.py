@@ -82,7 +82,7 @@ def _walk_params(value: Any, path: str, *, secret: bool) -> None:
             name, where = str(key), f"{path}.{key}" if path else str(key)
             if name.endswith(ENV_SUFFIX) and len(name) > len(ENV_SUFFIX):
                 base = name[: -len(ENV_SUFFIX)]
-                if not is_secret_name(base):
+                if not (secret or is_secret_name(base)):
                     raise ValueError(f"{where}: only secrets are read from the environment (a name with key, token, "
                                      f"secret, password, credential… in it); give {base} itself in the config")
                 if not isinstance(item, str) or not _ENV_NAME.fullmatch(item):
