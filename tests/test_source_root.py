@@ -207,3 +207,24 @@ def test_follow_symlinks_is_in_the_config_digest_only_when_on() -> None:
     assert config_digest(cfg(follow_symlinks=True)) != config_digest(cfg())
     assert legacy_config_digest(cfg(follow_symlinks=True)) != legacy_config_digest(cfg())
     assert identity_of(cfg(follow_symlinks=True)) == identity_of(cfg())  # neither half: no text or vector id
+
+
+def test_an_s3_source_reads_only_keys_under_its_prefix(s3_server: str, s3_bucket: str) -> None:
+    """S3 has no links; the analogue is a key or prefix with '..' parts, which S3 keeps literally and a server
+    that resolves dot segments would not: such a key is a bad document (never fetched), such a prefix refused."""
+    import boto3
+
+    from reindex.errors import SourceError
+
+    s3 = boto3.client("s3", endpoint_url=s3_server)
+    for key in ("docs/a.txt", "secret/x.txt", "docs/../secret/x.txt", "docs/sub/../../secret/x.txt"):
+        s3.put_object(Bucket=s3_bucket, Key=key, Body=f"{MARKER} {key}".encode())
+    report = ScanReport()
+    docs = {d.doc_id: d.data for d in open_source(SourceConfig(uri=f"s3://{s3_bucket}/docs",
+                                                              endpoint_url=s3_server)).scan(report)}
+    assert docs == {"a.txt": f"{MARKER} docs/a.txt".encode()}
+    assert {b.doc_id: b.reason.split(":")[0] for b in report.bad} == {"../secret/x.txt": "unreadable",
+                                                                     "sub/../../secret/x.txt": "unreadable"}
+    with pytest.raises(SourceError, match=r"^source s3://[^:]+/docs/\.\./: the prefix has a '\.' or '\.\.' part, "
+                                          r"which S3 takes literally \(some servers resolve it\); name the prefix without it$"):
+        open_source(SourceConfig(uri=f"s3://{s3_bucket}/docs/../", endpoint_url=s3_server))
