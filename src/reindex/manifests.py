@@ -86,7 +86,7 @@ class Population:
     @functools.cached_property
     def config(self) -> PipelineConfig:
         """The recorded config, parsed (once per value)."""
-        return config_from_dict(self.config_json, f"population {self.collection}")
+        return config_from_dict(self.config_json, f"population {self.collection}", recorded=True)
 
     @property
     def vector_id(self) -> str:

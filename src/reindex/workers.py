@@ -224,7 +224,7 @@ def open_shard_context(spec: ShardSpec, *, store: VectorStore | None = None,
         hosted = _HOSTED.get(spec.key)
     if hosted is not None and store is None and embedder is None:
         return hosted
-    cfg = config_from_dict(json.loads(spec.config))
+    cfg = config_from_dict(json.loads(spec.config), recorded=True)  # validated by the coordinator (maybe a record)
     state = open_object_store(spec.state_uri, spec.state_endpoint)
     fence = spec.fence
     check = lambda: fence.check(state)  # noqa: E731

@@ -63,6 +63,10 @@ def plan_text(plan: Any, path: Any) -> str:
             f"  documents: {d.added:,} added, {d.edited:,} edited, {d.removed:,} removed, "
             f"{d.unchanged:,} unchanged, {d.bad:,} bad"
         )
+    bad = b["work"].get("bad_documents") or []
+    lines += [f"    bad: {x['doc_id']}: {x['reason']}" for x in bad[:5]]
+    if len(bad) > 5:
+        lines.append(f"    … and {len(bad) - 5:,} more bad documents (listed in the plan's report)")
     ratio = f" (×{n.chunks_new / n.chunks_old:.2f})" if n.chunks_old else ""
     lines.append(f"  chunks: {n.chunks_old:,} → {n.chunks_new:,}{ratio}; reused {n.chunks_reused:,}, to embed {n.chunks_to_embed:,}")
     lines.append(
