@@ -309,12 +309,13 @@ def check_free_disk(plan: Plan, cfg: PipelineConfig) -> None:
     of segment metadata, not the population). Writes through memory maps die of SIGBUS on a
     full disk, with no message. A Qdrant server's disk is not checked. A resumed apply is checked for the
     whole footprint again (what it already wrote is not subtracted), so it may ask for more than it needs."""
-    folder = backends.embedded_store_folder(cfg)
+    backend = backends.store_backend(cfg)
+    folder = backend.folder if backend.capabilities.local_disk else None
     footprint = plan.body.get("cost", {}).get("footprint")
     if folder is None or not footprint:
         return
     need = int(footprint["peak"]["disk_bytes"]) - int(footprint["old"]["disk_bytes"])
-    if cfg.store.backend == "edge":
+    if backend.capabilities.footprint == "edge":
         need += EDGE_BUILD_OVERHEAD_BYTES
         if plan.kind.in_place and plan.body["inputs"]["baseline"].get("collection"):
             from reindex.stores.edge import generation_copy_bytes
@@ -348,7 +349,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             embedder=_embedder_for(plan, cfg),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, token_budget=_token_budget(plan, plan_path, cfg),
-            lease=Fence.of(lock), store_path=backends.embedded_store_path(cfg),
+            lease=Fence.of(lock), store_path=backends.store_backend(cfg).folder,
             documents=read if in_place and read else None,
         )
         if ctx.token_budget is not None:  # one count for this process and every shard worker
