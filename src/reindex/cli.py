@@ -219,8 +219,9 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
     from reindex import api
     from reindex.reports import plan_text
 
-    p, path = api.make_plan(config_path, baseline_config=baseline_config, baseline_corpus=baseline_corpus,
-                            out=out, sample=sample, seed=seed)
+    with api.Index.open(config_path) as ix:
+        p, path = ix.plan(baseline_config=baseline_config, baseline_corpus=baseline_corpus, out=out, sample=sample,
+                          seed=seed)
     if as_json:
         _emit_json({**p.summary(), "plan_file": str(path)})
     else:
@@ -378,7 +379,8 @@ def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_
     """
     from reindex import api
 
-    r = api.calibrate(config_path, chunks=chunks, backends_to_measure=backend_specs)
+    with api.Index.open(config_path) as ix:
+        r = ix.calibrate(chunks=chunks, backends_to_measure=backend_specs)
     if as_json:
         _emit_json(r)
         return
@@ -426,9 +428,9 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
     from reindex.runners import parse_task_runner
 
     parse_task_runner(task_runner)  # a bad spec fails before any work
-    with ApplyProgress(enabled=not no_progress and not as_json, announce=not as_json) as bar:
-        r = api.apply_plan(plan_file, config_path, replan=replan, progress=bar, prefect=prefect,
-                           task_runner=task_runner)
+    with ApplyProgress(enabled=not no_progress and not as_json, announce=not as_json) as bar, \
+            api.Index.open(config_path) as ix:
+        r = ix.apply(plan_file, replan=replan, progress=bar, prefect=prefect, task_runner=task_runner)
     if as_json:
         _emit_json(r.as_dict())
     else:
@@ -493,7 +495,8 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
     from reindex import api
     from reindex.reports import cutover_text
 
-    r = api.cutover(plan_file, config_path, queries=queries, k=k, force=force)
+    with api.Index.open(config_path) as ix:
+        r = ix.cutover(plan_file, queries=queries, k=k, force=force)
     if r.report.get("already"):
         if as_json:
             _emit_json(r.as_dict())
@@ -529,7 +532,8 @@ def rollback(config_path: str, to: str | None, as_json: bool) -> None:
     """
     from reindex import api
 
-    r = api.rollback(config_path, to=to)
+    with api.Index.open(config_path) as ix:
+        r = ix.rollback(to=to)
     if as_json:
         _emit_json(r)
         return
@@ -571,8 +575,9 @@ def gc(config_path: str, older_than: str | None, dry_run: bool, force: bool, yes
             click.echo(f"  {d['collection']} ({d['state']}, {d['age_days']} days)", err=True)
         return click.confirm(f"delete {len(doomed)} population(s) and their state?", err=True)
 
-    actions = api.gc(config_path, older_than=older_than, dry_run=dry_run, names=list(collections) or None,
-                     force=force, confirm=confirm)
+    with api.Index.open(config_path) as ix:
+        actions = ix.gc(older_than=older_than, dry_run=dry_run, names=list(collections) or None, force=force,
+                        confirm=confirm)
     if as_json:
         _emit_json({"actions": actions})
     else:
@@ -601,7 +606,8 @@ def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collect
     """
     from reindex import api
 
-    r = api.query(text, config_path, k=k, filters=api.parse_filters(filters), collection=collection)
+    with api.Index.open(config_path) as ix:
+        r = ix.query(text, k=k, filters=api.parse_filters(filters), collection=collection)
     if as_json:
         _emit_json({"population": r.population, "vector_id": r.vector_id, "model": r.model, "mode": r.mode,
                     "note": r.note, "results": list(r.results)})
@@ -632,7 +638,8 @@ def status(config_path: str, as_json: bool) -> None:
     from reindex import api
     from reindex.reports import status_text
 
-    st = api.status(config_path)
+    with api.Index.open(config_path) as ix:
+        st = ix.status()
     if as_json:
         _emit_json(st)
         return

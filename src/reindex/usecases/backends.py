@@ -206,7 +206,7 @@ def shard_runner(prefect: bool | None = None, task_runner: str | None = None):
                 from reindex.runners.distributed import DaskRunner
             except ImportError:
                 raise ConfigError(f"task runner {task_runner!r} needs dask.distributed: "
-                                  "pip install 'reindex[dask]'") from None
+                                  "pip install 'vector-reindex[dask]'") from None
             return DaskRunner(spec)
         return ThreadRunner(spec.workers)
     from reindex.runners.prefect import PrefectRunner

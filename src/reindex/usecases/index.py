@@ -147,6 +147,12 @@ class Index:
 
         return self._call(query, text, self._config_arg, k=k, filters=filters, collection=collection)
 
+    def calibrate(self, **kwargs: Any) -> dict:
+        """Time the configured embedder on sampled chunks and record the rate plans use (``reindex calibrate``)."""
+        from reindex.usecases.plan import calibrate
+
+        return self._call(calibrate, self._config_arg, **kwargs)
+
     def sync(self, policy: SyncPolicy | None = None) -> CycleResult:
         """One plan → approve → apply → cutover → gc cycle (:mod:`reindex.usecases.cycle`)."""
         return self._call(run_cycle, self, policy or SyncPolicy())
