@@ -476,7 +476,7 @@ def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_d
         plan_path = plan_task(config, plans_dir)
 
         plan = api.show_plan(plan_path)
-        if plan.kind == "none":
+        if plan.kind == ChangeKind.NONE:
             _result_artifact(index, f"Nothing to do: plan {plan.plan_hash[:12]} is `none`.")
             return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
         out = _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment,
