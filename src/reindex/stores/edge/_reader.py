@@ -1,0 +1,275 @@
+"""Readers: ``EdgeReader``, any number of processes beside the one writer. Each call follows the alias and
+the published generation; a lease keeps the writer from deleting a generation a reader has open, and a
+private mirror (``_reader_view``) keeps the engine's load from writing into the store."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from reindex.errors import TransientError
+from reindex.stores.edge import _engine as engine
+from reindex.stores.edge._generations import (
+    COLLECTIONS,
+    MARKER,
+    RECORD,
+    Record,
+    check_folder,
+    gen_dir,
+    ino,
+    is_edge_folder,
+    lease_path,
+    read_aliases,
+    read_record,
+    resolve,
+)
+from reindex.stores.vectors import Hit, NoStoreError, Point, VectorStoreError
+
+__all__ = ["EdgeReader"]
+
+
+_VIEW_PREFIX = "reindex-reader-"
+_VIEWS: set[Path] = set()  # this process's mirrors, removed at exit if a reader was never closed
+
+
+@atexit.register
+def _remove_views() -> None:
+    for view in list(_VIEWS):
+        shutil.rmtree(view, ignore_errors=True)
+    _VIEWS.clear()
+
+
+def _sweep_views() -> None:
+    """Remove the mirrors of reader processes that died without closing (killed): named by their pid."""
+    root = _view_root()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(root):
+            pid = name[len(_VIEW_PREFIX):].split("-", 1)[0] if name.startswith(_VIEW_PREFIX) else ""
+            if not pid.isdigit() or int(pid) == os.getpid():
+                continue
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            except OSError:
+                pass  # alive, another user's
+
+
+def _view_root() -> str:
+    # RAM-backed where there is one, so that a reader still opens when the store's disk (or /tmp) is full.
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+
+
+def _reader_view(folder: Path) -> Path:
+    """A private folder mirroring the generation ``folder`` for a reader to load: the engine's load rewrites the shard's
+    ``edge_config.json`` and each segment's ``segment.json`` (atomic replace), so those are copies here and
+    everything else links to the store. Loading it writes nothing into the store (on a full disk too)."""
+    view = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}{os.getpid()}-", dir=_view_root()))
+    try:
+        for entry in os.scandir(folder):
+            if entry.name == "segments" and entry.is_dir():
+                (view / "segments").mkdir()
+                for seg in os.scandir(entry.path):
+                    mirror = view / "segments" / seg.name
+                    if not seg.is_dir():
+                        os.symlink(seg.path, mirror)
+                        continue
+                    mirror.mkdir()
+                    for item in os.scandir(seg.path):
+                        _mirror_entry(item, mirror / item.name)
+            else:
+                _mirror_entry(entry, view / entry.name)
+    except BaseException:
+        shutil.rmtree(view, ignore_errors=True)
+        raise
+    _VIEWS.add(view)
+    return view
+
+
+def _mirror_entry(entry: os.DirEntry, dst: Path) -> None:
+    if entry.name.endswith(".json") and entry.is_file():
+        shutil.copyfile(entry.path, dst)
+    else:
+        os.symlink(entry.path, dst)
+
+
+@dataclass(slots=True)
+class _Held:
+    """A published generation a reader has open, and the lease that keeps the writer from deleting it."""
+
+    name: str
+    gen: int
+    record: Record
+    shard: Any
+    lease_fd: int
+    view: Path | None = None  # the private folder the shard was loaded from (:func:`_reader_view`)
+    ino: int = 0  # the generation folder's inode: a store rebuilt under the same names is new data
+
+
+class EdgeReader:
+    """Read-only access from any process: every call follows the alias and the published generation.
+
+    Safe while a writer builds a shadow, syncs in place, or swaps the alias: an answer comes from one
+    published generation of one population.
+    """
+
+    embedded = True
+
+    def __init__(self, root: Path, *, oversampling: float | None = None) -> None:
+        self._params = engine.search_params(oversampling)
+        check_folder(root)
+        if not is_edge_folder(root):
+            raise NoStoreError(f"`{root}` is not a reindex embedded store (no {MARKER}); nothing to read.")
+        self._root = root
+        self._held: dict[str, _Held] = {}
+        self._lock = threading.RLock()
+        _sweep_views()
+
+    def __repr__(self) -> str:
+        return f"EdgeReader({str(self._root)!r})"
+
+    def _current(self, name: str) -> _Held:
+        """The published generation ``name`` (alias or collection) resolves to now, opened if new.
+
+        One generation is held per name asked for; when the alias or the collection moves on, the
+        previous one is released (closed, lease dropped) so the writer can delete it.
+        """
+        for _ in range(20):
+            target = resolve(self._root, name)
+            coll = self._root / COLLECTIONS / target
+            record = read_record(coll)
+            if record is None:
+                raise VectorStoreError(f"Collection `{target}` does not exist in `{self._root}`.")
+            if record.published is None:
+                raise VectorStoreError(f"Collection `{target}` has not been published yet; query it after its swap.")
+            held = self._held.get(name)
+            if held is not None and held.name == target and held.gen == record.published and held.ino == ino(
+                    gen_dir(coll, record.published)):
+                return held
+            opened = self._open_gen(target, record)
+            if opened is None:
+                continue  # the writer moved on between reading the record and taking the lease
+            if held is not None:
+                self._release(held)
+            self._held[name] = opened
+            return opened
+        raise TransientError(f"Collection `{name}` in `{self._root}` keeps changing under the reader; retry.")
+
+    def _open_gen(self, target: str, record: Record) -> _Held | None:
+        assert record.published is not None
+        folder = gen_dir(self._root / COLLECTIONS / target, record.published)
+        lease = lease_path(folder)
+        try:
+            fd = os.open(lease, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            # The lease must be the file at that name (not one a sweep just unlinked) and the generation present.
+            if os.fstat(fd).st_ino != os.stat(lease).st_ino or not folder.is_dir():
+                os.close(fd)
+                return None
+            try:
+                view: Path | None = _reader_view(folder)
+            except FileNotFoundError:
+                raise
+            except OSError:
+                view = None  # no room for a view either: load the generation itself (the engine writes there)
+            try:
+                with engine.edge_errors(f"open collection `{target}`"):
+                    shard = engine.load(view or folder)
+            except BaseException:
+                if view is not None:
+                    shutil.rmtree(view, ignore_errors=True)
+                    _VIEWS.discard(view)
+                raise
+        except FileNotFoundError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        return _Held(target, record.published, record, shard, fd, view, ino(folder))
+
+    def _release(self, held: _Held) -> None:
+        with contextlib.suppress(Exception):
+            held.shard.close()
+        if held.view is not None:
+            shutil.rmtree(held.view, ignore_errors=True)
+            _VIEWS.discard(held.view)
+        with contextlib.suppress(OSError):
+            os.close(held.lease_fd)
+
+    def get_alias(self, alias: str) -> str | None:
+        return read_aliases(self._root).get(alias)
+
+    def list_aliases(self) -> dict[str, str]:
+        return read_aliases(self._root)
+
+    def list_collections(self) -> list[str]:
+        base = self._root / COLLECTIONS
+        return sorted(c.name for c in base.iterdir() if (c / RECORD).is_file()) if base.is_dir() else []
+
+    def collection_exists(self, name: str) -> bool:
+        return (self._root / COLLECTIONS / name / RECORD).is_file()
+
+    def collection_info(self, name: str) -> dict[str, Any]:
+        with self._lock, engine.edge_errors(f"describe collection `{name}`"):
+            held = self._current(name)
+            return engine.describe(held.shard, held.record)
+
+    def query(
+        self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Nearest points in the published generation ``name`` resolves to now, best first."""
+        with self._lock, engine.edge_errors(f"query `{name}`"):
+            return engine.query_points(self._current(name).shard, vector, limit, doc_id, where, self._params)
+
+    def count(self, name: str, *, doc_id: str | None = None) -> int:
+        with self._lock, engine.edge_errors(f"count points in `{name}`"):
+            return engine.count_points(self._current(name).shard, doc_id)
+
+    def retrieve(self, name: str, ids: list[str], *, with_vectors: bool = True) -> list[Point]:
+        with self._lock, engine.edge_errors(f"retrieve points from `{name}`"):
+            return engine.retrieve_points(self._current(name).shard, ids, with_vectors)
+
+    def scroll(self, name: str, *, with_vectors: bool = False, batch: int = 2048) -> Iterator[Point]:
+        """Every point of one published generation (the one current when the scroll starts)."""
+        with self._lock:
+            held = self._current(name)
+        offset: Any = None
+        while True:
+            with self._lock, engine.edge_errors(f"scroll `{name}`"):
+                page, offset = engine.scroll_page(held.shard, offset, batch, with_vectors)
+            yield from page
+            if offset is None:
+                return
+
+    # Writes belong to the one writer process (open_vector_store); a reader refuses them.
+
+    def _read_only(self, *_args: Any, **_kwargs: Any) -> None:
+        raise VectorStoreError(
+            f"`{self._root}` is open read-only (open_reader); write through open_vector_store in the writer process."
+        )
+
+    create_collection = finish_bulk = prepare_writes = create_payload_index = delete_collection = _read_only
+    upsert = delete_points = overwrite_payload = swap_alias = delete_alias = _read_only
+
+    def close(self) -> None:
+        with self._lock:
+            for held in self._held.values():
+                self._release(held)
+            self._held.clear()
