@@ -482,6 +482,27 @@ def _files(folder: Path) -> dict[str, tuple[int, str]]:
     return out
 
 
+def test_a_generation_has_its_lease_file_from_its_publication_for_readers_that_cannot_create_one(
+        tmp_path: Path) -> None:
+    """Issue 33: a reader on a read-only mount cannot create a lease file, only open and lock one; the writer makes
+    it when it publishes (before the record names the generation), and at its open for a generation published by a
+    writer that did not (tests/test_readonly_store.py has the read-only readers)."""
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("c", dimension=DIM, distance="dot")
+    store.upsert("c", _points(10, pop="a", version=1, seed=1))
+    coll = folder / "collections" / "c"
+    assert not list(coll.glob("*.lease"))  # unpublished: no reader may open it
+    store.swap_alias("idx", "c", None)
+    assert (coll / "gen-000001.lease").is_file()
+    store.upsert("c", _points(3, pop="a", version=2, seed=2))
+    store.close()  # publishes generation 2 (generation 1 swept: no reader holds it)
+    assert sorted(p.name for p in coll.glob("*.lease")) == ["gen-000002.lease"]
+    (coll / "gen-000002.lease").unlink()
+    open_edge_store(folder).close()
+    assert (coll / "gen-000002.lease").is_file()
+
+
 def test_a_reader_writes_nothing_into_the_store(tmp_path: Path) -> None:
     """Issue 22: opening a collection for reading made the engine rewrite ``edge_config.json`` and every
     ``segment.json`` (atomic replace), so `reindex query` failed on a full disk. A reader now loads a private

@@ -38,6 +38,7 @@ __all__ = [
     "is_edge_folder",
     "is_local_mode_folder",
     "lease_path",
+    "make_lease",
     "read_aliases",
     "read_record",
     "remove_if_unleased",
@@ -121,6 +122,14 @@ def gen_dir(coll: Path, gen: int) -> Path:
 def lease_path(folder: Path) -> Path:
     """The lease file beside the generation folder ``folder``."""
     return folder.with_name(folder.name + ".lease")
+
+
+def make_lease(folder: Path) -> None:
+    """Create the lease file of the generation ``folder`` if it has none, so that readers that cannot create files
+    (a read-only mount of the store) can open it to lock; its directory entry is made durable by the record
+    write that follows (same folder, fsynced)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.close(os.open(lease_path(folder), os.O_WRONLY | os.O_CREAT, 0o644))
 
 
 def generations(coll: Path) -> list[int]:
@@ -229,8 +238,8 @@ def derive_generation(src: Path, dst: Path) -> dict[str, int]:
     return sizes
 
 
-def copy_sparse(src: Path, dst: Path) -> int:
-    """Copy a file's data extents only (holes stay holes), fsync it; returns the bytes copied."""
+def copy_sparse(src: Path, dst: Path, *, sync: bool = True) -> int:
+    """Copy a file's data extents only (holes stay holes), fsync it (``sync``); returns the bytes copied."""
     copied = 0
     with open(src, "rb") as fin, open(dst, "wb") as fout:
         size = os.fstat(fin.fileno()).st_size
@@ -257,7 +266,8 @@ def copy_sparse(src: Path, dst: Path) -> int:
             copied += pos - start
             offset = end
         os.ftruncate(fout.fileno(), size)
-        os.fsync(fout.fileno())
+        if sync:
+            os.fsync(fout.fileno())
     return copied
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import fcntl
+import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -26,6 +29,7 @@ from reindex.stores.edge._generations import (
     RECORD,
     Record,
     check_folder,
+    copy_sparse,
     gen_dir,
     ino,
     is_edge_folder,
@@ -37,6 +41,8 @@ from reindex.stores.edge._generations import (
 from reindex.stores.vectors import Hit, NoStoreError, Point, VectorStoreError
 
 __all__ = ["EdgeReader"]
+
+log = logging.getLogger("reindex")
 
 
 _VIEW_PREFIX = "reindex-reader-"
@@ -52,31 +58,92 @@ def _remove_views() -> None:
 
 def _sweep_views() -> None:
     """Remove the mirrors of reader processes that died without closing (killed): named by their pid."""
-    root = _view_root()
-    with contextlib.suppress(OSError):
-        for name in os.listdir(root):
-            pid = name[len(_VIEW_PREFIX):].split("-", 1)[0] if name.startswith(_VIEW_PREFIX) else ""
-            if not pid.isdigit() or int(pid) == os.getpid():
-                continue
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-            except OSError:
-                pass  # alive, another user's
+    for root in _view_roots():
+        with contextlib.suppress(OSError):
+            for name in os.listdir(root):
+                pid = name[len(_VIEW_PREFIX):].split("-", 1)[0] if name.startswith(_VIEW_PREFIX) else ""
+                if not pid.isdigit() or int(pid) == os.getpid():
+                    continue
+                try:
+                    os.kill(int(pid), 0)
+                except ProcessLookupError:
+                    shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+                except OSError:
+                    pass  # alive, another user's
 
 
-def _view_root() -> str:
+def _view_roots() -> list[str]:
     # RAM-backed where there is one, so that a reader still opens when the store's disk (or /tmp) is full.
     shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    return ([shm] if os.path.isdir(shm) and os.access(shm, os.W_OK) else []) + [tempfile.gettempdir()]
 
 
-def _reader_view(folder: Path) -> Path:
-    """A private folder mirroring the generation ``folder`` for a reader to load: the engine's load rewrites the shard's
-    ``edge_config.json`` and each segment's ``segment.json`` (atomic replace), so those are copies here and
-    everything else links to the store. Loading it writes nothing into the store (on a full disk too)."""
-    view = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}{os.getpid()}-", dir=_view_root()))
+def _view_root(need: int, store: Path) -> str:
+    """The first place for a view with ``need`` bytes free (0: the first writable one)."""
+    free = {}
+    for root in _view_roots():
+        with contextlib.suppress(OSError):
+            free[root] = shutil.disk_usage(root).free
+            if free[root] >= need:
+                return root
+    where = ", ".join(f"{r} has {n / 2**20:,.1f} MiB" for r, n in free.items()) or "none is writable"
+    raise VectorStoreError(
+        f"`{store}` is read-only, so a reader keeps a private copy of the {need / 2**20:,.1f} MiB of its files that "
+        f"the engine opens for writing, and {where} free: set TMPDIR to a folder with that much room")
+
+
+# Files of a segment that the engine opens read-only when it loads it (strace of loads, qdrant-edge 0.9.0): a
+# reader of a read-only store links them from the store; it copies the rest (payload pages, trackers, deletion
+# flags, an appendable segment's vectors), which the engine opens for writing even to read, and which a
+# read-only mount refuses.
+_OPENED_READ_ONLY = (
+    re.compile(r"^id_tracker\.mappings$"),
+    re.compile(r"^vector_storage/matrix\.dat$"),  # a sealed segment's vectors
+    re.compile(r"^vector_index/[^/]+$"),  # the HNSW graph
+    re.compile(r"^payload_index/[^/]+/(point_to_values|values_to_points|deleted)\.bin$"),  # keyword index data
+)
+
+
+def _private_copies(folder: Path) -> dict[Path, int]:
+    """The files of the generation ``folder`` a reader of a read-only store copies, with their allocated bytes."""
+    out = {}
+    for root, _dirs, files in os.walk(folder):
+        rel = Path(root).relative_to(folder)
+        for f in files:
+            inside = "/".join((*rel.parts[2:], f)) if len(rel.parts) >= 2 and rel.parts[0] == "segments" else ""
+            if inside and any(p.match(inside) for p in _OPENED_READ_ONLY):
+                continue
+            st = os.stat(Path(root) / f)
+            out[rel / f] = min(st.st_size, st.st_blocks * 512)
+    return out
+
+
+def _reader_view(folder: Path, *, read_only: bool = False) -> Path:
+    """A private folder mirroring the generation ``folder`` for a reader to load: the engine's load rewrites the
+    shard's ``edge_config.json`` and each segment's ``segment.json`` (atomic replace), so those are copies here and
+    everything else links to the store. Loading it writes nothing into the store (on a full disk too).
+
+    ``read_only`` (the reader cannot write into the store): also the files the engine opens for writing are
+    copies (sparse), see ``_OPENED_READ_ONLY``; the sealed vectors and HNSW graph stay links."""
+    copies = _private_copies(folder) if read_only else {}
+    view = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}{os.getpid()}-",
+                                 dir=_view_root(sum(copies.values()), folder.parents[2])))
+    if read_only:
+        try:
+            for root, dirs, files in os.walk(folder):
+                rel = Path(root).relative_to(folder)
+                for d in dirs:
+                    (view / rel / d).mkdir()
+                for f in files:
+                    if rel / f in copies:
+                        copy_sparse(Path(root) / f, view / rel / f, sync=False)
+                    else:
+                        os.symlink(Path(root) / f, view / rel / f)
+        except BaseException:
+            shutil.rmtree(view, ignore_errors=True)
+            raise
+        _VIEWS.add(view)
+        return view
     try:
         for entry in os.scandir(folder):
             if entry.name == "segments" and entry.is_dir():
@@ -105,6 +172,38 @@ def _mirror_entry(entry: os.DirEntry, dst: Path) -> None:
         os.symlink(entry.path, dst)
 
 
+def _take_lease(lease: Path) -> tuple[int, bool] | None:
+    """A descriptor of the generation's lease file for a shared lock (the writer deletes a superseded generation
+    only when it can lock its lease exclusively) and whether the store is writable; None when the collection's
+    folder is gone.
+
+    A read-only store (a read-only mount, a folder the reader may not write): the lease file cannot be created,
+    but a lock needs no write access, so the writer's lease file is opened read-only and locked as usual (the
+    writer creates it when it publishes the generation). -1 when there is none to open (a generation published
+    by an older writer that no reader has leased yet): the reader then reads unleased. The engine maps the
+    generation's files when it loads them, and a mapping outlives the files' deletion (the writer never
+    truncates a published file), so the only risk is a call that reads a file the engine opens later, after the
+    writer has deleted a superseded generation: that call fails, and the next one (the Querier retries once)
+    finds the published generation moved and opens the current one."""
+    try:
+        return os.open(lease, os.O_RDWR | os.O_CREAT, 0o644), True
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+    try:
+        return os.open(lease, os.O_RDONLY), False
+    except FileNotFoundError:
+        return -1, False
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 @dataclass(slots=True)
 class _Held:
     """A published generation a reader has open, and the lease that keeps the writer from deleting it."""
@@ -113,7 +212,7 @@ class _Held:
     gen: int
     record: Record
     shard: Any
-    lease_fd: int
+    lease_fd: int  # -1: unleased (a read-only store whose generation has no lease file: see _take_lease)
     view: Path | None = None  # the private folder the shard was loaded from (:func:`_reader_view`)
     ino: int = 0  # the generation folder's inode: a store rebuilt under the same names is new data
 
@@ -135,6 +234,7 @@ class EdgeReader:
         self._root = root
         self._held: dict[str, _Held] = {}
         self._lock = threading.RLock()
+        self._warned_unleased = False
         _sweep_views()
 
     def __repr__(self) -> str:
@@ -171,21 +271,32 @@ class EdgeReader:
         assert record.published is not None
         folder = gen_dir(self._root / COLLECTIONS / target, record.published)
         lease = lease_path(folder)
-        try:
-            fd = os.open(lease, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:
+        taken = _take_lease(lease)
+        if taken is None:
             return None
+        fd, writable = taken
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-            # The lease must be the file at that name (not one a sweep just unlinked) and the generation present.
-            if os.fstat(fd).st_ino != os.stat(lease).st_ino or not folder.is_dir():
-                os.close(fd)
+            if fd >= 0:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                # The lease must be the file at that name (not one a sweep just unlinked).
+                if os.fstat(fd).st_ino != os.stat(lease).st_ino:
+                    os.close(fd)
+                    return None
+            if not folder.is_dir():  # the generation must still be there
+                _close(fd)
                 return None
+            if fd < 0 and not self._warned_unleased:
+                self._warned_unleased = True
+                log.warning("`%s` is read-only and `%s` has no lease file: reading without a lease (a writer may "
+                            "delete the generation once it is superseded; this reader then opens the current one)",
+                            self._root, lease.name)
             try:
-                view: Path | None = _reader_view(folder)
+                view: Path | None = _reader_view(folder, read_only=not writable)
             except FileNotFoundError:
                 raise
             except OSError:
+                if not writable:
+                    raise
                 view = None  # no room for a view either: load the generation itself (the engine writes there)
             try:
                 with engine.edge_errors(f"open collection `{target}`"):
@@ -196,10 +307,10 @@ class EdgeReader:
                     _VIEWS.discard(view)
                 raise
         except FileNotFoundError:
-            os.close(fd)
+            _close(fd)
             return None
         except BaseException:
-            os.close(fd)
+            _close(fd)
             raise
         return _Held(target, record.published, record, shard, fd, view, ino(folder))
 
@@ -209,8 +320,7 @@ class EdgeReader:
         if held.view is not None:
             shutil.rmtree(held.view, ignore_errors=True)
             _VIEWS.discard(held.view)
-        with contextlib.suppress(OSError):
-            os.close(held.lease_fd)
+        _close(held.lease_fd)
 
     def get_alias(self, alias: str) -> str | None:
         return read_aliases(self._root).get(alias)

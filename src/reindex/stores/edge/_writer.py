@@ -32,6 +32,7 @@ from reindex.stores.edge._generations import (
     derive_generation,
     gen_dir,
     generations,
+    make_lease,
     read_aliases,
     read_record,
     remove_if_unleased,
@@ -198,10 +199,13 @@ class EdgeStore:
 
     def _sweep_all(self) -> None:
         for coll in sorted((self._root / COLLECTIONS).iterdir()):
-            if not (coll / RECORD).exists():  # a create that crashed before its record was written
+            record = read_record(coll)
+            if record is None:  # a create that crashed before its record was written
                 shutil.rmtree(coll, ignore_errors=True)
-            else:
-                self._sweep(coll.name)
+                continue
+            if record.published is not None:  # published by a writer that made no lease file (older versions)
+                make_lease(gen_dir(coll, record.published))
+            self._sweep(coll.name)
         trash = self._root / TRASH
         if trash.is_dir():
             for coll in sorted(trash.iterdir()):
@@ -382,6 +386,7 @@ class EdgeStore:
                     o.shard.close()
                     o.shard = engine.load(gen_dir(self._coll(o.record.name), o.gen))
                 o.shard.flush()
+                make_lease(gen_dir(self._coll(o.record.name), o.gen))  # before readers can see the generation
                 self._write_record(o, o.record.replace(published=o.gen))
                 self._sweep(o.record.name)
 
