@@ -588,6 +588,13 @@ def test_a_full_disk_is_one_line_saying_so_not_a_retry_later() -> None:
         assert str(info.value) == full and not isinstance(info.value, TransientError)
     with pytest.raises(TransientError, match="I/O failed during upsert"), _edge_errors("upsert"):
         raise OSError(errno.EIO, "Input/output error")
+    # Issue 33: the engine's optimiser checks its own room (measured on a full tmpfs and ext4): its numbers, one line.
+    with pytest.raises(VectorStoreError) as info, _edge_errors("index collection `c`"):
+        raise RuntimeError("Service runtime error: Not enough space available for optimization, needed: 81.77 MiB, "
+                           "available: 512.00 KiB")
+    assert str(info.value) == ("Embedded store ran out of disk during index collection `c` (the engine needed: "
+                               "81.77 MiB, available: 512.00 KiB): free some space and run the command again "
+                               "(finished work is kept)")
 
 
 def test_a_reader_holding_a_collection_deleted_and_made_again_under_its_name_reads_the_new_one(tmp_path: Path) -> None:

@@ -133,9 +133,9 @@ def test_a_read_only_mount_serves_queries_and_follows_a_sync_and_a_cutover_made_
                            cwd=ws.root, env={**env, "TMPDIR": str(tmp_path / "tmp")}, capture_output=True, text=True,
                            timeout=120)
         assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
-        assert re.fullmatch(rf"error: `{ws.root}/.reindex/qdrant` is read-only, so a reader keeps a private copy of "
-                            rf"the [\d.]+ MiB of its files that the engine opens for writing, and /dev/shm has 0.1 MiB, "
-                            rf"{tmp_path}/tmp has 0.1 MiB free: set TMPDIR to a folder with that much room\n",
+        assert re.fullmatch(rf"error: `{ws.root}/.reindex/qdrant` is read-only, so a reader keeps a private copy "
+                            rf"of the [\d.]+ MiB of its files that the engine opens for writing, and /dev/shm has "
+                            rf"0.1 MiB, {tmp_path}/tmp has 0.1 MiB free: set TMPDIR to a folder with that much room\n",
                             r.stderr), r.stderr
 
     reader = _Reader(ws)

@@ -94,11 +94,11 @@ from reindex.stores.edge._generations import (
     STORE_FORMAT,
     CorruptAliasesError,
     LocalModeFolderError,
-    generation_copy_bytes,
     is_edge_folder,
     is_local_mode_folder,
 )
 from reindex.stores.edge._reader import EdgeReader
+from reindex.stores.edge._space import generation_copy_bytes, newest_load_bytes
 from reindex.stores.edge._writer import EdgeStore
 
 __all__ = [
@@ -110,6 +110,7 @@ __all__ = [
     "generation_copy_bytes",
     "is_edge_folder",
     "is_local_mode_folder",
+    "newest_load_bytes",
     "open_edge_store",
     "open_reader",
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -67,6 +68,12 @@ def edge_errors(action: str) -> Iterator[None]:
     except (VectorStoreError, TransientError):
         raise
     except Exception as exc:
+        # The optimiser checks its own room: "Not enough space available for optimization, needed: 81.77 MiB,
+        # available: 512.00 KiB".
+        short = re.search(r"Not enough space available[^,]*, (needed: [^,]+, available: [^,\n]+)", str(exc))
+        if short:
+            raise VectorStoreError(f"Embedded store ran out of disk during {action} (the engine {short[1]}): free "
+                                   "some space and run the command again (finished work is kept)") from exc
         if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "os error 28" in str(exc):
             raise VectorStoreError(f"Embedded store ran out of disk during {action} (no space left on device): free "
                                    "some space and run the command again (finished work is kept)") from exc

@@ -32,9 +32,9 @@ __all__ = [
     "copy_sparse",
     "derive_generation",
     "gen_dir",
-    "generation_copy_bytes",
     "generations",
     "ino",
+    "is_write_once",
     "is_edge_folder",
     "is_local_mode_folder",
     "lease_path",
@@ -66,28 +66,6 @@ def is_local_mode_folder(folder: Path) -> bool:
 def is_edge_folder(folder: Path) -> bool:
     """True when ``folder`` holds a store made by this module."""
     return (folder / MARKER).is_file()
-
-
-def generation_copy_bytes(folder: str | os.PathLike[str], collection: str) -> int:
-    """At most the bytes a delta generation of ``collection``'s newest generation writes
-    (:func:`derive_generation`): the allocated blocks of every file it copies; the write-once files of
-    sealed segments it hard-links cost nothing. 0 when the collection does not exist."""
-    coll = Path(folder) / COLLECTIONS / collection
-    gens = generations(coll)
-    if not gens:
-        return 0
-    src = gen_dir(coll, gens[-1])
-    total = 0
-    for root, _dirs, files in os.walk(src):
-        rel = Path(root).relative_to(src)
-        segment = src / rel.parts[0] / rel.parts[1] if len(rel.parts) >= 2 and rel.parts[0] == "segments" else None
-        for f in files:
-            if segment is not None and _write_once(segment, (Path(root) / f).relative_to(segment).as_posix()):
-                continue
-            with contextlib.suppress(OSError):
-                st = os.lstat(os.path.join(root, f))
-                total += min(st.st_size, st.st_blocks * 512)
-    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +185,7 @@ _WRITE_ONCE = (
 )
 
 
-def _write_once(segment: Path, rel: str) -> bool:
+def is_write_once(segment: Path, rel: str) -> bool:
     """Whether ``rel`` (a path inside ``segment``) is a file the engine never writes after building it."""
     return (segment / _SEALED_SEGMENT_MARK).is_file() and any(p.match(rel) for p in _WRITE_ONCE)
 
@@ -226,7 +204,7 @@ def derive_generation(src: Path, dst: Path) -> dict[str, int]:
         for f in files:
             source, target = here / f, dst / rel / f
             inside = (here / f).relative_to(segment).as_posix() if segment is not None else ""
-            if segment is not None and _write_once(segment, inside):
+            if segment is not None and is_write_once(segment, inside):
                 os.link(source, target)
                 sizes["linked"] += source.stat().st_size
             else:

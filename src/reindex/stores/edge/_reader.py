@@ -38,6 +38,7 @@ from reindex.stores.edge._generations import (
     read_record,
     resolve,
 )
+from reindex.stores.edge._space import fills_holes_when_mapped, free_bytes, populated_by_load, prefill
 from reindex.stores.vectors import Hit, NoStoreError, Point, VectorStoreError
 
 __all__ = ["EdgeReader"]
@@ -78,12 +79,14 @@ def _view_roots() -> list[str]:
     return ([shm] if os.path.isdir(shm) and os.access(shm, os.W_OK) else []) + [tempfile.gettempdir()]
 
 
-def _view_root(need: int, store: Path) -> str:
-    """The first place for a view with ``need`` bytes free (0: the first writable one)."""
-    free = {}
+def _view_root(copies: dict[Path, tuple[int, int]], store: Path) -> str:
+    """The first place for a view holding ``copies`` (file: bytes on a disk file system, on a memory one) with
+    room for them (none: the first writable one)."""
+    free, need = {}, 0
     for root in _view_roots():
         with contextlib.suppress(OSError):
-            free[root] = shutil.disk_usage(root).free
+            need = sum(c[1] if fills_holes_when_mapped(root) else c[0] for c in copies.values())
+            free[root] = free_bytes(root)
             if free[root] >= need:
                 return root
     where = ", ".join(f"{r} has {n / 2**20:,.1f} MiB" for r, n in free.items()) or "none is writable"
@@ -104,8 +107,9 @@ _OPENED_READ_ONLY = (
 )
 
 
-def _private_copies(folder: Path) -> dict[Path, int]:
-    """The files of the generation ``folder`` a reader of a read-only store copies, with their allocated bytes."""
+def _private_copies(folder: Path) -> dict[Path, tuple[int, int]]:
+    """The files of the generation ``folder`` a reader of a read-only store copies, with what each costs on a
+    disk file system (its allocated bytes) and on a memory one (also the holes a load fills)."""
     out = {}
     for root, _dirs, files in os.walk(folder):
         rel = Path(root).relative_to(folder)
@@ -114,7 +118,8 @@ def _private_copies(folder: Path) -> dict[Path, int]:
             if inside and any(p.match(inside) for p in _OPENED_READ_ONLY):
                 continue
             st = os.stat(Path(root) / f)
-            out[rel / f] = min(st.st_size, st.st_blocks * 512)
+            allocated = min(st.st_size, st.st_blocks * 512)
+            out[rel / f] = (allocated, st.st_size if populated_by_load((rel / f).as_posix()) else allocated)
     return out
 
 
@@ -126,8 +131,7 @@ def _reader_view(folder: Path, *, read_only: bool = False) -> Path:
     ``read_only`` (the reader cannot write into the store): also the files the engine opens for writing are
     copies (sparse), see ``_OPENED_READ_ONLY``; the sealed vectors and HNSW graph stay links."""
     copies = _private_copies(folder) if read_only else {}
-    view = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}{os.getpid()}-",
-                                 dir=_view_root(sum(copies.values()), folder.parents[2])))
+    view = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}{os.getpid()}-", dir=_view_root(copies, folder.parents[2])))
     if read_only:
         try:
             for root, dirs, files in os.walk(folder):
@@ -300,6 +304,8 @@ class EdgeReader:
                 view = None  # no room for a view either: load the generation itself (the engine writes there)
             try:
                 with engine.edge_errors(f"open collection `{target}`"):
+                    # The files the engine maps: the store's (a view links to them), or a read-only store's copies.
+                    prefill(folder if writable or view is None else view, f"open collection `{target}`")
                     shard = engine.load(view or folder)
             except BaseException:
                 if view is not None:

@@ -38,6 +38,13 @@ from reindex.stores.edge._generations import (
     remove_if_unleased,
     resolve,
 )
+from reindex.stores.edge._space import (
+    WRITE_MARGIN_BYTES,
+    check_free,
+    check_write,
+    generation_copy_bytes,
+    prefill,
+)
 from reindex.stores.vectors import Hit, Point, VectorStoreError
 
 __all__ = ["EdgeStore"]
@@ -126,6 +133,7 @@ class EdgeStore:
             raise VectorStoreError(f"Collection `{name}` does not exist in `{self._root}`.")
         gen = gens[-1]
         with engine.edge_errors(f"open collection `{name}`"):
+            prefill(gen_dir(coll, gen), f"open collection `{name}`")
             shard = engine.load(gen_dir(coll, gen))
         self._open[name] = opened = _Open(record, gen, shard)
         return opened
@@ -152,9 +160,12 @@ class EdgeStore:
         new = gen + 1
         tmp = coll / f"gen-{new:06d}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
+        check_free(self._root, generation_copy_bytes(self._root, name) + WRITE_MARGIN_BYTES,
+                   f"derive a generation of `{name}` for writing")
         self.derived = derive_generation(gen_dir(coll, gen), tmp)
         os.replace(tmp, gen_dir(coll, new))
         fsync_dir(coll)
+        prefill(gen_dir(coll, new), f"open the generation of `{name}` it writes")
         return new, engine.load(gen_dir(coll, new))
 
     def prepare_writes(self, name: str) -> None:
@@ -232,6 +243,7 @@ class EdgeStore:
             coll = self._coll(name)
             shutil.rmtree(coll, ignore_errors=True)  # a crashed create's leftovers
             with engine.edge_errors(f"create collection `{name}`"):
+                check_write(self._root, 0, f"create collection `{name}`")
                 shard = engine.create_shard(gen_dir(coll, 1), dimension=dimension, distance=distance, int8=self._int8)
                 shard.flush()
                 record = Record(name, dimension, distance, None, {})
@@ -251,6 +263,7 @@ class EdgeStore:
             raise VectorStoreError(f"Unknown payload index kind `{kind}`; use one of {', '.join(engine.PAYLOAD_KINDS)}.")
         with self._lock, engine.edge_errors(f"index payload field `{field}` of `{name}`"):
             o = self._writable(name)
+            check_write(self._root, 0, f"index payload field `{field}` of `{name}`")
             o.shard.update(engine.field_index_op(field, kind))
             o.shard.flush()
             self._write_record(o, o.record.replace(payload_indexes={**o.record.payload_indexes, field: kind}))
@@ -298,8 +311,9 @@ class EdgeStore:
         # Converting points is most of an upsert's CPU: done outside the lock, so shard threads overlap it
         # with each other's engine writes and flushes.
         op = engine.upsert_op(points, record)
+        size = sum(4 * record.dimension + len(repr(p.payload)) for p in points)
         with self._lock:
-            self._apply(self._writable(name), op, f"upsert {len(points)} points into `{name}`")
+            self._apply(self._writable(name), op, f"upsert {len(points)} points into `{name}`", size)
 
     def delete_points(self, name: str, ids: list[str]) -> None:
         """Delete points by id (missing ids are ignored); durable when it returns."""
@@ -307,17 +321,19 @@ class EdgeStore:
             return
         with self._lock:
             o = self._writable(name)
-            self._apply(o, engine.delete_op(ids), f"delete {len(ids)} points from `{name}`")
+            self._apply(o, engine.delete_op(ids), f"delete {len(ids)} points from `{name}`", 0)
 
     def overwrite_payload(self, name: str, payloads: Mapping[str, dict[str, Any]]) -> None:
         """Replace each listed point's whole payload (vectors untouched); durable when it returns."""
         if not payloads:
             return
         ops = engine.overwrite_payload_ops(payloads)
+        action = f"overwrite the payload of {len(ops)} points in `{name}`"
         with self._lock:
             o = self._writable(name)
+            check_write(self._root, sum(len(repr(p)) for p in payloads.values()), action)
             try:
-                with engine.edge_errors(f"overwrite the payload of {len(ops)} points in `{name}`"):
+                with engine.edge_errors(action):
                     for op in ops:
                         o.shard.update(op)
                     o.shard.flush()  # one durability point for the batch
@@ -327,7 +343,9 @@ class EdgeStore:
                 self._open.pop(o.record.name, None)
                 raise
 
-    def _apply(self, o: _Open, op: Any, action: str) -> None:
+    def _apply(self, o: _Open, op: Any, action: str, size: int) -> None:
+        """Apply ``op`` (about ``size`` bytes of data) and flush."""
+        check_write(self._root, size, action)
         try:
             with engine.edge_errors(action):
                 o.shard.update(op)
@@ -384,6 +402,7 @@ class EdgeStore:
                 if o.record.published is not None and o.shard.optimize():
                     o.shard.flush()
                     o.shard.close()
+                    prefill(gen_dir(self._coll(o.record.name), o.gen), f"open collection `{o.record.name}`")
                     o.shard = engine.load(gen_dir(self._coll(o.record.name), o.gen))
                 o.shard.flush()
                 make_lease(gen_dir(self._coll(o.record.name), o.gen))  # before readers can see the generation
