@@ -182,7 +182,7 @@ def over_budget(budget: int) -> ApprovalError:
         "an approval (the plan's numbers understate its work); run `reindex plan` again and approve it")
 
 
-def _payload(ctx: ApplyContext, rec: ChunkRecord, metadata: dict[str, Any]) -> dict:
+def point_payload(cfg: PipelineConfig, pipeline_id: str, rec: ChunkRecord, metadata: dict[str, Any]) -> dict:
     """A point's payload under the payload contract (:mod:`reindex.stores.payload`)."""
     own = {
         "doc_id": rec.doc_id,
@@ -191,9 +191,9 @@ def _payload(ctx: ApplyContext, rec: ChunkRecord, metadata: dict[str, Any]) -> d
         "tokens": rec.tokens,
         "start": rec.start,
         "end": rec.end,
-        "pipeline_id": ctx.identity.pipeline_id,
+        "pipeline_id": pipeline_id,
     }
-    return build_payload(ctx.cfg.payload, own, rec.text, metadata)
+    return build_payload(cfg.payload, own, rec.text, metadata)
 
 
 def _shard_docs(ctx: ApplyContext, shard: int, only: set[str] | None, result: ShardResult) -> Iterable[Document]:
@@ -278,7 +278,7 @@ def _embed_missing(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], vec
         return written
 
     def flush(batch: list[str], batch_vectors: np.ndarray) -> None:
-        points = [Point(r.point_id, v, _payload(ctx, r, metas[r.doc_id]))
+        points = [Point(r.point_id, v, point_payload(ctx.cfg, ctx.identity.pipeline_id, r, metas[r.doc_id]))
                   for t, v in zip(batch, batch_vectors) for r in waiting[t]]
         crashpoint("before-upsert")
         ctx.fence()
@@ -357,7 +357,7 @@ def _sync_batch(
             result.reused_old += sum(1 for recs in records.values() for r in recs if r.fingerprint in gained)
     written = _embed_missing(ctx, records, vectors, result, metas)
     points = [
-        Point(r.point_id, vectors[r.fingerprint], _payload(ctx, r, metas[r.doc_id]))
+        Point(r.point_id, vectors[r.fingerprint], point_payload(ctx.cfg, ctx.identity.pipeline_id, r, metas[r.doc_id]))
         for recs in records.values()
         for r in recs
         if r.point_id not in written
@@ -402,7 +402,7 @@ def _rewrite_payloads(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], 
             done[doc_id] = records.pop(doc_id)
     if not done:
         return done
-    payloads = {r.point_id: _payload(ctx, r, metas[r.doc_id]) for recs in done.values() for r in recs}
+    payloads = {r.point_id: point_payload(ctx.cfg, ctx.identity.pipeline_id, r, metas[r.doc_id]) for recs in done.values() for r in recs}
     crashpoint("before-payload")
     ctx.fence()
     retry_transient(ctx.store.overwrite_payload, ctx.target, payloads)

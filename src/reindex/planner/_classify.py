@@ -10,7 +10,8 @@ from reindex.domain import ChangeKind
 from reindex.identity import Identity
 from reindex.planner._baseline import Baseline
 
-__all__ = ["IN_PLACE_KINDS", "KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes"]
+__all__ = ["IN_PLACE_KINDS", "KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes",
+           "queries_changed"]
 
 KINDS = tuple(ChangeKind)
 
@@ -47,6 +48,9 @@ def explain_changes(old: PipelineConfig, new: PipelineConfig) -> list[dict[str, 
         old_v, new_v = redact(path, a.get(path)), redact(path, b.get(path))
         if path.endswith(ENV_SUFFIX):  # the variable a secret is read from: in no id (rotating a key plans nothing)
             half, effect = "operational", "operational: no re-embedding"
+        elif path == "vector.query_prefix":
+            half, effect = "queries", ("queries only: recorded on the live population by apply, readers embed "
+                                       "queries with it from then on; no re-embedding")
         elif path.startswith("text."):
             half, effect = "text", "text half: every document is recut"
         elif path.startswith("vector."):
@@ -65,6 +69,14 @@ def explain_changes(old: PipelineConfig, new: PipelineConfig) -> list[dict[str, 
             }
         )
     return out
+
+
+def queries_changed(old: PipelineConfig | None, new: PipelineConfig) -> bool:
+    """Whether queries are embedded differently (``vector.query_prefix``, in no id) under the same vector half:
+    an in-place change of the live population's record, which readers embed queries with (invariant 14)."""
+    if old is None:
+        return False
+    return old.vector.for_queries().prefix != new.vector.for_queries().prefix
 
 
 def classify(baseline: Baseline, new_identity: Identity, documents_changed: bool, *, payload_changed: bool = False,

@@ -19,7 +19,7 @@ from reindex.sources.base import Document, ScanReport
 
 from reindex.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain import ChangeKind, PopulationState
-from reindex.planner import Baseline, approval_of_plan, classify
+from reindex.planner import Baseline, approval_of_plan, classify, queries_changed
 from reindex.planner import (
     Plan,
     PlanError,
@@ -152,7 +152,7 @@ def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> ChangeKind:
     # The live ids are recomputed from its recorded config, as the planner does (one formula): a population
     # recorded under an older formula is re-identified, not rebuilt (docs/design-notes.md, model identity).
     old = Baseline("live", live.config) if live is not None else Baseline("none", None)
-    payload_changed = live is not None and live.payload_id != payload_id(cfg)
+    payload_changed = live is not None and (live.payload_id != payload_id(cfg) or queries_changed(live.config, cfg))
     kind = classify(old, identity_of(cfg), bool(plan.body["documents_changed"]) or plan.kind.in_place,
                     payload_changed=payload_changed, text_changed=plan.kind is ChangeKind.DOCUMENT)
     if kind != plan.kind:
@@ -196,11 +196,14 @@ def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
     if rec is None:
         return
     config = dict(rec.config_json)
+    vector = {**config.get("vector", {}), "query_prefix": cfg.vector.query_prefix}
     if config.get("payload") == cfg.payload.model_dump(mode="json") and \
-            config.get("source", {}).get("metadata_fields") == list(cfg.source.metadata_fields):
+            config.get("source", {}).get("metadata_fields") == list(cfg.source.metadata_fields) and \
+            config.get("vector") == vector:
         return
     config["payload"] = cfg.payload.model_dump(mode="json")
     config["source"] = {**config.get("source", {}), "metadata_fields": list(cfg.source.metadata_fields)}
+    config["vector"] = vector  # what readers embed queries with (the vector id does not include it)
     write_population(state, rec.with_config(config))
 
 

@@ -17,8 +17,6 @@ from reindex.config import (
 from reindex.errors import ConfigError, ReindexError, VectorStoreError
 from reindex.identity import identity_of
 from reindex.pipeline import TextPipeline
-from reindex.sources import open_source
-from reindex.sources.base import ScanReport
 
 from reindex import cutover as co
 from reindex.domain import PopulationState
@@ -37,6 +35,7 @@ from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
 from reindex.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
+from reindex.usecases.queries import comparison_queries
 from reindex.usecases.plan import check_plan_index
 
 
@@ -98,18 +97,6 @@ def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Pa
         if plan.body["identity"]["new"]["collection"] == coll and plan.kind.needs_cutover:
             return p
     raise PlanError(f"no plan in {plans_dir}/ builds {coll}; give the plan file")
-
-
-def _queries_for(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list, str]:
-    """The cutover's queries: a file's, or known-item probes sampled from the corpus."""
-    if queries:
-        return ev.read_queries(queries), str(queries)
-    pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
-    source = open_source(cfg.source)
-    docs = ((d.doc_id, d) for d in source.scan(ScanReport()))
-    again = lambda ids: ((d.doc_id, d) for d in source.scan(ScanReport(), keep=ids.__contains__))  # noqa: E731
-    qs = ev.probe_queries(docs, cfg.cutover.probes, cfg.cutover.seed, text=pipe.document_text, again=again)
-    return qs, f"{len(qs)} known-item probes sampled from the corpus (seed {cfg.cutover.seed})"
 
 
 def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: list, embed_new, k: int):
@@ -232,7 +219,7 @@ def cutover(
                 expected_live=plan.body["inputs"]["baseline"].get("collection"), k=kk, policy=cfg.cutover,
                 force=force, forced_by=forced_by,
                 catch_up=lambda: _catch_up_shadow(cfg, state, store, shadow, plan.plan_hash, lock),
-                queries=lambda: _queries_for(cfg, queries),
+                queries=lambda: comparison_queries(cfg, queries),
                 evaluate=lambda current, qs: _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk),
                 embed=embed_new, fence=lambda: lock.check(confirm=True),
             )
