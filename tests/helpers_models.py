@@ -41,7 +41,7 @@ def build_tiny_model(folder: Path, *, vocab_size: int = 2000, seed: int = 0) -> 
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=130)
     BertModel(config).save_pretrained(str(hf_dir))
     word = models.Transformer(str(hf_dir), max_seq_length=128)
-    pooling = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
+    pooling = models.Pooling(word.get_embedding_dimension(), pooling_mode="mean")
     out = folder / "model"
     SentenceTransformer(modules=[word, pooling, models.Normalize()], device="cpu").save(str(out))
     return out

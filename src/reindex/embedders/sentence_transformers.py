@@ -142,6 +142,17 @@ def _load(path: str, backend: str = "torch", precision: str = "float32", device:
         return _CACHE[key]
 
 
+def load_transformer(source: Path):
+    """The bare transformer and fast tokenizer of the local model folder ``source`` (no sentence-transformers
+    pipeline), read from its files only: what a static-model distillation reads."""
+    from transformers import AutoModel, AutoTokenizer
+
+    _offline()
+    _quiet_transformers()
+    model = AutoModel.from_pretrained(str(source), local_files_only=True)
+    return model, AutoTokenizer.from_pretrained(str(source), local_files_only=True, use_fast=True)
+
+
 # --------------------------------------------------------------------------------------------
 # ONNX export (local, content-addressed cache)
 # --------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import numpy as np
 from reindex import settings
 from reindex.config import VectorHalf
 from reindex.embedders.base import EmbedResult
+from reindex.embedders.sentence_transformers import load_transformer
 from reindex.errors import ConfigError, ModelError
 from reindex.models import (
     STATIC_DISTILL_DIMS,
@@ -141,12 +142,9 @@ def _distill(source: Path, out: Path) -> None:
 
 def _distill_quietly(source: Path, out: Path) -> None:
     from model2vec.distill.distillation import distill_from_model
-    from transformers import AutoModel, AutoTokenizer
 
-    # Loaded here with local_files_only (model2vec's own `distill` would ask the hub about anything that is
-    # not a folder); the source is always a local folder.
-    model = AutoModel.from_pretrained(str(source), local_files_only=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(source), local_files_only=True, use_fast=True)
+    # Loaded from the folder only (model2vec's own `distill` would ask the hub about a name that is not a folder).
+    model, tokenizer = load_transformer(source)
     static = distill_from_model(model=model, tokenizer=tokenizer, device="cpu", pca_dims=STATIC_DISTILL_DIMS)
     static.save_pretrained(str(out))
 
