@@ -382,8 +382,11 @@ class SentenceTransformerEmbedder:
 
     def describe(self) -> dict:
         """Where and how this embedder runs (for run reports and calibration)."""
+        import torch
+
+        # threads: torch's intra-op threads (onnxruntime is given the same number), the CPUs one call uses.
         return {"provider": self.vector.provider, "backend": self.vector.backend, "precision": self.vector.precision,
-                "device": self.device}
+                "device": self.device, "threads": torch.get_num_threads() if self.device == "cpu" else None}
 
     def embed(self, texts: list[str]) -> EmbedResult:
         if not texts:
