@@ -61,13 +61,19 @@ def _static(model: Path | str, dimension: int = TINY_HIDDEN) -> VectorHalf:
 
 
 def test_a_sentence_transformers_folder_is_distilled_offline_once_and_identified_by_its_files(
-    tiny: Path, no_network: list
+    tiny: Path, no_network: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from reindex.embedders import static
+
+    runs: list[Path] = []
+    real = static._distill_quietly
+    monkeypatch.setattr(static, "_distill_quietly", lambda source, out: runs.append(source) or real(source, out))
     folder = model_files(_static(tiny))
     assert is_static_folder(folder) and (folder / "distill.json").is_file() and no_network == []
     # Kept in the cache: asking again distils nothing (same folder, same files, untouched).
     stamp = (folder / "model.safetensors").stat().st_mtime_ns
     assert model_files(_static(tiny)) == folder and (folder / "model.safetensors").stat().st_mtime_ns == stamp
+    assert len(runs) <= 1  # 0 when an earlier test of this session distilled it
     # The files do not name where the source was installed: the same weights elsewhere give the same digest.
     assert str(tiny) not in (folder / "config.json").read_text(encoding="utf-8")
     # The vector id is the files' digest: the distilled folder given directly is the same model.
@@ -103,13 +109,17 @@ def test_vectors_do_not_depend_on_the_batch_and_tokens_are_the_models_own(tiny: 
     assert emb.describe()["backend"] == "static"
 
 
-def test_validate_reads_the_dimension_without_distilling(tiny: Path, tmp_path: Path) -> None:
+def test_validate_reads_the_dimension_without_distilling(tiny: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     _corpus(tmp_path)
     bad = tmp_path / "bad.yaml"
     bad.write_text(_yaml(f"{{provider: model2vec, model: {tiny}, dimension: 384}}"), encoding="utf-8")
-    r = CliRunner().invoke(main, ["validate", "-c", str(bad)])
+    with monkeypatch.context() as mp:
+        mp.setenv("REINDEX_CACHE_DIR", str(tmp_path / "empty-cache"))
+        r = CliRunner().invoke(main, ["validate", "-c", str(bad)])
     assert r.exit_code == 1
     assert r.stderr.strip().endswith(f"makes {TINY_HIDDEN}-dimensional vectors; set vector.dimension: {TINY_HIDDEN}")
+    assert not (tmp_path / "empty-cache").exists()  # said before any distillation
     good = tmp_path / "good.yaml"
     good.write_text(_yaml(f"{{provider: model2vec, model: {tiny}, dimension: {TINY_HIDDEN}}}"), encoding="utf-8")
     r = CliRunner().invoke(main, ["validate", "-c", str(good), "--json"])
@@ -184,3 +194,27 @@ def _config(root: Path, vector: VectorHalf):
     from reindex.config import PipelineConfig
 
     return PipelineConfig(index="docs", source=str(root), vector=vector)
+
+
+@pytest.mark.slow
+def test_the_packaged_minilm_distils_into_a_static_256_dimension_model_that_finds_documents(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The one test that distils all-MiniLM-L6-v2 (~40-90 CPU-s), into the user's model cache: once per machine."""
+    monkeypatch.delenv("REINDEX_CACHE_DIR", raising=False)
+    _corpus(tmp_path)
+    r = CliRunner().invoke(main, ["validate", "-c", str(_write(tmp_path / "r.yaml", _yaml("{provider: model2vec}")))])
+    assert r.exit_code == 1 and r.stderr.strip().endswith("set vector.dimension: 256"), r.output
+    half = VectorHalf(provider="model2vec", model="all-MiniLM-L6-v2", dimension=256)
+    folder = model_files(half)
+    assert json.loads((folder / "config.json").read_text())["hidden_dim"] == 256
+    emb = make_embedder(half)
+    docs = {p.name: p.read_text(encoding="utf-8") for p in sorted(SAMPLE.iterdir())}
+    windows = [(name, text[i:i + 1200]) for name, text in docs.items() for i in range(0, len(text), 1200)]
+    vectors = emb.embed([w for _, w in windows]).vectors
+    # A known-item probe per document: a line from its middle, found among every document's windows.
+    probes = {name: max(text[len(text) // 3: 2 * len(text) // 3].splitlines(), key=len) for name, text in docs.items()}
+    queries = emb.embed(list(probes.values())).vectors
+    best = [windows[int(np.argmax(vectors @ q))][0] for q in queries]
+    hits = sum(b == name for b, name in zip(best, probes))
+    assert hits >= 0.6 * len(probes), (hits, len(probes))
