@@ -79,8 +79,8 @@ def sampled_rate(cfg: PipelineConfig) -> Rates:
     """Time the configured local model on :data:`SAMPLED_CHUNKS` chunks of the corpus (CPU-seconds), record it
     as this vector half's calibration (by ``reindex plan``, so later plans reuse it) and price with it. Costs
     loading the model (a distilled or exported one is made by resolving the config, before this), a warm-up
-    of 8 chunks and the encode: ~1–3 CPU-s for all-MiniLM-L6-v2 once torch is imported, milliseconds for a
-    static model."""
+    of 8 chunks and the encode: measured ~13 CPU-s for all-MiniLM-L6-v2 in a fresh process (mostly importing
+    torch and sentence-transformers), ~0.9 CPU-s for a static model (docs/design-notes.md)."""
     texts = _corpus_chunks(cfg, SAMPLED_CHUNKS, seed=0)
     rec, _ = _time_backend(cfg, texts, [])
     rec["by"] = "reindex plan"
