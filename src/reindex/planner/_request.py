@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from reindex import cost as costmod
 from reindex.config import PipelineConfig
@@ -30,3 +30,6 @@ class PlanRequest:
     # Tokens the embedding model reads per input (vector.max_tokens, else the model's own), None if unknown:
     # the plan counts the chunks longer than this, which the model truncates.
     model_limit: int | None = None
+    # A pipeline-scoped change planned beside document changes: the summary of the in-place part (the same
+    # document changes applied now to the live population under its own config; see usecases.plan).
+    in_place_part: dict[str, Any] | None = None

@@ -90,6 +90,12 @@ def change_lines(plan: Plan) -> list[str]:
                      "are rewritten in place; no text is embedded and no vector is written")
     elif plan.kind == "document-scoped" or b.get("documents_changed"):
         lines.append(moved)
+    if (part := b.get("in_place_part")):
+        pd = part["documents"]
+        lines.insert(0, f"Two parts: the document changes ({num(pd['added'])} added, {num(pd['edited'])} edited, "
+                        f"{num(pd['removed'])} removed; {num(part['tokens_to_embed'])} tokens) are applied in place now "
+                        f"by plan {part['plan_hash'][:12]} ({part['kind']}, `{part['file']}`) under the live "
+                        "population's own config; this plan builds the pipeline change beside it, with the same edits")
     return lines
 
 

@@ -34,12 +34,25 @@ def _compact(n: float) -> str:
     return f"{n:,.0f}"
 
 
+def in_place_part_line(part: Any) -> str | None:
+    """One line about the document changes of a pipeline change, planned apart and applied in place now."""
+    if not part:
+        return None
+    d = part["documents"]
+    return (f"part 1, in place now: {part['kind']} plan {part['plan_hash'][:12]} ({d['added']:,} added, "
+            f"{d['edited']:,} edited, {d['removed']:,} removed; {part['tokens_to_embed']:,} tokens to embed"
+            f"{', needs approval' if part.get('approval_required') else ''}) under the live population's own config "
+            f"→ {part['file']}; part 2, below: the pipeline change, built beside it with the same edits")
+
+
 def plan_text(plan: Any, path: Any) -> str:
     """The plan summary ``reindex plan`` and ``reindex show`` print (``path``: the plan file, or None)."""
     b = plan.body
     n = plan.numbers
     d = n.documents
     lines = [f"{n.kind}  ·  index {n.index}  ·  plan {n.plan_hash[:12]}"]
+    if (part := in_place_part_line(n.in_place_part)) is not None:
+        lines.append(f"  {part}")
     for e in b["explanation"]:
         lines.append(f"  {e}")
     if n.kind == "payload-only":  # nothing added or removed, every edit kept its text: metadata only
@@ -50,6 +63,10 @@ def plan_text(plan: Any, path: Any) -> str:
             f"  documents: {d.added:,} added, {d.edited:,} edited, {d.removed:,} removed, "
             f"{d.unchanged:,} unchanged, {d.bad:,} bad"
         )
+    bad = b["work"].get("bad_documents") or []
+    lines += [f"    bad: {x['doc_id']}: {x['reason']}" for x in bad[:5]]
+    if len(bad) > 5:
+        lines.append(f"    … and {len(bad) - 5:,} more bad documents (listed in the plan's report)")
     ratio = f" (×{n.chunks_new / n.chunks_old:.2f})" if n.chunks_old else ""
     lines.append(f"  chunks: {n.chunks_old:,} → {n.chunks_new:,}{ratio}; reused {n.chunks_reused:,}, to embed {n.chunks_to_embed:,}")
     lines.append(
@@ -87,11 +104,14 @@ def plan_text(plan: Any, path: Any) -> str:
 
 def classification_text(r: Any) -> str:
     """The Markdown comment ``reindex classify --format md`` prints (for a CI job)."""
-    icon = {"safe": "✅", "text-affecting": "⚠️", "structural": "🛑"}[r.outcome]
+    icon = {"safe": "✅", "payload-only": "✅", "text-affecting": "⚠️", "structural": "🛑"}[r.outcome]
     lines = [f"### reindex: {icon} {r.outcome} ({r.kind})", ""]
     lines += [f"- `{e}`" for e in r.explanation] or ["- no config field changed"]
     lines += ["", f"Fixture of {r.fixture_documents:,} documents: {r.chunks_base:,} → {r.chunks_head:,} chunks, "
               f"{r.fingerprints_changed:,} new chunk texts, {r.tokens_base:,} → {r.tokens_head:,} tokens."]
+    if r.outcome == "payload-only":
+        lines += ["", "Payload-only: no chunk and no vector changes; every point's payload is rewritten in place "
+                  "(nothing is embedded)."]
     p = r.projection
     if p:
         pct = f", {p['change_pct']:+.0f} %" if p.get("change_pct") is not None else ""
@@ -304,7 +324,10 @@ def status_text(st: dict[str, Any]) -> str:
             pts = f"{p['points']:,} points"
         else:
             pts = "not readable yet" if p.get("exists") else "deleted"
-        lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}  ({p['age_days']} days)")
+        m = p.get("model") or {}
+        model = (f"  {m['provider']} {m['model']} {m['backend']}/{m['precision']} {m['dimension']}d"
+                 if m.get("provider") else "")
+        lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}{model}  ({p['age_days']} days)")
     lock = st["lock"]
     if lock and lock.get("pid") is not None:
         since = (f" since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(lock['since']))}"
