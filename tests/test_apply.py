@@ -544,11 +544,11 @@ def test_an_in_place_sync_reads_the_source_twice_and_its_shards_take_the_drift_c
     ws, live, edited, plan, path = _live_then_edited(tmp_path)
     assert plan.kind == "document-scoped" and len(plan.body["work"]["affected_documents"]) == len(edited) > 1
     scans = _count_scans(monkeypatch)
-    from reindex.stores import edge
+    from reindex.stores.edge import _engine
 
     loads: list[str] = []
-    real_load = edge._load
-    monkeypatch.setattr(edge, "_load", lambda p: (loads.append(Path(p).name), real_load(p))[1])
+    real_load = _engine.load
+    monkeypatch.setattr(_engine, "load", lambda p: (loads.append(Path(p).name), real_load(p))[1])
     r = ws.apply(path)
     monkeypatch.undo()
     assert r.status == "done" and r.collection == live and r.report["actual"]["documents"] == len(edited)

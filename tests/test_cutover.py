@@ -36,10 +36,13 @@ def _queries(path: Path, pairs: list[tuple[str, str]]) -> Path:
 
 @pytest.fixture
 def two_populations(tmp_path: Path) -> dict:
-    """A live, B built and approved beside it; query files designed to pass and to fail the gate."""
-    ws = Workspace(tmp_path / "ws")
+    """A live, B built and approved beside it; query files designed to pass and to fail the gate. The passing
+    queries are chunk texts both populations hold, so every query is at the ceiling on both sides: the verdict is
+    `cannot tell`, let through here (cutover.cannot_tell: pass) because these tests are about the mechanics."""
+    mechanics = "cutover: {cannot_tell: pass}"
+    ws = Workspace(tmp_path / "ws", extra=mechanics)
     a = ws.build_live()
-    plan, path = ws.planned_change(size=120)
+    plan, path = ws.planned_change(size=120, extra=mechanics)
     b = ws.apply(path).collection
     ta, tb = _texts(ws, a), _texts(ws, b)
     both, only_a = sorted(ta & tb), sorted(ta - tb)

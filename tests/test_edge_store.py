@@ -482,6 +482,27 @@ def _files(folder: Path) -> dict[str, tuple[int, str]]:
     return out
 
 
+def test_a_generation_has_its_lease_file_from_its_publication_for_readers_that_cannot_create_one(
+        tmp_path: Path) -> None:
+    """Issue 33: a reader on a read-only mount cannot create a lease file, only open and lock one; the writer makes
+    it when it publishes (before the record names the generation), and at its open for a generation published by a
+    writer that did not (tests/test_readonly_store.py has the read-only readers)."""
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("c", dimension=DIM, distance="dot")
+    store.upsert("c", _points(10, pop="a", version=1, seed=1))
+    coll = folder / "collections" / "c"
+    assert not list(coll.glob("*.lease"))  # unpublished: no reader may open it
+    store.swap_alias("idx", "c", None)
+    assert (coll / "gen-000001.lease").is_file()
+    store.upsert("c", _points(3, pop="a", version=2, seed=2))
+    store.close()  # publishes generation 2 (generation 1 swept: no reader holds it)
+    assert sorted(p.name for p in coll.glob("*.lease")) == ["gen-000002.lease"]
+    (coll / "gen-000002.lease").unlink()
+    open_edge_store(folder).close()
+    assert (coll / "gen-000002.lease").is_file()
+
+
 def test_a_reader_writes_nothing_into_the_store(tmp_path: Path) -> None:
     """Issue 22: opening a collection for reading made the engine rewrite ``edge_config.json`` and every
     ``segment.json`` (atomic replace), so `reindex query` failed on a full disk. A reader now loads a private
@@ -555,7 +576,7 @@ def test_a_full_disk_is_one_line_saying_so_not_a_retry_later() -> None:
     import errno
 
     from reindex.errors import TransientError
-    from reindex.stores.edge import _edge_errors
+    from reindex.stores.edge._engine import edge_errors as _edge_errors
 
     full = ("Embedded store ran out of disk during upsert into `c` (no space left on device): free some space and "
             "run the command again (finished work is kept)")
@@ -567,6 +588,13 @@ def test_a_full_disk_is_one_line_saying_so_not_a_retry_later() -> None:
         assert str(info.value) == full and not isinstance(info.value, TransientError)
     with pytest.raises(TransientError, match="I/O failed during upsert"), _edge_errors("upsert"):
         raise OSError(errno.EIO, "Input/output error")
+    # Issue 33: the engine's optimiser checks its own room (measured on a full tmpfs and ext4): its numbers, one line.
+    with pytest.raises(VectorStoreError) as info, _edge_errors("index collection `c`"):
+        raise RuntimeError("Service runtime error: Not enough space available for optimization, needed: 81.77 MiB, "
+                           "available: 512.00 KiB")
+    assert str(info.value) == ("Embedded store ran out of disk during index collection `c` (the engine needed: "
+                               "81.77 MiB, available: 512.00 KiB): free some space and run the command again "
+                               "(finished work is kept)")
 
 
 def test_a_reader_holding_a_collection_deleted_and_made_again_under_its_name_reads_the_new_one(tmp_path: Path) -> None:
@@ -612,9 +640,9 @@ def _padded(points: list[Point], seed: int) -> list[Point]:
 def _sealed_store(folder: Path, monkeypatch: pytest.MonkeyPatch, n: int = 1500, pad: bool = False) -> list[Point]:
     """A published collection `c` (alias `idx`) of ``n`` points, indexed into sealed segments (the indexing
     threshold lowered so that a few hundred 16-dim points pass it); ``pad``: ~2 KB payloads."""
-    from reindex.stores import edge
+    from reindex.stores.edge import _engine
 
-    monkeypatch.setattr(edge, "_INDEXING_THRESHOLD_KB", 20)
+    monkeypatch.setattr(_engine, "INDEXING_THRESHOLD_KB", 20)
     store = open_edge_store(folder)
     store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
     store.create_payload_index("c", "doc_id")
@@ -673,10 +701,11 @@ def test_prepare_writes_opens_the_delta_generation_without_loading_the_published
     # An in-place sync reads the points it replaces, then writes: with prepare_writes first, the writer
     # loads one generation (the delta) instead of the published one and then the delta.
     from reindex.stores import edge
+    from reindex.stores.edge import _engine
 
     loaded: list[str] = []
-    real = edge._load
-    monkeypatch.setattr(edge, "_load", lambda path: (loaded.append(Path(path).name), real(path))[1])
+    real = _engine.load
+    monkeypatch.setattr(_engine, "load", lambda path: (loaded.append(Path(path).name), real(path))[1])
     folder, points, coll, published, reader = _published_and_read(tmp_path, monkeypatch)
     loaded.clear()  # (building the store and the reader's own view loaded generations too)
 
@@ -702,9 +731,9 @@ def test_prepare_writes_opens_the_delta_generation_without_loading_the_published
 
 
 def test_many_syncs_keep_the_segment_count_and_the_disk_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.stores import edge
+    from reindex.stores.edge import _engine
 
-    monkeypatch.setattr(edge, "_SEGMENT_NUMBER", 3)  # the merge bound, low enough to be reached in a few syncs
+    monkeypatch.setattr(_engine, "SEGMENT_NUMBER", 3)  # the merge bound, low enough to be reached in a few syncs
     folder = tmp_path / "store"
     _sealed_store(folder, monkeypatch, pad=True)
 
@@ -747,13 +776,13 @@ def test_the_sparse_copy_keeps_holes_and_data(tmp_path: Path, monkeypatch: pytes
     import errno
     import os
 
-    from reindex.stores import edge
+    from reindex.stores.edge import _generations
 
     if not kernel_copy:
         def no_copy_file_range(*_a: object) -> int:
             raise OSError(errno.EXDEV, "cross-device")
 
-        monkeypatch.setattr(edge.os, "copy_file_range", no_copy_file_range)
+        monkeypatch.setattr(_generations.os, "copy_file_range", no_copy_file_range)
     src, dst = tmp_path / "page_0.dat", tmp_path / "copy.dat"
     with open(src, "wb") as f:
         f.truncate(32 << 20)
@@ -761,7 +790,7 @@ def test_the_sparse_copy_keeps_holes_and_data(tmp_path: Path, monkeypatch: pytes
         f.write(b"x" * 10_000)
         f.seek((32 << 20) - 3)
         f.write(b"end")
-    copied = edge._copy_sparse(src, dst)
+    copied = _generations.copy_sparse(src, dst)
     assert dst.read_bytes() == src.read_bytes()
     assert 10_003 <= copied <= 64 << 10  # the data extents (file-system blocks), not the 32 MB
     assert os.stat(dst).st_blocks * 512 <= 128 << 10
@@ -819,13 +848,13 @@ def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path:
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A kill while the links and copies are being made leaves `gen-000002.tmp`: the next writer removes it
     (unlinking the shared files' second names) and the published generation is whole."""
-    from reindex.stores import edge
+    from reindex.stores.edge import _generations
 
     folder = tmp_path / "store"
     _sealed_store(folder, monkeypatch, n=600)
     coll = folder / "collections" / "c"
     published = _digests(coll / "gen-000001")
-    edge._derive_generation(coll / "gen-000001", coll / "gen-000002.tmp")
+    _generations.derive_generation(coll / "gen-000001", coll / "gen-000002.tmp")
     store = open_edge_store(folder)
     assert not (coll / "gen-000002.tmp").exists() and _digests(coll / "gen-000001") == published
     store.upsert("c", _points(3, pop="a", version=9, seed=9))
@@ -837,9 +866,9 @@ def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path:
 
 def test_an_int8_store_builds_quantised_segments_and_finds_the_nearest_points(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.stores import edge
+    from reindex.stores.edge import _engine
 
-    monkeypatch.setattr(edge, "_INDEXING_THRESHOLD_KB", 20)
+    monkeypatch.setattr(_engine, "INDEXING_THRESHOLD_KB", 20)
     folder = tmp_path / "store"
     store = open_vector_store(None, str(folder), quantization="int8")
     store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
@@ -873,9 +902,9 @@ def test_oversampling_wins_back_the_recall_an_int8_search_loses(tmp_path: Path, 
     (k candidates by the int8 copy) misses true neighbours; oversampling 8 finds them, in the writer's and in
     a reader's searches, and the store config carries it."""
     from reindex import config as config_mod
-    from reindex.stores import edge
+    from reindex.stores.edge import _engine
 
-    monkeypatch.setattr(edge, "_INDEXING_THRESHOLD_KB", 20)
+    monkeypatch.setattr(_engine, "INDEXING_THRESHOLD_KB", 20)
     rng = np.random.default_rng(3)
     base = rng.standard_normal(DIM)
     vecs = (base + 0.4 * rng.standard_normal((1500, DIM))).astype(np.float32)  # one tight cluster

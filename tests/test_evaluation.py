@@ -321,7 +321,8 @@ def _probes_before(docs: list[tuple[str, str]], n: int, seed: int) -> list:
     rng.shuffle(pool)
     out = []
     for doc_id, found in pool[:n]:
-        out.append(Query(f"probe-{len(out) + 1}", rng.choice(found), frozenset({doc_id}), (), "probe"))
+        sentence = rng.choice(found)  # the same draws; a probe now also carries its sentence as evidence
+        out.append(Query(f"probe-{len(out) + 1}", sentence, frozenset({doc_id}), (sentence,), "probe"))
     return out
 
 

@@ -60,11 +60,11 @@ def test_query_works_from_another_process_while_apply_and_cutover_run(tmp_path: 
 
 def _count_opens(monkeypatch) -> dict[str, int]:
     """Counts of read-only stores opened (``vector_reader_for``) and of edge generations loaded."""
-    from reindex.stores import edge
+    from reindex.stores.edge import _engine
     from reindex.usecases import backends
 
     counts = {"readers": 0, "loads": 0}
-    real_reader, real_load = backends.vector_reader_for, edge._load
+    real_reader, real_load = backends.vector_reader_for, _engine.load
 
     def reader(cfg):
         counts["readers"] += 1
@@ -75,7 +75,7 @@ def _count_opens(monkeypatch) -> dict[str, int]:
         return real_load(path)
 
     monkeypatch.setattr(backends, "vector_reader_for", reader)
-    monkeypatch.setattr(edge, "_load", load)
+    monkeypatch.setattr(_engine, "load", load)
     return counts
 
 

@@ -226,7 +226,7 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
         _emit_json({**p.summary(), "plan_file": str(path)})
     else:
         click.echo(plan_text(p, path))
-    ctx.exit(0 if p.kind == "none" else 2)
+    ctx.exit(2 if p.kind.does_work else 0)
 
 
 @main.command()

@@ -819,6 +819,10 @@ class CutoverConfig(_OpModel):
     min_overlap: float = Field(
         0.5, ge=0.0, le=1.0, description="Without labels: mean document overlap@k between old and new must be at least this."
     )
+    cannot_tell: Literal["fail", "pass"] = Field(
+        "fail", description="When the queries cannot see a difference (every query at the maximum on both sides, or "
+        "every interval a single point), the verdict is `cannot tell`: `fail` refuses the cutover and asks for "
+        "harder evidence (a queries file, more probes); `pass` lets it through, recorded in the report.")
     require_exact_count: bool = Field(True, description="The shadow's point count must equal the plan's chunk count.")
     retention_days: float = Field(7.0, ge=0.0, description="Retired populations are kept this long for rollback, then gc deletes them.")
 

@@ -62,7 +62,24 @@ def gate(policy: Any, evaluation: dict | None, *, shadow_points: int, planned_ch
             ov = agg.get(f"overlap_at_{k}", 0.0)
             rules.append(Rule(f"overlap@{k}", ov >= policy.min_overlap,
                               f"mean document overlap@{k} = {ov:.3f}; must be ≥ {policy.min_overlap:.3f} (no labels)"))
+        if "verdict" in agg:
+            rules.append(evidence_rule(agg, policy))
     return rules
+
+
+def evidence_rule(agg: dict, policy: Any) -> Rule:
+    """The gate never passes by construction: when no metric could measure a difference (``cannot tell``: every
+    query at the ceiling on both sides, or degenerate intervals) it fails unless ``cutover.cannot_tell: pass``."""
+    per = ", ".join(f"{m} {v}" for m, v in agg.get("metrics", {}).items()) or "no labelled metric"
+    v = agg["verdict"]
+    if v != "cannot tell":
+        return Rule("evidence", True, f"verdict {v} ({per})")
+    allowed = getattr(policy, "cannot_tell", "fail") == "pass"
+    return Rule("evidence", allowed,
+                f"verdict cannot tell ({per}): the queries cannot see a difference between old and new"
+                + ("; let through by cutover.cannot_tell: pass" if allowed else
+                   "; give harder evidence (a --queries file with labelled passages, more cutover.probes) or set "
+                   "cutover.cannot_tell: pass"))
 
 
 @dataclass(frozen=True)

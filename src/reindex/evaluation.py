@@ -137,11 +137,20 @@ def evidence_recalled(packed: Sequence[Candidate], evidence: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Query:
+    """A labelled query (the cutover's, the forecast's and ``reindex measure``'s): its text, the relevant
+    document ids, verbatim evidence, where it came from and, when the file says, its language."""
+
     query_id: str
     text: str
     relevant: frozenset[str] = frozenset()  # relevant document ids
     evidence: tuple[str, ...] = ()
     source: str = "file"  # file | probe
+    lang: str | None = None
+
+    @property
+    def doc_path(self) -> str | None:
+        """The one relevant document of a known-item query (None when it has none or several)."""
+        return next(iter(self.relevant)) if len(self.relevant) == 1 else None
 
 
 def read_queries(path: str | Path) -> list[Query]:
@@ -190,7 +199,9 @@ def _query_of(p: Path, n: int, line: str) -> Query:
     evidence = tuple(ev) if isinstance(ev, list) else ((ev,) if ev else ())
     if not all(isinstance(e, str) for e in evidence):
         raise EvaluationError(f"{p}:{n}: 'evidence' must be a string or a list of strings")
-    return Query(str(d.get("query_id", f"q{n}")), text, frozenset(rel), evidence)
+    lang = d.get("lang")
+    return Query(str(d.get("query_id", f"q{n}")), text, frozenset(rel), evidence,
+                 lang=lang if isinstance(lang, str) and lang else None)
 
 
 _SENTENCE = re.compile(r"[^\n.!?。！？]{40,240}[.!?。！？]")
@@ -234,7 +245,7 @@ def probe_queries(docs: Iterable[tuple[str, Any]], n: int, seed: int, text: Call
     out = []
     for doc_id, _ in pool[:n]:
         if doc_id in chosen:  # (a document gone between the two reads has no probe)
-            out.append(Query(f"probe-{len(out) + 1}", chosen[doc_id], frozenset({doc_id}), (), "probe"))
+            out.append(Query(f"probe-{len(out) + 1}", chosen[doc_id], frozenset({doc_id}), (chosen[doc_id],), "probe"))
     return out
 
 
@@ -263,6 +274,17 @@ def run_side(store: Any, collection: str, vector: Any, k: int, payload: PayloadC
                       {h.payload.get("pipeline_id", "") for h in hits})
 
 
+def first_rank(ids: Sequence[str], relevant: set[str]) -> int | None:
+    """1-based rank of the first relevant id, None when none is in ``ids``."""
+    return next((i + 1 for i, d in enumerate(ids) if d in relevant), None)
+
+
+def passage_rank(candidates: Sequence[Candidate], evidence: Sequence[str]) -> int | None:
+    """1-based rank of the first retrieved chunk that holds a piece of ``evidence`` verbatim (the passage, not
+    just its document: a known-item probe's sentence, a labelled query's evidence), None when none does."""
+    return next((i + 1 for i, c in enumerate(candidates) if any(e in c.text for e in evidence)), None)
+
+
 def score_query(q: Query, old: SideResult, new: SideResult, k: int) -> dict:
     row: dict[str, Any] = {
         "query_id": q.query_id,
@@ -272,16 +294,58 @@ def score_query(q: Query, old: SideResult, new: SideResult, k: int) -> dict:
         "latency_old_ms": old.seconds * 1000,
         "latency_new_ms": new.seconds * 1000,
     }
+    if q.lang:
+        row["lang"] = q.lang
     if q.relevant:
         for side, res in (("old", old), ("new", new)):
             row[f"recall_at_{k}_{side}"] = recall_at_k(res.docs, set(q.relevant), k)
             row[f"ndcg_at_{k}_{side}"] = ndcg_at_k(res.docs, set(q.relevant), k)
             row[f"mrr_{side}"] = mrr(res.docs, set(q.relevant))
+            row[f"rank_{side}"] = first_rank(res.docs, set(q.relevant))  # the labelled document's rank
     if q.evidence:
         for side, res in (("old", old), ("new", new)):
             packed = pack(res.candidates)
             row[f"evidence_recall_{side}"] = sum(evidence_recalled(packed, e) for e in q.evidence) / len(q.evidence)
+            rank = passage_rank(res.candidates, q.evidence)
+            row[f"passage_rank_{side}"] = rank
+            row[f"passage_mrr_{side}"] = 1.0 / rank if rank else 0.0
+            row[f"passage_hit_at_{k}_{side}"] = 1.0 if rank is not None and rank <= k else 0.0
     return row
+
+
+def gate_metrics(k: int) -> tuple[str, ...]:
+    """The per-query metrics compared new − old with an interval, most saturating first: document-level
+    recall@k, nDCG@k and MRR (labelled queries and probes), then passage-level hit@k and MRR (the chunk that
+    holds the evidence ranked, not only its document) and evidence recall in the token budget."""
+    return (f"recall_at_{k}", f"ndcg_at_{k}", "mrr", f"passage_hit_at_{k}", "passage_mrr", "evidence_recall")
+
+
+VERDICTS = ("better", "worse", "no measurable difference", "cannot tell")
+
+
+def metric_verdict(diff: dict, ceiling: bool) -> str:
+    """One metric's verdict from its paired interval: ``cannot tell`` when every query scored the maximum on
+    both sides (the ceiling) or the interval is degenerate (a single point: no spread to measure), ``better``
+    when its lower bound is above 0, ``worse`` when its upper bound is below 0, else ``no measurable
+    difference``."""
+    if ceiling or diff["n"] == 0 or diff["low"] == diff["high"]:
+        return "cannot tell"
+    if diff["low"] > 0:
+        return "better"
+    if diff["high"] < 0:
+        return "worse"
+    return "no measurable difference"
+
+
+def verdict(agg: dict, k: int) -> dict:
+    """What the evidence says overall (``verdict``) and per metric (``metrics``): ``worse`` if any metric is
+    worse, else ``better`` if any is better, else ``no measurable difference`` if any metric could measure,
+    else ``cannot tell`` (every metric at the ceiling or degenerate: the queries cannot see a difference)."""
+    per = {m: metric_verdict(agg[f"{m}_diff"], agg.get(f"{m}_ceiling", False))
+           for m in gate_metrics(k) if f"{m}_diff" in agg}
+    found = set(per.values())
+    overall = next((v for v in ("worse", "better", "no measurable difference") if v in found), "cannot tell")
+    return {"verdict": overall, "metrics": per}
 
 
 def aggregate(rows: list[dict], k: int, seed: int = 0) -> dict:
@@ -295,13 +359,22 @@ def aggregate(rows: list[dict], k: int, seed: int = 0) -> dict:
         lat = [r[f"latency_{side}_ms"] for r in rows]
         agg[f"latency_{side}_p50_ms"] = percentile(lat, 0.5)
         agg[f"latency_{side}_p95_ms"] = percentile(lat, 0.95)
-    for metric in (f"recall_at_{k}", f"ndcg_at_{k}", "mrr", "evidence_recall"):
+    for metric in gate_metrics(k):
         labelled = [r for r in rows if f"{metric}_old" in r]
         if not labelled:
             continue
         agg[f"{metric}_old"] = statistics.fmean(r[f"{metric}_old"] for r in labelled)
         agg[f"{metric}_new"] = statistics.fmean(r[f"{metric}_new"] for r in labelled)
         agg[f"{metric}_diff"] = paired_bootstrap([r[f"{metric}_new"] - r[f"{metric}_old"] for r in labelled], seed=seed)
+        agg[f"{metric}_ceiling"] = all(r[f"{metric}_old"] >= 1.0 and r[f"{metric}_new"] >= 1.0 for r in labelled)
+    for what in ("rank", "passage_rank"):
+        ranked = [r for r in rows if f"{what}_old" in r]
+        if ranked:  # median rank, a miss counted past the deepest candidate
+            miss = MAX_CANDIDATES + 1
+            for side in ("old", "new"):
+                agg[f"{what}_{side}_median"] = statistics.median(r[f"{what}_{side}"] or miss for r in ranked)
+            agg[f"{what}_changed"] = sum(r[f"{what}_old"] != r[f"{what}_new"] for r in ranked)
+    agg.update(verdict(agg, k))
     return agg
 
 

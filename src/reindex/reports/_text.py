@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from reindex.domain import ChangeKind
 from reindex.reports._format import human_bytes
 from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line, throughput_text
 
@@ -55,7 +56,7 @@ def plan_text(plan: Any, path: Any) -> str:
         lines.append(f"  {part}")
     for e in b["explanation"]:
         lines.append(f"  {e}")
-    if n.kind == "payload-only":  # nothing added or removed, every edit kept its text: metadata only
+    if n.kind == ChangeKind.PAYLOAD:  # nothing added or removed, every edit kept its text: metadata only
         lines.append(f"  documents: {d.edited:,} metadata changed (same text, same chunks), "
                      f"{d.unchanged:,} unchanged, {d.bad:,} bad")
     else:
@@ -137,10 +138,10 @@ def apply_text(r: Any) -> str:
     a, p = rep["actual"], rep["planned"]
     embedded = (f"embedded {a['embedded']:,} texts ({a['tokens_embedded']:,} tokens; planned {p['chunks_to_embed']:,} / "
                 f"{p['tokens_to_embed']:,})")
-    if r.kind == "payload-only":
+    if r.kind == ChangeKind.PAYLOAD:
         work = (f"  payloads rewritten {a.get('payload_updated', 0):,} points of {_docs(a['documents'])}, in place; "
                 "nothing embedded, no vector written")
-    elif r.kind == "document-scoped":  # the plan's chunk count is the whole index's, not the affected documents'
+    elif r.kind == ChangeKind.DOCUMENT:  # the plan's chunk count is the whole index's, not the affected documents'
         work = (f"  chunks written {a['chunks_written']:,} for {_docs(a['documents'], 'affected ')} (the index holds "
                 f"{p['chunks_new']:,} chunks after the change); reused {a['reused_from_old'] + a['reused_from_target']:,} "
                 f"vectors in place; {embedded}")
@@ -153,7 +154,7 @@ def apply_text(r: Any) -> str:
         f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
         f"skipped {a['shards_skipped']}",
     ]
-    if a.get("payload_updated") and r.kind != "payload-only":
+    if a.get("payload_updated") and r.kind != ChangeKind.PAYLOAD:
         lines.append(f"  payloads overwritten in place: {a['payload_updated']:,} points (no vector written)")
     if a["truncated"]:
         lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")

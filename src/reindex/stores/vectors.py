@@ -1,6 +1,6 @@
 """The vector-store contract shared by every backend: ``VectorStore``, ``Point``, ``Hit`` and its error.
 
-No third-party import lives here, so a backend module (``qdrant.py`` for qdrant-client, ``edge.py`` for
+No third-party import lives here, so a backend module (``qdrant.py`` for qdrant-client, ``edge/_engine.py`` for
 qdrant-edge) and its callers can share these names without loading the other backend's library.
 """
 

@@ -40,6 +40,7 @@ from reindex.throughput import rate_record
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
+from reindex.usecases.disk import check_free_disk
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
 
@@ -296,38 +297,6 @@ def apply_plan(
     runner = runner or backends.shard_runner(prefect if prefect is not None else use_prefect, task_runner)
     with holding_index_lock(state, cfg.index, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
         return _run(plan, Path(plan_path), cfg, state, runner, progress, lock, read)
-
-
-# What the edge engine writes beyond the footprint model's per-point bytes: files it preallocates per segment
-# and payload index (1 MiB each). Measured: a 320-point build used 5.6 MiB on tmpfs where the plan said 1.0.
-EDGE_BUILD_OVERHEAD_BYTES = 8 * 2**20
-
-
-def check_free_disk(plan: Plan, cfg: PipelineConfig) -> None:
-    """Refuse to start when the embedded store's disk has less free space than the apply will add: the plan's
-    peak footprint less the old population (plus the edge engine's preallocated files; in place on edge plus
-    the files the delta generation copies, :func:`~reindex.stores.edge.generation_copy_bytes`: O(points) bytes
-    of segment metadata, not the population). Writes through memory maps die of SIGBUS on a
-    full disk, with no message. A Qdrant server's disk is not checked. A resumed apply is checked for the
-    whole footprint again (what it already wrote is not subtracted), so it may ask for more than it needs."""
-    backend = backends.store_backend(cfg)
-    folder = backend.folder if backend.capabilities.local_disk else None
-    footprint = plan.body.get("cost", {}).get("footprint")
-    if folder is None or not footprint:
-        return
-    need = int(footprint["peak"]["disk_bytes"]) - int(footprint["old"]["disk_bytes"])
-    if backend.capabilities.footprint == "edge":
-        need += EDGE_BUILD_OVERHEAD_BYTES
-        if plan.kind.in_place and plan.body["inputs"]["baseline"].get("collection"):
-            from reindex.stores.edge import generation_copy_bytes
-
-            need += generation_copy_bytes(folder, plan.body["inputs"]["baseline"]["collection"])
-    free = backends.free_disk_bytes(folder)
-    if need > free:
-        mib = lambda n: f"{n / 2**20:,.1f} MiB"  # noqa: E731
-        raise StateError(f"not enough free disk for plan {plan.plan_hash[:12]}: it adds about {mib(need)} to the store "
-                         f"in {folder} (its peak footprint) but {mib(free)} is free there; free some space (or move "
-                         "store.path) and run `reindex apply` again")
 
 
 def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardRunner, progress, lock,

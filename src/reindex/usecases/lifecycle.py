@@ -32,7 +32,7 @@ from reindex.planner import (
 
 
 
-from reindex.usecases import backends
+from reindex.usecases import backends, disk
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
 from reindex.locks import read_lock
@@ -211,6 +211,7 @@ def cutover(
     plan = read_plan(path)
     state = backends.state_store(cfg)
     shadow = _check_cutover_plan(cfg, path, plan, force, state)
+    disk.require_free_for_cutover(cfg, shadow, plan.body["inputs"]["baseline"].get("collection"))
     kk = k or cfg.cutover.k
     with holding_index_lock(state, cfg.index, f"cutover to {shadow}") as lock:
         store = backends.vector_store_for(cfg)
@@ -247,6 +248,7 @@ def rollback(config_path: str | Path = DEFAULT_CONFIG, *, to: str | None = None)
     """Swap the alias back to the previous population (verified first), under the index lock."""
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
+    disk.require_free_for_rollback(cfg, state, to)
     with holding_index_lock(state, cfg.index, "rollback") as lock:
         store = backends.vector_store_for(cfg)
         try:
@@ -282,6 +284,7 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
             found = [] if reader is None else co.gc_candidates(
                 reader, state, cfg.index, older_than_s=age, retention_s=retention, force=force, names=names)
         return [{**c, "action": "kept" if c["protected"] else "would delete"} for c in found]
+    disk.require_free_for_gc(cfg)
     with holding_index_lock(state, cfg.index, "gc") as lock:
         store = backends.vector_store_for(cfg)
         try:
