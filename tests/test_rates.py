@@ -228,3 +228,18 @@ def test_a_plan_assumes_the_cpus_of_the_workers_measured_capped_by_this_machine(
     assert plan_rate(rec, local=True, cpus=16, workers=1)[0] == 120_000.0
     assert plan_rate(rec, local=False) == (60_000.0, {"basis": "per worker wall-second", "workers": 2})
 
+
+
+def test_two_dask_worker_processes_record_two_workers_and_the_per_cpu_second_rate_of_one(tmp_path: Path) -> None:
+    recorded = {}
+    for spec in ("threads:1", "dask-processes:2"):
+        ws = Workspace(tmp_path / spec.replace(":", "-"))
+        _, path = ws.plan()
+        r = api.apply_plan(path, ws.config, task_runner=spec, use_prefect=False)
+        assert r.status == "done", r.report
+        recorded[spec] = r.report["throughput"]["recorded"]
+    one, two = recorded["threads:1"], recorded["dask-processes:2"]
+    assert (one["workers"], two["workers"]) == (1, 2)  # one model call at a time in each of two processes
+    assert one["tokens"] == two["tokens"]
+    # The hash embedder costs microseconds per text: a loose bound, its CPU-seconds are a few hundredths.
+    assert 0.5 < two["tokens_per_cpu_second"] / one["tokens_per_cpu_second"] < 2.0, (one, two)
