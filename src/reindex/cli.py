@@ -369,8 +369,9 @@ def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: i
 def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_json: bool) -> None:
     """Time the configured embedder on real chunks of the corpus; plans then use the measured rate.
 
-    Precedence of the rate a plan uses: cost.tokens_per_minute in the config, then the rate the last apply
-    of the same model measured, then this calibration, then a default of 150,000 tokens/min. Local backends
+    Timed in CPU-seconds (what the model costs, whatever the load) and wall seconds. Precedence of the rate a
+    plan uses: cost.tokens_per_minute in the config, then the rate the last apply of the same model measured,
+    then this calibration, then (a local model) 32 chunks timed by the plan, else 150,000 tokens/min. Local backends
     are compared with float32 torch on the same chunks (mean cosine, top-10 overlap on probe queries).
 
     \b
@@ -388,8 +389,10 @@ def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_
         where = f" ({b['backend']}/{b['precision']} on {b['device']})" if b.get("device") else ""
         agree = (f"; cosine to float32 {b['cosine_to_float32']:.4f}, top-10 overlap {b['recall_at_10_overlap']:.2f}"
                  if "recall_at_10_overlap" in b else "")
-        click.echo(f"{b['model']}{where}: {b['tokens_per_second']:,.0f} tokens/s ({b['tokens_per_minute']:,.0f}/min) on "
-                   f"{b['chunks']} chunks, {b['tokens']:,} tokens in {b['seconds']} s{agree}; recorded for plans")
+        per_cpu = f"{b['tokens_per_cpu_second']:,.0f} tokens per CPU-second, " if b.get("tokens_per_cpu_second") else ""
+        click.echo(f"{b['model']}{where}: {per_cpu}{b['tokens_per_second']:,.0f} tokens/s of wall ({b['tokens_per_minute']:,.0f}"
+                   f"/min) on {b['chunks']} chunks, {b['tokens']:,} tokens in {b['cpu_seconds']} CPU-s / {b['seconds']} s "
+                   f"(load {b['load']} on {b['cpus']} CPUs){agree}; recorded for plans")
 
 
 @main.command()

@@ -509,10 +509,12 @@ class VectorHalf(_Model):
     """Everything that decides which vector a given text gets. Hashed into the vector id."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=VECTOR)
-    provider: Literal["sentence-transformers", "openai", "hash", "langchain", "llamaindex"] = Field(
+    provider: Literal["sentence-transformers", "model2vec", "openai", "hash", "langchain", "llamaindex"] = Field(
         "sentence-transformers",
-        description="sentence-transformers (local, offline), an OpenAI-compatible HTTP API, hash (deterministic test "
-        "vectors, no model), or your own embeddings class: langchain (an Embeddings) or llamaindex (a BaseEmbedding).",
+        description="sentence-transformers (local, offline), model2vec (static embeddings: a model2vec folder, or one "
+        "distilled offline from a local sentence-transformers folder), an OpenAI-compatible HTTP API, hash "
+        "(deterministic test vectors, no model), or your own embeddings class: langchain (an Embeddings) or "
+        "llamaindex (a BaseEmbedding).",
     )
     model: str = Field(
         "all-MiniLM-L6-v2", description="Model id: a packaged model name, a local sentence-transformers folder, the API's "
@@ -555,6 +557,9 @@ class VectorHalf(_Model):
 
     @model_validator(mode="after")
     def _backend_runs(self) -> "VectorHalf":
+        if self.provider == "model2vec" and (self.backend, self.precision) != ("torch", "float32"):
+            raise ValueError("a model2vec static model is a table lookup with its own stored precision; leave "
+                             "vector.backend and vector.precision unset")
         if self.provider != "sentence-transformers":
             return self
         if self.backend == "api":

@@ -59,6 +59,7 @@ from reindex.sources.base import Document, ScanReport
 from reindex.stores.objects import ObjectStore
 from reindex.stores.payload import build_payload
 from reindex.stores.vectors import Point, VectorStore
+from reindex.throughput import CpuClock
 
 RETRY_ATTEMPTS = 5
 
@@ -118,7 +119,9 @@ class ShardResult:
     failures: list[dict] = field(default_factory=list)
     skipped: bool = False
     seconds: float = 0.0
-    embed_seconds: float = 0.0  # inside successful embedding calls (the throughput apply records)
+    embed_seconds: float = 0.0  # wall seconds inside successful embedding calls
+    embed_cpu_seconds: float = 0.0  # CPU seconds of those calls (reindex.throughput.CpuClock: the rate apply records)
+    embed_concurrency: int = 0  # most embedding calls this shard's process had in flight at once
     worker: str = ""  # "host:pid" of the process that ran the shard
     staged: str | None = None  # key of the staged writes the coordinator must commit (reindex.workers)
 
@@ -159,6 +162,12 @@ class ApplyContext:
     # in source order; a shard of this process takes its documents from here instead of scanning the source
     # again (a JSONL file is parsed whole to find one line). Later edits are the catch-up's. None: scan.
     documents: Mapping[str, Document] | None = None
+    # The CPU clock of embedding calls (shard threads register, so that one's call does not count another's
+    # chunking), and how many calls this process had in flight at once (the workers a rate is per).
+    cpu_clock: CpuClock = field(default_factory=CpuClock)
+    embedding_now: int = 0
+    embedding_most: int = 0
+    _count_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def emit(self, **event: Any) -> None:
         if self.progress:
@@ -223,14 +232,22 @@ def _old_rows(ctx: ApplyContext, collection: str, shard: int, shards: int | None
     return rows
 
 
-def _timed(embed: Callable[[list[str]], Any], result: ShardResult) -> Callable[[list[str]], Any]:
-    """``embed`` adding the seconds of each successful call to ``result.embed_seconds`` (failed attempts
-    and retry back-off are not embedding throughput)."""
+def _timed(ctx: ApplyContext, embed: Callable[[list[str]], Any], result: ShardResult) -> Callable[[list[str]], Any]:
+    """``embed`` adding the wall and CPU seconds of each successful call to ``result`` (failed attempts and
+    retry back-off are not embedding throughput), and counting the calls in flight in this process."""
 
     def call(batch: list[str]) -> Any:
-        t = time.perf_counter()
-        out = embed(batch)
-        result.embed_seconds += time.perf_counter() - t
+        with ctx._count_lock:
+            ctx.embedding_now += 1
+            ctx.embedding_most = max(ctx.embedding_most, ctx.embedding_now)
+        try:
+            out, wall, cpu = ctx.cpu_clock.call(embed, batch)
+        finally:
+            with ctx._count_lock:
+                ctx.embedding_now -= 1
+        result.embed_seconds += wall
+        result.embed_cpu_seconds += cpu
+        result.embed_concurrency = max(result.embed_concurrency, ctx.embedding_most)
         return out
 
     return call
@@ -251,7 +268,7 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
         # One model, one call at a time; an embedder that paces its own requests (an API client) is shared by
         # the shards concurrently.
         with contextlib.nullcontext() if getattr(ctx.embedder, "concurrent", False) else ctx.embed_lock:
-            res = retry_transient(_timed(ctx.embedder.embed, result), batch)
+            res = retry_transient(_timed(ctx, ctx.embedder.embed, result), batch)
         result.embedded += len(batch)
         result.tokens_embedded += sum(texts[t] for t in batch)
         result.truncated += res.truncated
@@ -417,6 +434,7 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
               force: bool = False) -> ShardResult:
     """Build (or, in place, sync) one shard. Skips a shard whose manifest exists unless ``force``."""
     t0 = time.perf_counter()
+    ctx.cpu_clock.register()
     result = ShardResult(shard, worker=worker_name())
     done = None if force else read_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard)
     if done is not None:

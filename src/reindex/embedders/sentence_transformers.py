@@ -142,6 +142,17 @@ def _load(path: str, backend: str = "torch", precision: str = "float32", device:
         return _CACHE[key]
 
 
+def load_transformer(source: Path):
+    """The bare transformer and fast tokenizer of the local model folder ``source`` (no sentence-transformers
+    pipeline), read from its files only: what a static-model distillation reads."""
+    from transformers import AutoModel, AutoTokenizer
+
+    _offline()
+    _quiet_transformers()
+    model = AutoModel.from_pretrained(str(source), local_files_only=True)
+    return model, AutoTokenizer.from_pretrained(str(source), local_files_only=True, use_fast=True)
+
+
 # --------------------------------------------------------------------------------------------
 # ONNX export (local, content-addressed cache)
 # --------------------------------------------------------------------------------------------
@@ -371,8 +382,11 @@ class SentenceTransformerEmbedder:
 
     def describe(self) -> dict:
         """Where and how this embedder runs (for run reports and calibration)."""
+        import torch
+
+        # threads: torch's intra-op threads (onnxruntime is given the same number), the CPUs one call uses.
         return {"provider": self.vector.provider, "backend": self.vector.backend, "precision": self.vector.precision,
-                "device": self.device}
+                "device": self.device, "threads": torch.get_num_threads() if self.device == "cpu" else None}
 
     def embed(self, texts: list[str]) -> EmbedResult:
         if not texts:

@@ -50,6 +50,7 @@ class KeyNumbers:
     tokens_per_minute: float
     rate_source: str
     rate_measured: Mapping[str, Any] | None
+    rate_assumes: Mapping[str, Any] | None  # basis, workers, CPUs of a measured rate (None: configured or default)
     vectors_old: int
     vectors_new: int
     peak_vectors: int
@@ -83,6 +84,15 @@ class KeyNumbers:
                 out[f.name] = v.raw if isinstance(v, Documents) else v
         return out
 
+    @property
+    def hours_assume(self) -> str:
+        """`` (N workers × C CPUs)`` when the hours come from a measured rate, else empty."""
+        a = self.rate_assumes
+        if not a:
+            return ""
+        workers = f"{a['workers']} worker{'s' if a['workers'] != 1 else ''}"
+        return f" ({workers} × {a['cpus'] // a['workers']} CPU)" if a.get("cpus") else f" ({workers})"
+
     def rows(self) -> list[tuple[str, str]]:
         """(quantity, value) rows for approvers: the Prefect table artifact of a plan."""
         return [
@@ -90,7 +100,7 @@ class KeyNumbers:
             ("chunks old → new", f"{self.chunks_old:,} → {self.chunks_new:,}"),
             ("chunks reused", f"{self.chunks_reused:,}"), ("chunks to embed", f"{self.chunks_to_embed:,}"),
             ("tokens to embed", f"{self.tokens_to_embed:,}"), ("cost (USD)", f"{self.usd:.4f}"),
-            ("hours", f"{self.hours:.3f}"), ("peak vectors", f"{self.peak_vectors:,}"),
+            ("hours", f"{self.hours:.3f}{self.hours_assume}"), ("peak vectors", f"{self.peak_vectors:,}"),
             ("peak disk bytes", f"{self.peak_disk_bytes:,}"), ("peak RAM bytes", f"{self.peak_ram_bytes:,}"),
             ("approval required", str(self.approval_required).lower()),
         ]
@@ -108,7 +118,7 @@ def key_numbers(plan: Any) -> KeyNumbers:
         chunks_old=w["chunks_old"], chunks_new=w["chunks_new"], chunks_reused=w["chunks_reused"],
         chunks_to_embed=w["chunks_to_embed"], tokens_to_embed=w["tokens_to_embed"],
         usd=c["usd"], hours=c["hours"], tokens_per_minute=c["tokens_per_minute"], rate_source=c["rate_source"],
-        rate_measured=c.get("rate_measured"), vectors_old=c["vectors_old"], vectors_new=c["vectors_new"],
+        rate_measured=c.get("rate_measured"), rate_assumes=c.get("rate_assumes"), vectors_old=c["vectors_old"], vectors_new=c["vectors_new"],
         peak_vectors=c["peak_vectors"], peak_bytes=peak["ram_bytes"] + peak["disk_bytes"],
         approval_required=b["approval"]["required"], sampled=b["projection"] is not None,
         over_model_limit=w.get("over_model_limit"),

@@ -10,7 +10,7 @@ from reindex.planner import Plan
 from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 
 __all__ = ["baseline_line", "change_lines", "footprint_rows", "key_rows", "over_limit_line", "peak_note", "plan_title",
-           "projection_rows", "rate_note", "rechunk_line", "tail_line", "what_if_rows"]
+           "projection_rows", "rate_note", "rechunk_line", "tail_line", "throughput_text", "what_if_rows"]
 
 FIELD_LABELS = {
     "chunks_old": "chunks (old population)",
@@ -25,6 +25,7 @@ RATE_SOURCES = {
     "config": "from the config (cost.tokens_per_minute)",
     "apply": "measured by the last `reindex apply` of this model",
     "calibration": "measured by `reindex calibrate`",
+    "sampled": "measured by this plan on sampled chunks of the corpus (no apply or calibration of this model yet)",
     "default": "a default assumption; the next apply measures it, or run `reindex calibrate`",
 }
 
@@ -38,10 +39,29 @@ def rate_note(cost: Mapping[str, Any]) -> str:
         where = f" on {m['machine']}" if m.get("machine") else ""
         when = f" at {m['at'].replace('T', ' ').replace('+00:00', ' UTC')}" if m.get("at") else ""
         plan = f" (plan {m['plan_hash'][:12]})" if m.get("plan_hash") else ""
-        amount = (f": {m['tokens']:,} tokens in {m['seconds']:g} s of embedding"
-                  if m.get("tokens") and m.get("seconds") else "")
+        amount = f": {throughput_text(m)}" if m.get("tokens") and m.get("seconds") else ""
         text += f"{plan}{where}{when}{amount}"
+    a = cost.get("rate_assumes")
+    if a:
+        workers = f"{a['workers']} embedding worker{'s' if a['workers'] != 1 else ''}"
+        text += (f"; the hours assume {workers} using {a['cpus']} CPU{'s' if a['cpus'] != 1 else ''} of an idle machine "
+                 f"at {a['tokens_per_cpu_second']:,.0f} tokens per CPU-second" if a.get("cpus") else
+                 f"; the hours assume {workers} at the measured rate per worker")
     return text
+
+
+def throughput_text(m: Mapping[str, Any]) -> str:
+    """A measured embedding rate as recorded: per CPU-second and per worker wall-second with the workers,
+    threads, load and CPUs beside it (records from before CPU time was measured: tokens/min of wall time)."""
+    if not m.get("tokens_per_cpu_second"):
+        return f"{m['tokens']:,} tokens in {m['seconds']:g} s of embedding"
+    workers = m.get("workers") or 1
+    wall = m["tokens"] / m["seconds"] if m.get("seconds") else 0.0
+    threads = f", {m['threads']} thread{'s' if m['threads'] != 1 else ''} each" if m.get("threads") else ""
+    load = f"; load {m['load']:g} on {m['cpus']} CPUs" if m.get("load") is not None and m.get("cpus") else ""
+    return (f"{m['tokens']:,} tokens in {m['cpu_seconds']:g} CPU-s ({m['tokens_per_cpu_second']:,.0f} per CPU-second) and "
+            f"{m['seconds']:g} s of embedding ({wall:,.0f} per worker wall-second; {workers} worker"
+            f"{'s' if workers != 1 else ''}{threads}{load})")
 
 
 def over_limit_line(plan: Any) -> str | None:

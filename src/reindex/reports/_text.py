@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from reindex.domain import ChangeKind
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line
+from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line, throughput_text
 
 __all__ = [
     "apply_text",
@@ -160,8 +160,7 @@ def apply_text(r: Any) -> str:
         lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")
     m = (rep.get("throughput") or {}).get("recorded")
     if m:
-        lines.append(f"  embedding throughput {m['tokens_per_minute']:,.0f} tokens/min ({m['tokens']:,} tokens in "
-                     f"{m['seconds']:g} s of embedding): recorded, the next plan of this model uses it")
+        lines.append(f"  embedding throughput {throughput_text(m)}: recorded, the next plan of this model uses it")
     if rep["catch_up"]["documents"]:
         lines.append(f"  catch-up replayed {rep['catch_up']['documents']} documents that changed during the build")
     for f in rep["failures"][:10]:

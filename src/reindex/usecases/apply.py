@@ -36,6 +36,7 @@ from reindex.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
 from reindex.workers import SharedTokenCounter, budget_key
 from reindex.stores.payload import INDEXED_FIELDS, filter_key
+from reindex.throughput import rate_record
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
@@ -371,32 +372,42 @@ MIN_TOKENS_TO_MEASURE = 20_000
 
 
 def _record_rate(state, cfg: PipelineConfig, vector_id: str, plan: Plan, report: dict, runner: str) -> dict | None:
-    """Record this run's embedding throughput (tokens embedded / seconds inside embedding calls) for the
-    vector half, so that the next plan prices with it; None when the run embedded too little to measure."""
+    """Record this run's embedding throughput for the vector half, so that the next plan prices with it: per
+    CPU-second of the embedding calls, and per worker wall-second, with the workers that embedded at once,
+    the threads of each model call, the load and the CPU count (:func:`reindex.throughput.rate_record`).
+    None when the run embedded too little to measure."""
     import os
     import platform
 
-    tokens, seconds = report["throughput"]["tokens_embedded"], report["throughput"]["embed_seconds"]
-    if tokens < MIN_TOKENS_TO_MEASURE or seconds <= 0:
+    t = report["throughput"]
+    if t["tokens_embedded"] < MIN_TOKENS_TO_MEASURE or t["embed_seconds"] <= 0:
         return None
-    tps = tokens / seconds
+    embedder = report.get("embedder") or {}
     rec = {
         "source": "apply",
         "vector_id": vector_id,
         "model": cfg.vector.model,
         "index": cfg.index,
         "plan_hash": plan.plan_hash,
-        "tokens": tokens,
-        "seconds": round(seconds, 3),
-        "tokens_per_second": round(tps, 1),
-        "tokens_per_minute": round(tps * 60, 1),
+        **rate_record(t["tokens_embedded"], t.get("embed_cpu_seconds", 0.0), t["embed_seconds"],
+                      workers=t.get("workers") or 1, threads=embedder.get("threads")),
         "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cpus)",
         "runner": runner,
-        "device": (report.get("embedder") or {}).get("device"),
+        "device": embedder.get("device"),
         "at": time.time(),
     }
     write_measured_rate(state, vector_id, rec)
     return rec
+
+
+def _embedding_workers(shards: list[dict]) -> int:
+    """How many embedding calls ran at once across the run: per process (``worker``, host:pid) the most it
+    had in flight, summed over processes (1 for an in-process run with one model)."""
+    most: dict[str, int] = {}
+    for r in shards:
+        if r.get("embed_concurrency"):
+            most[r["worker"]] = max(most.get(r["worker"], 0), r["embed_concurrency"])
+    return sum(most.values()) or 1
 
 
 def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds: float, target: str, store) -> dict:
@@ -430,9 +441,12 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
             "shards_skipped": sum(1 for r in shards if r["skipped"]),
         },
         "catch_up": catch,
-        # Seconds inside successful embedding calls (timing, like "seconds"; "recorded": see _record_rate).
+        # Wall and CPU seconds inside successful embedding calls, summed over workers, and the workers that
+        # embedded at once (timing, like "seconds"; "recorded": see _record_rate).
         "throughput": {"tokens_embedded": total("tokens_embedded"),
-                       "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3)},
+                       "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3),
+                       "embed_cpu_seconds": round(sum(r.get("embed_cpu_seconds", 0.0) for r in shards), 3),
+                       "workers": _embedding_workers(shards)},
         "bad_documents": [b for r in shards for b in r["bad"]],
         "failures": failures,
         # Each shard: the process that ran it (host:pid) and its seconds and counts (timing, like "seconds").
@@ -441,5 +455,5 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
     }
 
 
-SHARD_FIELDS = ("shard", "worker", "skipped", "seconds", "embed_seconds", "commit_seconds", "documents", "chunks",
+SHARD_FIELDS = ("shard", "worker", "skipped", "seconds", "embed_seconds", "embed_cpu_seconds", "commit_seconds", "documents", "chunks",
                 "reused_old", "reused_target", "embedded", "tokens_embedded", "deleted")
