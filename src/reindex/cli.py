@@ -202,10 +202,17 @@ def chunk(path: str, config_path: str | None, chunker: str | None, summary: bool
 @click.option("--out", default="plans", show_default=True, help="Folder for the plan and its reports.")
 @click.option("--sample", type=int, default=None, help="Project from a length-stratified sample of N documents.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
+@click.option("--forecast", type=int, is_flag=False, flag_value=100, default=None, metavar="[N]",
+              help="What a pipeline-scoped change buys, before paying: build both sides on N sampled documents "
+                   "(default 100) plus those the queries point at, in a scratch store, and evaluate them as the "
+                   "cutover will (verdict, metrics with intervals, its own cost).")
+@click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="With --forecast: the labelled queries file the cutover will use (as `reindex cutover --queries`); "
+                   "default: the cutover's probes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the key numbers as JSON.")
 @click.pass_context
 def plan(ctx: click.Context, config_path: str, baseline_config: str | None, baseline_corpus: str | None, out: str,
-         sample: int | None, seed: int, as_json: bool) -> None:
+         sample: int | None, seed: int, forecast: int | None, queries: str | None, as_json: bool) -> None:
     """Classify and price a change; write plans/<date>-<index>-<kind>-<hash>.json with Markdown and HTML reports.
 
     Exit codes: 0 nothing to do, 2 changes planned, 1 error (like terraform plan -detailed-exitcode), 64 usage
@@ -215,13 +222,16 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
     Examples:
       reindex plan -c reindex.yaml
       reindex plan -c new.yaml --baseline-config old.yaml --baseline-corpus old.parquet --json
+      reindex plan --forecast 100 --queries queries.jsonl
     """
     from reindex import api
     from reindex.reports import plan_text
 
     with api.Index.open(config_path) as ix:
+        if queries is not None and forecast is None:
+            raise click.UsageError("--queries goes with --forecast (the cutover takes its own --queries)")
         p, path = ix.plan(baseline_config=baseline_config, baseline_corpus=baseline_corpus, out=out, sample=sample,
-                          seed=seed)
+                          seed=seed, forecast=forecast, queries=queries)
     if as_json:
         _emit_json({**p.summary(), "plan_file": str(path)})
     else:

@@ -784,6 +784,14 @@ class ApprovalConfig(_OpModel):
     max_usd: float | None = Field(1.0, ge=0.0, description="Document-scoped plans above this many dollars need approval.")
     max_removed_share: float = Field(0.05, ge=0.0, le=1.0, description="Plans removing more than this share of the live documents need approval.")
     min_readable_share: float = Field(0.5, ge=0.0, le=1.0, description="Plans whose scan could read less than this share of the live documents need approval (an unmounted or emptied source).")
+    require_forecast: bool = Field(
+        False, description="Every pipeline-scoped plan carries a forecast (`reindex plan` and the flows make one on "
+        "approval.forecast_documents sampled documents), and apply refuses one without it.")
+    forecast_documents: int = Field(100, ge=2, strict=True, description="Sample size of the forecast that "
+                                    "approval.require_forecast asks for.")
+    min_forecast_delta: float | None = Field(
+        None, description="Apply refuses a pipeline-scoped plan whose forecast says its lower 95 % bound of recall@k "
+        "(else MRR, else passage MRR) new − old is below this, or whose forecast verdict is `worse`; None = no bound.")
     carry_over: float = Field(
         0.10, ge=0.0, le=1.0, description="An approval of a pipeline-scoped plan carries over to a re-plan of the same "
         "change (same config, same live population, same kind) whose tokens to embed and new vectors are each within "

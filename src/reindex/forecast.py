@@ -68,8 +68,8 @@ def build_old_side(scratch: Any, reader: Any, state: Any, live: Population, docu
     """The live population restricted to ``documents``, copied point for point (vectors and payloads) into the
     scratch collection :data:`FORECAST_OLD`; returns ``fingerprint → vector`` for the new side's reuse."""
     wanted = set(documents)
-    cols = read_chunk_manifest_columns(state, live.index, live.collection, ["doc_id", "point_id"])
-    ids = [p for d, p in zip(cols["doc_id"], cols["point_id"]) if d in wanted]
+    ids = [p for cols in read_chunk_manifest_columns(state, live.index, live.collection, ["doc_id", "point_id"])
+           for d, p in zip(cols["doc_id"], cols["point_id"]) if d in wanted]
     cfg = live.config
     scratch.create_collection(FORECAST_OLD, dimension=cfg.vector.dimension, distance=cfg.vector.distance)
     by_fp: dict[str, Any] = {}

@@ -20,8 +20,8 @@ from reindex.planner._baseline import (
     no_baseline,
 )
 from reindex.planner._change import plan_change
-from reindex.planner._classify import IN_PLACE_KINDS, KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes, queries_changed
-from reindex.planner._numbers import KeyNumbers, key_numbers
+from reindex.planner._classify import IN_PLACE_KINDS, KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes, forecast_refusal, queries_changed
+from reindex.planner._numbers import KeyNumbers, forecast_line, key_numbers
 from reindex.planner._plan import (
     PLAN_SCHEMA,
     Plan,
@@ -64,6 +64,8 @@ __all__ = [
     "approval_needed",
     "approval_of_plan",
     "classify",
+    "forecast_line",
+    "forecast_refusal",
     "queries_changed",
     "doc_work",
     "explain_changes",

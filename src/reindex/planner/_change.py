@@ -215,6 +215,7 @@ def _plan_body(
         "timing": {"planning_seconds": round(elapsed, 3),
                    "documents_per_second": round(docs_total / elapsed, 1) if elapsed else None},
         **({"in_place_part": req.in_place_part} if req.in_place_part else {}),
+        **({"forecast": req.forecast} if req.forecast else {}),
     }
 
 

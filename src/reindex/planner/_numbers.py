@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from reindex.domain import ChangeKind
 
-__all__ = ["Documents", "KeyNumbers", "key_numbers"]
+__all__ = ["Documents", "KeyNumbers", "forecast_line", "key_numbers"]
 
 _EXTRA = {"summary": False}  # a field renderers read that `reindex plan --json` does not print
 
@@ -72,6 +72,9 @@ class KeyNumbers:
     # The document changes of a pipeline-scoped plan, applied now in place under the live population's config
     # (a plan of their own): {plan_hash, kind, documents, chunks_to_embed, tokens_to_embed, file}; None: none.
     in_place_part: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
+    # What the change buys, measured on a sample before paying (``plan --forecast``): metrics with intervals,
+    # the verdict, the forecast's own cost and how the sample was drawn; None when no forecast was made.
+    forecast: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
 
     def summary(self) -> dict[str, Any]:
         """What ``reindex plan --json`` prints (besides ``plan_file``)."""
@@ -103,7 +106,20 @@ class KeyNumbers:
             ("hours", f"{self.hours:.3f}{self.hours_assume}"), ("peak vectors", f"{self.peak_vectors:,}"),
             ("peak disk bytes", f"{self.peak_disk_bytes:,}"), ("peak RAM bytes", f"{self.peak_ram_bytes:,}"),
             ("approval required", str(self.approval_required).lower()),
-        ]
+        ] + ([("forecast verdict", forecast_line(self.forecast))] if self.forecast else [])
+
+
+def forecast_line(f: Mapping[str, Any]) -> str:
+    """The forecast in one line: verdict, the most informative metric with its interval, sample and cost."""
+    metrics = f.get("metrics", {})
+    pick = next((m for m in ("passage_mrr", "mrr", f"recall_at_{f.get('k', 10)}") if m in metrics), None)
+    shown = ""
+    if pick:
+        m = metrics[pick]
+        shown = f"; {pick} {m['old']:.3f} → {m['new']:.3f} (Δ {m['diff']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}])"
+    c = f.get("cost", {})
+    return (f"{f['verdict']}{shown}; {f['sample_documents']} sampled documents, {f['queries']['count']} queries; "
+            f"cost {c.get('tokens', 0):,} tokens, {c.get('seconds', 0):.1f} s")
 
 
 def key_numbers(plan: Any) -> KeyNumbers:
@@ -127,5 +143,5 @@ def key_numbers(plan: Any) -> KeyNumbers:
         approval_reasons=tuple(b["approval"]["reasons"]), affected_documents=tuple(w["affected_documents"]),
         removed_documents=tuple(w.get("removed_documents", ())),
         cross_document_chunks=w["cross_document"]["chunks"], cross_document_tokens=w["cross_document"]["tokens"],
-        in_place_part=b.get("in_place_part"),
+        in_place_part=b.get("in_place_part"), forecast=b.get("forecast"),
     )

@@ -9,7 +9,7 @@ from reindex.domain import ChangeKind
 from reindex.planner import Plan
 from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 
-__all__ = ["baseline_line", "change_lines", "footprint_rows", "key_rows", "over_limit_line", "peak_note", "plan_title",
+__all__ = ["baseline_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "key_rows", "over_limit_line", "peak_note", "plan_title",
            "projection_rows", "rate_note", "rechunk_line", "tail_line", "throughput_text", "what_if_rows"]
 
 FIELD_LABELS = {
@@ -193,3 +193,35 @@ def baseline_line(plan: Plan) -> str:
     if kind == "explicit":
         return f"explicit baseline over `{base.get('corpus')}`"
     return "nothing (initial build)"
+
+
+def forecast_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
+    """(metric, old, new, new − old [95 % CI], verdict) rows of the plan's forecast (none without one)."""
+    f = plan.body.get("forecast") or {}
+    return [(name, f"{m['old']:.3f}", f"{m['new']:.3f}", f"{m['diff']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}]",
+             m.get("verdict") or "") for name, m in f.get("metrics", {}).items()]
+
+
+def forecast_facts(plan: Plan) -> list[str]:
+    """The forecast's verdict, how its sample was drawn, what it cost and how the two models compare."""
+    f = plan.body.get("forecast")
+    if not f:
+        return []
+    s, c, q = f["sample"], f["cost"], f["queries"]
+    out = [f"Verdict: **{f['verdict']}** (measured on a sample before paying for the build, exactly as the cutover "
+           "will evaluate the whole)",
+           f"Sample: {num(f['sample_documents'])} of {num(s['corpus_documents'])} documents ({num(s['stratified'])} "
+           f"drawn by length, {num(s['query_documents'])} more that the queries point at; seed {s['seed']}); "
+           f"queries: {q['source']} ({num(q['count'])})",
+           f"Its own cost: {num(c['tokens'])} tokens embedded ({num(c['embedded_chunks'])} of {num(c['chunks'])} "
+           f"chunks), {c['seconds']:.1f} s ({c['cpu_seconds']:.1f} CPU-s of embedding)"]
+    a = f.get("agreement")
+    if a:
+        cos = f"; mean cosine of their vectors {a['mean_cosine']:.4f}" if "mean_cosine" in a else \
+            "; different vector spaces (compared by the overlap of their top-k)"
+        out.append(f"Models on {num(a['chunks'])} sampled chunks: old {a['old_tokens_per_cpu_second']:,.0f}, new "
+                   f"{a['new_tokens_per_cpu_second']:,.0f} tokens per CPU-second (×{a['speed_ratio']:.2f}){cos}")
+    k = f.get("k", 10)
+    out.append(f"Top-{k} overlap of the two sides {f.get(f'overlap_at_{k}', 0):.3f}, rank-biased overlap "
+               f"{f.get('rbo', 0):.3f}")
+    return out

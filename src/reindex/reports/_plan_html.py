@@ -27,6 +27,8 @@ from reindex.reports._plan_facts import (
     baseline_line,
     change_lines,
     footprint_rows,
+    forecast_facts,
+    forecast_rows,
     key_rows,
     over_limit_line,
     plan_title,
@@ -123,6 +125,9 @@ def plan_html(plan: Plan) -> str:
         "</header>",
         _cards(plan), banner,
         _section("What changes", _ul(change_lines(plan))),
+        *([_section("What it buys (forecast)", _ul(forecast_facts(plan)) + _table(
+            ("metric", "old", "new", "new − old [95 % CI]", "verdict"), forecast_rows(plan), (1, 2, 3)))]
+          if plan.body.get("forecast") else []),
         '<div class="charts">', chart_population(plan), chart_token_sources(plan),
         chart_chunks_per_bucket(plan), chart_doc_length(plan), "</div>",
         '<div class="two">',

@@ -19,6 +19,7 @@ __all__ = [
     "cutover_text",
     "estimate_json",
     "estimate_text",
+    "forecast_lines",
     "chains_text",
     "measure_text",
     "plan_text",
@@ -44,6 +45,24 @@ def in_place_part_line(part: Any) -> str | None:
             f"{d['edited']:,} edited, {d['removed']:,} removed; {part['tokens_to_embed']:,} tokens to embed"
             f"{', needs approval' if part.get('approval_required') else ''}) under the live population's own config "
             f"→ {part['file']}; part 2, below: the pipeline change, built beside it with the same edits")
+
+
+def forecast_lines(f: Any) -> list[str]:
+    """What the forecast says, for the terminal: the verdict line, one line per metric, agreement and speed."""
+    if not f:
+        return []
+    from reindex.planner import forecast_line
+
+    out = [f"forecast (what it buys): {forecast_line(f)}"]
+    for name, m in f.get("metrics", {}).items():
+        out.append(f"  {name}: {m['old']:.3f} → {m['new']:.3f} (Δ {m['diff']:+.3f} [{m['low']:+.3f}, "
+                   f"{m['high']:+.3f}]) {m.get('verdict') or ''}".rstrip())
+    a = f.get("agreement")
+    if a:
+        cos = f", mean cosine {a['mean_cosine']:.4f}" if "mean_cosine" in a else " (different spaces: no cosine)"
+        out.append(f"  models on {a['chunks']} sampled chunks: old {a['old_tokens_per_cpu_second']:,.0f} → new "
+                   f"{a['new_tokens_per_cpu_second']:,.0f} tokens per CPU-second (×{a['speed_ratio']:.2f}){cos}")
+    return out
 
 
 def plan_text(plan: Any, path: Any) -> str:
@@ -74,6 +93,7 @@ def plan_text(plan: Any, path: Any) -> str:
         f"  tokens to embed: {n.tokens_to_embed:,}  ·  ${n.usd:,.2f}  ·  {n.hours:.2f} h at "
         f"{n.tokens_per_minute:,.0f} tokens/min ({rate_note(b['cost'])})"
     )
+    lines += [f"  {ln}" for ln in forecast_lines(n.forecast)]
     if (rc := rechunk_line(b["work"])) is not None:
         lines.append(f"  {rc}")
     if (over := over_limit_line(plan)) is not None:

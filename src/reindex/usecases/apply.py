@@ -11,7 +11,7 @@ from pathlib import Path
 
 from reindex.atomic import atomic_write_text
 from reindex.config import PipelineConfig
-from reindex.errors import StateError
+from reindex.errors import ApprovalError, StateError
 from reindex.identity import CorpusDigest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
@@ -19,7 +19,7 @@ from reindex.sources.base import Document, ScanReport
 
 from reindex.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain import ChangeKind, PopulationState
-from reindex.planner import Baseline, approval_of_plan, classify, queries_changed
+from reindex.planner import Baseline, approval_of_plan, classify, forecast_refusal, queries_changed
 from reindex.planner import (
     Plan,
     PlanError,
@@ -142,6 +142,9 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
     check_not_rejected(plan, plan_path)  # final, with or without an approval on record (the UI's form writes it)
     check_approval(plan, read_approval(plan_path, signing_key(cfg.approval.hmac_key_env)),
                    approval_of_plan(plan.body, cfg, kind))
+    refused = forecast_refusal(plan.body, cfg, kind)
+    if refused is not None:
+        raise ApprovalError(f"{plan_path}: not applied: {refused}")
     return plan, plan_path
 
 

@@ -113,10 +113,18 @@ def make_plan(
     sample: int | None = None,
     seed: int = 0,
     progress=None,
+    forecast: int | None = None,
+    queries: str | Path | None = None,
 ) -> tuple[Plan, Path | None]:
-    """Plan a change of ``config_path`` against the live population or an explicit baseline."""
+    """Plan a change of ``config_path`` against the live population or an explicit baseline. ``forecast``: build
+    both sides on a sample of that many documents (plus the documents ``queries`` — the cutover's labelled
+    queries file — point at, or the cutover's probes) and put what the change buys into the plan
+    (:mod:`reindex.forecast`); asked for automatically when ``approval.require_forecast`` is set."""
     cfg = load_resolved(config_path)
     part = None
+    if forecast is not None and (baseline_config is not None or baseline_corpus is not None):
+        raise PlanError("--forecast compares the change with the live population; it cannot be combined with "
+                        "--baseline-config / --baseline-corpus")
     if sample is not None and sample < 2:
         raise PlanError(f"--sample: need at least 2 documents, got {sample}")
     if baseline_config is not None or baseline_corpus is not None:
@@ -135,8 +143,15 @@ def make_plan(
                 part = _in_place_part(cfg, config_path, state, baseline, out, progress)
             attach_retained(baseline, state, cfg.index, new_pipeline)
     new_vectors = baseline.identity is None or baseline.identity.vector_id != identity_of(cfg).vector_id
+    outlook = None
+    n = forecast if forecast is not None else (cfg.approval.forecast_documents if cfg.approval.require_forecast
+                                               else None)
+    if n is not None and baseline.kind == "live" and baseline_config is None and baseline_corpus is None:
+        from reindex.usecases.forecast import forecast_change
+
+        outlook = forecast_change(cfg, n, queries=queries)
     req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg, measure=new_vectors), sample=sample, seed=seed,
-                      progress=progress, model_limit=_model_limit(cfg), in_place_part=part)
+                      progress=progress, model_limit=_model_limit(cfg), in_place_part=part, forecast=outlook)
     plan = plan_change(req)
     return plan, _written(plan, out)
 
