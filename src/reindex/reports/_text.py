@@ -394,6 +394,7 @@ def waiting_runs_text(waiting: Sequence[Any]) -> str:
             f"  plan      {r.plan}  ({r.plan_hash[:12]}, {r.kind})",
             f"  footprint peak {r.peak_vectors:,} vectors, {human_bytes(r.peak_disk_bytes)} disk, "
             f"{human_bytes(r.peak_ram_bytes)} RAM; {r.tokens_to_embed:,} tokens to embed, ${r.usd:,.4f}",
+            *([f"  forecast  {r.forecast}"] if getattr(r, "forecast", None) else []),
             f"  deadline  {r.deadline} (rejected automatically after)",
             f"  decide    reindex approve {r.plan} --by NAME   (or --reject)",
         ]
