@@ -318,7 +318,14 @@ def cutover_text(r: Any) -> str:
         kk = rep["k"]
         lines.append(f"  overlap@{kk} {agg.get(f'overlap_at_{kk}', 0):.3f} · RBO {agg.get('rbo', 0):.3f} · latency p50 "
                      f"{agg.get('latency_old_p50_ms', 0):.1f} → {agg.get('latency_new_p50_ms', 0):.1f} ms")
-        for m in (f"recall_at_{kk}", "mrr", "evidence_recall"):
+        if agg.get("verdict"):
+            lines.append(f"  verdict: {agg['verdict']}")
+        a = rep["evaluation"].get("agreement")
+        if a:
+            cos = f", mean cosine {a['mean_cosine']:.4f}" if "mean_cosine" in a else " (different spaces)"
+            lines.append(f"  models on {a['chunks']} chunks: old {a['old_tokens_per_cpu_second']:,.0f} → new "
+                         f"{a['new_tokens_per_cpu_second']:,.0f} tokens per CPU-second (×{a['speed_ratio']:.2f}){cos}")
+        for m in (f"recall_at_{kk}", "mrr", "passage_mrr", "evidence_recall"):
             if f"{m}_diff" in agg:
                 d = agg[f"{m}_diff"]
                 lines.append(f"  {m}: {agg[f'{m}_old']:.3f} → {agg[f'{m}_new']:.3f} "

@@ -112,8 +112,28 @@ def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: 
         embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
         note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
                 else "each side embeds queries with its own vector.query_prefix")
-    return ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
-                       payload_old=old_cfg.payload, payload_new=cfg.payload), note
+    evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
+                             payload_old=old_cfg.payload, payload_new=cfg.payload)
+    if not same_vectors:
+        evaluation["agreement"] = _model_agreement(store, shadow, old_cfg, cfg)
+    return evaluation, note
+
+
+def _model_agreement(store, shadow: str, old_cfg: PipelineConfig, cfg: PipelineConfig) -> dict:
+    """A vector-half change: both models on chunk texts of the shadow (their speed per CPU-second; the mean cosine
+    of their vectors where they share a space, else the top-k overlap in the evaluation says how they agree)."""
+    from itertools import islice
+
+    from reindex.forecast import AGREEMENT_CHUNKS, agreement, share_space
+    from reindex.stores.payload import payload_text
+
+    texts = [payload_text(p.payload, cfg.payload) for p in islice(store.scroll(shadow, batch=AGREEMENT_CHUNKS),
+                                                                   AGREEMENT_CHUNKS)]
+    old_emb = backends.make_embedder(old_cfg.vector, options=cfg.embed)
+    new_emb = backends.make_embedder(cfg.vector, options=cfg.embed)
+    tok = TextPipeline(cfg.text, identity_of(cfg).vector_id).tokenizer
+    return agreement(texts, lambda t: old_emb.embed(t).vectors, lambda t: new_emb.embed(t).vectors,
+                     share_space(old_cfg, cfg), tok.count_batch)
 
 
 def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, state) -> str:
