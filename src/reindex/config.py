@@ -813,6 +813,10 @@ class ApplyConfig(_OpModel):
 
     shards: int = Field(16, gt=0, strict=True, description="Shards (stable hash of doc id mod shards).")
     embed_batch_size: int = Field(64, gt=0, strict=True, description="Texts per embedding call.")
+    unit_seconds: float = Field(
+        10.0, ge=0.0, description="Remote runners (Dask, Prefect work pools) hand a worker contiguous units of shards "
+        "sized to about this much planned embedding work, so a unit's own overhead (a task or flow run, ~0.4 s "
+        "measured) stays ≤ 5 % of it; 0 = one shard per unit. The shard layout, and so resume, does not change.")
 
 
 class CutoverConfig(_OpModel):

@@ -261,11 +261,14 @@ def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJ
     (``shards``: the layout to use, default ``apply.shards``)."""
     w = plan.body["work"]
     n = shards or cfg.apply.shards
+    rate = float(plan.body["cost"].get("tokens_per_minute") or 0) / 60  # tokens per second, the plan's
+    sized = lambda count: {"seconds_per_shard": (w["tokens_to_embed"] / count / rate) if rate and count else 0.0,  # noqa: E731
+                           "unit_seconds": cfg.apply.unit_seconds}
     if not plan.kind.in_place:
-        return ShardJob(tuple(range(n)))
+        return ShardJob(tuple(range(n)), **sized(n))
     affected = set(w["affected_documents"]) | set(w["removed_documents"])
     shards = tuple(sorted({execution.shard_of(d, n) for d in affected}))
-    return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]))
+    return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]), **sized(len(shards)))
 
 
 def apply_plan(
