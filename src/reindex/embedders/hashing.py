@@ -17,6 +17,8 @@ from reindex import settings
 from reindex.config import VectorHalf
 from reindex.embedders.base import EmbedResult
 
+__all__ = ["HashEmbedder"]
+
 _LOG_LOCK = threading.Lock()
 
 

@@ -33,6 +33,9 @@ from reindex.errors import ConfigError, ModelError
 from reindex.models import digest_path, resolve_model_path
 from reindex.tokenizers import load_tokenizer
 
+__all__ = ["ONNX_OPSET", "ONNX_RECIPE", "ReindexErrors", "SentenceTransformerEmbedder", "load_transformer",
+           "model_files", "onnx_cache_key", "onnx_device", "onnx_export", "require_onnxruntime", "resolve_device"]
+
 ReindexErrors = (ConfigError, ModelError)
 _LOCK = threading.Lock()
 _CACHE: dict[tuple[str, str, str, str], object] = {}

@@ -30,6 +30,10 @@ from reindex.sources.base import ScanReport
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 
+__all__ = ["Validation", "chunk_cap", "chunker_problems", "config_warnings", "device_problems",
+           "dimension_problems", "init_config", "load_resolved", "model_input_limit", "resolve",
+           "source_problems", "validate_config"]
+
 
 def init_config(path: str | Path, *, index: str = "docs", source: str = "./corpus", force: bool = False) -> Path:
     """Write a commented default ``reindex.yaml``; refuses to overwrite unless ``force``."""
