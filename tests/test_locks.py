@@ -11,11 +11,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import botocore.exceptions as bex
 import pytest
-from helpers_locks import FlakyStore, PausingStore, age_on_store, serialise_moto_writes
+from helpers_locks import (
+    FlakyStore,
+    PausingStore,
+    age_on_store,
+    child_lock_command,
+    lock_taken_by_a_killed_process,
+    serialise_moto_writes,
+)
 
 import reindex
 import reindex.locks as locks_module
@@ -24,6 +32,7 @@ from reindex.locks import (
     IndexLock,
     LockHeld,
     LockLost,
+    ProcessIdentity,
     acquire_lock,
     lock_key,
     parse_lock,
@@ -32,18 +41,28 @@ from reindex.locks import (
 from reindex.stores.objects import ObjectStore, S3ObjectStore, open_object_store
 
 KEY = lock_key("docs")
-MakeStore = Callable[[], ObjectStore]
+
+
+@dataclass(frozen=True)
+class MakeStore:
+    """Opens a new store (its own client) on one shared location each time it is called; ``uri`` and
+    ``endpoint`` let another process open the same one."""
+
+    uri: str
+    endpoint: str | None = None
+
+    def __call__(self) -> ObjectStore:
+        return open_object_store(self.uri, endpoint_url=self.endpoint)
 
 
 @pytest.fixture(params=["folder", "s3"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> MakeStore:
-    """Opens a new store (its own client) on one shared location each time it is called."""
     if request.param == "folder":
-        return lambda: open_object_store(str(tmp_path / "state"))
+        return MakeStore(str(tmp_path / "state"))
     endpoint = request.getfixturevalue("s3_server")
     bucket = request.getfixturevalue("s3_bucket")
     serialise_moto_writes(request.getfixturevalue("monkeypatch"))
-    return lambda: open_object_store(f"s3://{bucket}/team/state", endpoint_url=endpoint)
+    return MakeStore(f"s3://{bucket}/team/state", endpoint)
 
 
 def _put_held(store: ObjectStore, token: int, owner: str = "gone-host:4242:dead", *, expires_in: float = -5.0,
@@ -173,15 +192,110 @@ def test_a_live_lock_is_never_taken_over(make_store: MakeStore) -> None:
     held.check(confirm=True)
 
 
-def test_a_dead_local_owners_lock_is_taken_over_by_compare_and_swap(make_store: MakeStore) -> None:
-    store = make_store()
+@pytest.mark.parametrize("reaped", [True, False], ids=["reaped", "zombie"])
+def test_a_dead_local_owners_lock_is_taken_over_by_compare_and_swap(make_store: MakeStore, reaped: bool) -> None:
+    """A real process of this host, boot and PID namespace took the lock and was SIGKILLed: its pid is
+    gone (or a zombie nobody reaped yet), so its lock is taken over at once, long before its hour-long
+    lease ends."""
+    pid, token = lock_taken_by_a_killed_process(make_store.uri, make_store.endpoint, reap=reaped)
+    held = read_lock(make_store(), "docs")
+    assert held.owner == f"{socket.gethostname()}:{pid}:child" and held.process is not None
+    assert held.process.pid == pid and held.process.shares_pids_with(ProcessIdentity.current())
+    lock = acquire_lock(make_store(), "docs", "me:1:x", purpose="resume")
+    assert lock.token == token + 1
+    assert read_lock(make_store(), "docs").owner == "me:1:x"
+
+
+def _identity_body(**change: object) -> dict:
+    return {**ProcessIdentity.current().as_dict(), **change}
+
+
+def _dead_pid() -> int:
     dead = subprocess.Popen(["true"])
     dead.wait()  # a pid that existed and is gone
-    gone = acquire_lock(store, "docs", f"{socket.gethostname()}:{dead.pid}:abc", purpose="apply (killed)", ttl=3600)
-    lock = acquire_lock(make_store(), "docs", "me:1:x", purpose="resume")
-    assert lock.token == gone.token + 1
-    with pytest.raises(LockLost, match="now held by me:1:x"):
-        gone.check(confirm=True)
+    return dead.pid
+
+
+@pytest.mark.parametrize("forged", ["boot_id", "pid_ns", "host", "old-format"])
+def test_a_same_host_owner_not_provably_ours_waits_for_its_lease(make_store: MakeStore, forged: str) -> None:
+    """An owner naming this host and a pid that does not exist here, but another kernel boot (a cloned
+    VM), another PID namespace (a container sharing the host name), another host, or no identity at all (a
+    lock written before identities): nothing proves it is gone, so only its lease on the store's clock
+    decides. Before, any ``<this host>:<absent pid>`` owner was taken over at once."""
+    store = make_store()
+    pid = _dead_pid()
+    owner = f"{socket.gethostname()}:{pid}:forged"
+    process = {"boot_id": _identity_body(boot_id="0" * 36, pid=pid), "pid_ns": _identity_body(pid_ns=1, pid=pid),
+               "host": _identity_body(host="elsewhere", pid=pid), "old-format": None}[forged]
+    body = {"v": 3, "state": "held", "owner": owner, "purpose": "apply (elsewhere)", "nonce": "n", "token": 7,
+            "beat": 0, "ttl": 120, "acquired": time.time(), "heartbeat": time.time(), "expires": time.time() + 120}
+    if process is not None:
+        body["process"] = process
+    store.put(KEY, json.dumps(body).encode())
+    with pytest.raises(LockHeld, match=f"locked by {owner} "):
+        acquire_lock(make_store(), "docs", "me:1:x", purpose="apply")
+    age_on_store(store, KEY, 125)  # its lease ran out on the store's clock: now it may be taken
+    assert acquire_lock(make_store(), "docs", "me:1:x", purpose="apply").token == 8
+    # The control: the same body naming this boot and namespace is taken over at once.
+    store.put(KEY, json.dumps({**body, "token": 9, "process": _identity_body(pid=pid)}).encode())
+    assert acquire_lock(make_store(), "docs", "me:2:x", purpose="apply").token == 10
+
+
+def test_a_live_local_owner_with_a_reused_pid_is_gone(make_store: MakeStore) -> None:
+    """The recorded pid runs, but it started at another time than the holder did: the pid was reused."""
+    store = make_store()
+    me = ProcessIdentity.current()
+    assert me.start is not None, "this test needs /proc"
+    body = {"v": 3, "state": "held", "owner": "x:1:y", "purpose": "apply", "nonce": "n", "token": 1, "beat": 0,
+            "ttl": 120, "acquired": time.time(), "heartbeat": time.time(), "expires": time.time() + 120,
+            "process": _identity_body(start=me.start + 1)}
+    store.put(KEY, json.dumps(body).encode())
+    assert acquire_lock(make_store(), "docs", "me:1:x", purpose="apply").token == 2
+    store.put(KEY, json.dumps({**body, "token": 5, "process": me.as_dict()}).encode())  # this very process
+    with pytest.raises(LockHeld):
+        acquire_lock(make_store(), "docs", "me:1:x", purpose="apply")
+
+
+def _unshare_prefix() -> list[str]:
+    """``unshare`` options that give a child its own PID namespace (and /proc) here, or skip."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux's unshare (not installed)")
+    tried = []
+    for opts in (["--pid", "--kill-child", "--mount-proc"],
+                 ["--user", "--map-root-user", "--pid", "--kill-child", "--mount-proc"]):
+        r = subprocess.run(["unshare", *opts, "true"], capture_output=True, text=True)
+        if r.returncode == 0:
+            return ["unshare", *opts]
+        tried.append(f"unshare {' '.join(opts)}: {r.stderr.strip() or r.returncode}")
+    pytest.skip("cannot make a PID namespace here (" + "; ".join(tried) + ")")
+
+
+def test_a_contender_in_another_pid_namespace_never_takes_a_live_lock(make_store: MakeStore) -> None:
+    """The audit's two holders: a contender with the same host name in another PID namespace (a container
+    sharing the host's UTS name) cannot see the holder's pid, yet must not take its live lock. Then a
+    holder in that namespace that dies is not provably gone to us either: its lease decides."""
+    from reindex.usecases.locking import lock_owner
+
+    prefix = _unshare_prefix()
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(reindex.__file__).resolve().parents[1])}
+    holder = acquire_lock(make_store(), "docs", lock_owner(), purpose="apply 0123456789ab (initial)")
+    contender = subprocess.run([*prefix, *child_lock_command(make_store.uri, make_store.endpoint)], input="",
+                               capture_output=True, text=True, env=env, timeout=120)
+    assert contender.returncode == 1 and "LockHeld: index 'docs' is locked by " in contender.stderr, contender.stderr
+    holder.check(confirm=True)
+    holder.release()
+    # The other way round: the namespaced process takes the lock and dies; its pid means nothing here.
+    child = subprocess.Popen([*prefix, *child_lock_command(make_store.uri, make_store.endpoint)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env=env)
+    assert child.stdout is not None and int(child.stdout.readline()) == holder.token + 1
+    child.kill()
+    child.communicate()
+    theirs = read_lock(make_store(), "docs").process
+    assert theirs is not None and theirs.pid_ns != ProcessIdentity.current().pid_ns
+    with pytest.raises(LockHeld):
+        acquire_lock(make_store(), "docs", "me:1:x", purpose="apply")
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,12 +445,12 @@ def test_the_fencing_token_grows_on_every_acquisition_and_takeover(make_store: M
     expired = acquire_lock(store, "docs", "c:1:x", purpose="p", ttl=3600)  # expired → 3
     tokens.append(expired.token)
     again.release()  # not ours any more: leaves token 3 alone
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    _put_held(store, token=expired.token, owner=f"{socket.gethostname()}:{dead.pid}:z", expires_in=3600)
-    tokens.append(acquire_lock(store, "docs", "d:1:x", purpose="p").token)  # dead local owner → 4
-    assert tokens == [1, 2, 3, 4]
-    assert read_lock(store, "docs").token == 4
+    expired.release()
+    _pid, token = lock_taken_by_a_killed_process(make_store.uri, make_store.endpoint)  # free → 4
+    tokens.append(token)
+    tokens.append(acquire_lock(store, "docs", "d:1:x", purpose="p").token)  # dead local owner → 5
+    assert tokens == [1, 2, 3, 4, 5]
+    assert read_lock(store, "docs").token == 5
 
 
 def test_a_lock_in_the_format_before_fencing_is_understood(make_store: MakeStore) -> None:

@@ -145,6 +145,10 @@ class ApplyContext:
     in_place: bool
     progress: Callable[[dict], None] | None = None
     fence: Callable[[], None] = lambda: None  # raises when this writer lost the index lock (lock.check)
+    # Before a commit point (a manifest record): confirms the lock against the state store (one read;
+    # lock.check(confirm=True)), so a holder whose lock was taken over behind its back records nothing
+    # more. None: ``fence`` (a shard worker's fence already reads the lock on every call).
+    confirm: Callable[[], None] | None = None
     token_budget: int | None = None  # tokens this run may embed without an approval (None: unbounded)
     tokens_spent: int = 0
     embed_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -159,6 +163,10 @@ class ApplyContext:
     # in source order; a shard of this process takes its documents from here instead of scanning the source
     # again (a JSONL file is parsed whole to find one line). Later edits are the catch-up's. None: scan.
     documents: Mapping[str, Document] | None = None
+
+    def confirm_lock(self) -> None:
+        """Raise LockLost unless this writer still holds the index lock, as the state store says now."""
+        (self.confirm or self.fence)()
 
     def emit(self, **event: Any) -> None:
         if self.progress:
@@ -499,13 +507,14 @@ def write_shard_outputs(ctx: ApplyContext, shard: int, rows: list[ManifestRow], 
         ctx.fence()
         write_chunk_texts_part(ctx.state, ctx.index, ctx.target, shard_name(shard), texts)
     crashpoint("before-manifest")
-    ctx.fence()
+    ctx.confirm_lock()  # the two commit points of a shard: each confirmed against the stored lock
     if ctx.in_place:  # recorded first, so that a resumed run knows this part's change for its own
         rewrite_chunk_manifest_part(ctx.state, ctx.index, ctx.target, ctx.run, shard_name(shard), rows)
     else:
         write_chunk_manifest_part(ctx.state, ctx.index, ctx.target, shard_name(shard), rows)
     if not manifest["failures"]:
-        ctx.fence()
+        crashpoint("before-shard-manifest")
+        ctx.confirm_lock()
         write_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard, manifest)
 
 

@@ -4,7 +4,7 @@ The lock is one object, ``indexes/<index>/lock.json``, changed only by compare-a
 version (the S3 ETag, or a digest of the file's bytes for a folder; see ``stores.objects``):
 
 - *acquire*: read the lock and its version; if it is absent, released ("free"), stale, or left by
-  a dead process of this host, write a held body from exactly that version (``If-None-Match: *``
+  a process that is provably gone (see ``ProcessIdentity``), write a held body from exactly that version (``If-None-Match: *``
   when absent, ``If-Match: <version>`` otherwise). Of two contenders that read the same version, the
   store lets one write through; the other re-reads and fails fast naming the winner. Never
   delete-then-create.
@@ -30,6 +30,17 @@ about the same rate (the holder stops ttl/10 early). The ``expires`` a holder wr
 judged by it as it was then. A write that is already under way when the lease ends is not stopped: the
 vector store does not check the token.
 
+Who holds a lock is recorded beside the owner name as a ``ProcessIdentity`` (host, boot id, PID-namespace
+inode, pid, start time). A contender takes a lock over before its lease ends only when that identity is
+provably a process of its own kernel boot and PID namespace that is gone (or whose pid now names a process
+started at another time); a lock from another container, machine or boot, or one written before the
+identity existed (only ``host:pid`` in its owner), waits for its lease on the store's clock. Two containers
+sharing a host name but not a PID namespace therefore never see each other's live lock as dead.
+
+A holder confirms the lock (``check(confirm=True)``: one read, comparing owner, nonce and token) before
+every commit point of its work, so a holder whose lock was taken over behind its back stops before its
+next record instead of at its next renewal.
+
 A conditional write whose reply is lost (and whose retry then reports "precondition failed", or
 which fails for good) is resolved by reading the lock back: if it holds our exact bytes (owner,
 nonce, token, renewal count), the write is ours.
@@ -37,6 +48,7 @@ nonce, token, renewal count), the write is ours.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -58,13 +70,14 @@ __all__ = [
     "LockHeld",
     "LockInfo",
     "LockLost",
+    "ProcessIdentity",
     "acquire_lock",
     "lock_key",
     "parse_lock",
     "read_lock",
 ]
 
-LOCK_FORMAT = 2
+LOCK_FORMAT = 3  # 3: held bodies carry the holder's ProcessIdentity ("process")
 # How many times acquire re-reads the lock after losing a compare-and-swap to a change that left it
 # takeable (a release, say) before giving up; each lost round means another writer made progress.
 _ACQUIRE_ROUNDS = 5
@@ -73,6 +86,109 @@ _ACQUIRE_ROUNDS = 5
 def lock_key(index: str) -> str:
     """The object key of an index's lock."""
     return f"indexes/{index}/lock.json"
+
+
+# --------------------------------------------------------------------------------------------
+# Who holds a lock: a process identity that can be told dead only where it is provably ours
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessIdentity:
+    """A process, named uniquely across hosts, boots and PID namespaces: the host name, the kernel's boot id
+    (``/proc/sys/kernel/random/boot_id``), the inode of its PID namespace (``/proc/self/ns/pid``), its pid
+    there and its start time (clock ticks after boot, ``/proc/<pid>/stat``). ``boot_id``/``pid_ns`` are None
+    where ``/proc`` cannot tell them (not Linux, or a ``/proc`` mounted for another PID namespace): such an
+    identity is never judged dead, only its lease decides."""
+
+    host: str
+    boot_id: str | None
+    pid_ns: int | None
+    pid: int
+    start: int | None
+
+    @classmethod
+    def current(cls) -> ProcessIdentity:
+        """This process (computed once per pid: a forked child gets its own)."""
+        return _identity_of(os.getpid())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "boot_id": self.boot_id, "pid_ns": self.pid_ns, "pid": self.pid,
+                "start": self.start}
+
+    @classmethod
+    def from_dict(cls, value: object) -> ProcessIdentity | None:
+        """The identity a lock body records; None when absent or malformed (then the lease decides)."""
+        if not isinstance(value, dict):
+            return None
+        host, boot, ns, pid, start = (value.get(k) for k in ("host", "boot_id", "pid_ns", "pid", "start"))
+        if not isinstance(host, str) or not _is_int(pid) or pid <= 0:
+            return None
+        if boot is not None and not isinstance(boot, str):
+            return None
+        if (ns is not None and not _is_int(ns)) or (start is not None and not _is_int(start)):
+            return None
+        return cls(host, boot, ns, pid, start)
+
+    def shares_pids_with(self, other: ProcessIdentity) -> bool:
+        """Whether a pid means the same process to both: same host, same kernel boot, same PID namespace,
+        all three known. Only then can one of them tell from ``/proc`` that the other is gone."""
+        return (None not in (self.boot_id, self.pid_ns)
+                and (self.host, self.boot_id, self.pid_ns) == (other.host, other.boot_id, other.pid_ns))
+
+    def gone(self) -> bool:
+        """Whether this process provably no longer runs, as seen from the calling process: it shares our
+        host, boot and PID namespace, and its pid is gone, a zombie, or names a process that started at
+        another time (the pid was reused). Anything this process cannot prove is "not gone"."""
+        if not ProcessIdentity.current().shares_pids_with(self):
+            return False
+        seen = _proc_stat(self.pid)
+        if seen is None:
+            return False  # unreadable for another reason than absence: cannot prove anything
+        if seen == "gone":
+            return True
+        state, start = seen
+        return state in ("Z", "X") or (self.start is not None and start != self.start)
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | Literal["gone"] | None:
+    """(state letter, start time in clock ticks) of ``pid`` from ``/proc``; ``"gone"`` when no such
+    process exists; None when ``/proc`` cannot say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read().decode("ascii", "replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return "gone" if _own_proc() else None
+    except OSError:
+        return None
+    fields = text.rpartition(")")[2].split()  # the command name (in parentheses) may hold spaces
+    try:
+        return fields[0], int(fields[19])  # fields 3 (state) and 22 (starttime) of proc(5)
+    except (IndexError, ValueError):
+        return None
+
+
+def _own_proc() -> bool:
+    """Whether ``/proc`` is mounted for this process's PID namespace (its pids are the ones we see)."""
+    try:
+        return os.readlink("/proc/self") == str(os.getpid())
+    except OSError:
+        return False
+
+
+@functools.cache
+def _identity_of(pid: int) -> ProcessIdentity:
+    host = socket.gethostname()
+    if not _own_proc():
+        return ProcessIdentity(host, None, None, pid, None)
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot: str | None = f.read().strip() or None
+        ns: int | None = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        boot, ns = None, None
+    seen = _proc_stat(pid)
+    return ProcessIdentity(host, boot, ns, pid, seen[1] if isinstance(seen, tuple) else None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,6 +210,7 @@ class LockInfo:
     reason: str | None = None
     acquired: float | None = None  # when this lease was taken (the holder's wall clock)
     ttl: float | None = None  # the lease length the holder renews within (None: a format-1 lock)
+    process: ProcessIdentity | None = None  # who wrote it (None: a lock written before identities)
 
     @property
     def held(self) -> bool:
@@ -177,7 +294,8 @@ def parse_lock(data: bytes | None) -> LockInfo:
         return LockInfo("corrupt", reason=f"ttl {ttl!r} is not a number of seconds")
     return LockInfo("held", token=token, owner=owner, purpose=purpose, expires=float(expires), nonce=nonce,
                     acquired=float(acquired) if _is_number(acquired) else None,
-                    ttl=float(ttl) if ttl is not None else None)
+                    ttl=float(ttl) if ttl is not None else None,
+                    process=ProcessIdentity.from_dict(body.get("process")))
 
 
 def read_lock(store: ObjectStore, index: str) -> LockInfo:
@@ -200,22 +318,6 @@ def _encode(body: dict[str, Any]) -> bytes:
 
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
-
-
-def _dead_local_owner(owner: str) -> bool:
-    """Whether a lock owner ``host:pid:nonce`` is a process of this host that no longer exists
-    (killed without releasing): its lock can be taken over at once instead of after expiry."""
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 def _swap(store: ObjectStore, key: str, data: bytes, version: str | None) -> str | None:
@@ -496,8 +598,9 @@ class Heartbeat:
 
 def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, ttl: float = 120.0) -> IndexLock:
     """Take the index lock or fail fast naming the holder (``LockHeld``). A free, stale (not renewed
-    for a whole ttl, on the store's clock) or dead-local-owner lock is taken over by compare-and-swap
-    from the exact version read; the new lease's fencing token is the old one plus one."""
+    for a whole ttl, on the store's clock) or provably gone holder's lock (``ProcessIdentity.gone``) is
+    taken over by compare-and-swap from the exact version read; the new lease's fencing token is the old
+    one plus one."""
     key = lock_key(index)
     nonce = uuid.uuid4().hex
     info = LockInfo("absent")
@@ -510,13 +613,13 @@ def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, tt
                 f"the lock of index {index!r} ({store.describe()}/{key}) is corrupt: {info.reason}; "
                 "if no reindex command is running for this index, delete that file and run again"
             )
-        if info.held and not info.stale(current[2] if current is not None else 0.0) \
-                and not _dead_local_owner(info.owner or ""):
+        age = current[2] if current is not None else 0.0
+        if info.held and not info.stale(age) and not (info.process is not None and info.process.gone()):
             break
         now, sent = time.time(), time.monotonic()
         body = {"v": LOCK_FORMAT, "state": "held", "owner": owner, "purpose": purpose, "nonce": nonce,
                 "token": info.token + 1, "beat": 0, "ttl": ttl, "acquired": now, "heartbeat": now,
-                "expires": now + ttl}
+                "expires": now + ttl, "process": ProcessIdentity.current().as_dict()}
         new = _swap(store, key, _encode(body), version)
         if new is not None:
             return IndexLock(store, index, owner, ttl, body, new, sent)

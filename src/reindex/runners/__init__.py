@@ -137,6 +137,7 @@ class ThreadRunner:
 
     def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
         def one(k: int) -> dict:
+            ctx.fence()  # a lease lost in another shard stops this one before it reads or embeds anything
             return execution.run_shard(ctx, k, only=job.only, removed=job.removed).as_dict()
 
         results: list[dict] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -181,7 +181,7 @@ def _set_population_state(state, cfg: PipelineConfig, collection: str, value: Po
                                              identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
 
 
-def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
+def _record_payload(state, cfg: PipelineConfig, collection: str, confirm: Callable[[], None]) -> None:
     """After an in-place apply, record the payload settings its points now carry in the live population's
     config (``source.metadata_fields`` and ``payload``; nothing else: in place, the rest of the record
     still describes how the population was built), so that the next plan compares against them."""
@@ -194,6 +194,7 @@ def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
         return
     config["payload"] = cfg.payload.model_dump(mode="json")
     config["source"] = {**config.get("source", {}), "metadata_fields": list(cfg.source.metadata_fields)}
+    confirm()
     write_population(state, PopulationRecord(rec.index, rec.collection, config, rec.identity, rec.state,
                                              rec.created_at, time.time()))
 
@@ -330,6 +331,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
     store = backends.vector_store_for(cfg)
     try:
         in_place = plan.kind.in_place
+        lock.check(confirm=True)  # every record this apply writes is confirmed first (one read each)
         target, old, old_cfg = _prepare_target(plan, cfg, state, store)
         ident = identity_of(cfg)
         # In place, shards follow the layout the live population's manifest was written with (recorded in
@@ -341,7 +343,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             state=state, store=store,
             embedder=_embedder_for(plan, cfg),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
-            fence=lock.check, token_budget=_token_budget(plan, plan_path, cfg),
+            fence=lock.check, confirm=lambda: lock.check(confirm=True), token_budget=_token_budget(plan, plan_path, cfg),
             lease=Fence.of(lock), store_path=backends.embedded_store_path(cfg),
             documents=read if in_place and read else None,
         )
@@ -367,9 +369,10 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             lock.check()
             report_stale = execution.delete_unlisted_points(ctx)
             store.finish_bulk(target)
+            lock.check(confirm=True)
             _set_population_state(state, cfg, target, PopulationState.READY)
         if not failures and in_place:
-            _record_payload(state, cfg, target)
+            _record_payload(state, cfg, target, lambda: lock.check(confirm=True))
         phases["finish"] = time.perf_counter() - t
         report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
         report["runner"] = describe(runner)
@@ -380,6 +383,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
+            lock.check(confirm=True)
             state.put(f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json",
                       json.dumps({**report, "collection": target}, sort_keys=True).encode())
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)

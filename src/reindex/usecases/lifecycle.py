@@ -162,6 +162,7 @@ def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, l
         index=cfg.index, cfg=built, identity=ident, target=shadow, old=None, old_shards=None, run=run,
         shards=built.apply.shards, state=state, store=store, embedder=None,  # type: ignore[arg-type]
         pipeline=TextPipeline(built.text, ident.vector_id), in_place=False, fence=lock.check,
+        confirm=lambda: lock.check(confirm=True),
     )
     if not any(execution.changed_since_manifest(ctx)):
         return None
