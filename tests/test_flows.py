@@ -127,6 +127,10 @@ def _deploy(cfg: Path) -> str:
     r = CliRunner().invoke(main, ["deploy", "-c", str(cfg), "--pool", POOL, "--no-schedules"])
     assert r.exit_code == 0, r.output
     assert f"prefect worker start --pool {POOL}" in r.output
+    # The deployments were just made through the server: no advice to start one (issue 33), its UI instead.
+    ui = os.environ["PREFECT_API_URL"].removesuffix("/").removesuffix("/api")
+    assert "prefect server start" not in r.output
+    assert f"# runs waiting for approval: {ui}, under Flow Runs" in r.output, r.output
     return r.output
 
 

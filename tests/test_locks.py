@@ -5,6 +5,7 @@ failed renewals, expiry, release, tokens and corrupt lock files."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -188,7 +189,10 @@ def test_a_live_lock_is_never_taken_over(make_store: MakeStore) -> None:
         acquire_lock(make_store(), "docs", "me:1:x", purpose="apply")
     msg = str(err.value)
     assert msg.startswith("index 'docs' is locked by other-host:4242:deadbeef (apply 0123456789ab (initial)), expires in ")
-    assert "wait for it to finish" in msg and "lock.json" in msg and "\n" not in msg
+    assert "wait for it to finish" in msg and "\n" not in msg
+    where = f"the file {make_store.uri}/{KEY}" if "://" not in make_store.uri else \
+        f"the object {make_store.uri}/{KEY} at {make_store.endpoint}"
+    assert msg.endswith(f"delete {where} if that process is gone"), msg  # a file, not "folder …/lock.json"
     held.check(confirm=True)
 
 
@@ -641,14 +645,45 @@ def test_a_contender_whose_clock_runs_300_s_ahead_never_takes_a_live_lock(
 ) -> None:
     holder = acquire_lock(make_store(), "docs", "a:1:x", purpose="apply", ttl=40)
     monkeypatch.setattr(locks_module, "time", _SkewedTime(300))  # the contender's clock from here on
-    with pytest.raises(LockHeld, match="locked by a:1:x"):
+    with pytest.raises(LockHeld, match="locked by a:1:x") as err:
         acquire_lock(make_store(), "docs", "b:2:y", purpose="apply")
+    # Told on the store's clock, not its own: before, "expires in 0 s" (its clock was past the expiry).
+    assert 30 <= _seconds_left(err.value) <= 40, str(err.value)
     holder.check(confirm=True)
     holder.heartbeat()
     age_on_store(make_store(), KEY, 30)  # renewed 30 s ago: still within its 40 s ttl
-    with pytest.raises(LockHeld, match="locked by a:1:x"):
+    with pytest.raises(LockHeld, match="locked by a:1:x") as err:
         acquire_lock(make_store(), "docs", "b:2:y", purpose="apply")
+    assert 1 <= _seconds_left(err.value) <= 11, str(err.value)  # 40 s less 30 and the time since (S3: whole seconds)
     holder.check(confirm=True)
+
+
+def _seconds_left(err: BaseException) -> int:
+    found = re.search(r"\(apply\), expires in (\d+) s unless renewed; ", str(err))
+    assert found, str(err)
+    return int(found[1])
+
+
+@pytest.mark.parametrize("forged", ["expiry", "ttl"])
+def test_a_far_future_forged_lock_is_called_so_not_given_a_countdown(make_store: MakeStore, forged: str) -> None:
+    """A lock whose expiry (a lock without ttl, judged by it) or ttl lies years ahead: "expires in 998203807402 s"
+    before; now the message says it is longer than any reindex lease, and how to get rid of it."""
+    store = make_store()
+    body = {"owner": "h:1:x", "purpose": "apply", "token": 3, "expires": time.time() + 998203807402}
+    if forged == "ttl":
+        body = {**body, "expires": time.time() + 60, "ttl": 998203807402}
+    store.put(KEY, json.dumps(body).encode())
+    with pytest.raises(LockHeld) as err:
+        acquire_lock(make_store(), "docs", "me:1:x", purpose="p")
+    where = store.describe_key(KEY)  # type: ignore[attr-defined]
+    assert str(err.value) == (
+        "index 'docs' is locked by h:1:x (apply), its expiry is 11,553,285 days away, longer than any reindex lease "
+        f"(a forged lock, or one written by a host whose clock is wrong); wait for it to finish, or delete {where} "
+        "if that process is gone")
+    if forged == "expiry":
+        assert read_lock(store, "docs").describe() == (
+            "locked by h:1:x (apply), token 3, its expiry is 11,553,285 days away, longer than any reindex lease (a "
+            "forged lock, or one written by a host whose clock is wrong)")
 
 
 def test_a_contender_whose_clock_runs_300_s_behind_takes_a_stale_lock_after_one_ttl(

@@ -48,11 +48,8 @@ nonce, token, renewal count), the write is ours.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import os
-import socket
 import threading
 import time
 import uuid
@@ -60,10 +57,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from reindex.errors import LockHeld, LockLost, ReindexError, StateError, TransientError
+from reindex.processes import ProcessIdentity
 from reindex.stores.objects import ObjectStore
 
 __all__ = [
     "LOCK_FORMAT",
+    "LONGEST_LEASE_S",
     "Heartbeat",
     "Fence",
     "IndexLock",
@@ -72,6 +71,7 @@ __all__ = [
     "LockLost",
     "ProcessIdentity",
     "acquire_lock",
+    "lease_words",
     "lock_key",
     "parse_lock",
     "read_lock",
@@ -86,109 +86,6 @@ _ACQUIRE_ROUNDS = 5
 def lock_key(index: str) -> str:
     """The object key of an index's lock."""
     return f"indexes/{index}/lock.json"
-
-
-# --------------------------------------------------------------------------------------------
-# Who holds a lock: a process identity that can be told dead only where it is provably ours
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessIdentity:
-    """A process, named uniquely across hosts, boots and PID namespaces: the host name, the kernel's boot id
-    (``/proc/sys/kernel/random/boot_id``), the inode of its PID namespace (``/proc/self/ns/pid``), its pid
-    there and its start time (clock ticks after boot, ``/proc/<pid>/stat``). ``boot_id``/``pid_ns`` are None
-    where ``/proc`` cannot tell them (not Linux, or a ``/proc`` mounted for another PID namespace): such an
-    identity is never judged dead, only its lease decides."""
-
-    host: str
-    boot_id: str | None
-    pid_ns: int | None
-    pid: int
-    start: int | None
-
-    @classmethod
-    def current(cls) -> ProcessIdentity:
-        """This process (computed once per pid: a forked child gets its own)."""
-        return _identity_of(os.getpid())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "boot_id": self.boot_id, "pid_ns": self.pid_ns, "pid": self.pid,
-                "start": self.start}
-
-    @classmethod
-    def from_dict(cls, value: object) -> ProcessIdentity | None:
-        """The identity a lock body records; None when absent or malformed (then the lease decides)."""
-        if not isinstance(value, dict):
-            return None
-        host, boot, ns, pid, start = (value.get(k) for k in ("host", "boot_id", "pid_ns", "pid", "start"))
-        if not isinstance(host, str) or not _is_int(pid) or pid <= 0:
-            return None
-        if boot is not None and not isinstance(boot, str):
-            return None
-        if (ns is not None and not _is_int(ns)) or (start is not None and not _is_int(start)):
-            return None
-        return cls(host, boot, ns, pid, start)
-
-    def shares_pids_with(self, other: ProcessIdentity) -> bool:
-        """Whether a pid means the same process to both: same host, same kernel boot, same PID namespace,
-        all three known. Only then can one of them tell from ``/proc`` that the other is gone."""
-        return (None not in (self.boot_id, self.pid_ns)
-                and (self.host, self.boot_id, self.pid_ns) == (other.host, other.boot_id, other.pid_ns))
-
-    def gone(self) -> bool:
-        """Whether this process provably no longer runs, as seen from the calling process: it shares our
-        host, boot and PID namespace, and its pid is gone, a zombie, or names a process that started at
-        another time (the pid was reused). Anything this process cannot prove is "not gone"."""
-        if not ProcessIdentity.current().shares_pids_with(self):
-            return False
-        seen = _proc_stat(self.pid)
-        if seen is None:
-            return False  # unreadable for another reason than absence: cannot prove anything
-        if seen == "gone":
-            return True
-        state, start = seen
-        return state in ("Z", "X") or (self.start is not None and start != self.start)
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | Literal["gone"] | None:
-    """(state letter, start time in clock ticks) of ``pid`` from ``/proc``; ``"gone"`` when no such
-    process exists; None when ``/proc`` cannot say."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read().decode("ascii", "replace")
-    except (FileNotFoundError, ProcessLookupError):
-        return "gone" if _own_proc() else None
-    except OSError:
-        return None
-    fields = text.rpartition(")")[2].split()  # the command name (in parentheses) may hold spaces
-    try:
-        return fields[0], int(fields[19])  # fields 3 (state) and 22 (starttime) of proc(5)
-    except (IndexError, ValueError):
-        return None
-
-
-def _own_proc() -> bool:
-    """Whether ``/proc`` is mounted for this process's PID namespace (its pids are the ones we see)."""
-    try:
-        return os.readlink("/proc/self") == str(os.getpid())
-    except OSError:
-        return False
-
-
-@functools.cache
-def _identity_of(pid: int) -> ProcessIdentity:
-    host = socket.gethostname()
-    if not _own_proc():
-        return ProcessIdentity(host, None, None, pid, None)
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
-            boot: str | None = f.read().strip() or None
-        ns: int | None = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        boot, ns = None, None
-    seen = _proc_stat(pid)
-    return ProcessIdentity(host, boot, ns, pid, seen[1] if isinstance(seen, tuple) else None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -241,8 +138,7 @@ class LockInfo:
                     "is running for this index, delete it")
         if not self.held:
             return None
-        left = (self.expires or 0.0) - time.time()
-        when = f"expires in {int(left)} s" if left >= 0 else f"expired {int(-left)} s ago"
+        when = lease_words((self.expires or 0.0) - time.time())
         return f"locked by {self.owner} ({self.purpose}), token {self.token}, {when}"
 
     def as_status(self) -> dict[str, Any] | None:
@@ -258,6 +154,26 @@ class LockInfo:
         return {"owner": self.owner, "purpose": self.purpose, "corrupt": False, "reason": None,
                 "token": self.token, "expires": self.expires, "host": host or None,
                 "pid": int(pid) if pid.isdigit() else None, "since": self.acquired, "lease_s": self.ttl}
+
+
+# No reindex lease is longer than this (they last 120 s): an expiry further away was forged, or written by
+# a host whose clock is far ahead; said so instead of "expires in 998203807402 s".
+LONGEST_LEASE_S = 86400.0
+
+
+def lease_words(left: float) -> str:
+    """How a lease with ``left`` seconds to run is told to people: ``expires in 90 s``, ``expired 5 s ago``,
+    or, beyond any real lease, that the lock was forged or written with a wrong clock."""
+    if left > LONGEST_LEASE_S:
+        return (f"its expiry is {left / 86400:,.0f} days away, longer than any reindex lease (a forged lock, or "
+                "one written by a host whose clock is wrong)")
+    return f"expires in {int(left)} s" if left >= 0 else f"expired {int(-left)} s ago"
+
+
+def _where(store: ObjectStore, key: str) -> str:
+    """The file or object holding ``key``, for a message."""
+    describe_key = getattr(store, "describe_key", None)
+    return describe_key(key) if describe_key is not None else f"{store.describe()}/{key}"
 
 
 def parse_lock(data: bytes | None) -> LockInfo:
@@ -610,7 +526,7 @@ def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, tt
         info = parse_lock(current[0] if current is not None else None)
         if info.corrupt:
             raise StateError(
-                f"the lock of index {index!r} ({store.describe()}/{key}) is corrupt: {info.reason}; "
+                f"the lock of index {index!r} ({_where(store, key)}) is corrupt: {info.reason}; "
                 "if no reindex command is running for this index, delete that file and run again"
             )
         age = current[2] if current is not None else 0.0
@@ -629,8 +545,11 @@ def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, tt
             f"index {index!r}: lost the race for its lock {_ACQUIRE_ROUNDS} times in a row to other commands "
             f"taking and releasing it; run `reindex status` to see who, and run again"
         )
-    left = max(0, int((info.expires or 0.0) - time.time()))
+    # How long until a contender may take it over: on the store's clock (ttl less the age of its last
+    # renewal there), never this host's, so a contender whose clock is off is told the truth.
+    left = info.ttl - age if info.ttl is not None else (info.expires or 0.0) - time.time()
+    when = lease_words(left) if left > LONGEST_LEASE_S else f"expires in {max(1, math.ceil(left))} s unless renewed"
     raise LockHeld(
-        f"index {index!r} is locked by {info.owner or '?'} ({info.purpose or '?'}), "
-        f"expires in {left} s unless renewed; wait for it to finish, or delete {store.describe()}/{key} if that process is gone"
+        f"index {index!r} is locked by {info.owner or '?'} ({info.purpose or '?'}), {when}; wait for it to "
+        f"finish, or delete {_where(store, key)} if that process is gone"
     )

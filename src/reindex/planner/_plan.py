@@ -80,6 +80,8 @@ def read_plan(path: str | Path) -> Plan:
         body = json.loads(p.read_text(encoding="utf-8"))
     except ValueError as err:
         raise PlanError(f"{p}: not a plan file (invalid JSON: {err})") from None
+    except RecursionError:
+        raise PlanError(f"{p}: not a plan file (its JSON is nested too deeply to read)") from None
     if not isinstance(body, dict) or body.get("schema") != PLAN_SCHEMA:
         raise PlanError(f"{p}: not a plan file (schema is not {PLAN_SCHEMA})")
     expected = hash_body(body)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
-from reindex.sources.base import Admission, BadDocument, Document, ScanReport, title_of
+from reindex.sources.base import Admission, BadDocument, Document, ScanReport, special_file_kind, title_of
 
 # Metadata a directory source can carry, each opt-in by naming it in ``source.metadata_fields``.
 FILE_FIELDS = ("path", "title", "modified")
@@ -92,14 +92,21 @@ class DirectorySource:
                 yield path.relative_to(self.root).as_posix(), path
 
     def _entries(self, folder: Path, report: ScanReport) -> list[tuple[str, Path, bool]]:
-        """(name, path, is folder) of the visible files and real folders in ``folder``, reverse sorted."""
+        """(name, path, is folder) of the visible files and real folders in ``folder``, reverse sorted. A
+        FIFO, socket or device whose name matches ``include`` is a bad document (never opened: reading a
+        FIFO waits for a writer forever)."""
         try:
             with os.scandir(folder) as it:
-                items = [
-                    (e.name, Path(e.path), e.is_dir(follow_symlinks=False))
-                    for e in it
-                    if not e.name.startswith(".") and (e.is_dir(follow_symlinks=False) or e.is_file())
-                ]
+                items = []
+                for e in it:
+                    if e.name.startswith("."):
+                        continue
+                    if e.is_dir(follow_symlinks=False) or e.is_file():
+                        items.append((e.name, Path(e.path), e.is_dir(follow_symlinks=False)))
+                    elif not e.is_symlink() and matches(e.name, self.cfg.include):
+                        kind = special_file_kind(e.stat(follow_symlinks=False).st_mode)
+                        rel = Path(e.path).relative_to(self.root).as_posix()
+                        report.add_bad(BadDocument(rel, f"unreadable: {kind or 'a folder'}, not a regular file"))
         except OSError as err:
             rel = folder.relative_to(self.root).as_posix()
             report.add_bad(BadDocument(f"{rel}/", f"unreadable: folder: {err.strerror or err}"))

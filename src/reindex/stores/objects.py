@@ -156,6 +156,10 @@ class LocalObjectStore:
     def describe(self) -> str:
         return f"folder {self.root}"
 
+    def describe_key(self, key: str) -> str:
+        """One object of this store, for messages: ``the file /path/to/key``."""
+        return f"the file {self.root / key}"
+
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
 
@@ -382,6 +386,11 @@ class S3ObjectStore:
 
     def describe(self) -> str:
         where = f"s3://{self.bucket}/{self.prefix}"
+        return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
+
+    def describe_key(self, key: str) -> str:
+        """One object of this store, for messages: ``the object s3://bucket/prefix/key``."""
+        where = f"the object s3://{self.bucket}/{self.prefix}{key}"
         return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
 
     def _key(self, key: str) -> str:

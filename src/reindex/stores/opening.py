@@ -12,10 +12,27 @@ from pathlib import Path
 
 from reindex.stores.vectors import VectorStore, VectorStoreError
 
-__all__ = ["BACKENDS", "QUANTIZATIONS", "open_vector_reader", "open_vector_store"]
+__all__ = ["BACKENDS", "QUANTIZATIONS", "open_vector_reader", "open_vector_store", "store_folder_problem"]
 
 BACKENDS = ("edge", "local")
 QUANTIZATIONS = ("none", "int8")
+
+
+def store_folder_problem(path: str | None) -> str | None:
+    """Why the embedded store's folder ``path`` cannot be one (it exists and is a file, or another non-folder),
+    or None. Checked before any backend opens it: a file there made every population look deleted."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        return f"store.path `{path}` is a file, not a folder: point store.path at a folder (it is created if missing)"
+    return None
+
+
+def _check_folder(path: str) -> None:
+    problem = store_folder_problem(path)
+    if problem is not None:
+        raise VectorStoreError(problem)
 
 
 def open_vector_store(
@@ -36,6 +53,7 @@ def open_vector_store(
         raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
     if backend not in BACKENDS:
         raise VectorStoreError(f"Unknown store.backend `{backend}`; use one of {', '.join(BACKENDS)}.")
+    _check_folder(path)
     folder = Path(path)
     if backend == "edge":
         from reindex.stores.edge import open_edge_store
@@ -72,6 +90,7 @@ def open_vector_reader(
             f"store.backend `local` (qdrant-client local mode) admits one process per folder, so `{path}` cannot be "
             f"read while reindex writes it. Convert it: `python -m reindex.stores.migrate {path} {path}.edge`."
         )
+    _check_folder(path)
     from reindex.stores.edge import open_reader
 
     return open_reader(path, oversampling=oversampling)  # type: ignore[return-value]

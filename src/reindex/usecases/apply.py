@@ -88,7 +88,7 @@ def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docum
     plan), the documents the plan changes are kept there as the corpus scan reads them (see
     :func:`corpus_digest_of`), for the shards of this process."""
     from reindex.identity import config_digest, legacy_config_digest
-    from reindex.manifests import manifest_digest, read_live, run_rewrites
+    from reindex.manifests import check_chunk_manifest, manifest_digest, read_live, run_rewrites
 
     problems = []
     inputs = plan.body["inputs"]
@@ -109,6 +109,7 @@ def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docum
         elif manifest_digest(state, cfg.index, live.collection,
                              rewritten=run_rewrites(state, cfg.index, live.collection, plan.plan_hash)) \
                 != base["manifest_digest"]:
+            check_chunk_manifest(state, cfg.index, live.collection)  # a corrupt file is no change: say which
             problems.append(f"the live population {live.collection} changed since the plan")
     wanted = set(plan.body["work"]["affected_documents"]) if read is not None and plan.kind.in_place else ()
     now = corpus_digest_of(cfg, read=read if wanted else None, wanted=wanted)

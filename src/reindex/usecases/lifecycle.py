@@ -235,6 +235,7 @@ def cutover(
                 queries=lambda: _queries_for(cfg, queries),
                 evaluate=lambda current, qs: _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk),
                 embed=embed_new, fence=lambda: lock.check(confirm=True),
+                evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, embed_new, k=kk, payload=cfg.payload),
             )
             report = co.run_cutover(store, state, inputs)
             if report["already"]:
