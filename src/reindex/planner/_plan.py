@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from reindex.atomic import atomic_write_text
+from reindex.atomic import atomic_write_text, make_folders
 from reindex.domain import ChangeKind
 from reindex.errors import PlanError
 from reindex.identity import canonical_json
@@ -66,7 +66,7 @@ def plan_filename(plan: Plan) -> str:
 
 def write_plan(plan: Plan, out_dir: str | Path) -> Path:
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folders(out)  # durable, as the plan file in it
     path = out / plan_filename(plan)
     return atomic_write_text(path, json.dumps(plan.body, indent=2, ensure_ascii=False) + "\n")
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import botocore.exceptions as bex  # the error types only (~0.02 CPU-s); boto3 itself is imported by S3ObjectStore
 
-from reindex.atomic import TMP_PREFIX, atomic_write, fsync_dir, write_temp
+from reindex.atomic import TMP_PREFIX, atomic_write, fsync_dir, make_folders, write_temp
 from reindex.errors import StateError, TransientError
 from reindex.retry import RetriesExhausted, call_with_retries
 
@@ -295,7 +295,7 @@ def _digest(data: bytes) -> str:
 @contextmanager
 def _cas_guard(path: Path) -> Iterator[None]:
     """Hold the exclusive ``flock`` of ``path``'s guard file; released when the file is closed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)
     fd = os.open(path.parent / f"{_CAS_PREFIX}{path.name}", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
