@@ -110,6 +110,8 @@ def test_an_apply_whose_lock_was_overwritten_behind_its_back_stops_at_its_next_c
     ws, _live, path, proc = paused_apply
     plan = read_plan(path)
     target = plan.body["identity"]["new"]["collection"]
+    state = ws.state()
+    assert len(chunk_manifest_keys(state, "docs", target)) == 1  # paused before its second shard's records
     ours = json.loads(ws.lock_file.read_text())
     theirs = {**ours, "owner": "intruder:1:x", "purpose": "apply elsewhere", "nonce": "theirs",
               "token": ours["token"] + 1, "process": {**ours["process"], "pid_ns": 1, "pid": 1}}
@@ -122,7 +124,6 @@ def test_an_apply_whose_lock_was_overwritten_behind_its_back_stops_at_its_next_c
     assert proc.returncode == 1 and out.startswith("running in-process;"), out
     failed = [line for line in out.splitlines() if line.startswith("  failed: shard ")]
     assert len(failed) == 3 and all(line.endswith(lost) for line in failed), out
-    state = ws.state()
     done = [s for s in range(4) if read_shard_manifest(state, "docs", target, plan.plan_hash, s) is not None]
     assert len(done) == 1, f"shard manifests written after the lock was lost: {done}"
     assert len(chunk_manifest_keys(state, "docs", target)) == 1
