@@ -528,6 +528,7 @@ def _child_runs(parent_id: Any) -> list[Any]:
             parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent_id])))
 
 
+@pytest.mark.soak  # ~235 s paused + an apply longer than the 60 s lease: `make test-fast` skips it
 def test_prefect_yaml_deploy_then_pause_past_the_lease_approve_on_the_cli_and_slow_apply_complete(
     tmp_path: Path, prefect_server: dict, worker: Path
 ) -> None:
