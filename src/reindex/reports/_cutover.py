@@ -51,6 +51,15 @@ def cutover_markdown(report: dict) -> str:
         lines.append(f"| rank-biased overlap | | | {agg.get('rbo', 0):.3f} |")
         lines.append(f"| latency p50 / p95 (ms) | {agg.get('latency_old_p50_ms', 0):.1f} / {agg.get('latency_old_p95_ms', 0):.1f} "
                      f"| {agg.get('latency_new_p50_ms', 0):.1f} / {agg.get('latency_new_p95_ms', 0):.1f} | |")
+    if report.get("first_build"):
+        agg = report["first_build"]["aggregate"]
+        lines += ["", f"## The new population's own figures (k = {k}; a first build, nothing to compare with)", "",
+                  "| metric | value | labelled queries |", "|---|---|---|"]
+        for m in (f"recall_at_{k}", f"ndcg_at_{k}", "mrr", "evidence_recall"):
+            if m in agg:
+                lines.append(f"| {m} | {agg[m]:.3f} | {agg[f'{m}_queries']} |")
+        lines.append(f"| latency p50 / p95 (ms) | {agg.get('latency_p50_ms', 0):.1f} / "
+                     f"{agg.get('latency_p95_ms', 0):.1f} | |")
     if report.get("swap"):
         s = report["swap"]
         lines += ["", f"Alias `{report['index']}` moved from `{s['from'] or 'nothing'}` to `{s['to']}`"
