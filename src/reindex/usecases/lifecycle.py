@@ -126,7 +126,8 @@ def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: 
         note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
                 else "each side embeds queries with its own vector.query_prefix")
     return ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
-                       payload_old=old_cfg.payload, payload_new=cfg.payload), note
+                       payload_old=old_cfg.payload, payload_new=cfg.payload, segments=cfg.cutover.segments,
+                       bound=cfg.cutover.min_recall_delta), note
 
 
 def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, state) -> str:
