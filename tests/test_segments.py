@@ -8,11 +8,13 @@ chunk's text finds exactly that chunk, so query files can be made to help one la
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from helpers_browser import CHROMIUM, Browser
 from reindex import api
 from reindex.cli import main
 from reindex.config import CutoverConfig, PipelineConfig, load_config
@@ -253,12 +255,23 @@ def _queries(built: dict, path: Path, hurt_zh: bool) -> Path:
     return path
 
 
-def test_a_cutover_fails_on_the_hurt_language_while_the_overall_numbers_pass_then_passes(built: dict) -> None:
-    hurt = _queries(built, built["root"] / "hurt.jsonl", hurt_zh=True)
-    r = CliRunner().invoke(main, ["cutover", str(built["path"]), "-c", str(built["cfg"]), "--queries", str(hurt),
+@pytest.fixture(scope="module")
+def hurt(built: dict) -> dict:
+    """The cutover on queries that the change helps in English and hurts in Chinese: its JSON, and a copy of its
+    HTML report (a later cutover of the same plan writes over the file)."""
+    queries = _queries(built, built["root"] / "hurt.jsonl", hurt_zh=True)
+    r = CliRunner().invoke(main, ["cutover", str(built["path"]), "-c", str(built["cfg"]), "--queries", str(queries),
                                   "--json"])
     assert r.exit_code == 3, r.output
     out = json.loads(r.output)
+    page = built["root"] / "hurt.cutover.html"
+    page.write_text(Path(out["report_path"]).with_suffix(".html").read_text(encoding="utf-8"), encoding="utf-8")
+    md = Path(out["report_path"]).with_suffix(".md").read_text(encoding="utf-8")
+    return {"json": out, "queries": queries, "html": page, "md": md}
+
+
+def test_a_cutover_fails_on_the_hurt_language_while_the_overall_numbers_pass_then_passes(built: dict, hurt: dict) -> None:
+    out = hurt["json"]
     rules = {x["rule"]: x for x in out["rules"]}
     assert rules["recall@10"]["passed"], rules["recall@10"]  # overall: 40 English gains against 8 Chinese losses
     assert not rules["recall@10 per lang"]["passed"]
@@ -271,7 +284,8 @@ def test_a_cutover_fails_on_the_hurt_language_while_the_overall_numbers_pass_the
     # Overall the change looks better: only the segment shows the loss.
     assert out["verdict"] == "better" and out["verdict"] == out["evaluation"]["aggregate"]["verdict"]
     assert out["swap"] is None
-    text = CliRunner().invoke(main, ["cutover", str(built["path"]), "-c", str(built["cfg"]), "--queries", str(hurt)])
+    text = CliRunner().invoke(main, ["cutover", str(built["path"]), "-c", str(built["cfg"]), "--queries",
+                                     str(hurt["queries"])])
     assert text.exit_code == 3
     assert "  verdict: better (" in text.output
     assert "FAIL recall@10 per lang: lower bound below -0.020 in lang=zh" in text.output
@@ -284,3 +298,46 @@ def test_a_cutover_fails_on_the_hurt_language_while_the_overall_numbers_pass_the
     out = json.loads(r.output)
     assert {x["rule"]: x["passed"] for x in out["rules"]}["recall@10 per lang"]
     assert out["segments"]["lang"]["zh"]["recall_at_10"]["diff"] == 0.0 and out["swap"]["to"]
+
+
+def test_the_markdown_report_has_the_verdict_the_segment_table_and_the_query_rows(hurt: dict) -> None:
+    md = hurt["md"]
+    assert "**Verdict: better (" in md
+    assert "| recall@10 per lang | **FAIL** | lower bound below -0.020 in lang=zh" in md
+    assert "## Per lang" in md and "| lang | queries | recall@10 old → new, new − old [corrected] |" in md
+    zh_row = next(line for line in md.splitlines() if line.startswith("| zh | 8 | 1.000 → "))
+    assert zh_row.endswith("| 0 / 8 / 0 | worse |")
+    assert "## Queries" in md and "| query | text | lang | overlap@10 | top-10 changed | rank old → new |" in md
+    assert len(re.findall(r"^\| q\d+ \| ", md, re.M)) == 48  # one row per query
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
+def test_the_html_report_renders_tables_and_a_rank_change_chart_per_segment_in_chromium(hurt: dict, tmp_path) -> None:
+    with Browser(tmp_path / "chromium") as b:
+        b.call("Runtime.enable")
+        b.call("Log.enable")
+        b.open(hurt["html"].as_uri())
+        b.wait_until("document.readyState === 'complete'", "the report loaded")
+        assert b.js("document.querySelectorAll('pre').length") == 0
+        tables = b.js("[...document.querySelectorAll('section[data-table]')].map(s => [s.dataset.table, "
+                      "s.querySelectorAll('table tbody tr').length, s.querySelector('table').getBoundingClientRect().height])")
+        shown = {name: (rows, height) for name, rows, height in tables}
+        assert set(shown) == {"Gate", "Metrics (k = 10)", "Per lang", "Queries"}
+        assert shown["Per lang"][0] == 2 and shown["Queries"][0] == 48
+        assert all(rows and height > 20 * rows for rows, height in shown.values()), shown  # laid out as table rows
+        failing = b.js("[...document.querySelectorAll('section[data-table=\"Gate\"] tr.bad td:first-child')]"
+                       ".map(td => td.textContent)")
+        assert failing == ["recall@10 per lang"]
+        assert b.js("document.querySelector('.verdict').dataset.verdict") == "better"
+        charts = b.js("[...document.querySelectorAll('figure[data-chart]')].map(f => [f.dataset.chart, "
+                      "+f.dataset.points, f.querySelectorAll('rect.mark').length, "
+                      "f.querySelector('svg') ? f.querySelector('svg').getBoundingClientRect().height : 0])")
+        by = {name: (points, marks, height) for name, points, marks, height in charts}
+        assert set(by) == {"rank-change", "rank-change lang=en", "rank-change lang=zh"}
+        assert by["rank-change"][0] == 48 and by["rank-change lang=zh"][0] == 8 and by["rank-change lang=en"][0] == 40
+        assert all(marks > 0 and height > 100 for _, marks, height in by.values()), by
+        zh_bars = b.js("[...document.querySelectorAll('figure[data-chart=\"rank-change lang=zh\"] rect.mark')]"
+                       ".map(r => r.getAttribute('fill'))")
+        assert set(zh_bars) == {"#dc2626"}  # every Chinese query ranked its document lower: red bars only
+        assert b.js("performance.getEntriesByType('resource').length") == 0  # self-contained: nothing fetched
+        assert b.console_errors() == []

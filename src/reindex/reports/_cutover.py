@@ -314,7 +314,8 @@ def _html_table(t: Table) -> str:
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>")
 
 
-_PAGE_CSS = ("tr.ok td{background:#f0fdf4}tr.bad td{background:#fef2f2}tr.bad td:nth-child(2){color:#b91c1c;font-weight:700}"
+_PAGE_CSS = ("tr.ok td{background:#f0fdf4}tr.bad td{background:#fef2f2}"
+             "section[data-table=Gate] tr.bad td:nth-child(2){color:#b91c1c;font-weight:700}"
              ".verdict{border-radius:12px;padding:14px 20px;margin:0 0 16px;font-size:20px;font-weight:700}"
              ".verdict small{display:block;font-size:13px;font-weight:400;margin-top:2px}"
              ".verdict.ok{background:#dcfce7;color:#14532d}.verdict.bad{background:#fee2e2;color:#7f1d1d}"
@@ -330,8 +331,10 @@ def cutover_html(report: dict) -> str:
     banner = ""
     if verdict:
         v = agg.get("verdict", "cannot tell")
+        failed = [r["rule"] for r in report["rules"] if not r["passed"]]
+        gate_said = f"gate failed: {', '.join(failed)}" if failed else "gate passed"
         banner = (f'<div class="verdict {VERDICT_CLASS.get(v, "unsure")}" data-verdict="{_e(v)}">Verdict: {_e(v)}'
-                  f"<small>{_e(verdict)} · gate {'passed' if report['passed'] else 'failed'}</small></div>")
+                  f"<small>{_e(verdict)} · {_e(gate_said)}</small></div>")
     meta = "".join(f"<div class=meta>{_e(line)}</div>" for line in _context_lines(report))
     alias = _alias_line(report)
     tables = "".join(_html_table(t) for t in cutover_tables(report))
