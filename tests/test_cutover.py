@@ -161,6 +161,28 @@ def test_a_failing_gate_leaves_the_alias_and_says_which_rule_failed(two_populati
     assert ws.alias() == t["b"]
 
 
+def test_a_gate_at_the_ceiling_says_cannot_tell_and_fails_unless_the_policy_lets_it_through(two_populations: dict) -> None:
+    """The passing queries are chunk texts both populations hold: every query ranks its document first on both
+    sides, recall@10 is 1.000 → 1.000 with the interval [+0.000, +0.000] — the recall rule is satisfied by
+    construction. The evidence rule is not: it says cannot tell and fails the gate under the default policy."""
+    t = two_populations
+    ws: Workspace = t["ws"]
+    ws.write_config(120, extra="cutover: {cannot_tell: fail}")  # the cutover section is in no digest: same plan
+    res = CliRunner().invoke(main, ["cutover", str(t["path"]), "-c", str(ws.config), "--queries", str(t["passing"]),
+                                    "--json"])
+    assert res.exit_code == 3, res.output
+    report = json.loads(res.stdout)
+    rules = {r["rule"]: r for r in report["rules"]}
+    assert rules["recall@10"]["passed"] and "+0.000 [+0.000, +0.000]" in rules["recall@10"]["detail"]
+    assert not rules["evidence"]["passed"] and "verdict cannot tell" in rules["evidence"]["detail"]
+    assert report["evaluation"]["aggregate"]["verdict"] == "cannot tell"
+    assert ws.alias() == t["a"]
+    ws.write_config(120, extra="cutover: {cannot_tell: pass}")
+    r = api.cutover(t["path"], ws.config, queries=t["passing"])
+    assert r.passed and "let through by cutover.cannot_tell: pass" in {x["rule"]: x for x in r.report["rules"]}[
+        "evidence"]["detail"]
+
+
 def test_the_point_count_rule_fails_a_shadow_missing_a_point(two_populations: dict) -> None:
     t = two_populations
     ws: Workspace = t["ws"]

@@ -114,7 +114,8 @@ def test_the_run_report_says_where_the_embedder_ran(tmp_path: Path) -> None:
     cfg = _workspace(tmp_path, "vector: {provider: hash}\napply: {shards: 1}\n")
     _, path = api.make_plan(cfg, out=tmp_path / "plans")
     run = api.apply_plan(path, cfg, prefect=False)
-    assert run.report["embedder"] == {"provider": "hash", "backend": "torch", "precision": "float32", "device": "cpu"}
+    assert run.report["embedder"] == {"provider": "hash", "backend": "torch", "precision": "float32", "device": "cpu",
+                                      "threads": 1}
     on_disk = json.loads(run.report_path.read_text(encoding="utf-8"))
     assert on_disk["embedder"]["device"] == "cpu"
 

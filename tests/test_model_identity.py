@@ -149,11 +149,20 @@ def test_query_embeds_query_prefix_plus_text_and_the_prefix_is_in_no_id(tmp_path
     ws.write_config(extra="", prefix=None)
     ws.config.write_text(ws.config.read_text().replace("{provider: hash}", f"{{provider: hash, query_prefix: {json.dumps(head)}}}"))
     assert identity_of(ws.cfg()) == ident  # not in the vector id: no new population
-    assert ws.plan()[0].kind == "none"
+    plan, path = ws.plan()
+    assert plan.kind == "payload-only" and plan.body["work"]["tokens_to_embed"] == 0
+    assert any("vector.query_prefix" in line and "queries only" in line for line in plan.body["explanation"])
+    # Readers embed with the live population's recorded prefix (none) until the change is applied (invariant 14).
+    assert api.query(rest, ws.config, k=1).results[0]["score"] < 0.9
+    assert ws.apply(path).status == "done"
     # The hash embedder maps equal inputs to equal vectors: query_prefix + text == the stored chunk's input.
     top = api.query(rest, ws.config, k=1).results[0]
     assert (top["doc_id"], top["ordinal"]) == (payload["doc_id"], payload["ordinal"]) and top["score"] > 0.9999
+    assert ws.plan()[0].kind == "none"
     ws.write_config()  # no query_prefix: queries get the passage prefix (here none), the text alone is no match
+    assert api.query(rest, ws.config, k=1).results[0]["score"] > 0.9999  # still the recorded prefix
+    plan, path = ws.plan()
+    assert plan.kind == "payload-only" and ws.apply(path).status == "done"
     assert api.query(rest, ws.config, k=1).results[0]["score"] < 0.9
 
 

@@ -18,7 +18,7 @@ from reindex.usecases import backends
 EDIT = ("\n\nA paragraph added while the resumed apply runs; catch-up must replay it into the shadow "
         "population before cutover. " * 8) + "\n"
 TIMING = {"seconds", "phases", "runner", "throughput"}
-SHARD_TIMING = {"seconds", "embed_seconds", "commit_seconds"}
+SHARD_TIMING = {"seconds", "embed_seconds", "embed_cpu_seconds", "embed_concurrency", "commit_seconds"}
 
 
 def _comparable(report: dict) -> dict:

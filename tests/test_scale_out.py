@@ -689,3 +689,32 @@ def test_a_missing_shard_deployment_is_one_line_with_the_fix(tmp_path: Path, pre
                               "--pool elsewhere`")
     assert not read_lock(ws.state(), "docs").held
     assert not any("elsewhere" in r["name"] for r in _shard_flow_runs(url))
+
+
+@pytest.mark.parametrize("n, seconds, target, sizes", [
+    (16, 0.05, 10.0, [16]),  # 0.8 s of work in all: one unit, its overhead paid once
+    (16, 2.0, 10.0, [6, 5, 5]),  # 32 s: three units of ~10 s, contiguous
+    (16, 30.0, 10.0, [1] * 16),  # each shard is work enough on its own
+    (16, 2.0, 0.0, [1] * 16),  # unit_seconds 0: one shard per unit, as before
+    (3, 0.0, 10.0, [3]),  # nothing to embed (a rate-less plan): one unit
+    (0, 1.0, 10.0, []),
+])
+def test_shards_are_dealt_into_contiguous_units_by_planned_work(n: int, seconds: float, target: float,
+                                                                 sizes: list[int]) -> None:
+    from reindex.runners import deal_units
+
+    units = deal_units(list(range(n)), seconds, target)
+    assert [len(u) for u in units] == sizes
+    assert [k for u in units for k in u] == list(range(n))  # every shard once, in order: numbering unchanged
+
+
+def test_a_dask_apply_hands_a_worker_a_unit_of_shards_sized_by_work(tmp_path: Path, reference: dict) -> None:
+    """A chunker change of the sample (a fraction of a second of hash embedding per shard) with the default
+    apply.unit_seconds is one unit: every shard runs in the same worker process, one after the other, and the
+    population is the in-process one."""
+    ws, path = _fresh(tmp_path / "one-unit")
+    proc, report = _cli_apply(ws, path, "dask-processes:2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _same_as_reference(ws, report["collection"], reference)
+    assert len({s["worker"] for s in report["shards"]}) == 1, report["shards"]
+    assert len(report["shards"]) == ws.cfg().apply.shards

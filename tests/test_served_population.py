@@ -101,7 +101,11 @@ def test_every_reader_queries_the_population_it_serves_through_edit_build_cutove
         assert b != a
         _assert_served(readers, text, a)  # built, not cut over
 
-        assert ws.cutover(path).report["swap"]
+        report = ws.cutover(path).report
+        assert report["swap"]
+        agree = report["evaluation"]["agreement"]  # a vector-half change: both models timed on the shadow's chunks
+        assert agree["chunks"] > 0 and agree["old_tokens_per_cpu_second"] > 0 and agree["new_tokens_per_cpu_second"] > 0
+        assert ("mean_cosine" in agree) == (second[0] == 64)  # one space (same model and dimension) or two
         _assert_served(readers, text, b)
 
         api.rollback(ws.config)

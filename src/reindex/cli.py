@@ -202,10 +202,17 @@ def chunk(path: str, config_path: str | None, chunker: str | None, summary: bool
 @click.option("--out", default="plans", show_default=True, help="Folder for the plan and its reports.")
 @click.option("--sample", type=int, default=None, help="Project from a length-stratified sample of N documents.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
+@click.option("--forecast", type=int, is_flag=False, flag_value=100, default=None, metavar="[N]",
+              help="What a pipeline-scoped change buys, before paying: build both sides on N sampled documents "
+                   "(default 100) plus those the queries point at, in a scratch store, and evaluate them as the "
+                   "cutover will (verdict, metrics with intervals, its own cost).")
+@click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="With --forecast: the labelled queries file the cutover will use (as `reindex cutover --queries`); "
+                   "default: the cutover's probes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the key numbers as JSON.")
 @click.pass_context
 def plan(ctx: click.Context, config_path: str, baseline_config: str | None, baseline_corpus: str | None, out: str,
-         sample: int | None, seed: int, as_json: bool) -> None:
+         sample: int | None, seed: int, forecast: int | None, queries: str | None, as_json: bool) -> None:
     """Classify and price a change; write plans/<date>-<index>-<kind>-<hash>.json with Markdown and HTML reports.
 
     Exit codes: 0 nothing to do, 2 changes planned, 1 error (like terraform plan -detailed-exitcode), 64 usage
@@ -215,13 +222,16 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
     Examples:
       reindex plan -c reindex.yaml
       reindex plan -c new.yaml --baseline-config old.yaml --baseline-corpus old.parquet --json
+      reindex plan --forecast 100 --queries queries.jsonl
     """
     from reindex import api
     from reindex.reports import plan_text
 
     with api.Index.open(config_path) as ix:
+        if queries is not None and forecast is None:
+            raise click.UsageError("--queries goes with --forecast (the cutover takes its own --queries)")
         p, path = ix.plan(baseline_config=baseline_config, baseline_corpus=baseline_corpus, out=out, sample=sample,
-                          seed=seed)
+                          seed=seed, forecast=forecast, queries=queries)
     if as_json:
         _emit_json({**p.summary(), "plan_file": str(path)})
     else:
@@ -369,8 +379,9 @@ def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: i
 def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_json: bool) -> None:
     """Time the configured embedder on real chunks of the corpus; plans then use the measured rate.
 
-    Precedence of the rate a plan uses: cost.tokens_per_minute in the config, then the rate the last apply
-    of the same model measured, then this calibration, then a default of 150,000 tokens/min. Local backends
+    Timed in CPU-seconds (what the model costs, whatever the load) and wall seconds. Precedence of the rate a
+    plan uses: cost.tokens_per_minute in the config, then the rate the last apply of the same model measured,
+    then this calibration, then (a local model) 32 chunks timed by the plan, else 150,000 tokens/min. Local backends
     are compared with float32 torch on the same chunks (mean cosine, top-10 overlap on probe queries).
 
     \b
@@ -388,8 +399,10 @@ def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_
         where = f" ({b['backend']}/{b['precision']} on {b['device']})" if b.get("device") else ""
         agree = (f"; cosine to float32 {b['cosine_to_float32']:.4f}, top-10 overlap {b['recall_at_10_overlap']:.2f}"
                  if "recall_at_10_overlap" in b else "")
-        click.echo(f"{b['model']}{where}: {b['tokens_per_second']:,.0f} tokens/s ({b['tokens_per_minute']:,.0f}/min) on "
-                   f"{b['chunks']} chunks, {b['tokens']:,} tokens in {b['seconds']} s{agree}; recorded for plans")
+        per_cpu = f"{b['tokens_per_cpu_second']:,.0f} tokens per CPU-second, " if b.get("tokens_per_cpu_second") else ""
+        click.echo(f"{b['model']}{where}: {per_cpu}{b['tokens_per_second']:,.0f} tokens/s of wall ({b['tokens_per_minute']:,.0f}"
+                   f"/min) on {b['chunks']} chunks, {b['tokens']:,} tokens in {b['cpu_seconds']} CPU-s / {b['seconds']} s "
+                   f"(load {b['load']} on {b['cpus']} CPUs){agree}; recorded for plans")
 
 
 @main.command()

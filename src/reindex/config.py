@@ -509,10 +509,12 @@ class VectorHalf(_Model):
     """Everything that decides which vector a given text gets. Hashed into the vector id."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=VECTOR)
-    provider: Literal["sentence-transformers", "openai", "hash", "langchain", "llamaindex"] = Field(
+    provider: Literal["sentence-transformers", "model2vec", "openai", "hash", "langchain", "llamaindex"] = Field(
         "sentence-transformers",
-        description="sentence-transformers (local, offline), an OpenAI-compatible HTTP API, hash (deterministic test "
-        "vectors, no model), or your own embeddings class: langchain (an Embeddings) or llamaindex (a BaseEmbedding).",
+        description="sentence-transformers (local, offline), model2vec (static embeddings: a model2vec folder, or one "
+        "distilled offline from a local sentence-transformers folder), an OpenAI-compatible HTTP API, hash "
+        "(deterministic test vectors, no model), or your own embeddings class: langchain (an Embeddings) or "
+        "llamaindex (a BaseEmbedding).",
     )
     model: str = Field(
         "all-MiniLM-L6-v2", description="Model id: a packaged model name, a local sentence-transformers folder, the API's "
@@ -555,6 +557,9 @@ class VectorHalf(_Model):
 
     @model_validator(mode="after")
     def _backend_runs(self) -> "VectorHalf":
+        if self.provider == "model2vec" and (self.backend, self.precision) != ("torch", "float32"):
+            raise ValueError("a model2vec static model is a table lookup with its own stored precision; leave "
+                             "vector.backend and vector.precision unset")
         if self.provider != "sentence-transformers":
             return self
         if self.backend == "api":
@@ -779,6 +784,14 @@ class ApprovalConfig(_OpModel):
     max_usd: float | None = Field(1.0, ge=0.0, description="Document-scoped plans above this many dollars need approval.")
     max_removed_share: float = Field(0.05, ge=0.0, le=1.0, description="Plans removing more than this share of the live documents need approval.")
     min_readable_share: float = Field(0.5, ge=0.0, le=1.0, description="Plans whose scan could read less than this share of the live documents need approval (an unmounted or emptied source).")
+    require_forecast: bool = Field(
+        False, description="Every pipeline-scoped plan carries a forecast (`reindex plan` and the flows make one on "
+        "approval.forecast_documents sampled documents), and apply refuses one without it.")
+    forecast_documents: int = Field(100, ge=2, strict=True, description="Sample size of the forecast that "
+                                    "approval.require_forecast asks for.")
+    min_forecast_delta: float | None = Field(
+        None, description="Apply refuses a pipeline-scoped plan whose forecast says its lower 95 % bound of recall@k "
+        "(else MRR, else passage MRR) new − old is below this, or whose forecast verdict is `worse`; None = no bound.")
     carry_over: float = Field(
         0.10, ge=0.0, le=1.0, description="An approval of a pipeline-scoped plan carries over to a re-plan of the same "
         "change (same config, same live population, same kind) whose tokens to embed and new vectors are each within "
@@ -800,6 +813,10 @@ class ApplyConfig(_OpModel):
 
     shards: int = Field(16, gt=0, strict=True, description="Shards (stable hash of doc id mod shards).")
     embed_batch_size: int = Field(64, gt=0, strict=True, description="Texts per embedding call.")
+    unit_seconds: float = Field(
+        10.0, ge=0.0, description="Remote runners (Dask, Prefect work pools) hand a worker contiguous units of shards "
+        "sized to about this much planned embedding work, so a unit's own overhead (a task or flow run, ~0.4 s "
+        "measured) stays ≤ 5 % of it; 0 = one shard per unit. The shard layout, and so resume, does not change.")
 
 
 class CutoverConfig(_OpModel):

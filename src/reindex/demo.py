@@ -16,6 +16,8 @@ from importlib import resources
 
 from reindex import settings
 
+__all__ = ["QUERY", "WORK", "main", "plan_file", "run", "say"]
+
 WORK = settings.demo_dir()
 QUERY = "how is the encoding of a source file declared"
 

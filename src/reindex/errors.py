@@ -3,6 +3,10 @@ that says what happened and what to do."""
 
 from __future__ import annotations
 
+__all__ = ["ApprovalError", "ChunkerError", "ConfigError", "CutoverError", "EvaluationError", "LockHeld",
+           "LockLost", "MeasureError", "ModelError", "PlanError", "ReindexError", "RunnerError", "SourceError",
+           "StateError", "TerminalError", "TokenizerError", "TransientError", "VectorStoreError"]
+
 
 class ReindexError(Exception):
     """Root of every expected failure; the CLI prints ``str(err)`` on one line and exits 1."""

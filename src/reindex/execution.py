@@ -59,6 +59,7 @@ from reindex.sources.base import Document, ScanReport
 from reindex.stores.objects import ObjectStore
 from reindex.stores.payload import build_payload
 from reindex.stores.vectors import Point, VectorStore
+from reindex.throughput import CpuClock
 
 RETRY_ATTEMPTS = 5
 
@@ -118,7 +119,9 @@ class ShardResult:
     failures: list[dict] = field(default_factory=list)
     skipped: bool = False
     seconds: float = 0.0
-    embed_seconds: float = 0.0  # inside successful embedding calls (the throughput apply records)
+    embed_seconds: float = 0.0  # wall seconds inside successful embedding calls
+    embed_cpu_seconds: float = 0.0  # CPU seconds of those calls (reindex.throughput.CpuClock: the rate apply records)
+    embed_concurrency: int = 0  # most embedding calls this shard's process had in flight at once
     worker: str = ""  # "host:pid" of the process that ran the shard
     staged: str | None = None  # key of the staged writes the coordinator must commit (reindex.workers)
 
@@ -159,6 +162,12 @@ class ApplyContext:
     # in source order; a shard of this process takes its documents from here instead of scanning the source
     # again (a JSONL file is parsed whole to find one line). Later edits are the catch-up's. None: scan.
     documents: Mapping[str, Document] | None = None
+    # The CPU clock of embedding calls (shard threads register, so that one's call does not count another's
+    # chunking), and how many calls this process had in flight at once (the workers a rate is per).
+    cpu_clock: CpuClock = field(default_factory=CpuClock)
+    embedding_now: int = 0
+    embedding_most: int = 0
+    _count_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def emit(self, **event: Any) -> None:
         if self.progress:
@@ -182,7 +191,7 @@ def over_budget(budget: int) -> ApprovalError:
         "an approval (the plan's numbers understate its work); run `reindex plan` again and approve it")
 
 
-def _payload(ctx: ApplyContext, rec: ChunkRecord, metadata: dict[str, Any]) -> dict:
+def point_payload(cfg: PipelineConfig, pipeline_id: str, rec: ChunkRecord, metadata: dict[str, Any]) -> dict:
     """A point's payload under the payload contract (:mod:`reindex.stores.payload`)."""
     own = {
         "doc_id": rec.doc_id,
@@ -191,9 +200,9 @@ def _payload(ctx: ApplyContext, rec: ChunkRecord, metadata: dict[str, Any]) -> d
         "tokens": rec.tokens,
         "start": rec.start,
         "end": rec.end,
-        "pipeline_id": ctx.identity.pipeline_id,
+        "pipeline_id": pipeline_id,
     }
-    return build_payload(ctx.cfg.payload, own, rec.text, metadata)
+    return build_payload(cfg.payload, own, rec.text, metadata)
 
 
 def _shard_docs(ctx: ApplyContext, shard: int, only: set[str] | None, result: ShardResult) -> Iterable[Document]:
@@ -223,14 +232,22 @@ def _old_rows(ctx: ApplyContext, collection: str, shard: int, shards: int | None
     return rows
 
 
-def _timed(embed: Callable[[list[str]], Any], result: ShardResult) -> Callable[[list[str]], Any]:
-    """``embed`` adding the seconds of each successful call to ``result.embed_seconds`` (failed attempts
-    and retry back-off are not embedding throughput)."""
+def _timed(ctx: ApplyContext, embed: Callable[[list[str]], Any], result: ShardResult) -> Callable[[list[str]], Any]:
+    """``embed`` adding the wall and CPU seconds of each successful call to ``result`` (failed attempts and
+    retry back-off are not embedding throughput), and counting the calls in flight in this process."""
 
     def call(batch: list[str]) -> Any:
-        t = time.perf_counter()
-        out = embed(batch)
-        result.embed_seconds += time.perf_counter() - t
+        with ctx._count_lock:
+            ctx.embedding_now += 1
+            ctx.embedding_most = max(ctx.embedding_most, ctx.embedding_now)
+        try:
+            out, wall, cpu = ctx.cpu_clock.call(embed, batch)
+        finally:
+            with ctx._count_lock:
+                ctx.embedding_now -= 1
+        result.embed_seconds += wall
+        result.embed_cpu_seconds += cpu
+        result.embed_concurrency = max(result.embed_concurrency, ctx.embedding_most)
         return out
 
     return call
@@ -251,7 +268,7 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
         # One model, one call at a time; an embedder that paces its own requests (an API client) is shared by
         # the shards concurrently.
         with contextlib.nullcontext() if getattr(ctx.embedder, "concurrent", False) else ctx.embed_lock:
-            res = retry_transient(_timed(ctx.embedder.embed, result), batch)
+            res = retry_transient(_timed(ctx, ctx.embedder.embed, result), batch)
         result.embedded += len(batch)
         result.tokens_embedded += sum(texts[t] for t in batch)
         result.truncated += res.truncated
@@ -278,7 +295,7 @@ def _embed_missing(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], vec
         return written
 
     def flush(batch: list[str], batch_vectors: np.ndarray) -> None:
-        points = [Point(r.point_id, v, _payload(ctx, r, metas[r.doc_id]))
+        points = [Point(r.point_id, v, point_payload(ctx.cfg, ctx.identity.pipeline_id, r, metas[r.doc_id]))
                   for t, v in zip(batch, batch_vectors) for r in waiting[t]]
         crashpoint("before-upsert")
         ctx.fence()
@@ -357,7 +374,7 @@ def _sync_batch(
             result.reused_old += sum(1 for recs in records.values() for r in recs if r.fingerprint in gained)
     written = _embed_missing(ctx, records, vectors, result, metas)
     points = [
-        Point(r.point_id, vectors[r.fingerprint], _payload(ctx, r, metas[r.doc_id]))
+        Point(r.point_id, vectors[r.fingerprint], point_payload(ctx.cfg, ctx.identity.pipeline_id, r, metas[r.doc_id]))
         for recs in records.values()
         for r in recs
         if r.point_id not in written
@@ -402,7 +419,7 @@ def _rewrite_payloads(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], 
             done[doc_id] = records.pop(doc_id)
     if not done:
         return done
-    payloads = {r.point_id: _payload(ctx, r, metas[r.doc_id]) for recs in done.values() for r in recs}
+    payloads = {r.point_id: point_payload(ctx.cfg, ctx.identity.pipeline_id, r, metas[r.doc_id]) for recs in done.values() for r in recs}
     crashpoint("before-payload")
     ctx.fence()
     retry_transient(ctx.store.overwrite_payload, ctx.target, payloads)
@@ -417,6 +434,7 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
               force: bool = False) -> ShardResult:
     """Build (or, in place, sync) one shard. Skips a shard whose manifest exists unless ``force``."""
     t0 = time.perf_counter()
+    ctx.cpu_clock.register()
     result = ShardResult(shard, worker=worker_name())
     done = None if force else read_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard)
     if done is not None:

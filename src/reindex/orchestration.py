@@ -168,9 +168,10 @@ _TASK_OPTS: dict[str, Any] = dict(cache_policy=NO_CACHE, persist_result=False)
 
 
 @task(name="plan", **_TASK_OPTS)
-def plan_task(config: str, plans_dir: str) -> str:
-    """Plan the config against the live population; returns the plan file."""
-    _, path = api.make_plan(config, out=plans_dir)
+def plan_task(config: str, plans_dir: str, forecast: int | None = None) -> str:
+    """Plan the config against the live population (with a forecast on ``forecast`` sampled documents, or when
+    approval.require_forecast asks for one); returns the plan file."""
+    _, path = api.make_plan(config, out=plans_dir, forecast=forecast)
     return str(path)
 
 
@@ -460,8 +461,9 @@ def _result_artifact(index: str, text: str) -> None:
 def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir: str | None = None,
                  approval_timeout_s: int = DEFAULT_APPROVAL_TIMEOUT_S, poll_interval_s: int = 10,
                  task_runner: str = "threads", gc_deployment: str | None = None, queries: str | None = None,
-                 k: int | None = None, gate: str = "enforce") -> dict:
-    """Plan against the live index, ask a human (Prefect pause with an approval form; `reindex approve
+                 k: int | None = None, gate: str = "enforce", forecast: int | None = None) -> dict:
+    """Plan against the live index (``forecast``: with what the change buys, measured on that many sampled
+    documents before the pause; the approval form and artifact show it), ask a human (Prefect pause with an approval form; `reindex approve
     PLAN` resumes it too), then apply, cut over and schedule gc.
 
     ``queries``: a JSONL queries file (relative to the config's folder) the cutover compares old and new
@@ -473,7 +475,7 @@ def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_d
     config, index, plans_dir = _resolve(config, index, plans_dir)
     cut_opts = _cutover_options(config, queries, k, gate)
     with index_slot(index), using_task_runner(task_runner):
-        plan_path = plan_task(config, plans_dir)
+        plan_path = plan_task(config, plans_dir, forecast)
 
         plan = api.show_plan(plan_path)
         if plan.kind == ChangeKind.NONE:

@@ -18,6 +18,8 @@ from reindex.sources.base import Document
 from reindex.sources.extract import extract_text, normalise
 from reindex.tokenizers import Tokenizer, load_tokenizer
 
+__all__ = ["ChunkRecord", "TextPipeline"]
+
 
 @dataclass(frozen=True, slots=True)
 class ChunkRecord:

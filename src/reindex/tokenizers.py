@@ -15,6 +15,9 @@ import numpy as np
 from reindex.errors import ModelError, TokenizerError
 from reindex.models import find_tokenizer_file, resolve_model_path
 
+__all__ = ["DEFAULT_TOKENIZER", "WINDOW_CHARS", "CharTokenizer", "HFTokenizer", "Tokenizer",
+           "WhitespaceTokenizer", "code_points", "is_space", "load_tokenizer"]
+
 DEFAULT_TOKENIZER = "all-MiniLM-L6-v2"
 
 _EMPTY = np.zeros((0, 2), dtype=np.int64)

@@ -54,7 +54,7 @@ import numpy as np
 from reindex import execution
 from reindex.config import PipelineConfig, config_from_dict
 from reindex.embedders import Embedder, make_embedder
-from reindex.errors import RunnerError, StateError, TransientError
+from reindex.errors import LockLost, RunnerError, StateError, TransientError
 from reindex.execution import ApplyContext
 from reindex.identity import identity_of
 from reindex.locks import Fence
@@ -79,6 +79,7 @@ __all__ = [
     "report_remote",
     "results_prefix",
     "run_shard_spec",
+    "run_shard_unit",
     "shard_specs",
     "staging_prefix",
 ]
@@ -106,6 +107,8 @@ class ShardSpec:
     fence_nonce: str
     token_budget: int | None
     coordinator: str  # host:pid of the coordinator
+    planned_seconds: float = 0.0  # the plan's embedding work for this shard at its rate (units are sized by it)
+    unit_seconds: float = 0.0  # target work per unit of shards a remote runner hands a worker (apply.unit_seconds)
 
     @property
     def key(self) -> str:
@@ -135,7 +138,7 @@ def _key(run: str, fence: Fence) -> str:
 
 
 def shard_specs(ctx: ApplyContext, shards: tuple[int, ...], only: frozenset[str] | None,
-                removed: frozenset[str]) -> list[ShardSpec]:
+                removed: frozenset[str], *, seconds: float = 0.0, unit_seconds: float = 0.0) -> list[ShardSpec]:
     """The specs of ``shards`` of the apply ``ctx`` coordinates (it must hold the index lock)."""
     if ctx.lease is None:
         raise RunnerError("shards can run in other processes only under the index lock (apply_plan holds it); "
@@ -147,7 +150,8 @@ def shard_specs(ctx: ApplyContext, shards: tuple[int, ...], only: frozenset[str]
         shards=ctx.shards, in_place=ctx.in_place, shard=k, only=mine(only, k) if only is not None else None,
         removed=mine(removed, k), state_uri=ctx.cfg.state.uri, state_endpoint=ctx.cfg.state.endpoint_url,
         store_path=ctx.store_path, fence_token=ctx.lease.token, fence_nonce=ctx.lease.nonce,
-        token_budget=ctx.token_budget, coordinator=execution.worker_name(),
+        token_budget=ctx.token_budget, coordinator=execution.worker_name(), planned_seconds=seconds,
+        unit_seconds=unit_seconds,
     ) for k in shards]
 
 
@@ -247,6 +251,21 @@ def open_shard_context(spec: ShardSpec, *, store: VectorStore | None = None,
         token_budget=spec.token_budget, budget_counter=counter, lease=fence, store_path=spec.store_path,
         staging=staging,
     )
+
+
+def run_shard_unit(specs: list[ShardSpec | dict[str, Any]]) -> list[dict]:
+    """Run a unit of shards one after the other in this process (one model, one context); a shard that raises
+    is returned as ``{"shard": k, "error": …}`` and the unit goes on, except when the lock is lost."""
+    out = []
+    for spec in specs:
+        k = spec.shard if isinstance(spec, ShardSpec) else spec["shard"]
+        try:
+            out.append(run_shard_spec(spec))
+        except LockLost:
+            raise
+        except Exception as err:  # noqa: BLE001 - one failed shard; the unit's others still run
+            out.append({"shard": k, "error": f"{type(err).__name__}: {err}".splitlines()[0][:500]})
+    return out
 
 
 def run_shard_spec(spec: ShardSpec | dict[str, Any]) -> dict:

@@ -22,6 +22,9 @@ import numpy as np
 from reindex.chunkers.base import Chunk
 from reindex.tokenizers import Tokenizer
 
+__all__ = ["BLANK_LINE", "CLAUSE_END", "CODE_FENCE", "HEADING", "LINE_BREAK", "SENTENCE_END", "Doc", "DocChunker",
+           "Level", "group_ends", "pack", "pattern_level", "recursive_ends", "split_pieces", "windows"]
+
 # Paragraph break: a line break, optional horizontal whitespace, another line break.
 BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 LINE_BREAK = re.compile(r"\n")

@@ -34,6 +34,8 @@ from reindex.chunkers.cdc import rolling_hash, word_hashes
 from reindex.chunkers.markdown import heading_positions
 from reindex.config import AnchoredChunkerConfig
 
+__all__ = ["WINDOW_RATIO", "AnchoredChunker", "local_maxima"]
+
 # The window w as a share of the target size: local maxima over ±w land about 2w apart, minus what
 # structure (blank lines beating line breaks) and the short end margins take away; 0.6 puts the
 # median near ``size`` on both dev corpora (PEPs and Chinese Markdown), see docs/measure.md.

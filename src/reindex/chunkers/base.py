@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+__all__ = ["Chunk", "Chunker"]
+
 
 @dataclass(frozen=True, slots=True)
 class Chunk:

@@ -12,6 +12,8 @@ from reindex.chunkers.base import Chunk
 from reindex.config import CdcChunkerConfig
 from reindex.tokenizers import code_points, is_space
 
+__all__ = ["CdcChunker", "rolling_hash", "word_hashes"]
+
 # Fixed seeds: boundaries must be the same in every process (Python's hash() is randomised).
 _CHAR_SEED = np.uint64(0x243F6A8885A308D3)
 _WORD_SEED = np.uint64(0x13198A2E03707344)

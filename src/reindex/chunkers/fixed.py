@@ -8,6 +8,8 @@ from reindex.chunkers._segments import DocChunker, Doc, windows
 from reindex.chunkers.base import Chunk
 from reindex.config import FixedChunkerConfig
 
+__all__ = ["FixedChunker"]
+
 
 @dataclass(frozen=True, slots=True)
 class FixedChunker(DocChunker):

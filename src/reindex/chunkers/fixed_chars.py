@@ -11,6 +11,8 @@ from reindex.chunkers.base import Chunk
 from reindex.config import FixedCharsChunkerConfig, chunker_spec
 from reindex.tokenizers import Tokenizer
 
+__all__ = ["FixedCharsChunker"]
+
 
 @dataclass(frozen=True, slots=True)
 class FixedCharsChunker:

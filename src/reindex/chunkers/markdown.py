@@ -11,6 +11,8 @@ from reindex.chunkers.base import Chunk
 from reindex.chunkers.recursive import recursive_levels
 from reindex.config import MarkdownChunkerConfig
 
+__all__ = ["MarkdownChunker", "heading_positions"]
+
 
 def heading_positions(text: str, start: int = 0, end: int | None = None) -> list[int]:
     """Character positions where sections start in ``text[start:end]``: Markdown ATX headings

@@ -9,6 +9,8 @@ from reindex.chunkers.base import Chunk
 from reindex.chunkers.recursive import recursive_levels
 from reindex.config import ParagraphChunkerConfig
 
+__all__ = ["ParagraphChunker"]
+
 
 @dataclass(frozen=True, slots=True)
 class ParagraphChunker(DocChunker):

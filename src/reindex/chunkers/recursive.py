@@ -9,6 +9,8 @@ from reindex.chunkers._segments import DocChunker, BLANK_LINE, CLAUSE_END, LINE_
 from reindex.chunkers.base import Chunk
 from reindex.config import RecursiveChunkerConfig
 
+__all__ = ["RecursiveChunker", "recursive_levels"]
+
 
 def recursive_levels(doc: Doc) -> list[Level]:
     """Split levels of the recursive method, coarsest first (fixed windows come after the last)."""

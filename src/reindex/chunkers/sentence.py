@@ -12,6 +12,8 @@ from reindex.chunkers._segments import DocChunker, SENTENCE_END, Doc, group_ends
 from reindex.chunkers.base import Chunk
 from reindex.config import SentenceChunkerConfig
 
+__all__ = ["SentenceChunker"]
+
 
 @dataclass(frozen=True, slots=True)
 class SentenceChunker(DocChunker):

@@ -9,6 +9,8 @@ from reindex.chunkers._segments import DocChunker, Doc
 from reindex.chunkers.base import Chunk
 from reindex.config import SlidingChunkerConfig
 
+__all__ = ["SlidingChunker", "sliding_count", "sliding_stride"]
+
 
 def sliding_stride(size: int, overlap: float) -> int:
     """Tokens between the starts of consecutive windows (at least 1)."""

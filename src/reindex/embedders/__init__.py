@@ -24,6 +24,10 @@ def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedCon
         from reindex.embedders.external import ExternalEmbedder
 
         return ExternalEmbedder(vector, batch_size=batch_size)
+    if vector.provider == "model2vec":
+        from reindex.embedders.static import StaticEmbedder
+
+        return StaticEmbedder(vector, batch_size=batch_size)
     if vector.provider == "hash":
         from reindex.embedders.hashing import HashEmbedder
 
@@ -32,8 +36,14 @@ def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedCon
 
 
 def model_files(vector: VectorHalf):
-    """The local files whose digest is the ``auto`` revision of a sentence-transformers vector half: the model
-    folder, or (``vector.backend: onnx``) its ONNX export, made locally on first use and cached."""
+    """The local files whose digest is the ``auto`` revision of a local vector half: a sentence-transformers
+    model folder, or (``vector.backend: onnx``) its ONNX export; for ``model2vec`` the static model folder, or
+    its distillation from a sentence-transformers folder. Exports and distillations are made locally on
+    first use and cached."""
+    if vector.provider == "model2vec":
+        from reindex.embedders.static import model_files as _static
+
+        return _static(vector)
     from reindex.embedders.sentence_transformers import model_files as _files
 
     return _files(vector)

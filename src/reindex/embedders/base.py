@@ -7,6 +7,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+__all__ = ["EmbedResult", "Embedder"]
+
 
 @dataclass(frozen=True, slots=True)
 class EmbedResult:

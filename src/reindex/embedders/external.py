@@ -17,6 +17,8 @@ from reindex.config import VectorHalf, is_secret_name, params_from_env, scrub
 from reindex.embedders.base import EmbedResult
 from reindex.errors import ConfigError, ModelError
 
+__all__ = ["ExternalEmbedder", "load_class", "vector_config_of"]
+
 # The method each provider kind embeds a batch of passages with.
 _METHODS = {"langchain": "embed_documents", "llamaindex": "get_text_embedding_batch"}
 

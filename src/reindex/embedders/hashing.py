@@ -17,6 +17,8 @@ from reindex import settings
 from reindex.config import VectorHalf
 from reindex.embedders.base import EmbedResult
 
+__all__ = ["HashEmbedder"]
+
 _LOG_LOCK = threading.Lock()
 
 
@@ -31,7 +33,8 @@ class HashEmbedder:
 
     def describe(self) -> dict:
         """Where and how this embedder runs (for run reports): no model, on the CPU."""
-        return {"provider": "hash", "backend": self.vector.backend, "precision": self.vector.precision, "device": "cpu"}
+        return {"provider": "hash", "backend": self.vector.backend, "precision": self.vector.precision, "device": "cpu",
+                "threads": 1}
 
     def _one(self, text: str) -> np.ndarray:
         seed = int.from_bytes(hashlib.blake2b((self.vector.prefix + text).encode(), digest_size=8).digest(), "little")

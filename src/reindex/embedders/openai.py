@@ -23,6 +23,8 @@ from reindex.config import EmbedConfig, VectorHalf
 from reindex.embedders.base import EmbedResult
 from reindex.errors import ConfigError, ModelError, TransientError
 
+__all__ = ["OpenAIEmbedder"]
+
 
 class _Bucket:
     """Even pacing to ``per_minute`` units (GCRA without burst): a request of ``n`` units is sent once they

@@ -33,6 +33,9 @@ from reindex.errors import ConfigError, ModelError
 from reindex.models import digest_path, resolve_model_path
 from reindex.tokenizers import load_tokenizer
 
+__all__ = ["ONNX_OPSET", "ONNX_RECIPE", "ReindexErrors", "SentenceTransformerEmbedder", "load_transformer",
+           "model_files", "onnx_cache_key", "onnx_device", "onnx_export", "require_onnxruntime", "resolve_device"]
+
 ReindexErrors = (ConfigError, ModelError)
 _LOCK = threading.Lock()
 _CACHE: dict[tuple[str, str, str, str], object] = {}
@@ -140,6 +143,17 @@ def _load(path: str, backend: str = "torch", precision: str = "float32", device:
                 model = model.half()
             _CACHE[key] = model
         return _CACHE[key]
+
+
+def load_transformer(source: Path):
+    """The bare transformer and fast tokenizer of the local model folder ``source`` (no sentence-transformers
+    pipeline), read from its files only: what a static-model distillation reads."""
+    from transformers import AutoModel, AutoTokenizer
+
+    _offline()
+    _quiet_transformers()
+    model = AutoModel.from_pretrained(str(source), local_files_only=True)
+    return model, AutoTokenizer.from_pretrained(str(source), local_files_only=True, use_fast=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -371,8 +385,11 @@ class SentenceTransformerEmbedder:
 
     def describe(self) -> dict:
         """Where and how this embedder runs (for run reports and calibration)."""
+        import torch
+
+        # threads: torch's intra-op threads (onnxruntime is given the same number), the CPUs one call uses.
         return {"provider": self.vector.provider, "backend": self.vector.backend, "precision": self.vector.precision,
-                "device": self.device}
+                "device": self.device, "threads": torch.get_num_threads() if self.device == "cpu" else None}
 
     def embed(self, texts: list[str]) -> EmbedResult:
         if not texts:

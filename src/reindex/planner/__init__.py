@@ -20,8 +20,8 @@ from reindex.planner._baseline import (
     no_baseline,
 )
 from reindex.planner._change import plan_change
-from reindex.planner._classify import IN_PLACE_KINDS, KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes
-from reindex.planner._numbers import KeyNumbers, key_numbers
+from reindex.planner._classify import IN_PLACE_KINDS, KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes, forecast_refusal, queries_changed
+from reindex.planner._numbers import KeyNumbers, forecast_line, key_numbers
 from reindex.planner._plan import (
     PLAN_SCHEMA,
     Plan,
@@ -32,7 +32,7 @@ from reindex.planner._plan import (
     write_plan,
 )
 from reindex.planner._request import PlanRequest
-from reindex.planner._sampled import SAMPLE_STRATA, SAMPLED_FIELDS
+from reindex.planner._sampled import SAMPLE_STRATA, SAMPLED_FIELDS, StratifiedDraw, draw_stratified
 from reindex.planner._work import (
     DEFAULT_TOKENS_PER_MINUTE,
     LENGTH_EDGES,
@@ -50,6 +50,8 @@ __all__ = [
     "LENGTH_EDGES",
     "PLAN_SCHEMA",
     "SAMPLED_FIELDS",
+    "StratifiedDraw",
+    "draw_stratified",
     "SAMPLE_STRATA",
     "Baseline",
     "DocState",
@@ -62,6 +64,9 @@ __all__ = [
     "approval_needed",
     "approval_of_plan",
     "classify",
+    "forecast_line",
+    "forecast_refusal",
+    "queries_changed",
     "doc_work",
     "explain_changes",
     "explicit_baseline",

@@ -13,7 +13,7 @@ from reindex.errors import PlanError
 from reindex.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline
-from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes
+from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes, queries_changed
 from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
 from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import sampled_projection
@@ -65,7 +65,8 @@ def plan_change(req: PlanRequest) -> Plan:
     documents_changed = bool(t.docs["added"] or t.docs["edited"] or t.docs["removed"])
     payload_changed = baseline.payload_id is not None and baseline.payload_id != payload_id(cfg)
     text_changed = bool(t.docs["added"] or t.docs["removed"] or t.docs["edited"] > len(same_chunks))
-    kind = classify(baseline, ident, documents_changed, payload_changed=payload_changed, text_changed=text_changed)
+    kind = classify(baseline, ident, documents_changed, text_changed=text_changed,
+                    payload_changed=payload_changed or queries_changed(baseline.config, cfg))
     if kind is ChangeKind.NONE:
         t.affected = []
     elif payload_changed and kind.in_place:
@@ -214,6 +215,7 @@ def _plan_body(
         "timing": {"planning_seconds": round(elapsed, 3),
                    "documents_per_second": round(docs_total / elapsed, 1) if elapsed else None},
         **({"in_place_part": req.in_place_part} if req.in_place_part else {}),
+        **({"forecast": req.forecast} if req.forecast else {}),
     }
 
 

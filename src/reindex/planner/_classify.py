@@ -10,7 +10,8 @@ from reindex.domain import ChangeKind
 from reindex.identity import Identity
 from reindex.planner._baseline import Baseline
 
-__all__ = ["IN_PLACE_KINDS", "KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes"]
+__all__ = ["IN_PLACE_KINDS", "KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes",
+           "forecast_refusal", "queries_changed"]
 
 KINDS = tuple(ChangeKind)
 
@@ -47,6 +48,9 @@ def explain_changes(old: PipelineConfig, new: PipelineConfig) -> list[dict[str, 
         old_v, new_v = redact(path, a.get(path)), redact(path, b.get(path))
         if path.endswith(ENV_SUFFIX):  # the variable a secret is read from: in no id (rotating a key plans nothing)
             half, effect = "operational", "operational: no re-embedding"
+        elif path == "vector.query_prefix":
+            half, effect = "queries", ("queries only: recorded on the live population by apply, readers embed "
+                                       "queries with it from then on; no re-embedding")
         elif path.startswith("text."):
             half, effect = "text", "text half: every document is recut"
         elif path.startswith("vector."):
@@ -65,6 +69,14 @@ def explain_changes(old: PipelineConfig, new: PipelineConfig) -> list[dict[str, 
             }
         )
     return out
+
+
+def queries_changed(old: PipelineConfig | None, new: PipelineConfig) -> bool:
+    """Whether queries are embedded differently (``vector.query_prefix``, in no id) under the same vector half:
+    an in-place change of the live population's record, which readers embed queries with (invariant 14)."""
+    if old is None:
+        return False
+    return old.vector.for_queries().prefix != new.vector.for_queries().prefix
 
 
 def classify(baseline: Baseline, new_identity: Identity, documents_changed: bool, *, payload_changed: bool = False,
@@ -120,6 +132,34 @@ def approval_needed(kind: str, cfg: PipelineConfig, tokens: int, usd: float, *, 
 def approval_counts(live_documents: int, removed: int, readable: int, unreadable: int) -> dict[str, int]:
     """The keyword arguments of :func:`approval_needed` that describe the corpus against the live index."""
     return {"live_documents": live_documents, "removed": removed, "readable": readable, "unreadable": unreadable}
+
+
+def forecast_refusal(body: dict, cfg: PipelineConfig, kind: str) -> str | None:
+    """Why the approval policy refuses to carry out a plan on its forecast (``approval.require_forecast``,
+    ``approval.min_forecast_delta``), or None. Only pipeline-scoped plans have a forecast."""
+    pol = cfg.approval
+    if not ChangeKind.of(kind).pipeline_scoped:
+        return None
+    f = body.get("forecast")
+    if f is None:
+        return ("it has no forecast and approval.require_forecast is set: run `reindex plan --forecast` (what the "
+                "change buys, measured on a sample) and approve that plan") if pol.require_forecast else None
+    if pol.min_forecast_delta is None:
+        return None
+    k = f.get("k", 10)
+    metrics = f.get("metrics", {})
+    name = next((m for m in (f"recall_at_{k}", "mrr", "passage_mrr") if m in metrics), None)
+    if f.get("verdict") == "worse":
+        return f"its forecast says the change is worse ({', '.join(f'{m} {v}' for m, v in _verdicts(metrics))})"
+    if name is not None and metrics[name]["low"] < pol.min_forecast_delta:
+        m = metrics[name]
+        return (f"its forecast's lower bound of {name} new − old is {m['low']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}], "
+                f"below approval.min_forecast_delta {pol.min_forecast_delta:+.3f}")
+    return None
+
+
+def _verdicts(metrics: dict) -> list[tuple[str, str]]:
+    return [(m, v["verdict"]) for m, v in metrics.items() if v.get("verdict")]
 
 
 def approval_of_plan(body: dict, cfg: PipelineConfig, kind: str) -> tuple[bool, list[str]]:

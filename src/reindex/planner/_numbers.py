@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from reindex.domain import ChangeKind
 
-__all__ = ["Documents", "KeyNumbers", "key_numbers"]
+__all__ = ["Documents", "KeyNumbers", "forecast_line", "key_numbers"]
 
 _EXTRA = {"summary": False}  # a field renderers read that `reindex plan --json` does not print
 
@@ -50,6 +50,7 @@ class KeyNumbers:
     tokens_per_minute: float
     rate_source: str
     rate_measured: Mapping[str, Any] | None
+    rate_assumes: Mapping[str, Any] | None  # basis, workers, CPUs of a measured rate (None: configured or default)
     vectors_old: int
     vectors_new: int
     peak_vectors: int
@@ -71,6 +72,9 @@ class KeyNumbers:
     # The document changes of a pipeline-scoped plan, applied now in place under the live population's config
     # (a plan of their own): {plan_hash, kind, documents, chunks_to_embed, tokens_to_embed, file}; None: none.
     in_place_part: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
+    # What the change buys, measured on a sample before paying (``plan --forecast``): metrics with intervals,
+    # the verdict, the forecast's own cost and how the sample was drawn; None when no forecast was made.
+    forecast: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
 
     def summary(self) -> dict[str, Any]:
         """What ``reindex plan --json`` prints (besides ``plan_file``)."""
@@ -83,6 +87,15 @@ class KeyNumbers:
                 out[f.name] = v.raw if isinstance(v, Documents) else v
         return out
 
+    @property
+    def hours_assume(self) -> str:
+        """`` (N workers × C CPUs)`` when the hours come from a measured rate, else empty."""
+        a = self.rate_assumes
+        if not a:
+            return ""
+        workers = f"{a['workers']} worker{'s' if a['workers'] != 1 else ''}"
+        return f" ({workers} × {a['cpus'] // a['workers']} CPU)" if a.get("cpus") else f" ({workers})"
+
     def rows(self) -> list[tuple[str, str]]:
         """(quantity, value) rows for approvers: the Prefect table artifact of a plan."""
         return [
@@ -90,10 +103,23 @@ class KeyNumbers:
             ("chunks old → new", f"{self.chunks_old:,} → {self.chunks_new:,}"),
             ("chunks reused", f"{self.chunks_reused:,}"), ("chunks to embed", f"{self.chunks_to_embed:,}"),
             ("tokens to embed", f"{self.tokens_to_embed:,}"), ("cost (USD)", f"{self.usd:.4f}"),
-            ("hours", f"{self.hours:.3f}"), ("peak vectors", f"{self.peak_vectors:,}"),
+            ("hours", f"{self.hours:.3f}{self.hours_assume}"), ("peak vectors", f"{self.peak_vectors:,}"),
             ("peak disk bytes", f"{self.peak_disk_bytes:,}"), ("peak RAM bytes", f"{self.peak_ram_bytes:,}"),
             ("approval required", str(self.approval_required).lower()),
-        ]
+        ] + ([("forecast verdict", forecast_line(self.forecast))] if self.forecast else [])
+
+
+def forecast_line(f: Mapping[str, Any]) -> str:
+    """The forecast in one line: verdict, the most informative metric with its interval, sample and cost."""
+    metrics = f.get("metrics", {})
+    pick = next((m for m in ("passage_mrr", "mrr", f"recall_at_{f.get('k', 10)}") if m in metrics), None)
+    shown = ""
+    if pick:
+        m = metrics[pick]
+        shown = f"; {pick} {m['old']:.3f} → {m['new']:.3f} (Δ {m['diff']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}])"
+    c = f.get("cost", {})
+    return (f"{f['verdict']}{shown}; {f['sample_documents']} sampled documents, {f['queries']['count']} queries; "
+            f"cost {c.get('tokens', 0):,} tokens, {c.get('seconds', 0):.1f} s")
 
 
 def key_numbers(plan: Any) -> KeyNumbers:
@@ -108,7 +134,7 @@ def key_numbers(plan: Any) -> KeyNumbers:
         chunks_old=w["chunks_old"], chunks_new=w["chunks_new"], chunks_reused=w["chunks_reused"],
         chunks_to_embed=w["chunks_to_embed"], tokens_to_embed=w["tokens_to_embed"],
         usd=c["usd"], hours=c["hours"], tokens_per_minute=c["tokens_per_minute"], rate_source=c["rate_source"],
-        rate_measured=c.get("rate_measured"), vectors_old=c["vectors_old"], vectors_new=c["vectors_new"],
+        rate_measured=c.get("rate_measured"), rate_assumes=c.get("rate_assumes"), vectors_old=c["vectors_old"], vectors_new=c["vectors_new"],
         peak_vectors=c["peak_vectors"], peak_bytes=peak["ram_bytes"] + peak["disk_bytes"],
         approval_required=b["approval"]["required"], sampled=b["projection"] is not None,
         over_model_limit=w.get("over_model_limit"),
@@ -117,5 +143,5 @@ def key_numbers(plan: Any) -> KeyNumbers:
         approval_reasons=tuple(b["approval"]["reasons"]), affected_documents=tuple(w["affected_documents"]),
         removed_documents=tuple(w.get("removed_documents", ())),
         cross_document_chunks=w["cross_document"]["chunks"], cross_document_tokens=w["cross_document"]["tokens"],
-        in_place_part=b.get("in_place_part"),
+        in_place_part=b.get("in_place_part"), forecast=b.get("forecast"),
     )

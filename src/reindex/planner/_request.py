@@ -33,3 +33,6 @@ class PlanRequest:
     # A pipeline-scoped change planned beside document changes: the summary of the in-place part (the same
     # document changes applied now to the live population under its own config; see usecases.plan).
     in_place_part: dict[str, Any] | None = None
+    # The forecast of a pipeline-scoped change (``plan --forecast N``): what it buys, measured on a sample of both
+    # sides (see reindex.forecast); None when none was asked for or there is nothing to compare.
+    forecast: dict[str, Any] | None = None

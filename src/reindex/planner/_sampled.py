@@ -15,7 +15,7 @@ from reindex.planner._request import PlanRequest
 from reindex.planner._work import DocWork, Totals, bucket, payload_old
 from reindex.sources.base import Document, ScanReport
 
-__all__ = ["SAMPLED_FIELDS", "SAMPLE_STRATA", "sampled_projection"]
+__all__ = ["SAMPLED_FIELDS", "SAMPLE_STRATA", "StratifiedDraw", "draw_stratified", "sampled_projection"]
 
 SAMPLE_STRATA = 8
 SAMPLED_FIELDS = ("chunks_new", "chunks_reused", "chunks_to_embed", "tokens_new", "tokens_to_embed", "payload_bytes", "chunks_old")
@@ -24,7 +24,7 @@ WorkFor = Callable[[Document], DocWork]
 
 
 @dataclass(frozen=True, slots=True)
-class _Draw:
+class StratifiedDraw:
     """The strata and the documents drawn from them."""
 
     edges: list[int]
@@ -47,7 +47,7 @@ def sampled_projection(
     projected with a per-document ratio to bytes (``Σ_h X_h · mean(y/x)``) and 95 % bootstrap intervals."""
     baseline = req.baseline
     sizes = _count_exact(req, source, work_for, t, digest, seen)
-    draw = _draw(sizes, req.sample or 0, req.seed)
+    draw = draw_stratified(sizes, req.sample or 0, req.seed)
     removed = {d for d in baseline.docs if d not in seen}
     if not baseline.complete and baseline.materialize is not None:
         baseline.materialize(draw.chosen | removed)
@@ -86,8 +86,9 @@ def _count_exact(req: PlanRequest, source, work_for: WorkFor, t: Totals, digest:
     return sizes
 
 
-def _draw(sizes: dict[str, int], sample: int, seed: int) -> _Draw:
-    """Stratify the documents by byte size, allocate the sample and draw it (seeded)."""
+def draw_stratified(sizes: dict[str, int], sample: int, seed: int) -> StratifiedDraw:
+    """Stratify the documents by byte size (8 quantile strata), allocate the sample (at least 2 per stratum, the
+    rest proportional) and draw it, seeded: what ``plan --sample`` and ``plan --forecast`` draw."""
     edges = _strata_edges(list(sizes.values()), SAMPLE_STRATA) if sizes else []
     strata: dict[int, list[str]] = {}
     for doc_id in sorted(sizes):
@@ -99,11 +100,11 @@ def _draw(sizes: dict[str, int], sample: int, seed: int) -> _Draw:
     chosen: set[str] = set()
     for h in sorted(strata):
         chosen.update(rng.sample(strata[h], alloc[h]))
-    return _Draw(edges, stratum_sizes, stratum_bytes, alloc, chosen)
+    return StratifiedDraw(edges, stratum_sizes, stratum_bytes, alloc, chosen)
 
 
 def _sample_values(
-    req: PlanRequest, source, report: ScanReport, work_for: WorkFor, t: Totals, draw: _Draw
+    req: PlanRequest, source, report: ScanReport, work_for: WorkFor, t: Totals, draw: StratifiedDraw
 ) -> dict[str, dict[int, list[float]]]:
     """Second pass: chunk the drawn documents; per field and stratum, their size-scaled values."""
     values: dict[str, dict[int, list[float]]] = {f: {} for f in SAMPLED_FIELDS}

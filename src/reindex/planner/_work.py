@@ -342,8 +342,11 @@ def payload_old(baseline: Baseline) -> int:
 class Rates:
     usd_per_mtok: float
     tokens_per_minute: float
-    source: str  # config | apply | calibration | default
-    measured: dict | None = None  # apply / calibration: by, at (ISO UTC), machine, plan_hash, tokens, seconds
+    source: str  # config | apply | calibration | sampled | default
+    measured: dict | None = None  # apply / calibration / sampled: by, at (ISO UTC), machine, plan_hash, tokens, seconds, …
+    # What the hours assume from a measured rate (reindex.throughput.plan_rate): basis (per CPU-second or per
+    # worker wall-second), workers, CPUs. None: the rate is the whole apply's, as configured or by default.
+    assumes: dict | None = None
 
 
 def _stored_precision(cfg: PipelineConfig) -> str:
@@ -384,6 +387,7 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
         "tokens_per_minute": rates.tokens_per_minute,
         "rate_source": rates.source,
         "rate_measured": rates.measured,
+        "rate_assumes": rates.assumes,
         "vectors_old": c.vectors_old,
         "vectors_new": c.vectors_new,
         "vectors_embedded": t.chunks_to_embed,

@@ -9,8 +9,8 @@ from reindex.domain import ChangeKind
 from reindex.planner import Plan
 from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 
-__all__ = ["baseline_line", "change_lines", "footprint_rows", "key_rows", "over_limit_line", "peak_note", "plan_title",
-           "projection_rows", "rate_note", "rechunk_line", "tail_line", "what_if_rows"]
+__all__ = ["baseline_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "key_rows", "over_limit_line", "peak_note", "plan_title",
+           "projection_rows", "rate_note", "rechunk_line", "tail_line", "throughput_text", "what_if_rows"]
 
 FIELD_LABELS = {
     "chunks_old": "chunks (old population)",
@@ -25,6 +25,7 @@ RATE_SOURCES = {
     "config": "from the config (cost.tokens_per_minute)",
     "apply": "measured by the last `reindex apply` of this model",
     "calibration": "measured by `reindex calibrate`",
+    "sampled": "measured by this plan on sampled chunks of the corpus (no apply or calibration of this model yet)",
     "default": "a default assumption; the next apply measures it, or run `reindex calibrate`",
 }
 
@@ -38,10 +39,29 @@ def rate_note(cost: Mapping[str, Any]) -> str:
         where = f" on {m['machine']}" if m.get("machine") else ""
         when = f" at {m['at'].replace('T', ' ').replace('+00:00', ' UTC')}" if m.get("at") else ""
         plan = f" (plan {m['plan_hash'][:12]})" if m.get("plan_hash") else ""
-        amount = (f": {m['tokens']:,} tokens in {m['seconds']:g} s of embedding"
-                  if m.get("tokens") and m.get("seconds") else "")
+        amount = f": {throughput_text(m)}" if m.get("tokens") and m.get("seconds") else ""
         text += f"{plan}{where}{when}{amount}"
+    a = cost.get("rate_assumes")
+    if a:
+        workers = f"{a['workers']} embedding worker{'s' if a['workers'] != 1 else ''}"
+        text += (f"; the hours assume {workers} using {a['cpus']} CPU{'s' if a['cpus'] != 1 else ''} of an idle machine "
+                 f"at {a['tokens_per_cpu_second']:,.0f} tokens per CPU-second" if a.get("cpus") else
+                 f"; the hours assume {workers} at the measured rate per worker")
     return text
+
+
+def throughput_text(m: Mapping[str, Any]) -> str:
+    """A measured embedding rate as recorded: per CPU-second and per worker wall-second with the workers,
+    threads, load and CPUs beside it (records from before CPU time was measured: tokens/min of wall time)."""
+    if not m.get("tokens_per_cpu_second"):
+        return f"{m['tokens']:,} tokens in {m['seconds']:g} s of embedding"
+    workers = m.get("workers") or 1
+    wall = m["tokens"] / m["seconds"] if m.get("seconds") else 0.0
+    threads = f", {m['threads']} thread{'s' if m['threads'] != 1 else ''} each" if m.get("threads") else ""
+    load = f"; load {m['load']:g} on {m['cpus']} CPUs" if m.get("load") is not None and m.get("cpus") else ""
+    return (f"{m['tokens']:,} tokens in {m['cpu_seconds']:g} CPU-s ({m['tokens_per_cpu_second']:,.0f} per CPU-second) and "
+            f"{m['seconds']:g} s of embedding ({wall:,.0f} per worker wall-second; {workers} worker"
+            f"{'s' if workers != 1 else ''}{threads}{load})")
 
 
 def over_limit_line(plan: Any) -> str | None:
@@ -173,3 +193,35 @@ def baseline_line(plan: Plan) -> str:
     if kind == "explicit":
         return f"explicit baseline over `{base.get('corpus')}`"
     return "nothing (initial build)"
+
+
+def forecast_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
+    """(metric, old, new, new − old [95 % CI], verdict) rows of the plan's forecast (none without one)."""
+    f = plan.body.get("forecast") or {}
+    return [(name, f"{m['old']:.3f}", f"{m['new']:.3f}", f"{m['diff']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}]",
+             m.get("verdict") or "") for name, m in f.get("metrics", {}).items()]
+
+
+def forecast_facts(plan: Plan) -> list[str]:
+    """The forecast's verdict, how its sample was drawn, what it cost and how the two models compare."""
+    f = plan.body.get("forecast")
+    if not f:
+        return []
+    s, c, q = f["sample"], f["cost"], f["queries"]
+    out = [f"Verdict: **{f['verdict']}** (measured on a sample before paying for the build, exactly as the cutover "
+           "will evaluate the whole)",
+           f"Sample: {num(f['sample_documents'])} of {num(s['corpus_documents'])} documents ({num(s['stratified'])} "
+           f"drawn by length, {num(s['query_documents'])} more that the queries point at; seed {s['seed']}); "
+           f"queries: {q['source']} ({num(q['count'])})",
+           f"Its own cost: {num(c['tokens'])} tokens embedded ({num(c['embedded_chunks'])} of {num(c['chunks'])} "
+           f"chunks), {c['seconds']:.1f} s ({c['cpu_seconds']:.1f} CPU-s of embedding)"]
+    a = f.get("agreement")
+    if a:
+        cos = f"; mean cosine of their vectors {a['mean_cosine']:.4f}" if "mean_cosine" in a else \
+            "; different vector spaces (compared by the overlap of their top-k)"
+        out.append(f"Models on {num(a['chunks'])} sampled chunks: old {a['old_tokens_per_cpu_second']:,.0f}, new "
+                   f"{a['new_tokens_per_cpu_second']:,.0f} tokens per CPU-second (×{a['speed_ratio']:.2f}){cos}")
+    k = f.get("k", 10)
+    out.append(f"Top-{k} overlap of the two sides {f.get(f'overlap_at_{k}', 0):.3f}, rank-biased overlap "
+               f"{f.get('rbo', 0):.3f}")
+    return out

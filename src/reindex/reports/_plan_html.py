@@ -6,7 +6,7 @@ import functools
 import html
 from typing import Any, Sequence
 
-from reindex.planner import Plan
+from reindex.planner import Plan, key_numbers
 from reindex.reports._charts import (
     chart_chunks_per_bucket,
     chart_doc_length,
@@ -27,6 +27,8 @@ from reindex.reports._plan_facts import (
     baseline_line,
     change_lines,
     footprint_rows,
+    forecast_facts,
+    forecast_rows,
     key_rows,
     over_limit_line,
     plan_title,
@@ -65,7 +67,8 @@ def _cards(plan: Plan) -> str:
         _card("API spend", usd(c["usd"]), f"${c['usd_per_mtok']:g} per million tokens"),
         _card("Wall clock", duration(c["hours"]).split(" (")[0],
               f"{human_number(c['tokens_per_minute'])} tokens/min · {c['rate_source']}"
-              + (f" ({c['rate_measured']['at'][:10]})" if (c.get("rate_measured") or {}).get("at") else "")),
+              + (f" ({c['rate_measured']['at'][:10]})" if (c.get("rate_measured") or {}).get("at") else "")
+              + key_numbers(plan).hours_assume),
         _card("Vectors", f"{human_number(c['vectors_old'])} → {human_number(c['vectors_new'])}",
               f"{ratio(c['vectors_old'], c['vectors_new'])} · {num(c['vectors_new'])} after", accent=True),
         _card("Peak vectors", human_number(c["peak_vectors"]),
@@ -122,6 +125,9 @@ def plan_html(plan: Plan) -> str:
         "</header>",
         _cards(plan), banner,
         _section("What changes", _ul(change_lines(plan))),
+        *([_section("What it buys (forecast)", _ul(forecast_facts(plan)) + _table(
+            ("metric", "old", "new", "new − old [95 % CI]", "verdict"), forecast_rows(plan), (1, 2, 3)))]
+          if plan.body.get("forecast") else []),
         '<div class="charts">', chart_population(plan), chart_token_sources(plan),
         chart_chunks_per_bucket(plan), chart_doc_length(plan), "</div>",
         '<div class="two">',

@@ -10,6 +10,8 @@ from reindex.reports._plan_facts import (
     baseline_line,
     change_lines,
     footprint_rows,
+    forecast_facts,
+    forecast_rows,
     key_rows,
     over_limit_line,
     plan_title,
@@ -53,6 +55,9 @@ def plan_markdown(plan: Plan) -> str:
     if (over := over_limit_line(plan)) is not None:
         out += [f"> **Warning:** {_md_cell(over)}", ""]
     out += ["## Key numbers", ""] + _md_table(("", "value"), key_rows(plan))
+    if (facts := forecast_facts(plan)):
+        out += ["## What it buys (forecast)", ""] + [f"- {x}" for x in facts] + [""]
+        out += _md_table(("metric", "old", "new", "new − old [95 % CI]", "verdict"), forecast_rows(plan))
     out += ["## Footprint", ""] + _md_table(("", "old", "new", "peak"), footprint_rows(plan))
     if plan.body["cost"].get("formula"):
         out += [f"_{_md_cell(plan.body['cost']['formula'])}_", ""]

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from reindex.domain import ChangeKind
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line
+from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line, throughput_text
 
 __all__ = [
     "apply_text",
@@ -19,6 +19,7 @@ __all__ = [
     "cutover_text",
     "estimate_json",
     "estimate_text",
+    "forecast_lines",
     "chains_text",
     "measure_text",
     "plan_text",
@@ -44,6 +45,24 @@ def in_place_part_line(part: Any) -> str | None:
             f"{d['edited']:,} edited, {d['removed']:,} removed; {part['tokens_to_embed']:,} tokens to embed"
             f"{', needs approval' if part.get('approval_required') else ''}) under the live population's own config "
             f"→ {part['file']}; part 2, below: the pipeline change, built beside it with the same edits")
+
+
+def forecast_lines(f: Any) -> list[str]:
+    """What the forecast says, for the terminal: the verdict line, one line per metric, agreement and speed."""
+    if not f:
+        return []
+    from reindex.planner import forecast_line
+
+    out = [f"forecast (what it buys): {forecast_line(f)}"]
+    for name, m in f.get("metrics", {}).items():
+        out.append(f"  {name}: {m['old']:.3f} → {m['new']:.3f} (Δ {m['diff']:+.3f} [{m['low']:+.3f}, "
+                   f"{m['high']:+.3f}]) {m.get('verdict') or ''}".rstrip())
+    a = f.get("agreement")
+    if a:
+        cos = f", mean cosine {a['mean_cosine']:.4f}" if "mean_cosine" in a else " (different spaces: no cosine)"
+        out.append(f"  models on {a['chunks']} sampled chunks: old {a['old_tokens_per_cpu_second']:,.0f} → new "
+                   f"{a['new_tokens_per_cpu_second']:,.0f} tokens per CPU-second (×{a['speed_ratio']:.2f}){cos}")
+    return out
 
 
 def plan_text(plan: Any, path: Any) -> str:
@@ -74,6 +93,7 @@ def plan_text(plan: Any, path: Any) -> str:
         f"  tokens to embed: {n.tokens_to_embed:,}  ·  ${n.usd:,.2f}  ·  {n.hours:.2f} h at "
         f"{n.tokens_per_minute:,.0f} tokens/min ({rate_note(b['cost'])})"
     )
+    lines += [f"  {ln}" for ln in forecast_lines(n.forecast)]
     if (rc := rechunk_line(b["work"])) is not None:
         lines.append(f"  {rc}")
     if (over := over_limit_line(plan)) is not None:
@@ -160,8 +180,7 @@ def apply_text(r: Any) -> str:
         lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")
     m = (rep.get("throughput") or {}).get("recorded")
     if m:
-        lines.append(f"  embedding throughput {m['tokens_per_minute']:,.0f} tokens/min ({m['tokens']:,} tokens in "
-                     f"{m['seconds']:g} s of embedding): recorded, the next plan of this model uses it")
+        lines.append(f"  embedding throughput {throughput_text(m)}: recorded, the next plan of this model uses it")
     if rep["catch_up"]["documents"]:
         lines.append(f"  catch-up replayed {rep['catch_up']['documents']} documents that changed during the build")
     for f in rep["failures"][:10]:
@@ -308,7 +327,12 @@ def cutover_text(r: Any) -> str:
                 lines.append(f"  {name}={value} ({seg['queries']} queries): {shown}: {seg['verdict']}")
         lines.append(f"  overlap@{kk} {agg.get(f'overlap_at_{kk}', 0):.3f} · RBO {agg.get('rbo', 0):.3f} · latency p50 "
                      f"{agg.get('latency_old_p50_ms', 0):.1f} → {agg.get('latency_new_p50_ms', 0):.1f} ms")
-        for m in (f"recall_at_{kk}", "mrr", "evidence_recall"):
+        a = rep["evaluation"].get("agreement")
+        if a:
+            cos = f", mean cosine {a['mean_cosine']:.4f}" if "mean_cosine" in a else " (different spaces)"
+            lines.append(f"  models on {a['chunks']} chunks: old {a['old_tokens_per_cpu_second']:,.0f} → new "
+                         f"{a['new_tokens_per_cpu_second']:,.0f} tokens per CPU-second (×{a['speed_ratio']:.2f}){cos}")
+        for m in (f"recall_at_{kk}", "mrr", "passage_mrr", "evidence_recall"):
             if f"{m}_diff" in agg:
                 d = agg[f"{m}_diff"]
                 lines.append(f"  {m}: {agg[f'{m}_old']:.3f} → {agg[f'{m}_new']:.3f} "
@@ -384,6 +408,7 @@ def waiting_runs_text(waiting: Sequence[Any]) -> str:
             f"  plan      {r.plan}  ({r.plan_hash[:12]}, {r.kind})",
             f"  footprint peak {r.peak_vectors:,} vectors, {human_bytes(r.peak_disk_bytes)} disk, "
             f"{human_bytes(r.peak_ram_bytes)} RAM; {r.tokens_to_embed:,} tokens to embed, ${r.usd:,.4f}",
+            *([f"  forecast  {r.forecast}"] if getattr(r, "forecast", None) else []),
             f"  deadline  {r.deadline} (rejected automatically after)",
             f"  decide    reindex approve {r.plan} --by NAME   (or --reject)",
         ]

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Callable, Literal, Protocol, TypeVar, runtime_checkable
 
 from reindex import execution, settings
 from reindex.errors import ConfigError
@@ -91,7 +92,8 @@ def parse_task_runner(spec: str | None) -> TaskRunnerSpec:
         return TaskRunnerSpec("prefect-pool", pool=pool, workers=count(n) if n else None)
     raise ConfigError(f"task runner {raw!r}: expected {TASK_RUNNER_SPECS}")
 
-__all__ = ["ShardJob", "ShardRunner", "TaskRunnerSpec", "ThreadRunner", "failure_of", "parse_task_runner", "summarize"]
+__all__ = ["ShardJob", "ShardRunner", "TaskRunnerSpec", "ThreadRunner", "deal_units", "failure_of", "parse_task_runner",
+           "summarize"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,29 @@ class ShardJob:
     shards: tuple[int, ...]
     only: frozenset[str] | None = None
     removed: frozenset[str] = frozenset()
+    seconds_per_shard: float = 0.0  # the plan's embedding work per shard at its rate (what units are sized by)
+    unit_seconds: float = 0.0  # target work per unit a remote runner hands a worker (0: one shard a unit)
+
+
+T = TypeVar("T")
+
+
+def deal_units(items: Sequence[T], seconds_each: float, target_s: float) -> list[list[T]]:
+    """``items`` (shards, in order) dealt into contiguous units of about ``target_s`` seconds of planned work
+    each, so that a unit's runner overhead (a task or flow run, ~0.4 s) stays a small share of its work: as many
+    units as the work fills (at least one, at most one per item), near-equal in size. Contiguous, so a unit is a
+    range of shard numbers; the shard layout itself (and resume, which goes by shard) does not change."""
+    n = len(items)
+    if n == 0:
+        return []
+    units = n if target_s <= 0 else max(1, min(n, int(seconds_each * n // target_s)))
+    base, extra = divmod(n, units)
+    out, i = [], 0
+    for u in range(units):
+        size = base + (1 if u < extra else 0)
+        out.append(list(items[i:i + size]))
+        i += size
+    return out
 
 
 @runtime_checkable

@@ -24,7 +24,7 @@ from distributed import Client, LocalCluster, as_completed
 
 from reindex import execution, settings, workers
 from reindex.errors import LockLost, RunnerError
-from reindex.runners import ShardJob, TaskRunnerSpec, failure_of, parse_task_runner, summarize
+from reindex.runners import ShardJob, TaskRunnerSpec, deal_units, failure_of, parse_task_runner, summarize
 
 __all__ = ["DaskRunner"]
 
@@ -62,31 +62,42 @@ class DaskRunner:
             yield client
 
     def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
-        specs = workers.shard_specs(ctx, job.shards, job.only, job.removed)
+        specs = workers.shard_specs(ctx, job.shards, job.only, job.removed, seconds=job.seconds_per_shard,
+                                    unit_seconds=job.unit_seconds)
+        units = deal_units(specs, job.seconds_per_shard, job.unit_seconds)
         results: dict[int, dict] = {}
         failed: dict[int, dict] = {}
         tag = uuid.uuid4().hex[:8]
         with self._client() as client, workers.hosting(ctx):
-            futures = {client.submit(workers.run_shard_spec, s, key=f"reindex-shard-{s.shard}-{tag}", pure=False): s.shard
-                       for s in specs}
-            pending = as_completed(list(futures))
-            for fut in pending:
-                k = futures[fut]
-                if k in failed:
-                    continue
+            futures = {client.submit(workers.run_shard_unit, unit, key=f"reindex-shards-{unit[0].shard}-"
+                                     f"{unit[-1].shard}-{tag}", pure=False): [s.shard for s in unit] for unit in units}
+            for fut in as_completed(list(futures)):
+                mine = futures[fut]
                 try:
-                    r = fut.result()
-                    if r.get("staged"):
-                        r["commit_seconds"] = round(workers.commit_staged(ctx, r["staged"]), 3)
-                    workers.report_remote(ctx, r)
-                    results[k] = r
+                    for r in fut.result():
+                        k = r["shard"]
+                        if "error" in r:
+                            failed[k] = {"shard": k, "reason": r["error"]}
+                            continue
+                        try:
+                            if r.get("staged"):
+                                r["commit_seconds"] = round(workers.commit_staged(ctx, r["staged"]), 3)
+                            workers.report_remote(ctx, r)
+                            results[k] = r
+                        except LockLost:
+                            raise
+                        except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
+                            failed[k] = failure_of(k, err)
                 except LockLost as err:
-                    failed[k] = failure_of(k, err)
-                    for other, rest in ((f, s) for f, s in futures.items() if s not in results and s not in failed):
+                    for other, shards in futures.items():
                         other.cancel()
-                        failed[rest] = failure_of(rest, err)  # stopped: the coordinator no longer holds the index
-                except Exception as err:  # noqa: BLE001 - a failed shard is reported; the others go on
-                    failed[k] = failure_of(k, err)
+                        for s in shards:  # stopped: the coordinator no longer holds the index
+                            if s not in results and s not in failed:
+                                failed[s] = failure_of(s, err)
+                except Exception as err:  # noqa: BLE001 - a failed unit's shards are reported; the others go on
+                    for k in mine:
+                        if k not in results and k not in failed:
+                            failed[k] = failure_of(k, err)
         ordered = [results[k] for k in job.shards if k in results]
         return summarize(ordered, [failed[k] for k in job.shards if k in failed], lambda: execution.catch_up(ctx))
 

@@ -50,7 +50,7 @@ from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 from reindex import execution, settings, workers  # noqa: E402
 from reindex.errors import ConfigError, LockLost, ReindexError, RunnerError  # noqa: E402
 from reindex.orphans import mark_owner  # noqa: E402
-from reindex.runners import ShardJob, TaskRunnerSpec, failure_of, parse_task_runner, summarize  # noqa: E402
+from reindex.runners import ShardJob, TaskRunnerSpec, deal_units, failure_of, parse_task_runner, summarize  # noqa: E402
 
 __all__ = [
     "APPROVAL_REQUEST_KEY",
@@ -178,8 +178,13 @@ def check_shard_deployment(pool: str) -> None:
 
 
 def _groups(specs: list[dict], n: int | None) -> list[list[dict]]:
-    """Shards dealt round-robin into ``n`` groups (one group per shard when ``n`` is None)."""
-    n = min(n or len(specs), len(specs))
+    """Shards dealt round-robin into ``n`` groups; without ``n``, into contiguous units of about
+    ``apply.unit_seconds`` of planned work each (:func:`reindex.runners.deal_units`): a flow run costs seconds to
+    start, so a unit of a few milliseconds of work would be all overhead."""
+    if n is None:
+        return deal_units(specs, specs[0].get("planned_seconds", 0.0), specs[0].get("unit_seconds", 0.0)) \
+            if specs else []
+    n = min(n, len(specs))
     return [specs[i::n] for i in range(n)]
 
 
@@ -387,7 +392,8 @@ class PrefectRunner:
             mark_owner()  # a temporary API server started now inherits the marker; see reindex.orphans
         if pool:
             check_shard_deployment(parse_task_runner(pool).pool or "")
-        specs = [s.as_dict() for s in workers.shard_specs(ctx, job.shards, job.only, job.removed)]
+        specs = [s.as_dict() for s in workers.shard_specs(ctx, job.shards, job.only, job.removed,
+                                                          seconds=job.seconds_per_shard, unit_seconds=job.unit_seconds)]
         try:
             with workers.hosting(ctx):
                 return selected_apply_flow(self.task_runner)(workers.host_key(ctx), specs, pool=pool)

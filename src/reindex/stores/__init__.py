@@ -5,3 +5,5 @@ a store (``open_vector_store``, ``open_vector_reader``), importing only the back
 the Qdrant-server and local-mode backend (the one module that imports qdrant-client);
 ``edge/`` is the embedded default (qdrant-edge); ``migrate.py`` converts old local-mode folders;
 ``objects.py`` is the state's object store (local folder | S3)."""
+
+__all__ = []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from reindex.atomic import atomic_write_text
 from reindex.config import PipelineConfig
-from reindex.errors import StateError
+from reindex.errors import ApprovalError, StateError
 from reindex.identity import CorpusDigest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
@@ -19,7 +19,7 @@ from reindex.sources.base import Document, ScanReport
 
 from reindex.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain import ChangeKind, PopulationState
-from reindex.planner import Baseline, approval_of_plan, classify
+from reindex.planner import Baseline, approval_of_plan, classify, forecast_refusal, queries_changed
 from reindex.planner import (
     Plan,
     PlanError,
@@ -36,6 +36,7 @@ from reindex.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
 from reindex.workers import SharedTokenCounter, budget_key
 from reindex.stores.payload import INDEXED_FIELDS, filter_key
+from reindex.throughput import rate_record
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
@@ -141,6 +142,9 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
     check_not_rejected(plan, plan_path)  # final, with or without an approval on record (the UI's form writes it)
     check_approval(plan, read_approval(plan_path, signing_key(cfg.approval.hmac_key_env)),
                    approval_of_plan(plan.body, cfg, kind))
+    refused = forecast_refusal(plan.body, cfg, kind)
+    if refused is not None:
+        raise ApprovalError(f"{plan_path}: not applied: {refused}")
     return plan, plan_path
 
 
@@ -152,7 +156,7 @@ def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> ChangeKind:
     # The live ids are recomputed from its recorded config, as the planner does (one formula): a population
     # recorded under an older formula is re-identified, not rebuilt (docs/design-notes.md, model identity).
     old = Baseline("live", live.config) if live is not None else Baseline("none", None)
-    payload_changed = live is not None and live.payload_id != payload_id(cfg)
+    payload_changed = live is not None and (live.payload_id != payload_id(cfg) or queries_changed(live.config, cfg))
     kind = classify(old, identity_of(cfg), bool(plan.body["documents_changed"]) or plan.kind.in_place,
                     payload_changed=payload_changed, text_changed=plan.kind is ChangeKind.DOCUMENT)
     if kind != plan.kind:
@@ -196,11 +200,14 @@ def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
     if rec is None:
         return
     config = dict(rec.config_json)
+    vector = {**config.get("vector", {}), "query_prefix": cfg.vector.query_prefix}
     if config.get("payload") == cfg.payload.model_dump(mode="json") and \
-            config.get("source", {}).get("metadata_fields") == list(cfg.source.metadata_fields):
+            config.get("source", {}).get("metadata_fields") == list(cfg.source.metadata_fields) and \
+            config.get("vector") == vector:
         return
     config["payload"] = cfg.payload.model_dump(mode="json")
     config["source"] = {**config.get("source", {}), "metadata_fields": list(cfg.source.metadata_fields)}
+    config["vector"] = vector  # what readers embed queries with (the vector id does not include it)
     write_population(state, rec.with_config(config))
 
 
@@ -254,11 +261,14 @@ def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJ
     (``shards``: the layout to use, default ``apply.shards``)."""
     w = plan.body["work"]
     n = shards or cfg.apply.shards
+    rate = float(plan.body["cost"].get("tokens_per_minute") or 0) / 60  # tokens per second, the plan's
+    sized = lambda count: {"seconds_per_shard": (w["tokens_to_embed"] / count / rate) if rate and count else 0.0,  # noqa: E731
+                           "unit_seconds": cfg.apply.unit_seconds}
     if not plan.kind.in_place:
-        return ShardJob(tuple(range(n)))
+        return ShardJob(tuple(range(n)), **sized(n))
     affected = set(w["affected_documents"]) | set(w["removed_documents"])
     shards = tuple(sorted({execution.shard_of(d, n) for d in affected}))
-    return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]))
+    return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]), **sized(len(shards)))
 
 
 def apply_plan(
@@ -368,32 +378,42 @@ MIN_TOKENS_TO_MEASURE = 20_000
 
 
 def _record_rate(state, cfg: PipelineConfig, vector_id: str, plan: Plan, report: dict, runner: str) -> dict | None:
-    """Record this run's embedding throughput (tokens embedded / seconds inside embedding calls) for the
-    vector half, so that the next plan prices with it; None when the run embedded too little to measure."""
+    """Record this run's embedding throughput for the vector half, so that the next plan prices with it: per
+    CPU-second of the embedding calls, and per worker wall-second, with the workers that embedded at once,
+    the threads of each model call, the load and the CPU count (:func:`reindex.throughput.rate_record`).
+    None when the run embedded too little to measure."""
     import os
     import platform
 
-    tokens, seconds = report["throughput"]["tokens_embedded"], report["throughput"]["embed_seconds"]
-    if tokens < MIN_TOKENS_TO_MEASURE or seconds <= 0:
+    t = report["throughput"]
+    if t["tokens_embedded"] < MIN_TOKENS_TO_MEASURE or t["embed_seconds"] <= 0:
         return None
-    tps = tokens / seconds
+    embedder = report.get("embedder") or {}
     rec = {
         "source": "apply",
         "vector_id": vector_id,
         "model": cfg.vector.model,
         "index": cfg.index,
         "plan_hash": plan.plan_hash,
-        "tokens": tokens,
-        "seconds": round(seconds, 3),
-        "tokens_per_second": round(tps, 1),
-        "tokens_per_minute": round(tps * 60, 1),
+        **rate_record(t["tokens_embedded"], t.get("embed_cpu_seconds", 0.0), t["embed_seconds"],
+                      workers=t.get("workers") or 1, threads=embedder.get("threads")),
         "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cpus)",
         "runner": runner,
-        "device": (report.get("embedder") or {}).get("device"),
+        "device": embedder.get("device"),
         "at": time.time(),
     }
     write_measured_rate(state, vector_id, rec)
     return rec
+
+
+def _embedding_workers(shards: list[dict]) -> int:
+    """How many embedding calls ran at once across the run: per process (``worker``, host:pid) the most it
+    had in flight, summed over processes (1 for an in-process run with one model)."""
+    most: dict[str, int] = {}
+    for r in shards:
+        if r.get("embed_concurrency"):
+            most[r["worker"]] = max(most.get(r["worker"], 0), r["embed_concurrency"])
+    return sum(most.values()) or 1
 
 
 def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds: float, target: str, store) -> dict:
@@ -427,9 +447,12 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
             "shards_skipped": sum(1 for r in shards if r["skipped"]),
         },
         "catch_up": catch,
-        # Seconds inside successful embedding calls (timing, like "seconds"; "recorded": see _record_rate).
+        # Wall and CPU seconds inside successful embedding calls, summed over workers, and the workers that
+        # embedded at once (timing, like "seconds"; "recorded": see _record_rate).
         "throughput": {"tokens_embedded": total("tokens_embedded"),
-                       "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3)},
+                       "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3),
+                       "embed_cpu_seconds": round(sum(r.get("embed_cpu_seconds", 0.0) for r in shards), 3),
+                       "workers": _embedding_workers(shards)},
         "bad_documents": [b for r in shards for b in r["bad"]],
         "failures": failures,
         # Each shard: the process that ran it (host:pid) and its seconds and counts (timing, like "seconds").
@@ -438,5 +461,5 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
     }
 
 
-SHARD_FIELDS = ("shard", "worker", "skipped", "seconds", "embed_seconds", "commit_seconds", "documents", "chunks",
+SHARD_FIELDS = ("shard", "worker", "skipped", "seconds", "embed_seconds", "embed_cpu_seconds", "commit_seconds", "documents", "chunks",
                 "reused_old", "reused_target", "embedded", "tokens_embedded", "deleted")

@@ -26,6 +26,8 @@ from reindex.sources.base import Document, ScanReport
 from reindex.usecases import backends
 from reindex.usecases.configure import model_input_limit
 
+__all__ = ["ChunkSummary", "chunk_path", "documents_of", "summarize_chunks"]
+
 
 _SINGLE_FILE_SUFFIXES = {".txt", ".md", ".rst", ".html", ".htm", ".markdown", ".text"}
 

@@ -22,11 +22,17 @@ from reindex.models import (
     model_dimension,
     model_max_tokens,
     resolve_model_path,
+    static_dimension,
+    static_max_length,
 )
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
+
+__all__ = ["Validation", "chunk_cap", "chunker_problems", "config_warnings", "device_problems",
+           "dimension_problems", "init_config", "load_resolved", "model_input_limit", "resolve",
+           "source_problems", "validate_config"]
 
 
 def init_config(path: str | Path, *, index: str = "docs", source: str = "./corpus", force: bool = False) -> Path:
@@ -165,6 +171,12 @@ def dimension_problems(vector: VectorHalf) -> list[str]:
         except ReindexError as err:
             return [f"vector.model: {err}"]
         why = f"model {vector.model} produces"
+    elif vector.provider == "model2vec":
+        try:
+            produced = static_dimension(resolve_model_path(vector.model))
+        except ReindexError as err:
+            return [f"vector.model: {err}"]
+        why = f"the static model of {vector.model} makes"
     elif vector.provider == "openai":
         produced = API_MODEL_DIMENSIONS.get(vector.model)
         why = f"the API model {vector.model} returns"
@@ -178,6 +190,8 @@ def model_input_limit(vector: VectorHalf) -> int | None:
     """Tokens the embedding model sees per input (excluding [CLS]/[SEP]), if known."""
     if vector.max_tokens:
         return vector.max_tokens
+    if vector.provider == "model2vec":
+        return static_max_length(resolve_model_path(vector.model))
     if vector.provider != "sentence-transformers":
         return None
     limit = model_max_tokens(resolve_model_path(vector.model))

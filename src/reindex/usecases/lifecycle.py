@@ -17,8 +17,6 @@ from reindex.config import (
 from reindex.errors import ConfigError, ReindexError, VectorStoreError
 from reindex.identity import identity_of
 from reindex.pipeline import TextPipeline
-from reindex.sources import open_source
-from reindex.sources.base import ScanReport
 
 from reindex import cutover as co
 from reindex.domain import PopulationState
@@ -37,6 +35,7 @@ from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
 from reindex.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
+from reindex.usecases.queries import comparison_queries
 from reindex.usecases.plan import check_plan_index
 
 
@@ -100,18 +99,6 @@ def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Pa
     raise PlanError(f"no plan in {plans_dir}/ builds {coll}; give the plan file")
 
 
-def _queries_for(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list, str]:
-    """The cutover's queries: a file's, or known-item probes sampled from the corpus."""
-    if queries:
-        return ev.read_queries(queries), str(queries)
-    pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
-    source = open_source(cfg.source)
-    docs = ((d.doc_id, d) for d in source.scan(ScanReport()))
-    again = lambda ids: ((d.doc_id, d) for d in source.scan(ScanReport(), keep=ids.__contains__))  # noqa: E731
-    qs = ev.probe_queries(docs, cfg.cutover.probes, cfg.cutover.seed, text=pipe.document_text, again=again)
-    return qs, f"{len(qs)} known-item probes sampled from the corpus (seed {cfg.cutover.seed})"
-
-
 def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: list, embed_new, k: int):
     """Old vs new on identical queries; each side embeds queries with its own model if the vector half changed."""
     live = read_live(state, cfg.index)
@@ -125,9 +112,29 @@ def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: 
         embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
         note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
                 else "each side embeds queries with its own vector.query_prefix")
-    return ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
-                       payload_old=old_cfg.payload, payload_new=cfg.payload, segments=cfg.cutover.segments,
-                       bound=cfg.cutover.min_recall_delta), note
+    evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
+                             payload_old=old_cfg.payload, payload_new=cfg.payload, segments=cfg.cutover.segments,
+                             bound=cfg.cutover.min_recall_delta)
+    if not same_vectors:
+        evaluation["agreement"] = _model_agreement(store, shadow, old_cfg, cfg)
+    return evaluation, note
+
+
+def _model_agreement(store, shadow: str, old_cfg: PipelineConfig, cfg: PipelineConfig) -> dict:
+    """A vector-half change: both models on chunk texts of the shadow (their speed per CPU-second; the mean cosine
+    of their vectors where they share a space, else the top-k overlap in the evaluation says how they agree)."""
+    from itertools import islice
+
+    from reindex.forecast import AGREEMENT_CHUNKS, agreement, share_space
+    from reindex.stores.payload import payload_text
+
+    texts = [payload_text(p.payload, cfg.payload) for p in islice(store.scroll(shadow, batch=AGREEMENT_CHUNKS),
+                                                                   AGREEMENT_CHUNKS)]
+    old_emb = backends.make_embedder(old_cfg.vector, options=cfg.embed)
+    new_emb = backends.make_embedder(cfg.vector, options=cfg.embed)
+    tok = TextPipeline(cfg.text, identity_of(cfg).vector_id).tokenizer
+    return agreement(texts, lambda t: old_emb.embed(t).vectors, lambda t: new_emb.embed(t).vectors,
+                     share_space(old_cfg, cfg), tok.count_batch)
 
 
 def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, state) -> str:
@@ -233,7 +240,7 @@ def cutover(
                 expected_live=plan.body["inputs"]["baseline"].get("collection"), k=kk, policy=cfg.cutover,
                 force=force, forced_by=forced_by,
                 catch_up=lambda: _catch_up_shadow(cfg, state, store, shadow, plan.plan_hash, lock),
-                queries=lambda: _queries_for(cfg, queries),
+                queries=lambda: comparison_queries(cfg, queries),
                 evaluate=lambda current, qs: _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk),
                 embed=embed_new, fence=lambda: lock.check(confirm=True),
             )

@@ -20,6 +20,8 @@ from reindex.identity import resolve_config, vector_id
 
 from reindex.usecases import backends
 
+__all__ = ["measure", "measure_chains"]
+
 
 def measure(
     *,

@@ -36,26 +36,60 @@ from reindex.planner import (
 
 
 
+from reindex.throughput import CpuClock, plan_rate, rate_record
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved, resolve
 
 
-def rates_for(cfg: PipelineConfig) -> Rates:
+#: Chunks a plan encodes to measure a local model it has no rate for (a new vector id): drawn (seeded) from
+#: the first ``8 ×`` as many chunks of the source, like `reindex calibrate`'s 256.
+SAMPLED_CHUNKS = 32
+#: Providers whose model runs here: their rate is measured in CPU-seconds (an API's is its wall rate).
+LOCAL_PROVIDERS = ("sentence-transformers", "model2vec")
+
+
+def rates_for(cfg: PipelineConfig, *, measure: bool = False) -> Rates:
     """Price and throughput. Precedence: an explicit ``cost.tokens_per_minute`` in the config, then the rate
     the last apply of this vector half measured (the real workload on the machine that ran it), then
-    `reindex calibrate`'s sample, then a default (150k tokens/min). Measured rates carry when and where."""
+    `reindex calibrate`'s sample (or a plan's own, below), then a default (150k tokens/min). With
+    ``measure`` and a local model (sentence-transformers, model2vec) that has no rate yet, the model is
+    timed here on :data:`SAMPLED_CHUNKS` chunks of the corpus instead of taking the default
+    (:func:`sampled_rate`). Measured rates carry when and where, and what the hours assume
+    (:func:`reindex.throughput.plan_rate`: per CPU-second × the CPUs of the workers measured)."""
     if cfg.cost.tokens_per_minute:
         return Rates(cfg.cost.usd_per_mtok, cfg.cost.tokens_per_minute, "config")
     vector_id = identity_of(cfg).vector_id
+    local = cfg.vector.provider in LOCAL_PROVIDERS
     for source, read in (("apply", read_measured_rate), ("calibration", read_calibration)):
         try:
             rec = read(backends.state_store(cfg), vector_id)
         except ReindexError:
             rec = None
         if rec and float(rec.get("tokens_per_minute") or 0) > 0:
-            return Rates(cfg.cost.usd_per_mtok, float(rec["tokens_per_minute"]), source, _measured(source, rec))
+            source = "sampled" if rec.get("by") == "reindex plan" else source
+            per_minute, assumes = plan_rate(rec, local=local, workers=None if source == "apply" else 1)
+            return Rates(cfg.cost.usd_per_mtok, per_minute, source, _measured(source, rec), assumes)
+    if measure and local:
+        return sampled_rate(cfg)
     return Rates(cfg.cost.usd_per_mtok, DEFAULT_TOKENS_PER_MINUTE, "default")
+
+
+def sampled_rate(cfg: PipelineConfig) -> Rates:
+    """Time the configured local model on :data:`SAMPLED_CHUNKS` chunks of the corpus (CPU-seconds), record it
+    as this vector half's calibration (by ``reindex plan``, so later plans reuse it) and price with it. Costs
+    loading the model (a distilled or exported one is made by resolving the config, before this), a warm-up
+    of 8 chunks and the encode: measured ~13 CPU-s for all-MiniLM-L6-v2 in a fresh process (mostly importing
+    torch and sentence-transformers), ~0.9 CPU-s for a static model (docs/design-notes.md)."""
+    texts = _corpus_chunks(cfg, SAMPLED_CHUNKS, seed=0)
+    rec, _ = _time_backend(cfg, texts, [])
+    rec["by"] = "reindex plan"
+    try:
+        write_calibration(backends.state_store(cfg), rec["vector_id"], rec)
+    except ReindexError:
+        pass  # a state nobody may write to: this plan still prices with the measurement
+    per_minute, assumes = plan_rate(rec, local=True, workers=1)
+    return Rates(cfg.cost.usd_per_mtok, per_minute, "sampled", _measured("sampled", rec), assumes)
 
 
 def _measured(source: str, rec: dict) -> dict:
@@ -64,9 +98,10 @@ def _measured(source: str, rec: dict) -> dict:
 
     at = rec.get("at")
     when = _dt.datetime.fromtimestamp(float(at), _dt.UTC).isoformat(timespec="seconds") if at else None
-    return {"by": "reindex apply" if source == "apply" else "reindex calibrate", "at": when,
-            "machine": rec.get("machine"), "plan_hash": rec.get("plan_hash"), "tokens": rec.get("tokens"),
-            "seconds": rec.get("seconds")}
+    by = {"apply": "reindex apply", "sampled": "reindex plan"}.get(source, "reindex calibrate")
+    keys = ("tokens", "seconds", "cpu_seconds", "tokens_per_cpu_second", "workers", "threads", "load", "cpus", "chunks")
+    return {"by": by, "at": when, "machine": rec.get("machine"), "plan_hash": rec.get("plan_hash"),
+            **{k: rec.get(k) for k in keys if k in rec or k in ("tokens", "seconds")}}
 
 
 def make_plan(
@@ -78,10 +113,18 @@ def make_plan(
     sample: int | None = None,
     seed: int = 0,
     progress=None,
+    forecast: int | None = None,
+    queries: str | Path | None = None,
 ) -> tuple[Plan, Path | None]:
-    """Plan a change of ``config_path`` against the live population or an explicit baseline."""
+    """Plan a change of ``config_path`` against the live population or an explicit baseline. ``forecast``: build
+    both sides on a sample of that many documents (plus the documents ``queries`` — the cutover's labelled
+    queries file — point at, or the cutover's probes) and put what the change buys into the plan
+    (:mod:`reindex.forecast`); asked for automatically when ``approval.require_forecast`` is set."""
     cfg = load_resolved(config_path)
     part = None
+    if forecast is not None and (baseline_config is not None or baseline_corpus is not None):
+        raise PlanError("--forecast compares the change with the live population; it cannot be combined with "
+                        "--baseline-config / --baseline-corpus")
     if sample is not None and sample < 2:
         raise PlanError(f"--sample: need at least 2 documents, got {sample}")
     if baseline_config is not None or baseline_corpus is not None:
@@ -99,8 +142,16 @@ def make_plan(
             if sample is None:
                 part = _in_place_part(cfg, config_path, state, baseline, out, progress)
             attach_retained(baseline, state, cfg.index, new_pipeline)
-    req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg), sample=sample, seed=seed, progress=progress,
-                      model_limit=_model_limit(cfg), in_place_part=part)
+    new_vectors = baseline.identity is None or baseline.identity.vector_id != identity_of(cfg).vector_id
+    outlook = None
+    n = forecast if forecast is not None else (cfg.approval.forecast_documents if cfg.approval.require_forecast
+                                               else None)
+    if n is not None and baseline.kind == "live" and baseline_config is None and baseline_corpus is None:
+        from reindex.usecases.forecast import forecast_change
+
+        outlook = forecast_change(cfg, n, queries=queries)
+    req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg, measure=new_vectors), sample=sample, seed=seed,
+                      progress=progress, model_limit=_model_limit(cfg), in_place_part=part, forecast=outlook)
     plan = plan_change(req)
     return plan, _written(plan, out)
 
@@ -261,16 +312,8 @@ def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, se
 
     cfg = load_resolved(config_path)
     ident = identity_of(cfg)
-    pipe = TextPipeline(cfg.text, ident.vector_id)
-    texts: list[str] = []
-    for doc in open_source(cfg.source).scan(ScanReport()):
-        texts.extend(r.text for r in pipe.chunk_document(doc))
-        if len(texts) >= chunks * 8:
-            break
-    if not texts:
-        raise SourceError(f"{cfg.source.uri}: no chunks to calibrate on")
+    picked = _corpus_chunks(cfg, chunks, seed)
     rng = random.Random(seed)
-    picked = rng.sample(texts, min(chunks, len(texts)))
     variants = [cfg] + [_backend_variant(cfg, spec) for spec in backends_to_measure]
     local = cfg.vector.provider == "sentence-transformers"
     reference = _backend_variant(cfg, "torch:float32") if local else None
@@ -293,6 +336,21 @@ def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, se
             "reference": "torch/float32" if reference is not None else None, "probes": len(queries)}
 
 
+def _corpus_chunks(cfg: PipelineConfig, n: int, seed: int) -> list[str]:
+    """``n`` chunk texts drawn (seeded) from the first ``8 n`` chunks of the source, as the config cuts them."""
+    import random
+
+    pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
+    texts: list[str] = []
+    for doc in open_source(cfg.source).scan(ScanReport()):
+        texts.extend(r.text for r in pipe.chunk_document(doc))
+        if len(texts) >= n * 8:
+            break
+    if not texts:
+        raise SourceError(f"{cfg.source.uri}: no chunks to calibrate on")
+    return random.Random(seed).sample(texts, min(n, len(texts)))
+
+
 def _backend_variant(cfg: PipelineConfig, spec: str) -> PipelineConfig:
     """``cfg`` with ``vector.backend`` and ``vector.precision`` from ``BACKEND[:PRECISION]``, resolved."""
     from reindex.config import config_from_dict
@@ -307,6 +365,8 @@ def _backend_variant(cfg: PipelineConfig, spec: str) -> PipelineConfig:
 
 
 def _time_backend(cfg: PipelineConfig, texts: list[str], queries: list[str]) -> tuple[dict, tuple]:
+    """Embed ``texts`` once after a warm-up, timed in CPU-seconds of the process (what the model costs,
+    whatever the load) and in wall seconds (what it took here), with the load and CPU count beside them."""
     import platform
     import time
 
@@ -314,22 +374,17 @@ def _time_backend(cfg: PipelineConfig, texts: list[str], queries: list[str]) -> 
 
     emb = backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
     emb.embed(texts[: min(8, len(texts))])  # warm-up: first-call allocation is not throughput
-    t0 = time.perf_counter()
-    res = emb.embed(texts)
-    seconds = time.perf_counter() - t0
-    tps = res.tokens / seconds if seconds > 0 else 0.0
+    res, seconds, cpu = CpuClock().call(emb.embed, texts)
     q = emb if cfg.vector.query_prefix is None else backends.make_embedder(
         cfg.vector.for_queries(), batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
     qv = q.embed(queries).vectors if queries else None
+    described = describe_embedder(emb)
     rec = {
         "vector_id": identity_of(cfg).vector_id,
         "model": cfg.vector.model,
-        **{k: v for k, v in describe_embedder(emb).items() if k != "provider"},
+        **{k: v for k, v in described.items() if k not in ("provider", "threads")},
         "chunks": len(texts),
-        "tokens": res.tokens,
-        "seconds": round(seconds, 3),
-        "tokens_per_second": round(tps, 1),
-        "tokens_per_minute": round(tps * 60, 1),
+        **rate_record(res.tokens, cpu, seconds, workers=1, threads=described.get("threads")),
         "truncated": res.truncated,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "at": time.time(),

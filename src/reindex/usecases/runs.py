@@ -21,7 +21,7 @@ from pathlib import Path
 from reindex import settings
 from reindex.approvals import Rejection, reject
 from reindex.errors import ReindexError
-from reindex.planner import Plan, read_plan
+from reindex.planner import Plan, forecast_line, read_plan
 from reindex.usecases.configure import load_resolved
 from reindex.usecases.plan import approve_plan, check_plan_index
 
@@ -56,6 +56,7 @@ class WaitingRun:
     usd: float
     deadline: str
     paused_at: str | None
+    forecast: str | None = None  # the plan's forecast in one line (verdict, a metric with its interval, cost)
 
     def as_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__slots__}
@@ -89,6 +90,7 @@ def approval_request(plan: Plan, plan_path: str | Path, deadline: _dt.datetime) 
         "tokens_to_embed": int(n.tokens_to_embed), "usd": float(n.usd),
         "deadline": deadline.astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
         "reasons": list(n.approval_reasons),
+        "forecast": forecast_line(n.forecast) if n.forecast else None,
     }
 
 
@@ -96,7 +98,7 @@ def _waiting(raw: dict) -> WaitingRun:
     q = raw["request"]
     return WaitingRun(raw["flow_run_id"], raw["flow_run_name"], raw["flow"], q["index"], q["plan"], q["plan_hash"],
                       q["kind"], q["peak_vectors"], q["peak_disk_bytes"], q["peak_ram_bytes"], q["tokens_to_embed"],
-                      q["usd"], q["deadline"], raw.get("paused_at"))
+                      q["usd"], q["deadline"], raw.get("paused_at"), q.get("forecast"))
 
 
 def waiting_runs(index: str | None = None) -> list[WaitingRun]:

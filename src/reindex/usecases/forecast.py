@@ -1,0 +1,85 @@
+"""``reindex plan --forecast N``: what a pipeline-scoped change buys, measured on a sample before paying for it
+(:mod:`reindex.forecast`). Reads the live population through a reader and builds both sides in a scratch store in
+a temporary folder, so it never touches the live alias and runs beside an apply."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from reindex.config import PipelineConfig
+from reindex.errors import PlanError
+from reindex.evaluation import evaluate
+from reindex.forecast import (
+    FORECAST_NEW,
+    FORECAST_OLD,
+    agreement,
+    build_new_side,
+    build_old_side,
+    draw_forecast_sample,
+    forecast_section,
+    share_space,
+)
+from reindex.identity import identity_of
+from reindex.manifests import read_live
+from reindex.pipeline import TextPipeline
+from reindex.sources import open_source
+from reindex.sources.base import ScanReport
+from reindex.stores.opening import open_vector_store
+from reindex.usecases import backends
+from reindex.usecases.queries import comparison_queries
+
+__all__ = ["DEFAULT_FORECAST_DOCUMENTS", "forecast_change"]
+
+DEFAULT_FORECAST_DOCUMENTS = 100
+
+
+def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *, queries: str | Path | None = None,
+                    seed: int | None = None) -> dict[str, Any] | None:
+    """The forecast of changing the live population to ``cfg`` (its plan's ``forecast`` section), or None when
+    there is nothing to compare (no live population yet, or the config names the live pipeline)."""
+    if n < 2:
+        raise PlanError(f"--forecast: need at least 2 documents, got {n}")
+    state = backends.state_store(cfg)
+    live = read_live(state, cfg.index)
+    if live is None or identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id:
+        return None
+    t0 = time.perf_counter()
+    seed = cfg.cutover.seed if seed is None else seed
+    source = open_source(cfg.source)
+    sizes = {d.doc_id: d.size for d in source.scan(ScanReport())}
+    qs, query_source = comparison_queries(cfg, queries)
+    sample = draw_forecast_sample(sizes, n, seed, qs)
+    qs = [q for q in qs if not q.relevant or q.relevant & sample.documents]
+    old_cfg = live.config
+    new_emb = backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
+    with tempfile.TemporaryDirectory(prefix="reindex-forecast-") as tmp:
+        scratch = open_vector_store(None, tmp)
+        try:
+            with backends.read_only_store(cfg) as reader:
+                if reader is None:
+                    raise PlanError(f"the live population {live.collection} cannot be read for the forecast: its "
+                                    "store is missing")
+                reusable = build_old_side(scratch, reader, state, live, sample.documents)
+            docs = source.scan(ScanReport(), keep=sample.documents.__contains__)
+            cost = build_new_side(scratch, cfg, docs, lambda t: new_emb.embed(t).vectors, reusable,
+                                  batch=cfg.apply.embed_batch_size)
+            old_q = backends.make_embedder(old_cfg.vector.for_queries(), options=cfg.embed)
+            new_q = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
+            k = cfg.cutover.k
+            evaluation = evaluate(scratch, FORECAST_OLD, FORECAST_NEW, qs, lambda t: old_q.embed(t).vectors,
+                                  lambda t: new_q.embed(t).vectors, k=k, seed=seed, payload_old=old_cfg.payload,
+                                  payload_new=cfg.payload)
+        finally:
+            scratch.close()
+    agree = None
+    if identity_of(old_cfg).vector_id != identity_of(cfg).vector_id:
+        old_emb = backends.make_embedder(old_cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
+        texts = cost["texts"] or []
+        tok = TextPipeline(cfg.text, identity_of(cfg).vector_id).tokenizer
+        agree = agreement(texts, lambda t: old_emb.embed(t).vectors, lambda t: new_emb.embed(t).vectors,
+                          share_space(old_cfg, cfg), tok.count_batch)
+    cost["seconds"] = time.perf_counter() - t0
+    return forecast_section(evaluation, k, sample, query_source, cost, agree)
