@@ -341,3 +341,24 @@ def test_the_html_report_renders_tables_and_a_rank_change_chart_per_segment_in_c
         assert set(zh_bars) == {"#dc2626"}  # every Chinese query ranked its document lower: red bars only
         assert b.js("performance.getEntriesByType('resource').length") == 0  # self-contained: nothing fetched
         assert b.console_errors() == []
+
+
+def test_evidence_is_looked_for_as_each_side_normalises_text() -> None:
+    from functools import partial
+
+    from reindex.config import NormaliserConfig
+    from reindex.evaluation import Candidate, SideResult, score_query
+    from reindex.sources.extract import normalise
+
+    quoted = "这意味着 `CLAUDE.md` 如果过于臃肿，重要规则更容易被忽略。"  # as the queries file quotes it
+    nfkc = partial(normalise, cfg=NormaliserConfig(unicode="NFKC"))
+    nfc = partial(normalise, cfg=NormaliserConfig())
+    old = SideResult(["d"], [Candidate("d", 0, 40, 30, "前文。" + nfc(quoted))], 0.001)
+    new = SideResult(["d"], [Candidate("d", 0, 40, 30, "前文。" + nfkc(quoted))], 0.001)
+    q = Query("q", "臃肿的坏处", frozenset({"d"}), (quoted,))
+    assert nfkc(quoted) != quoted  # the full-width comma became ","
+    row = score_query(q, old, new, 10, nfc, nfkc)
+    assert (row["passage_rank_old"], row["passage_rank_new"]) == (1, 1)
+    assert (row["evidence_recall_old"], row["evidence_recall_new"]) == (1.0, 1.0)
+    verbatim = score_query(q, old, new, 10)
+    assert (verbatim["passage_rank_old"], verbatim["passage_rank_new"]) == (1, None)

@@ -295,7 +295,10 @@ def passage_rank(candidates: Sequence[Candidate], evidence: Sequence[str]) -> in
     return next((i + 1 for i, c in enumerate(candidates) if any(e in c.text for e in evidence)), None)
 
 
-def score_query(q: Query, old: SideResult, new: SideResult, k: int) -> dict:
+def score_query(q: Query, old: SideResult, new: SideResult, k: int,
+                text_old: Callable[[str], str] | None = None, text_new: Callable[[str], str] | None = None) -> dict:
+    """One query's row. ``text_old``/``text_new``: how each side's pipeline normalises text; a query's evidence is
+    looked for in that side's chunks as that side would hold it (NFKC turns a quoted "，" into ","), not verbatim."""
     row: dict[str, Any] = {
         "query_id": q.query_id,
         "query": q.text,
@@ -313,10 +316,11 @@ def score_query(q: Query, old: SideResult, new: SideResult, k: int) -> dict:
             row[f"mrr_{side}"] = mrr(res.docs, set(q.relevant))
             row[f"rank_{side}"] = first_rank(res.docs, set(q.relevant))  # the labelled document's rank
     if q.evidence:
-        for side, res in (("old", old), ("new", new)):
+        for side, res, norm in (("old", old, text_old), ("new", new, text_new)):
+            evidence = tuple(norm(e) for e in q.evidence) if norm is not None else q.evidence
             packed = pack(res.candidates)
-            row[f"evidence_recall_{side}"] = sum(evidence_recalled(packed, e) for e in q.evidence) / len(q.evidence)
-            rank = passage_rank(res.candidates, q.evidence)
+            row[f"evidence_recall_{side}"] = sum(evidence_recalled(packed, e) for e in evidence) / len(evidence)
+            rank = passage_rank(res.candidates, evidence)
             row[f"passage_rank_{side}"] = rank
             row[f"passage_mrr_{side}"] = 1.0 / rank if rank else 0.0
             row[f"passage_hit_at_{k}_{side}"] = 1.0 if rank is not None and rank <= k else 0.0
@@ -477,11 +481,13 @@ def metadata_lookup(store: Any, collection: str, payload: PayloadConfig | None) 
 def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Callable[[list[str]], Any],
              embed_new: Callable[[list[str]], Any], *, k: int = 10, seed: int = 0,
              payload_old: PayloadConfig | None = None, payload_new: PayloadConfig | None = None,
-             segments: Sequence[str] = (), bound: float = 0.0) -> dict:
+             segments: Sequence[str] = (), bound: float = 0.0, text_old: Callable[[str], str] | None = None,
+             text_new: Callable[[str], str] | None = None) -> dict:
     """Run every query against ``old`` (e.g. the alias) and ``new`` with each side's query vectors (and
     each side's payload layout). With ``segments`` (field names) each row names its segment values
     (:func:`segment_of`, the labelled document's metadata read from ``new``) and ``segments`` holds
-    :func:`segment_results` for the lower ``bound`` the gate will hold every segment to."""
+    :func:`segment_results` for the lower ``bound`` the gate will hold every segment to. ``text_old``/``text_new``:
+    each side's text normaliser, applied to a query's evidence (:func:`score_query`)."""
     texts = [q.text for q in queries]
     v_old = embed_old(texts)
     v_new = v_old if embed_new is embed_old else embed_new(texts)
@@ -493,7 +499,7 @@ def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Ca
         n = run_side(store, new, v_new[i], k, payload_new)
         pipelines["old"] |= o.collections
         pipelines["new"] |= n.collections
-        row = score_query(q, o, n, k)
+        row = score_query(q, o, n, k, text_old, text_new)
         if segments:
             row["segments"] = segment_of(q, segments, lambda doc, v=v_new[i]: lookup(doc, v))
         rows.append(row)
