@@ -9,7 +9,7 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: demo test install bench mutation clean
+.PHONY: demo test test-fast install bench mutation clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,8 +29,13 @@ demo: $(STAMP)
 # Prefect's lease renewal, mostly asleep) beside the rest dealt into two CPU-bound groups, so the waits overlap work
 # and both cores stay busy. Each has its own base temp folder, server ports and Prefect home.
 # pytest exits 5 when it ran no test: that must fail, not pass silently.
+# Each group prints its 15 slowest tests. `make test` (and CI, .ci/run) runs the soak tests too (marked `soak`:
+# minutes of waiting, e.g. a run paused past Prefect's lease renewal); `make test-fast` skips them.
 test: $(STAMP)
 	@$(BIN)/python tests/run_suite.py
+
+test-fast: $(STAMP)
+	@REINDEX_SKIP_SOAK=1 $(BIN)/python tests/run_suite.py
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[bench]'

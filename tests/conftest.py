@@ -26,6 +26,16 @@ IN_PROCESS_ONLY = bool(os.environ.get("REINDEX_TESTS_IN_PROCESS")) or "MUTANT_UN
 _VENV_BIN = Path(sys.executable).parent
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``REINDEX_SKIP_SOAK=1`` (``make test-fast``) skips the tests marked ``soak``; ``make test`` and CI run them."""
+    if not os.environ.get("REINDEX_SKIP_SOAK"):
+        return
+    skip = pytest.mark.skip(reason="soak test (minutes of waiting) skipped by REINDEX_SKIP_SOAK; `make test` runs it")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _no_python_children_under_mutation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under mutation testing, skip a test at the moment it starts a Python process (python, reindex,

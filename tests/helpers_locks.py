@@ -173,3 +173,54 @@ def age_on_store(store: Any, key: str, seconds: float) -> None:
 
     fake = s3_backends[DEFAULT_ACCOUNT_ID]["aws"].buckets[store.bucket].keys[store._key(key)]
     fake.last_modified = fake.last_modified - dt.timedelta(seconds=seconds)
+
+
+_TAKE_AND_WAIT = """\
+import os, socket, sys
+from reindex.locks import acquire_lock
+from reindex.stores.objects import open_object_store
+store = open_object_store(sys.argv[1], endpoint_url=sys.argv[2] or None)
+lock = acquire_lock(store, sys.argv[3], f"{socket.gethostname()}:{os.getpid()}:child", purpose=sys.argv[4],
+                    ttl=float(sys.argv[5]))
+print(lock.token, flush=True)
+sys.stdin.read()
+"""
+
+
+def child_lock_command(uri: str, endpoint: str | None, index: str = "docs", purpose: str = "apply (child)",
+                       ttl: float = 3600.0) -> list[str]:
+    """The argv of a real process that takes the lock of ``index`` on the store at ``uri``, prints its
+    token and holds it (without renewing) until its stdin closes."""
+    return [sys.executable, "-c", _TAKE_AND_WAIT, uri, endpoint or "", index, purpose, str(ttl)]
+
+
+def lock_taken_by_a_killed_process(uri: str, endpoint: str | None = None, index: str = "docs",
+                                   ttl: float = 3600.0, *, reap: bool = True) -> tuple[int, int]:
+    """A real child process takes the lock and is SIGKILLed, then reaped (as a shell reaps a killed
+    command), or with ``reap=False`` left a zombie (reaped when the test's process ends); returns (its
+    pid, its token)."""
+    import os
+    import subprocess
+
+    import reindex
+
+    env = {**os.environ, "PYTHONPATH": str(Path(reindex.__file__).resolve().parents[1])}
+    proc = subprocess.Popen(child_lock_command(uri, endpoint, index, "apply (killed)", ttl), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        token = int(proc.stdout.readline())
+    finally:
+        proc.kill()
+        if reap:
+            proc.communicate()
+    if not reap:
+        deadline = time.monotonic() + 30
+        while open(f"/proc/{proc.pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the killed child never became a zombie"
+            time.sleep(0.01)
+        _ZOMBIES.append(proc)
+    return proc.pid, token
+
+
+_ZOMBIES: list[Any] = []  # kept referenced so that they stay unreaped until the test has looked

@@ -11,7 +11,9 @@ Each process gets its own base temp folder and its own PREFECT_HOME (two tempora
 share one database; fixtures already pick free ports). The groups' output is printed one after another; the
 status is the first failure, and pytest's 5 (no tests collected) is a failure, not a pass: in any group
 when the whole suite runs, in every group when extra arguments select tests. Extra arguments go to every
-group (e.g. ``-x``, ``-k name``)."""
+group (e.g. ``-x``, ``-k name``). Each group prints its 15 slowest tests (``--durations=15``), so a test
+that grows slow is seen. Tests marked ``soak`` (minutes of waiting, e.g. a run paused past Prefect's lease
+renewal) run here too; ``REINDEX_SKIP_SOAK=1`` (``make test-fast``) skips them for a quick local run."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SIDE = ("tests/test_flows.py", "tests/test_scale_out.py")  # the waiting groups, one process each
 CPU_GROUPS = 2
+SLOWEST = 15  # each group lists its slowest tests
 
 
 def split(files: list[Path], n: int) -> list[list[str]]:
@@ -42,7 +45,7 @@ def main(argv: list[str]) -> int:
     rest = [p for p in sorted((ROOT / "tests").glob("test_*.py")) if str(p.relative_to(ROOT)) not in side]
     groups = [*((f"side: {t}", [t]) for t in side), *((f"group {i + 1}", g) for i, g in enumerate(split(rest, CPU_GROUPS)))]
     with tempfile.TemporaryDirectory(prefix="reindex-tests-") as tmp:
-        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *argv]
+        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--durations={SLOWEST}", *argv]
         running = []
         for n, (name, files) in enumerate(groups):
             log = Path(tmp) / f"group{n}.log"

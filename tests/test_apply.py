@@ -614,15 +614,12 @@ def test_the_document_hashes_catch_up_compares_are_the_manifest_rows_own(tmp_pat
 
 
 def test_a_lock_left_by_a_dead_process_of_this_host_is_taken_over(tmp_path: Path) -> None:
-    import socket
-    import subprocess
+    from helpers_locks import lock_taken_by_a_killed_process
 
     from reindex.stores.objects import open_object_store
 
     store = open_object_store(str(tmp_path / "state"))
-    dead = subprocess.Popen(["true"])
-    dead.wait()  # a pid that existed and is gone
-    acquire_lock(store, "docs", f"{socket.gethostname()}:{dead.pid}:abc", purpose="apply (killed)", ttl=3600)
+    lock_taken_by_a_killed_process(str(tmp_path / "state"))  # a real process took it and was SIGKILLed
     lock = acquire_lock(store, "docs", "me:1:x", purpose="resume")
     assert lock.owner == "me:1:x"
     # A live holder on another host is never taken over before expiry.

@@ -127,6 +127,10 @@ def _deploy(cfg: Path) -> str:
     r = CliRunner().invoke(main, ["deploy", "-c", str(cfg), "--pool", POOL, "--no-schedules"])
     assert r.exit_code == 0, r.output
     assert f"prefect worker start --pool {POOL}" in r.output
+    # The deployments were just made through the server: no advice to start one (issue 33), its UI instead.
+    ui = os.environ["PREFECT_API_URL"].removesuffix("/").removesuffix("/api")
+    assert "prefect server start" not in r.output
+    assert f"# runs waiting for approval: {ui}, under Flow Runs" in r.output, r.output
     return r.output
 
 
@@ -524,6 +528,7 @@ def _child_runs(parent_id: Any) -> list[Any]:
             parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[parent_id])))
 
 
+@pytest.mark.soak  # ~235 s paused + an apply longer than the 60 s lease: `make test-fast` skips it
 def test_prefect_yaml_deploy_then_pause_past_the_lease_approve_on_the_cli_and_slow_apply_complete(
     tmp_path: Path, prefect_server: dict, worker: Path
 ) -> None:

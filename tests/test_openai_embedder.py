@@ -180,7 +180,11 @@ def test_retry_after_pauses_every_request_of_the_shared_client(monkeypatch: pyte
         emb = _limited(server.url, monkeypatch, max_tokens_per_minute=6_000_000)
         first = threading.Thread(target=emb.embed, args=(["a b"],))
         first.start()
-        while not server.log.refused:
+        # Wait until the client has read the 429 (its pause is set), not only until the server sent it: a
+        # request started in between is not "during the pause" (failed 3 of 7 at load 11-17 that way).
+        deadline = time.monotonic() + 60
+        while emb._pacer.throttled == 0:
+            assert time.monotonic() < deadline, "the client never read the 429"
             time.sleep(0.01)
         second = emb.embed(["c d"])
         first.join()

@@ -96,3 +96,35 @@ def test_status_before_any_build_reads_nothing_and_creates_nothing(tmp_path: Pat
     r = CliRunner().invoke(main, ["status", "-c", str(ws.config)])
     assert (r.exit_code, r.output) == (0, "index docs: alias → none\n")
     assert not (ws.root / ".reindex" / "qdrant").exists()
+
+
+def test_an_apply_whose_lock_was_overwritten_behind_its_back_stops_at_its_next_commit_point(paused_apply) -> None:
+    """The audit's second writer: while the apply is stopped after its first shard manifest, its lock is
+    overwritten by another holder (as a contender in another PID namespace did). Resumed, the apply
+    confirms its lock before its next commit point, sees the other holder and stops: exit 1, one line, no
+    further chunk-manifest part or shard manifest, the other holder's lock left as it is. (Its heartbeat
+    renews every 40 s: without the confirmation it would have finished exit 0.)"""
+    from reindex.manifests import chunk_manifest_keys, read_shard_manifest
+    from reindex.planner import read_plan
+
+    ws, _live, path, proc = paused_apply
+    plan = read_plan(path)
+    target = plan.body["identity"]["new"]["collection"]
+    state = ws.state()
+    assert len(chunk_manifest_keys(state, "docs", target)) == 1  # paused before its second shard's records
+    ours = json.loads(ws.lock_file.read_text())
+    theirs = {**ours, "owner": "intruder:1:x", "purpose": "apply elsewhere", "nonce": "theirs",
+              "token": ours["token"] + 1, "process": {**ours["process"], "pid_ns": 1, "pid": 1}}
+    ws.lock_file.write_text(json.dumps(theirs))
+    os.kill(proc.pid, signal.SIGCONT)
+    out, _err = proc.communicate(timeout=120)
+    lost = (f"LockLost: lost the lock on index 'docs' (token {ours['token']}, {ours['purpose']}): it is now held by "
+            f"intruder:1:x (apply elsewhere, token {ours['token'] + 1}); stopped before the next write. Check "
+            "`reindex status`, then run the command again (work already recorded is kept)")
+    assert proc.returncode == 1 and out.startswith("running in-process;"), out
+    failed = [line for line in out.splitlines() if line.startswith("  failed: shard ")]
+    assert len(failed) == 3 and all(line.endswith(lost) for line in failed), out
+    done = [s for s in range(4) if read_shard_manifest(state, "docs", target, plan.plan_hash, s) is not None]
+    assert len(done) == 1, f"shard manifests written after the lock was lost: {done}"
+    assert len(chunk_manifest_keys(state, "docs", target)) == 1
+    assert json.loads(ws.lock_file.read_text()) == theirs

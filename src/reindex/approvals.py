@@ -215,11 +215,31 @@ def read_rejection(plan_path: str | Path) -> Rejection | None:
     path = _existing(rejection_path(plan_path), plan_path, "rejection")
     if path is None:
         return None
+    d = _record(path, "rejection", ("plan_hash", "index", "kind", "by", "at"), ("reason",))
+    return Rejection(d["plan_hash"], d["index"], d["kind"], d["by"], d.get("reason", ""), d["at"])
+
+
+def _record(path: Path, what: str, required: tuple[str, ...], optional: tuple[str, ...]) -> dict:
+    """A record file's fields, each checked to be text; PlanError naming the file and the field otherwise."""
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
-        return Rejection(d["plan_hash"], d["index"], d["kind"], d["by"], d.get("reason", ""), d["at"])
-    except (ValueError, KeyError) as err:
-        raise PlanError(f"{path}: not a valid rejection record ({err})") from None
+    except (ValueError, RecursionError) as err:
+        why = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        raise PlanError(f"{path}: not a valid {what} record (not JSON: {why})") from None
+    if not isinstance(d, dict):
+        raise PlanError(f"{path}: not a valid {what} record (a JSON {type(d).__name__}, not an object)")
+    again = "reindex approve PLAN --by NAME" + (" --reject" if what == "rejection" else "")
+    for name in required + optional:
+        if name in optional and d.get(name) is None:
+            d.pop(name, None)
+            continue
+        if name not in d:
+            raise PlanError(f"{path}: not a valid {what} record (no {name!r}); delete it and record the {what} "
+                            f"again with `{again}`")
+        if not isinstance(d[name], str):
+            raise PlanError(f"{path}: not a valid {what} record ({name} is {json.dumps(d[name])[:40]}, not text); "
+                            f"delete it and record the {what} again with `{again}`")
+    return d
 
 
 def read_approval(plan_path: str | Path, key: bytes | None = None) -> Approval | None:
@@ -228,12 +248,9 @@ def read_approval(plan_path: str | Path, key: bytes | None = None) -> Approval |
     path = _existing(approval_path(plan_path), plan_path, "approval")
     if path is None:
         return None
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-        rec = Approval(d["plan_hash"], d["index"], d["kind"], d["by"], d.get("note", ""), d["at"],
-                       read_rejection(plan_path), d.get("signature"))
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
-        raise PlanError(f"{path}: not a valid approval record ({err})") from None
+    d = _record(path, "approval", ("plan_hash", "index", "kind", "by", "at"), ("note", "signature"))
+    rec = Approval(d["plan_hash"], d["index"], d["kind"], d["by"], d.get("note", ""), d["at"],
+                   read_rejection(plan_path), d.get("signature"))
     if key is not None:
         _verify(rec, key, path)
     return rec

@@ -9,7 +9,7 @@ import os
 import uuid
 from pathlib import Path
 
-__all__ = ["TMP_PREFIX", "atomic_write", "atomic_write_text", "fsync_dir", "write_temp"]
+__all__ = ["TMP_PREFIX", "atomic_write", "atomic_write_text", "fsync_dir", "make_folders", "write_temp"]
 
 TMP_PREFIX = ".tmp-"
 
@@ -28,9 +28,26 @@ def fsync_dir(folder: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def make_folders(folder: Path) -> None:
+    """Create ``folder`` and its missing parents, each one's name made durable in its parent (a folder
+    created for a first plan or approval would otherwise vanish with the file in it on a power loss)."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for f in reversed(missing):
+        try:
+            f.mkdir()
+        except FileExistsError:
+            continue  # another writer made it meanwhile: its creator syncs it
+        fsync_dir(f.parent)
+
+
 def write_temp(path: Path, data: bytes) -> Path:
     """Write ``data`` to a fresh, fsynced temp file beside ``path`` and return the temp file's path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)
     tmp = path.parent / f"{TMP_PREFIX}{path.name}.{uuid.uuid4().hex}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:

@@ -34,7 +34,9 @@ OPERATIONAL = {"half": "operational"}
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: every float field of every section refuses .inf and .nan (YAML spells them so);
+    # subclasses' own ConfigDicts are merged with this one, so no section can forget it.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -913,9 +915,18 @@ def _first_error(err: ValidationError, prefix: str = "") -> str:
             msg = "required field is missing"
         elif e["type"] == "int_type":
             msg = f"got {json.dumps(e.get('input'))}; expected a whole number"
+        elif e["type"] == "finite_number":
+            msg = f"got {_yaml_float(e.get('input'))}; expected a finite number"
         parts.append(f"{prefix}{path}: {msg}")
     more = len(err.errors()) - 3
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _yaml_float(value: Any) -> str:
+    """``.inf``, ``-.inf`` or ``.nan`` as YAML spells them (the input of a non-finite number)."""
+    if isinstance(value, float):
+        return ".nan" if value != value else (".inf" if value > 0 else "-.inf")
+    return repr(value)
 
 
 def config_from_dict(data: Any, origin: str = "<config>", *, recorded: bool = False) -> PipelineConfig:

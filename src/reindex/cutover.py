@@ -127,6 +127,8 @@ class CutoverInputs:
     evaluate: Callable[[str, list], tuple[dict, str]]
     embed: Callable[[list[str]], Any]
     fence: Callable[[], None]
+    # A first build (no live population): the queries on the new population alone, for its own figures.
+    evaluate_alone: Callable[[list], dict] | None = None
 
 
 def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
@@ -151,11 +153,14 @@ def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
     caught_up = i.catch_up()
     qs, query_source = i.queries()
     evaluation, vectors_note = i.evaluate(current, qs) if current is not None else (None, None)
+    # A first build has nothing to compare with: its queries still run, on the new population alone, so that it
+    # has figures later cutovers can be held against; the gate keeps only the rules that apply to it.
+    alone = i.evaluate_alone(qs) if current is None and qs and i.evaluate_alone is not None else None
     rules = _gate_rules(store, state, i, evaluation)
     passed = all(r.passed for r in rules)
     report = {**base, "queries_source": query_source if qs or current is not None else "none (initial build)",
               "query_vectors": vectors_note, "rules": [r.as_dict() for r in rules], "passed": passed,
-              "evaluation": evaluation, "already": False, "caught_up": caught_up,
+              "evaluation": evaluation, "first_build": alone, "already": False, "caught_up": caught_up,
               "verdict": evaluation["aggregate"].get("verdict") if evaluation else None,
               "segments": (evaluation or {}).get("segments", {})}
     if passed or i.force:

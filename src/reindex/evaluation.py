@@ -509,3 +509,32 @@ def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Ca
         out["segments"] = segment_results(rows, segments, k, bound=bound, seed=seed)
         out["segment_bound"] = bound
     return out
+
+
+def evaluate_alone(store: Any, collection: str, queries: list[Query], embed: Callable[[list[str]], Any], *,
+                   k: int = 10, payload: PayloadConfig | None = None) -> dict:
+    """Every query against one population, for a first build (nothing to compare with): its own recall@k,
+    nDCG@k, MRR and evidence recall over the queries that carry labels, and latency. Later cutovers compare
+    old and new on the same queries; this gives the first population its figure."""
+    vectors = embed([q.text for q in queries])
+    rows = []
+    for i, q in enumerate(queries):
+        res = run_side(store, collection, vectors[i], k, payload)
+        row: dict[str, Any] = {"query_id": q.query_id, "query": q.text, "latency_ms": res.seconds * 1000}
+        if q.relevant:
+            row[f"recall_at_{k}"] = recall_at_k(res.docs, set(q.relevant), k)
+            row[f"ndcg_at_{k}"] = ndcg_at_k(res.docs, set(q.relevant), k)
+            row["mrr"] = mrr(res.docs, set(q.relevant))
+        if q.evidence:
+            row["evidence_recall"] = sum(evidence_recalled(pack(res.candidates), e) for e in q.evidence) / len(q.evidence)
+        rows.append(row)
+    agg: dict[str, Any] = {"queries": len(rows)}
+    if rows:
+        lat = [r["latency_ms"] for r in rows]
+        agg["latency_p50_ms"], agg["latency_p95_ms"] = percentile(lat, 0.5), percentile(lat, 0.95)
+    for metric in (f"recall_at_{k}", f"ndcg_at_{k}", "mrr", "evidence_recall"):
+        labelled = [r[metric] for r in rows if metric in r]
+        if labelled:
+            agg[metric] = statistics.fmean(labelled)
+            agg[f"{metric}_queries"] = len(labelled)
+    return {"k": k, "collection": collection, "rows": rows, "aggregate": agg}

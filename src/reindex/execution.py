@@ -93,7 +93,10 @@ def crashpoint(name: str) -> None:
                     os.close(os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
                 except FileExistsError:
                     continue
-            os.kill(os.getpid(), sig)
+            # To this thread: a signal sent to the process is taken by whichever thread the kernel picks (the
+            # main one, waiting on the shards), and this thread ran on for a few more lines before the stop
+            # reached it (seen: a pause "before-manifest" that had already read the lock).
+            signal.pthread_kill(threading.get_ident(), sig)
 
 
 _CRASH_LOCK = threading.Lock()
@@ -148,6 +151,10 @@ class ApplyContext:
     in_place: bool
     progress: Callable[[dict], None] | None = None
     fence: Callable[[], None] = lambda: None  # raises when this writer lost the index lock (lock.check)
+    # Before a commit point (a manifest record): confirms the lock against the state store (one read;
+    # lock.check(confirm=True)), so a holder whose lock was taken over behind its back records nothing
+    # more. None: ``fence`` (a shard worker's fence already reads the lock on every call).
+    confirm: Callable[[], None] | None = None
     token_budget: int | None = None  # tokens this run may embed without an approval (None: unbounded)
     tokens_spent: int = 0
     embed_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -168,6 +175,10 @@ class ApplyContext:
     embedding_now: int = 0
     embedding_most: int = 0
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def confirm_lock(self) -> None:
+        """Raise LockLost unless this writer still holds the index lock, as the state store says now."""
+        (self.confirm or self.fence)()
 
     def emit(self, **event: Any) -> None:
         if self.progress:
@@ -517,13 +528,14 @@ def write_shard_outputs(ctx: ApplyContext, shard: int, rows: list[ManifestRow], 
         ctx.fence()
         write_chunk_texts_part(ctx.state, ctx.index, ctx.target, shard_name(shard), texts)
     crashpoint("before-manifest")
-    ctx.fence()
+    ctx.confirm_lock()  # the two commit points of a shard: each confirmed against the stored lock
     if ctx.in_place:  # recorded first, so that a resumed run knows this part's change for its own
         rewrite_chunk_manifest_part(ctx.state, ctx.index, ctx.target, ctx.run, shard_name(shard), rows)
     else:
         write_chunk_manifest_part(ctx.state, ctx.index, ctx.target, shard_name(shard), rows)
     if not manifest["failures"]:
-        ctx.fence()
+        crashpoint("before-shard-manifest")
+        ctx.confirm_lock()
         write_shard_manifest(ctx.state, ctx.index, ctx.target, ctx.run, shard, manifest)
 
 

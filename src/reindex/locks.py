@@ -4,7 +4,7 @@ The lock is one object, ``indexes/<index>/lock.json``, changed only by compare-a
 version (the S3 ETag, or a digest of the file's bytes for a folder; see ``stores.objects``):
 
 - *acquire*: read the lock and its version; if it is absent, released ("free"), stale, or left by
-  a dead process of this host, write a held body from exactly that version (``If-None-Match: *``
+  a process that is provably gone (see ``ProcessIdentity``), write a held body from exactly that version (``If-None-Match: *``
   when absent, ``If-Match: <version>`` otherwise). Of two contenders that read the same version, the
   store lets one write through; the other re-reads and fails fast naming the winner. Never
   delete-then-create.
@@ -30,6 +30,17 @@ about the same rate (the holder stops ttl/10 early). The ``expires`` a holder wr
 judged by it as it was then. A write that is already under way when the lease ends is not stopped: the
 vector store does not check the token.
 
+Who holds a lock is recorded beside the owner name as a ``ProcessIdentity`` (host, boot id, PID-namespace
+inode, pid, start time). A contender takes a lock over before its lease ends only when that identity is
+provably a process of its own kernel boot and PID namespace that is gone (or whose pid now names a process
+started at another time); a lock from another container, machine or boot, or one written before the
+identity existed (only ``host:pid`` in its owner), waits for its lease on the store's clock. Two containers
+sharing a host name but not a PID namespace therefore never see each other's live lock as dead.
+
+A holder confirms the lock (``check(confirm=True)``: one read, comparing owner, nonce and token) before
+every commit point of its work, so a holder whose lock was taken over behind its back stops before its
+next record instead of at its next renewal.
+
 A conditional write whose reply is lost (and whose retry then reports "precondition failed", or
 which fails for good) is resolved by reading the lock back: if it holds our exact bytes (owner,
 nonce, token, renewal count), the write is ours.
@@ -39,8 +50,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import socket
 import threading
 import time
 import uuid
@@ -48,23 +57,27 @@ from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from reindex.errors import LockHeld, LockLost, ReindexError, StateError, TransientError
+from reindex.processes import ProcessIdentity
 from reindex.stores.objects import ObjectStore
 
 __all__ = [
     "LOCK_FORMAT",
+    "LONGEST_LEASE_S",
     "Heartbeat",
     "Fence",
     "IndexLock",
     "LockHeld",
     "LockInfo",
     "LockLost",
+    "ProcessIdentity",
     "acquire_lock",
+    "lease_words",
     "lock_key",
     "parse_lock",
     "read_lock",
 ]
 
-LOCK_FORMAT = 2
+LOCK_FORMAT = 3  # 3: held bodies carry the holder's ProcessIdentity ("process")
 # How many times acquire re-reads the lock after losing a compare-and-swap to a change that left it
 # takeable (a release, say) before giving up; each lost round means another writer made progress.
 _ACQUIRE_ROUNDS = 5
@@ -94,6 +107,7 @@ class LockInfo:
     reason: str | None = None
     acquired: float | None = None  # when this lease was taken (the holder's wall clock)
     ttl: float | None = None  # the lease length the holder renews within (None: a format-1 lock)
+    process: ProcessIdentity | None = None  # who wrote it (None: a lock written before identities)
 
     @property
     def held(self) -> bool:
@@ -124,8 +138,7 @@ class LockInfo:
                     "is running for this index, delete it")
         if not self.held:
             return None
-        left = (self.expires or 0.0) - time.time()
-        when = f"expires in {int(left)} s" if left >= 0 else f"expired {int(-left)} s ago"
+        when = lease_words((self.expires or 0.0) - time.time())
         return f"locked by {self.owner} ({self.purpose}), token {self.token}, {when}"
 
     def as_status(self) -> dict[str, Any] | None:
@@ -141,6 +154,26 @@ class LockInfo:
         return {"owner": self.owner, "purpose": self.purpose, "corrupt": False, "reason": None,
                 "token": self.token, "expires": self.expires, "host": host or None,
                 "pid": int(pid) if pid.isdigit() else None, "since": self.acquired, "lease_s": self.ttl}
+
+
+# No reindex lease is longer than this (they last 120 s): an expiry further away was forged, or written by
+# a host whose clock is far ahead; said so instead of "expires in 998203807402 s".
+LONGEST_LEASE_S = 86400.0
+
+
+def lease_words(left: float) -> str:
+    """How a lease with ``left`` seconds to run is told to people: ``expires in 90 s``, ``expired 5 s ago``,
+    or, beyond any real lease, that the lock was forged or written with a wrong clock."""
+    if left > LONGEST_LEASE_S:
+        return (f"its expiry is {left / 86400:,.0f} days away, longer than any reindex lease (a forged lock, or "
+                "one written by a host whose clock is wrong)")
+    return f"expires in {int(left)} s" if left >= 0 else f"expired {int(-left)} s ago"
+
+
+def _where(store: ObjectStore, key: str) -> str:
+    """The file or object holding ``key``, for a message."""
+    describe_key = getattr(store, "describe_key", None)
+    return describe_key(key) if describe_key is not None else f"{store.describe()}/{key}"
 
 
 def parse_lock(data: bytes | None) -> LockInfo:
@@ -177,7 +210,8 @@ def parse_lock(data: bytes | None) -> LockInfo:
         return LockInfo("corrupt", reason=f"ttl {ttl!r} is not a number of seconds")
     return LockInfo("held", token=token, owner=owner, purpose=purpose, expires=float(expires), nonce=nonce,
                     acquired=float(acquired) if _is_number(acquired) else None,
-                    ttl=float(ttl) if ttl is not None else None)
+                    ttl=float(ttl) if ttl is not None else None,
+                    process=ProcessIdentity.from_dict(body.get("process")))
 
 
 def read_lock(store: ObjectStore, index: str) -> LockInfo:
@@ -200,22 +234,6 @@ def _encode(body: dict[str, Any]) -> bytes:
 
 def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
-
-
-def _dead_local_owner(owner: str) -> bool:
-    """Whether a lock owner ``host:pid:nonce`` is a process of this host that no longer exists
-    (killed without releasing): its lock can be taken over at once instead of after expiry."""
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 def _swap(store: ObjectStore, key: str, data: bytes, version: str | None) -> str | None:
@@ -496,8 +514,9 @@ class Heartbeat:
 
 def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, ttl: float = 120.0) -> IndexLock:
     """Take the index lock or fail fast naming the holder (``LockHeld``). A free, stale (not renewed
-    for a whole ttl, on the store's clock) or dead-local-owner lock is taken over by compare-and-swap
-    from the exact version read; the new lease's fencing token is the old one plus one."""
+    for a whole ttl, on the store's clock) or provably gone holder's lock (``ProcessIdentity.gone``) is
+    taken over by compare-and-swap from the exact version read; the new lease's fencing token is the old
+    one plus one."""
     key = lock_key(index)
     nonce = uuid.uuid4().hex
     info = LockInfo("absent")
@@ -507,16 +526,16 @@ def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, tt
         info = parse_lock(current[0] if current is not None else None)
         if info.corrupt:
             raise StateError(
-                f"the lock of index {index!r} ({store.describe()}/{key}) is corrupt: {info.reason}; "
+                f"the lock of index {index!r} ({_where(store, key)}) is corrupt: {info.reason}; "
                 "if no reindex command is running for this index, delete that file and run again"
             )
-        if info.held and not info.stale(current[2] if current is not None else 0.0) \
-                and not _dead_local_owner(info.owner or ""):
+        age = current[2] if current is not None else 0.0
+        if info.held and not info.stale(age) and not (info.process is not None and info.process.gone()):
             break
         now, sent = time.time(), time.monotonic()
         body = {"v": LOCK_FORMAT, "state": "held", "owner": owner, "purpose": purpose, "nonce": nonce,
                 "token": info.token + 1, "beat": 0, "ttl": ttl, "acquired": now, "heartbeat": now,
-                "expires": now + ttl}
+                "expires": now + ttl, "process": ProcessIdentity.current().as_dict()}
         new = _swap(store, key, _encode(body), version)
         if new is not None:
             return IndexLock(store, index, owner, ttl, body, new, sent)
@@ -526,8 +545,11 @@ def acquire_lock(store: ObjectStore, index: str, owner: str, *, purpose: str, tt
             f"index {index!r}: lost the race for its lock {_ACQUIRE_ROUNDS} times in a row to other commands "
             f"taking and releasing it; run `reindex status` to see who, and run again"
         )
-    left = max(0, int((info.expires or 0.0) - time.time()))
+    # How long until a contender may take it over: on the store's clock (ttl less the age of its last
+    # renewal there), never this host's, so a contender whose clock is off is told the truth.
+    left = info.ttl - age if info.ttl is not None else (info.expires or 0.0) - time.time()
+    when = lease_words(left) if left > LONGEST_LEASE_S else f"expires in {max(1, math.ceil(left))} s unless renewed"
     raise LockHeld(
-        f"index {index!r} is locked by {info.owner or '?'} ({info.purpose or '?'}), "
-        f"expires in {left} s unless renewed; wait for it to finish, or delete {store.describe()}/{key} if that process is gone"
+        f"index {index!r} is locked by {info.owner or '?'} ({info.purpose or '?'}), {when}; wait for it to "
+        f"finish, or delete {_where(store, key)} if that process is gone"
     )

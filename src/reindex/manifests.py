@@ -290,6 +290,22 @@ def read_document_hashes(store: ObjectStore, index: str, collection: str) -> dic
     return hashes
 
 
+def check_chunk_manifest(store: ObjectStore, index: str, collection: str) -> None:
+    """Raise StateError naming the first part of a population's chunk manifest that is not a readable
+    Parquet file (truncated, overwritten). One column of each part is read: for a failure path, so that
+    a corrupt file is reported as such instead of as a change of the population."""
+    for key in chunk_manifest_keys(store, index, collection):
+        data = store.get(key)
+        if data is None:  # deleted between list and get
+            continue
+        try:
+            columns_from_parquet(data, ["point_id"])
+        except TableError as err:
+            raise StateError(f"the chunk manifest file {store.describe()}/{key} of population {collection} is corrupt "
+                             f"({err}); restore it from a backup, or delete it and run `reindex plan` again (its "
+                             "documents are then planned as added)") from None
+
+
 def count_chunk_manifest_rows(store: ObjectStore, index: str, collection: str) -> int:
     """How many chunks a population's chunk manifest lists (one column read)."""
     return sum(len(cols["point_id"]) for cols in read_chunk_manifest_columns(store, index, collection, ["point_id"]))

@@ -527,8 +527,8 @@ def _after_cycle(r: Any, config: str, index: str, plans_dir: str, approval_timeo
     out: dict[str, Any] = {"plan": r.plan_file, "kind": r.kind, "status": r.outcome.value, "message": r.message}
     o = r.outcome.value
     if o == "skipped":
-        get_run_logger().warning(r.message)
-        _result_artifact(index, r.message)
+        get_run_logger().warning(f"skipped: {r.message}")
+        _result_artifact(index, f"skipped: {r.message}")
     elif o == "nothing-to-do":
         out.update(kind="none")
     elif o == "awaiting-approval":
@@ -738,11 +738,13 @@ def deploy(config_path: str | Path = "reindex.yaml", *, pool: str = "reindex", p
     names = deploy_flows(config, index, plans, pool, timezone=timezone, task_runner=task_runner, **crons)
     if notify_webhook:
         notify_on_approval_requests(notify_webhook)
+    # The deployments were just created through the API, so a server runs: point at its UI, never at
+    # `prefect server start`.
+    ui = (settings.prefect_api_url() or "").removesuffix("/").removesuffix("/api") or "the Prefect UI"
     nxt = (
         f"prefect worker start --pool {pool}",
-        f"prefect deployment run 'reindex-reindex/{index}'",
+        f"prefect deployment run 'reindex-reindex/{index}'   # runs waiting for approval: {ui}, under Flow Runs",
         f"prefect deployment run 'reindex-sync/{index}'",
-        "prefect server start   # if no server runs yet; the UI shows paused runs under Flow Runs",
         f"reindex apply PLAN --task-runner prefect-pool:{pool}   # shards as flow runs on the pool's workers",
     )
     return DeployResult(index, config, pool, tuple(names), index_limit_name(index), nxt)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from reindex.atomic import atomic_write_text
+from reindex.atomic import atomic_write_text, make_folders
 from reindex.domain import ChangeKind
 from reindex.errors import PlanError
 from reindex.identity import canonical_json
@@ -66,7 +66,7 @@ def plan_filename(plan: Plan) -> str:
 
 def write_plan(plan: Plan, out_dir: str | Path) -> Path:
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_folders(out)  # durable, as the plan file in it
     path = out / plan_filename(plan)
     return atomic_write_text(path, json.dumps(plan.body, indent=2, ensure_ascii=False) + "\n")
 
@@ -80,6 +80,8 @@ def read_plan(path: str | Path) -> Plan:
         body = json.loads(p.read_text(encoding="utf-8"))
     except ValueError as err:
         raise PlanError(f"{p}: not a plan file (invalid JSON: {err})") from None
+    except RecursionError:
+        raise PlanError(f"{p}: not a plan file (its JSON is nested too deeply to read)") from None
     if not isinstance(body, dict) or body.get("schema") != PLAN_SCHEMA:
         raise PlanError(f"{p}: not a plan file (schema is not {PLAN_SCHEMA})")
     expected = hash_body(body)

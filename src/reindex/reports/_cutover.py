@@ -136,9 +136,21 @@ def _queries_table(rows: Sequence[dict], k: int, fields: Sequence[str]) -> Table
                  f"{changed} of {len(rows)} queries changed their top-{k} documents (overlap@{k} < 1).")
 
 
+def _first_build_table(alone: dict, k: int) -> Table:
+    agg = alone["aggregate"]
+    rows = [(m, f"{agg[m]:.3f}", str(agg[f"{m}_queries"]))
+            for m in (f"recall_at_{k}", f"ndcg_at_{k}", "mrr", "evidence_recall") if m in agg]
+    rows.append(("latency p50 / p95 (ms)", f"{agg.get('latency_p50_ms', 0):.1f} / {agg.get('latency_p95_ms', 0):.1f}", ""))
+    return Table(f"The new population's own figures (k = {k}; a first build, nothing to compare with)",
+                 ("metric", "value", "labelled queries"), tuple(rows))
+
+
 def cutover_tables(report: dict) -> list[Table]:
-    """The tables both documents show, in order: gate, metrics, one per segment field, queries."""
+    """The tables both documents show, in order: gate, metrics (or a first build's own figures), models, one per
+    segment field, queries."""
     tables = [_rules_table(report)]
+    if report.get("first_build"):
+        tables.append(_first_build_table(report["first_build"], report["k"]))
     ev = report.get("evaluation")
     if not ev:
         return tables

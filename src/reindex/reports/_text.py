@@ -303,6 +303,17 @@ def estimate_text(e: Any, old: str, new: str, usd_per_mtok: float, tokens_per_mi
     ])
 
 
+def first_build_line(alone: dict) -> str:
+    """The figures of a first build's population on the cutover's queries (nothing to compare with)."""
+    agg, kk = alone["aggregate"], alone["k"]
+    names = ((f"recall_at_{kk}", f"recall@{kk}"), (f"ndcg_at_{kk}", f"nDCG@{kk}"), ("mrr", "MRR"),
+             ("evidence_recall", "evidence recall"))
+    figures = [f"{label} {agg[m]:.3f} ({agg[f'{m}_queries']} labelled)" for m, label in names if m in agg]
+    figures.append(f"latency p50 {agg.get('latency_p50_ms', 0):.1f} ms")
+    return (f"first build, nothing to compare with: {agg['queries']} queries on {alone['collection']}: "
+            + " · ".join(figures))
+
+
 def cutover_text(r: Any) -> str:
     """What ``reindex cutover`` prints: verdict, gate rules, metrics, the alias move and the report path."""
     rep = r.report
@@ -337,6 +348,8 @@ def cutover_text(r: Any) -> str:
                 d = agg[f"{m}_diff"]
                 lines.append(f"  {m}: {agg[f'{m}_old']:.3f} → {agg[f'{m}_new']:.3f} "
                              f"(Δ {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}])")
+    if rep.get("first_build"):
+        lines.append("  " + first_build_line(rep["first_build"]))
     if rep["swap"]:
         lines.append(f"  alias {rep['index']} → {rep['shadow']} (previous: {rep['swap']['from'] or 'none'}; "
                      f"`reindex rollback` restores it)")
@@ -349,6 +362,8 @@ def cutover_text(r: Any) -> str:
 def status_text(st: dict[str, Any]) -> str:
     """What ``reindex status`` prints: the alias, every population and the lock."""
     import time
+
+    from reindex.locks import lease_words
 
     lines = [f"index {st['index']}: alias → {st['aliases'].get(st['index'], 'none')}"]
     for p in st["populations"]:
@@ -367,8 +382,7 @@ def status_text(st: dict[str, Any]) -> str:
     if lock and lock.get("pid") is not None:
         since = (f" since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(lock['since']))}"
                  if lock.get("since") else "")
-        left = (lock.get("expires") or 0.0) - time.time()
-        lease = f"expires in {int(left)} s" if left >= 0 else f"expired {int(-left)} s ago"
+        lease = lease_words((lock.get("expires") or 0.0) - time.time())
         if lock.get("lease_s"):
             lease = f"{lock['lease_s']:g} s lease, {lease}"
         lines.append(f"  locked by pid {lock['pid']} on {lock['host']}{since} ({lock['purpose']}); {lease}")

@@ -36,6 +36,7 @@ from reindex import execution, settings
 from reindex.errors import ConfigError
 
 TASK_RUNNER_SPECS = "threads, threads:N, dask, dask-processes[:N], dask:tcp://HOST:PORT or prefect-pool:POOL[:N]"
+MAX_LOCAL_PROCESSES = 256  # dask-processes:N starts N processes here; more is a typo, not a machine
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +66,13 @@ def parse_task_runner(spec: str | None) -> TaskRunnerSpec:
     ConfigError otherwise."""
     raw = (spec or "threads").strip()
 
-    def count(text: str) -> int:
-        if not text.isdigit() or int(text) < 1:
+    def count(text: str, most: int | None = None) -> int:
+        # ASCII digits only: str.isdigit() also accepts '²' and other digits int() refuses.
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
             raise ConfigError(f"task runner {raw!r}: {text!r} is not a positive whole number; expected {TASK_RUNNER_SPECS}")
+        if most is not None and int(text) > most:
+            raise ConfigError(f"task runner {raw!r}: at most {most} worker processes on one machine (each loads the "
+                              f"embedder); for more, start a Dask cluster and pass dask:tcp://HOST:PORT")
         return int(text)
 
     if raw == "threads":
@@ -79,7 +84,7 @@ def parse_task_runner(spec: str | None) -> TaskRunnerSpec:
     if raw == "dask-processes":
         return TaskRunnerSpec("dask-processes", workers=2)
     if raw.startswith("dask-processes:"):
-        return TaskRunnerSpec("dask-processes", workers=count(raw.split(":", 1)[1]))
+        return TaskRunnerSpec("dask-processes", workers=count(raw.split(":", 1)[1], MAX_LOCAL_PROCESSES))
     if raw.startswith("dask:"):
         address = raw.split(":", 1)[1]
         if "://" not in address and ":" not in address:
@@ -162,6 +167,7 @@ class ThreadRunner:
 
     def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
         def one(k: int) -> dict:
+            ctx.fence()  # a lease lost in another shard stops this one before it reads or embeds anything
             return execution.run_shard(ctx, k, only=job.only, removed=job.removed).as_dict()
 
         results: list[dict] = []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
-from reindex.sources.base import BadDocument, Document, ScanReport, Source, media_type_for
+from reindex.sources.base import BadDocument, Document, ScanReport, Source, media_type_for, special_file_kind
 from reindex.sources.directory import DirectorySource
 from reindex.sources.extract import extract_text, normalise
 from reindex.sources.jsonl import JsonlSource
@@ -49,6 +49,9 @@ def open_source(cfg: SourceConfig | str) -> Source:
         return DirectorySource(cfg, path)
     if not path.exists():
         raise SourceError(f"source {uri!r} does not exist; expected {_ACCEPTED}")
+    special = special_file_kind(path.stat().st_mode)
+    if special is not None:  # refused before it is opened: reading a FIFO waits for a writer forever
+        raise SourceError(f"source {uri!r} is {special}, not a regular file; expected {_ACCEPTED}")
     name = path.name.lower()
     if name.endswith(_JSONL_SUFFIXES):
         return JsonlSource(cfg, path)

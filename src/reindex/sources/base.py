@@ -47,6 +47,19 @@ _KINDS = (
 Metadata = tuple[tuple[str, Any], ...]
 
 
+def special_file_kind(mode: int) -> str | None:
+    """What a file that is neither a regular file nor a folder is (``a FIFO``, ``a socket``, …), from its
+    ``st_mode``; None for regular files and folders. Sources refuse these without opening them: opening a
+    FIFO for reading waits for a writer forever, and a device never ends."""
+    import stat
+
+    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "an unknown kind of file"
+
+
 def media_type_for(name: str) -> str:
     """Media type from a file name or doc id suffix (``text/plain`` when unknown)."""
     return MEDIA_TYPES.get(posixpath.splitext(name)[1].lower(), DEFAULT_MEDIA_TYPE)

@@ -14,7 +14,7 @@ from typing import Any
 
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
-from reindex.sources.base import Admission, BadDocument, Document, ScanReport, title_of
+from reindex.sources.base import Admission, BadDocument, Document, ScanReport, special_file_kind, title_of
 
 # Metadata a directory source can carry, each opt-in by naming it in ``source.metadata_fields``.
 FILE_FIELDS = ("path", "title", "modified")
@@ -125,7 +125,8 @@ class DirectorySource:
     def _entries(self, folder: Path, report: ScanReport, ancestors: tuple[Path, ...]) -> list[tuple[str, Path, str, Any]]:
         """(name, path, kind, detail) of the visible entries of ``folder``, reverse sorted: kind ``dir`` (detail:
         the real paths of the folders it is inside, for loops), ``file`` (detail: None, or why a linked file
-        is not read) or ``bad-dir`` (detail: why a linked folder is not entered)."""
+        is not read) or ``bad-dir`` (detail: why a linked folder is not entered). A FIFO, socket or device whose name
+        matches ``include`` is a bad document (never opened: reading a FIFO waits for a writer forever)."""
         try:
             with os.scandir(folder) as it:
                 items = []
@@ -143,6 +144,10 @@ class DirectorySource:
                         items.append((e.name, path, "dir", inner))
                     elif e.is_file(follow_symlinks=False):
                         items.append((e.name, path, "file", None))
+                    elif matches(e.name, self.cfg.include):
+                        kind = special_file_kind(e.stat(follow_symlinks=False).st_mode)
+                        rel = path.relative_to(self.root).as_posix()
+                        report.add_bad(BadDocument(rel, f"unreadable: {kind or 'a folder'}, not a regular file"))
         except OSError as err:
             rel = folder.relative_to(self.root).as_posix()
             report.add_bad(BadDocument(f"{rel}/", f"unreadable: folder: {err.strerror or err}"))

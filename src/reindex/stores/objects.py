@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import botocore.exceptions as bex  # the error types only (~0.02 CPU-s); boto3 itself is imported by S3ObjectStore
 
-from reindex.atomic import TMP_PREFIX, atomic_write, fsync_dir, write_temp
+from reindex.atomic import TMP_PREFIX, atomic_write, fsync_dir, make_folders, write_temp
 from reindex.errors import StateError, TransientError
 from reindex.retry import RetriesExhausted, call_with_retries
 
@@ -160,6 +160,10 @@ class LocalObjectStore:
 
     def describe(self) -> str:
         return f"folder {self.root}"
+
+    def describe_key(self, key: str) -> str:
+        """One object of this store, for messages: ``the file /path/to/key``."""
+        return f"the file {self.root / key}"
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
@@ -296,7 +300,7 @@ def _digest(data: bytes) -> str:
 @contextmanager
 def _cas_guard(path: Path) -> Iterator[None]:
     """Hold the exclusive ``flock`` of ``path``'s guard file; released when the file is closed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folders(path.parent)
     fd = os.open(path.parent / f"{_CAS_PREFIX}{path.name}", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -389,6 +393,11 @@ class S3ObjectStore:
 
     def describe(self) -> str:
         where = f"s3://{self.bucket}/{self.prefix}"
+        return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
+
+    def describe_key(self, key: str) -> str:
+        """One object of this store, for messages: ``the object s3://bucket/prefix/key``."""
+        where = f"the object s3://{self.bucket}/{self.prefix}{key}"
         return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
 
     def _key(self, key: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from reindex.stores.vectors import VectorStore, VectorStoreError
 
 __all__ = ["BACKENDS", "QUANTIZATIONS", "REGISTRY", "Capabilities", "StoreBackend", "backend_for",
-           "open_vector_reader", "open_vector_store"]
+           "open_vector_reader", "open_vector_store", "store_folder_problem"]
 
 QUANTIZATIONS = ("none", "int8")
 
@@ -108,9 +108,23 @@ def _local(store: Any, folder: str | None) -> VectorStore:
     return local_mode_store(path)
 
 
+def store_folder_problem(path: str | None) -> str | None:
+    """Why the embedded store's folder ``path`` cannot be one (it exists and is a file, or another non-folder),
+    or None. Checked before any backend opens it: a file there made every population look deleted."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        return f"store.path `{path}` is a file, not a folder: point store.path at a folder (it is created if missing)"
+    return None
+
+
 def _folder(folder: str | None) -> str:
     if not folder:
         raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
+    problem = store_folder_problem(folder)
+    if problem is not None:
+        raise VectorStoreError(problem)
     return folder
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +87,7 @@ def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docum
     plan), the documents the plan changes are kept there as the corpus scan reads them (see
     :func:`corpus_digest_of`), for the shards of this process."""
     from reindex.identity import config_digest, legacy_config_digest
-    from reindex.manifests import manifest_digest, read_live, run_rewrites
+    from reindex.manifests import check_chunk_manifest, manifest_digest, read_live, run_rewrites
 
     problems = []
     inputs = plan.body["inputs"]
@@ -108,6 +108,7 @@ def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docum
         elif manifest_digest(state, cfg.index, live.collection,
                              rewritten=run_rewrites(state, cfg.index, live.collection, plan.plan_hash)) \
                 != base["manifest_digest"]:
+            check_chunk_manifest(state, cfg.index, live.collection)  # a corrupt file is no change: say which
             problems.append(f"the live population {live.collection} changed since the plan")
     wanted = set(plan.body["work"]["affected_documents"]) if read is not None and plan.kind.in_place else ()
     now = corpus_digest_of(cfg, read=read if wanted else None, wanted=wanted)
@@ -192,7 +193,7 @@ def _set_population_state(state, cfg: PipelineConfig, collection: str, value: Po
                                        identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
 
 
-def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
+def _record_payload(state, cfg: PipelineConfig, collection: str, confirm: Callable[[], None]) -> None:
     """After an in-place apply, record the payload settings its points now carry in the live population's
     config (``source.metadata_fields`` and ``payload``; nothing else: in place, the rest of the record
     still describes how the population was built), so that the next plan compares against them."""
@@ -208,6 +209,7 @@ def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
     config["payload"] = cfg.payload.model_dump(mode="json")
     config["source"] = {**config.get("source", {}), "metadata_fields": list(cfg.source.metadata_fields)}
     config["vector"] = vector  # what readers embed queries with (the vector id does not include it)
+    confirm()
     write_population(state, rec.with_config(config))
 
 
@@ -316,6 +318,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
     store = backends.vector_store_for(cfg)
     try:
         in_place = plan.kind.in_place
+        lock.check(confirm=True)  # every record this apply writes is confirmed first (one read each)
         target, old, old_cfg = _prepare_target(plan, cfg, state, store)
         ident = identity_of(cfg)
         # In place, shards follow the layout the live population's manifest was written with (recorded in
@@ -327,7 +330,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             state=state, store=store,
             embedder=_embedder_for(plan, cfg),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
-            fence=lock.check, token_budget=_token_budget(plan, plan_path, cfg),
+            fence=lock.check, confirm=lambda: lock.check(confirm=True), token_budget=_token_budget(plan, plan_path, cfg),
             lease=Fence.of(lock), store_path=backends.store_backend(cfg).folder,
             documents=read if in_place and read else None,
         )
@@ -353,9 +356,10 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             lock.check()
             report_stale = execution.delete_unlisted_points(ctx)
             store.finish_bulk(target)
+            lock.check(confirm=True)
             _set_population_state(state, cfg, target, PopulationState.READY)
         if not failures and in_place:
-            _record_payload(state, cfg, target)
+            _record_payload(state, cfg, target, lambda: lock.check(confirm=True))
         phases["finish"] = time.perf_counter() - t
         report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
         report["runner"] = describe(runner)
@@ -366,6 +370,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
+            lock.check(confirm=True)
             write_apply_record(state, cfg.index, plan.plan_hash, {**report, "collection": target})
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:

@@ -99,7 +99,8 @@ def validate_config(path: str | Path = DEFAULT_CONFIG) -> Validation:
     """Validate ``path``, resolve revisions and compute the ids; check that the source can be read and that
     ``vector.dimension`` is what the model produces (``Validation.problems``)."""
     cfg = load_resolved(path)
-    problems = (*source_problems(cfg), *chunker_problems(cfg), *dimension_problems(cfg.vector), *device_problems(cfg))
+    problems = (*source_problems(cfg), *chunker_problems(cfg), *dimension_problems(cfg.vector), *device_problems(cfg),
+                *store_problems(cfg))
     return Validation(str(path), cfg, identity_of(cfg), chunker_spec(cfg.text.chunker), tuple(config_warnings(cfg)),
                       problems)
 
@@ -130,6 +131,15 @@ def source_problems(cfg: PipelineConfig) -> list[str]:
     where = "objects under this prefix" if uri.startswith("s3://") else "documents"
     return [f"source {uri}: no {where} match source.include ({', '.join(cfg.source.include)})"
             if not uri.endswith((".jsonl", ".ndjson", ".gz", ".parquet")) else f"source {uri}: no documents in it"]
+
+
+def store_problems(cfg: PipelineConfig) -> list[str]:
+    """Empty unless the embedded store's folder exists and is not a folder (a file named by store.path)."""
+    from reindex.stores.opening import store_folder_problem
+
+    b = backends.store_backend(cfg)
+    problem = store_folder_problem(b.folder if b.capabilities.local_disk else None)
+    return [problem] if problem else []
 
 
 def chunker_problems(cfg: PipelineConfig) -> list[str]:

@@ -118,7 +118,7 @@ def run_cycle(index: Any, policy: SyncPolicy) -> CycleResult:
         try:
             held.enter_context(holding_index_lock(index.state, name, "sync"))
         except LockHeld as err:
-            return CycleResult(CycleOutcome.SKIPPED, name, f"skipped: {err}")
+            return CycleResult(CycleOutcome.SKIPPED, name, str(err))  # the outcome says "skipped" already
         return _cycle(index, policy)
 
 

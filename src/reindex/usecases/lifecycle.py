@@ -173,6 +173,7 @@ def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, l
         index=cfg.index, cfg=built, identity=ident, target=shadow, old=None, old_shards=None, run=run,
         shards=built.apply.shards, state=state, store=store, embedder=None,  # type: ignore[arg-type]
         pipeline=TextPipeline(built.text, ident.vector_id), in_place=False, fence=lock.check,
+        confirm=lambda: lock.check(confirm=True),
     )
     if not any(execution.changed_since_manifest(ctx)):
         return None
@@ -246,6 +247,7 @@ def cutover(
                 queries=lambda: comparison_queries(cfg, queries),
                 evaluate=lambda current, qs: _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk),
                 embed=embed_new, fence=lambda: lock.check(confirm=True),
+                evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, embed_new, k=kk, payload=cfg.payload),
             )
             report = co.run_cutover(store, state, inputs)
             if report["already"]:
