@@ -40,6 +40,7 @@ class Browser:
              "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         self._ids = itertools.count(1)
+        self.events: list[dict] = []  # CDP events that arrived while a command waited (console, exceptions, …)
         try:
             deadline = time.monotonic() + 60
             while len(lines := (port_file.read_text().split() if port_file.exists() else [])) < 2:
@@ -78,7 +79,7 @@ class Browser:
     # -- protocol -------------------------------------------------------------------------------
 
     def call(self, method: str, **params: Any) -> dict:
-        """Send one CDP command and return its result (events that arrive meanwhile are dropped)."""
+        """Send one CDP command and return its result (events that arrive meanwhile are kept in ``events``)."""
         i = next(self._ids)
         self._ws.send(json.dumps({"id": i, "method": method, "params": params}))
         while True:
@@ -87,6 +88,8 @@ class Browser:
                 if "error" in msg:
                     raise RuntimeError(f"{method}: {msg['error']}")
                 return msg["result"]
+            if "method" in msg:
+                self.events.append(msg)
 
     def js(self, expression: str) -> Any:
         """The JSON value of a JavaScript expression evaluated in the page."""
@@ -99,6 +102,20 @@ class Browser:
 
     def open(self, url: str) -> None:
         self.call("Page.navigate", url=url)
+
+    def console_errors(self) -> list[str]:
+        """What the page reported as an error so far: uncaught exceptions, console.error calls and error log
+        entries (a failed load among them). Needs ``Runtime.enable`` and ``Log.enable`` before the page opened."""
+        out = []
+        for e in self.events:
+            p = e.get("params", {})
+            if e["method"] == "Runtime.exceptionThrown":
+                out.append(p["exceptionDetails"].get("text", "exception"))
+            elif e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+                out.append(" ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+            elif e["method"] == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+                out.append(p["entry"].get("text", ""))
+        return out
 
     def text(self) -> str:
         return self.js("document.body ? document.body.innerText : ''") or ""

@@ -838,6 +838,12 @@ class CutoverConfig(_OpModel):
         "every interval a single point), the verdict is `cannot tell`: `fail` refuses the cutover and asks for "
         "harder evidence (a queries file, more probes); `pass` lets it through, recorded in the report.")
     require_exact_count: bool = Field(True, description="The shadow's point count must equal the plan's chunk count.")
+    segments: list[str] = Field(
+        default_factory=list,
+        description="Fields of source.metadata_fields (e.g. lang) to break the evaluation down by: per value, every "
+        "metric's interval corrected for the number of segments (Holm), and a gate rule that fails when any "
+        "segment's corrected lower bound of recall@k is below min_recall_delta. A query's value is the queries "
+        "file's field of that name, else its labelled document's metadata, else (none).")
     retention_days: float = Field(7.0, ge=0.0, description="Retired populations are kept this long for rollback, then gc deletes them.")
 
 
@@ -861,6 +867,15 @@ class PipelineConfig(_Model):
     apply: ApplyConfig = Field(default_factory=ApplyConfig, description="Apply settings.")
     embed: EmbedConfig = Field(default_factory=EmbedConfig, description="Embedding API access (provider openai).")
     cutover: CutoverConfig = Field(default_factory=CutoverConfig, description="Cutover gate and retention.")
+
+    @model_validator(mode="after")
+    def _segments_are_metadata(self, info: ValidationInfo) -> "PipelineConfig":
+        unknown = [f for f in self.cutover.segments if f not in self.source.metadata_fields]
+        if unknown and not _recorded(info):
+            raise ValueError(f"cutover.segments: {', '.join(map(repr, unknown))} not in source.metadata_fields "
+                             f"({', '.join(self.source.metadata_fields) or 'none'}); add it there so the labelled "
+                             "documents carry it, or remove it from cutover.segments")
+        return self
 
     @field_validator("index")
     @classmethod

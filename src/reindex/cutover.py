@@ -64,6 +64,31 @@ def gate(policy: Any, evaluation: dict | None, *, shadow_points: int, planned_ch
                               f"mean document overlap@{k} = {ov:.3f}; must be ≥ {policy.min_overlap:.3f} (no labels)"))
         if "verdict" in agg:
             rules.append(evidence_rule(agg, policy))
+        rules.extend(segment_rules(evaluation.get("segments") or {}, policy, k))
+    return rules
+
+
+def segment_rules(segments: dict, policy: Any, k: int) -> list[Rule]:
+    """One rule per field of ``cutover.segments``: every segment's recall@k lower bound, corrected for the number
+    of segments (Holm; :func:`reindex.evaluation.segment_results`), must be at least ``min_recall_delta``, the
+    overall recall rule's bound; the detail names each segment that falls short. Segments without labelled
+    queries have no recall and are not checked."""
+    metric, bound = f"recall_at_{k}", policy.min_recall_delta
+    rules = []
+    for name, values in segments.items():
+        checked = {v: seg[metric] for v, seg in values.items() if metric in seg}
+        if not checked:
+            continue
+        short = {v: d for v, d in checked.items() if d["low"] < bound}
+        shown = short or checked
+        detail = "; ".join(
+            f"{name}={v}: {d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] over {d['n']} queries"
+            for v, d in shown.items())
+        m = len({(f, v) for f, vs in segments.items() for v, seg in vs.items() if metric in seg})
+        why = (f"lower bound below {bound:+.3f} in {', '.join(f'{name}={v}' for v in short)}" if short
+               else f"every lower bound ≥ {bound:+.3f}")
+        rules.append(Rule(f"recall@{k} per {name}", not short,
+                          f"{why} (intervals corrected by Holm for {m} segments): {detail}"))
     return rules
 
 
@@ -135,7 +160,9 @@ def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
     passed = all(r.passed for r in rules)
     report = {**base, "queries_source": query_source if qs or current is not None else "none (initial build)",
               "query_vectors": vectors_note, "rules": [r.as_dict() for r in rules], "passed": passed,
-              "evaluation": evaluation, "first_build": alone, "already": False, "caught_up": caught_up}
+              "evaluation": evaluation, "first_build": alone, "already": False, "caught_up": caught_up,
+              "verdict": evaluation["aggregate"].get("verdict") if evaluation else None,
+              "segments": (evaluation or {}).get("segments", {})}
     if passed or i.force:
         if not passed:
             report["forced_by"] = i.forced_by()

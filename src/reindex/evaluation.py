@@ -13,18 +13,17 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reindex.config import PayloadConfig
 from reindex.errors import EvaluationError
-from reindex.stats import paired_bootstrap, percentile
-from reindex.stores.payload import payload_text
+from reindex.stats import holm_bootstrap, paired_bootstrap, percentile
+from reindex.stores.payload import payload_metadata, payload_text
 
 BUDGET_TOKENS = 2048
 MAX_CANDIDATES = 100
 RBO_P = 0.9
-
-
+NO_SEGMENT = "(none)"  # a query whose segment value neither the queries file nor the labelled document gives
 
 
 # --------------------------------------------------------------------------------------------
@@ -138,7 +137,8 @@ def evidence_recalled(packed: Sequence[Candidate], evidence: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class Query:
     """A labelled query (the cutover's, the forecast's and ``reindex measure``'s): its text, the relevant
-    document ids, verbatim evidence, where it came from and, when the file says, its language."""
+    document ids, verbatim evidence, where it came from, when the file says, its language, and the file's
+    other plain fields (``fields``: what a segment of ``cutover.segments`` is read from first)."""
 
     query_id: str
     text: str
@@ -146,11 +146,18 @@ class Query:
     evidence: tuple[str, ...] = ()
     source: str = "file"  # file | probe
     lang: str | None = None
+    fields: tuple[tuple[str, str], ...] = ()  # (name, value) of the file's other string, number and bool fields
 
     @property
     def doc_path(self) -> str | None:
         """The one relevant document of a known-item query (None when it has none or several)."""
         return next(iter(self.relevant)) if len(self.relevant) == 1 else None
+
+    def value_of(self, name: str) -> str | None:
+        """The queries file's own value of field ``name`` for this query (``lang`` included), None when absent."""
+        if name == "lang" and self.lang:
+            return self.lang
+        return next((v for k, v in self.fields if k == name), None)
 
 
 def read_queries(path: str | Path) -> list[Query]:
@@ -200,8 +207,11 @@ def _query_of(p: Path, n: int, line: str) -> Query:
     if not all(isinstance(e, str) for e in evidence):
         raise EvaluationError(f"{p}:{n}: 'evidence' must be a string or a list of strings")
     lang = d.get("lang")
+    own = ("query", "text", "query_id", "relevant", "doc_path", "doc_id", "evidence", "lang")
+    fields = tuple((key, str(value)) for key, value in sorted(d.items())
+                   if key not in own and isinstance(value, (str, int, float, bool)) and value != "")
     return Query(str(d.get("query_id", f"q{n}")), text, frozenset(rel), evidence,
-                 lang=lang if isinstance(lang, str) and lang else None)
+                 lang=lang if isinstance(lang, str) and lang else None, fields=fields)
 
 
 _SENTENCE = re.compile(r"[^\n.!?。！？]{40,240}[.!?。！？]")
@@ -285,7 +295,10 @@ def passage_rank(candidates: Sequence[Candidate], evidence: Sequence[str]) -> in
     return next((i + 1 for i, c in enumerate(candidates) if any(e in c.text for e in evidence)), None)
 
 
-def score_query(q: Query, old: SideResult, new: SideResult, k: int) -> dict:
+def score_query(q: Query, old: SideResult, new: SideResult, k: int,
+                text_old: Callable[[str], str] | None = None, text_new: Callable[[str], str] | None = None) -> dict:
+    """One query's row. ``text_old``/``text_new``: how each side's pipeline normalises text; a query's evidence is
+    looked for in that side's chunks as that side would hold it (NFKC turns a quoted "，" into ","), not verbatim."""
     row: dict[str, Any] = {
         "query_id": q.query_id,
         "query": q.text,
@@ -303,10 +316,11 @@ def score_query(q: Query, old: SideResult, new: SideResult, k: int) -> dict:
             row[f"mrr_{side}"] = mrr(res.docs, set(q.relevant))
             row[f"rank_{side}"] = first_rank(res.docs, set(q.relevant))  # the labelled document's rank
     if q.evidence:
-        for side, res in (("old", old), ("new", new)):
+        for side, res, norm in (("old", old, text_old), ("new", new, text_new)):
+            evidence = tuple(norm(e) for e in q.evidence) if norm is not None else q.evidence
             packed = pack(res.candidates)
-            row[f"evidence_recall_{side}"] = sum(evidence_recalled(packed, e) for e in q.evidence) / len(q.evidence)
-            rank = passage_rank(res.candidates, q.evidence)
+            row[f"evidence_recall_{side}"] = sum(evidence_recalled(packed, e) for e in evidence) / len(evidence)
+            rank = passage_rank(res.candidates, evidence)
             row[f"passage_rank_{side}"] = rank
             row[f"passage_mrr_{side}"] = 1.0 / rank if rank else 0.0
             row[f"passage_hit_at_{k}_{side}"] = 1.0 if rank is not None and rank <= k else 0.0
@@ -348,6 +362,18 @@ def verdict(agg: dict, k: int) -> dict:
     return {"verdict": overall, "metrics": per}
 
 
+def rank_changes(rows: Sequence[dict]) -> dict[str, int]:
+    """How many queries' labelled document ranks better (higher), worse or the same on the new side (a miss
+    counted past the deepest candidate)."""
+    miss = MAX_CANDIDATES + 1
+    out = {"better": 0, "worse": 0, "same": 0}
+    for r in rows:
+        if "rank_old" in r:
+            old, new = r["rank_old"] or miss, r["rank_new"] or miss
+            out["better" if new < old else "worse" if new > old else "same"] += 1
+    return out
+
+
 def aggregate(rows: list[dict], k: int, seed: int = 0) -> dict:
     """Means per side and paired bootstrap intervals for new − old."""
     agg: dict[str, Any] = {"queries": len(rows)}
@@ -374,28 +400,115 @@ def aggregate(rows: list[dict], k: int, seed: int = 0) -> dict:
             for side in ("old", "new"):
                 agg[f"{what}_{side}_median"] = statistics.median(r[f"{what}_{side}"] or miss for r in ranked)
             agg[f"{what}_changed"] = sum(r[f"{what}_old"] != r[f"{what}_new"] for r in ranked)
+    if any("rank_old" in r for r in rows):
+        agg["rank_changes"] = rank_changes(rows)
     agg.update(verdict(agg, k))
     return agg
 
 
+# --------------------------------------------------------------------------------------------
+# Segments (cutover.segments): the same evidence per value of a field, corrected for their number
+# --------------------------------------------------------------------------------------------
+
+
+def segment_of(q: Query, fields: Sequence[str], metadata: Callable[[str], Mapping[str, Any]]) -> dict[str, str]:
+    """A query's value of each segment field: the queries file's own field of that name, else the labelled
+    document's metadata value as the store holds it (``metadata(doc id)``; of several labelled documents the
+    first, in id order, that has one), else ``(none)``."""
+    out = {}
+    for name in fields:
+        value = q.value_of(name)
+        for doc in ([] if value is not None else sorted(q.relevant)):
+            found = metadata(doc).get(name)
+            if found is not None and found != "":
+                value = found if isinstance(found, str) else json.dumps(found, sort_keys=True)
+                break
+        out[name] = value if value is not None else NO_SEGMENT
+    return out
+
+
+def segment_results(rows: Sequence[dict], fields: Sequence[str], k: int, *, bound: float, seed: int = 0) -> dict:
+    """``{field: {value: {metric: {old, new, diff, low, high, n, level, p_below_bound, verdict}, "queries": n,
+    "verdict": v, "ranks": {better, worse, same}}}}`` from rows carrying ``segments``. Every metric's intervals
+    are corrected for the number of segments (all values of all fields: one family) by Holm's step-down method
+    on the claim "new − old is at least ``bound``" (:func:`reindex.stats.holm_bootstrap`); the verdicts are
+    :func:`metric_verdict`'s and :func:`verdict`'s, on the corrected intervals."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        for name, value in r.get("segments", {}).items():
+            groups.setdefault((name, value), []).append(r)
+    intervals = {m: holm_bootstrap({g: [r[f"{m}_new"] - r[f"{m}_old"] for r in rs if f"{m}_old" in r]
+                                    for g, rs in groups.items()}, bound, seed=seed)
+                 for m in gate_metrics(k)}
+    out: dict[str, dict] = {name: {} for name in fields}
+    for (name, value), rs in sorted(groups.items()):
+        seg: dict[str, Any] = {"queries": len(rs)}
+        agg: dict[str, Any] = {}
+        for m in gate_metrics(k):
+            iv = intervals[m].get((name, value))
+            if iv is None:
+                continue
+            labelled = [r for r in rs if f"{m}_old" in r]
+            agg[f"{m}_diff"] = iv
+            agg[f"{m}_ceiling"] = all(r[f"{m}_old"] >= 1.0 and r[f"{m}_new"] >= 1.0 for r in labelled)
+            seg[m] = {"old": statistics.fmean(r[f"{m}_old"] for r in labelled),
+                      "new": statistics.fmean(r[f"{m}_new"] for r in labelled),
+                      "diff": iv["mean"], "low": iv["low"], "high": iv["high"], "n": iv["n"],
+                      "level": iv["level"], "p_below_bound": iv["p"]}
+        said = verdict(agg, k)
+        for m, v in said["metrics"].items():
+            seg[m]["verdict"] = v
+        seg["verdict"] = said["verdict"]
+        seg["ranks"] = rank_changes(rs)
+        out[name][value] = seg
+    return out
+
+
+def metadata_lookup(store: Any, collection: str, payload: PayloadConfig | None) -> Callable[[str, Any], dict]:
+    """``lookup(doc id, vector)``: the metadata object of one of that document's points in ``collection`` (a
+    query filtered by ``doc_id``, limit 1), ``{}`` when it has none; one store call per document."""
+    seen: dict[str, dict] = {}
+
+    def lookup(doc_id: str, vector: Any) -> dict:
+        if doc_id not in seen:
+            hits = store.query(collection, vector, limit=1, doc_id=doc_id)
+            seen[doc_id] = payload_metadata(hits[0].payload, payload) if hits else {}
+        return seen[doc_id]
+
+    return lookup
+
+
 def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Callable[[list[str]], Any],
              embed_new: Callable[[list[str]], Any], *, k: int = 10, seed: int = 0,
-             payload_old: PayloadConfig | None = None, payload_new: PayloadConfig | None = None) -> dict:
+             payload_old: PayloadConfig | None = None, payload_new: PayloadConfig | None = None,
+             segments: Sequence[str] = (), bound: float = 0.0, text_old: Callable[[str], str] | None = None,
+             text_new: Callable[[str], str] | None = None) -> dict:
     """Run every query against ``old`` (e.g. the alias) and ``new`` with each side's query vectors (and
-    each side's payload layout)."""
+    each side's payload layout). With ``segments`` (field names) each row names its segment values
+    (:func:`segment_of`, the labelled document's metadata read from ``new``) and ``segments`` holds
+    :func:`segment_results` for the lower ``bound`` the gate will hold every segment to. ``text_old``/``text_new``:
+    each side's text normaliser, applied to a query's evidence (:func:`score_query`)."""
     texts = [q.text for q in queries]
     v_old = embed_old(texts)
     v_new = v_old if embed_new is embed_old else embed_new(texts)
     rows = []
     pipelines: dict[str, set[str]] = {"old": set(), "new": set()}
+    lookup = metadata_lookup(store, new, payload_new)
     for i, q in enumerate(queries):
         o = run_side(store, old, v_old[i], k, payload_old)
         n = run_side(store, new, v_new[i], k, payload_new)
         pipelines["old"] |= o.collections
         pipelines["new"] |= n.collections
-        rows.append(score_query(q, o, n, k))
-    return {"k": k, "rows": rows, "aggregate": aggregate(rows, k, seed),
-            "pipelines_seen": {s: sorted(v) for s, v in pipelines.items()}}
+        row = score_query(q, o, n, k, text_old, text_new)
+        if segments:
+            row["segments"] = segment_of(q, segments, lambda doc, v=v_new[i]: lookup(doc, v))
+        rows.append(row)
+    out = {"k": k, "rows": rows, "aggregate": aggregate(rows, k, seed),
+           "pipelines_seen": {s: sorted(v) for s, v in pipelines.items()}}
+    if segments:
+        out["segments"] = segment_results(rows, segments, k, bound=bound, seed=seed)
+        out["segment_bound"] = bound
+    return out
 
 
 def evaluate_alone(store: Any, collection: str, queries: list[Query], embed: Callable[[list[str]], Any], *,

@@ -327,10 +327,17 @@ def cutover_text(r: Any) -> str:
     if rep["evaluation"]:
         agg = rep["evaluation"]["aggregate"]
         kk = rep["k"]
+        if "verdict" in agg:
+            per = ", ".join(f"{m} {v}" for m, v in agg.get("metrics", {}).items())
+            lines.append(f"  verdict: {agg['verdict']}" + (f" ({per})" if per else ""))
+        for name, values in (rep.get("segments") or {}).items():
+            for value, seg in values.items():
+                d = seg.get(f"recall_at_{kk}")
+                shown = (f"recall@{kk} {d['old']:.3f} → {d['new']:.3f} (Δ {d['diff']:+.3f} [{d['low']:+.3f}, "
+                         f"{d['high']:+.3f}], Holm level {d['level']:.4f})" if d else "no labelled queries")
+                lines.append(f"  {name}={value} ({seg['queries']} queries): {shown}: {seg['verdict']}")
         lines.append(f"  overlap@{kk} {agg.get(f'overlap_at_{kk}', 0):.3f} · RBO {agg.get('rbo', 0):.3f} · latency p50 "
                      f"{agg.get('latency_old_p50_ms', 0):.1f} → {agg.get('latency_new_p50_ms', 0):.1f} ms")
-        if agg.get("verdict"):
-            lines.append(f"  verdict: {agg['verdict']}")
         a = rep["evaluation"].get("agreement")
         if a:
             cos = f", mean cosine {a['mean_cosine']:.4f}" if "mean_cosine" in a else " (different spaces)"

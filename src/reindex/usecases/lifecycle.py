@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+from functools import partial
 from collections.abc import Iterator
 from typing import Any, Callable, TypedDict
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from reindex.config import (
 from reindex.errors import ConfigError, ReindexError, VectorStoreError
 from reindex.identity import identity_of
 from reindex.pipeline import TextPipeline
+from reindex.sources.extract import normalise
 
 from reindex import cutover as co
 from reindex.domain import PopulationState
@@ -113,7 +115,9 @@ def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: 
         note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
                 else "each side embeds queries with its own vector.query_prefix")
     evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
-                             payload_old=old_cfg.payload, payload_new=cfg.payload)
+                             payload_old=old_cfg.payload, payload_new=cfg.payload, segments=cfg.cutover.segments,
+                             bound=cfg.cutover.min_recall_delta, text_old=partial(normalise, cfg=old_cfg.text.normaliser),
+                             text_new=partial(normalise, cfg=cfg.text.normaliser))
     if not same_vectors:
         evaluation["agreement"] = _model_agreement(store, shadow, old_cfg, cfg)
     return evaluation, note
