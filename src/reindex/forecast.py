@@ -178,6 +178,8 @@ def forecast_section(evaluation: dict, k: int, sample: SampleDraw, query_source:
         "cost": {"tokens": cost["tokens"], "embedded_chunks": cost["embedded_chunks"], "chunks": cost["chunks"],
                  "seconds": round(cost["seconds"], 3), "cpu_seconds": round(cost["cpu_seconds"], 3)},
     }
+    if evaluation.get("segments"):
+        out["segments"] = evaluation["segments"]  # per segment, as the cutover's gate will see them
     if agree:
         out["agreement"] = agree
     return out

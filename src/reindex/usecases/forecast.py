@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from reindex.manifests import read_live
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
+from reindex.sources.extract import normalise
 from reindex.stores.opening import open_vector_store
 from reindex.usecases import backends
 from reindex.usecases.queries import comparison_queries
@@ -71,7 +73,10 @@ def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *,
             k = cfg.cutover.k
             evaluation = evaluate(scratch, FORECAST_OLD, FORECAST_NEW, qs, lambda t: old_q.embed(t).vectors,
                                   lambda t: new_q.embed(t).vectors, k=k, seed=seed, payload_old=old_cfg.payload,
-                                  payload_new=cfg.payload)
+                                  payload_new=cfg.payload, segments=cfg.cutover.segments,
+                                  bound=cfg.cutover.min_recall_delta,
+                                  text_old=partial(normalise, cfg=old_cfg.text.normaliser),
+                                  text_new=partial(normalise, cfg=cfg.text.normaliser))
         finally:
             scratch.close()
     agree = None

@@ -90,7 +90,7 @@ def approval_request(plan: Plan, plan_path: str | Path, deadline: _dt.datetime) 
         "tokens_to_embed": int(n.tokens_to_embed), "usd": float(n.usd),
         "deadline": deadline.astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
         "reasons": list(n.approval_reasons),
-        "forecast": forecast_line(n.forecast) if n.forecast else None,
+        **({"forecast": forecast_line(n.forecast)} if n.forecast else {}),
     }
 
 
