@@ -44,10 +44,16 @@ def test_a_no_op_plan_and_status_import_no_store_client_model_or_prefect(tmp_pat
     assert status == {"code": 0, "loaded": []}
 
 
-def test_planning_with_the_default_model_does_not_import_it(tmp_path: Path) -> None:
+def test_planning_with_the_default_model_imports_it_only_to_measure_its_rate(tmp_path: Path) -> None:
     """The default vector half (sentence-transformers): planning counts tokens with the model's tokenizer
-    and fingerprints with its file digest; the model itself (torch) is loaded only when a text is embedded."""
+    and fingerprints with its file digest. The model itself (torch) is loaded only to measure the rate of a model
+    nothing has measured yet (a short sampled calibration, recorded: issue 32 item 6), or when a text is
+    embedded; with a rate in the config or on record, planning loads nothing."""
     ws = Workspace(tmp_path / "ws")
     ws.config.write_text("index: docs\nsource: ./corpus\n", encoding="utf-8")
-    plan = _loaded_by(ws, "plan", "--out", str(ws.plans))
-    assert plan == {"code": 2, "loaded": []}  # exit 2: an initial build planned
+    first = _loaded_by(ws, "plan", "--out", str(ws.plans))
+    assert first["code"] == 2 and "torch" in first["loaded"]  # exit 2: an initial build planned; rate sampled
+    again = _loaded_by(ws, "plan", "--out", str(ws.plans))
+    assert again == {"code": 2, "loaded": []}  # the sampled rate is on record now
+    ws.config.write_text("index: docs\nsource: ./corpus\ncost: {tokens_per_minute: 100000}\n", encoding="utf-8")
+    assert _loaded_by(ws, "plan", "--out", str(ws.plans)) == {"code": 2, "loaded": []}

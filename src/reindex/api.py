@@ -20,40 +20,65 @@ of ``__all__`` and new code uses the handle. Prefect deployments (``deploy``, ``
 
 from __future__ import annotations
 
-from reindex.errors import (
-    ApprovalError,
-    ConfigError,
-    CutoverError,
-    LockHeld,
-    PlanError,
-    ReindexError,
-    RunnerError,
-    TerminalError,
-    TransientError,
-)
-from reindex.usecases.index import Index
-from reindex.usecases.cycle import CycleOutcome, CycleResult, SyncPolicy
-from reindex.planner import Plan
-from reindex.manifests import Population
-from reindex.usecases.apply import ApplyReport
-from reindex.usecases.lifecycle import CutoverReport, GcAction, IndexStatus, PopulationStatus, RollbackRecord
-from reindex.usecases.query import Querier, QueryResult, parse_filters
-from reindex.usecases.backends import DEFAULT_CONFIG
-from reindex.usecases.chunk import ChunkSummary, chunk_path, summarize_chunks
-from reindex.usecases.classify import Classification, classify_change
-from reindex.usecases.configure import Validation, init_config, load_resolved, validate_config
-from reindex.usecases.measure import measure, measure_chains
-from reindex.usecases.plan import estimate, show_plan
-from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# Thin wrappers kept for scripts (not in __all__): each is what an Index method calls.
-from reindex.embedders import vector_config_of  # noqa: F401
-from reindex.runners import ShardJob, ShardRunner, ThreadRunner  # noqa: F401
-from reindex.usecases.apply import apply_plan, check_drift, corpus_digest_of  # noqa: F401
-from reindex.usecases.backends import make_embedder, state_store, vector_store_for  # noqa: F401
-from reindex.usecases.lifecycle import cutover, gc, rollback, status  # noqa: F401
-from reindex.usecases.plan import approval_status, approve_plan, calibrate, make_plan  # noqa: F401
-from reindex.usecases.query import query  # noqa: F401
+# Where each name lives. Imported on first use (PEP 562): `reindex status` loads the handle and what status
+# needs, not the planner, the cycle or pyarrow (a command imports only what it uses: DESIGN.md invariant 13).
+_HOMES = {
+    "reindex.errors": ("ApprovalError", "ConfigError", "CutoverError", "LockHeld", "PlanError", "ReindexError",
+                       "RunnerError", "TerminalError", "TransientError"),
+    "reindex.usecases.index": ("Index",),
+    "reindex.usecases.cycle": ("CycleOutcome", "CycleResult", "SyncPolicy"),
+    "reindex.planner": ("Plan",),
+    "reindex.manifests": ("Population",),
+    "reindex.usecases.apply": ("ApplyReport", "apply_plan", "check_drift", "corpus_digest_of"),
+    "reindex.usecases.lifecycle": ("CutoverReport", "GcAction", "IndexStatus", "PopulationStatus", "RollbackRecord",
+                                   "cutover", "gc", "rollback", "status"),
+    "reindex.usecases.query": ("Querier", "QueryResult", "parse_filters", "query"),
+    "reindex.usecases.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
+    "reindex.usecases.chunk": ("ChunkSummary", "chunk_path", "summarize_chunks"),
+    "reindex.usecases.classify": ("Classification", "classify_change"),
+    "reindex.usecases.configure": ("Validation", "init_config", "load_resolved", "validate_config"),
+    "reindex.usecases.measure": ("measure", "measure_chains"),
+    "reindex.usecases.plan": ("estimate", "show_plan", "approval_status", "approve_plan", "calibrate", "make_plan"),
+    "reindex.usecases.runs": ("approve_and_resume", "reject_and_resume", "waiting_runs"),
+    # thin wrappers kept for scripts (not in __all__)
+    "reindex.embedders": ("vector_config_of",),
+    "reindex.runners": ("ShardJob", "ShardRunner", "ThreadRunner"),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+if TYPE_CHECKING:  # what a type checker and an IDE see
+    from reindex.errors import (ApprovalError, ConfigError, CutoverError, LockHeld, PlanError, ReindexError,
+                                RunnerError, TerminalError, TransientError)
+    from reindex.manifests import Population
+    from reindex.planner import Plan
+    from reindex.usecases.apply import ApplyReport
+    from reindex.usecases.chunk import ChunkSummary, chunk_path, summarize_chunks
+    from reindex.usecases.classify import Classification, classify_change
+    from reindex.usecases.configure import Validation, init_config, load_resolved, validate_config
+    from reindex.usecases.cycle import CycleOutcome, CycleResult, SyncPolicy
+    from reindex.usecases.index import Index
+    from reindex.usecases.lifecycle import CutoverReport, GcAction, IndexStatus, PopulationStatus, RollbackRecord
+    from reindex.usecases.measure import measure, measure_chains
+    from reindex.usecases.plan import estimate, show_plan
+    from reindex.usecases.query import Querier, QueryResult, parse_filters
+    from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'reindex.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once per process
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME_OF))
+
 
 __all__ = [
     # the handle, its results and its errors

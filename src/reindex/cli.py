@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from reindex import api, reports  # both faces import what a name needs on first use
 from reindex.errors import ReindexError
 from reindex.orphans import stop_orphans
 from reindex.progress import ApplyProgress
@@ -116,7 +117,6 @@ def init(config_path: str, index: str, source: str, force: bool, as_json: bool) 
     Example:
       reindex init --index docs --source ./corpus
     """
-    from reindex import api
 
     path = api.init_config(config_path, index=index, source=source, force=force)
     if as_json:
@@ -140,14 +140,12 @@ def validate(config_path: str, as_json: bool) -> None:
     Example:
       reindex validate -c reindex.yaml --json
     """
-    from reindex import api
-    from reindex.reports import validation_text
 
     v = api.validate_config(config_path)
     if as_json:
         _emit_json(v.as_dict())
     else:
-        click.echo(validation_text(config_path, v))
+        click.echo(reports.validation_text(config_path, v))
     for problem in v.problems:
         click.echo(f"error: {problem}", err=True)
     if v.problems:
@@ -172,15 +170,13 @@ def chunk(path: str, config_path: str | None, chunker: str | None, summary: bool
       reindex chunk docs/guide.md --chunker sliding:size=256,overlap=0.2 --json
       reindex chunk ./corpus --summary --chunker cdc:min=176,max=352,cap=512
     """
-    from reindex import api
-    from reindex.reports import chunk_summary_text
 
     if summary:
         s = api.summarize_chunks(path, config_path=config_path, chunker=chunker)
         if as_json:
             _emit_json(s.as_dict())
             return
-        click.echo(chunk_summary_text(s))
+        click.echo(reports.chunk_summary_text(s))
         return
     records, report, _cfg = api.chunk_path(path, config_path=config_path, chunker=chunker)
     if as_json:
@@ -224,8 +220,6 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
       reindex plan -c new.yaml --baseline-config old.yaml --baseline-corpus old.parquet --json
       reindex plan --forecast 100 --queries queries.jsonl
     """
-    from reindex import api
-    from reindex.reports import plan_text
 
     with api.Index.open(config_path) as ix:
         if queries is not None and forecast is None:
@@ -235,7 +229,7 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
     if as_json:
         _emit_json({**p.summary(), "plan_file": str(path)})
     else:
-        click.echo(plan_text(p, path))
+        click.echo(reports.plan_text(p, path))
     ctx.exit(2 if p.kind.does_work else 0)
 
 
@@ -249,14 +243,12 @@ def show(plan_file: str, as_json: bool) -> None:
     Example:
       reindex show plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json
     """
-    from reindex import api
-    from reindex.reports import plan_text
 
     p = api.show_plan(plan_file)
     if as_json:
         _emit_json(dict(p.body))
     else:
-        click.echo(plan_text(p, plan_file))
+        click.echo(reports.plan_text(p, plan_file))
 
 
 @main.command()
@@ -280,14 +272,12 @@ def approve(plan_file: str, by: str, note: str, reject: bool, config_path: str |
       reindex approve plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --by alice --note "ok for Q4"
       reindex approve plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --by bob --reject --note "too big"
     """
-    from reindex import api
-    from reindex.reports import decision_text
 
     d = (api.reject_and_resume if reject else api.approve_and_resume)(plan_file, by, note, config_path)
     if as_json:
         _emit_json(d.as_dict())
         return
-    click.echo(decision_text(d))
+    click.echo(reports.decision_text(d))
 
 
 @main.command()
@@ -301,14 +291,12 @@ def runs(index: str | None, as_json: bool) -> None:
     Example:
       reindex runs --index docs
     """
-    from reindex import api
-    from reindex.reports import waiting_runs_text
 
     waiting = api.waiting_runs(index)
     if as_json:
         _emit_json([r.as_dict() for r in waiting])
         return
-    click.echo(waiting_runs_text(waiting))
+    click.echo(reports.waiting_runs_text(waiting))
 
 
 @main.command()
@@ -328,15 +316,13 @@ def estimate(histogram: str, old: str, new: str, usd_per_mtok: float, tokens_per
     Example:
       reindex estimate --histogram buckets.csv --from sliding:size=512,overlap=0.1 --to sliding:size=256,overlap=0.2
     """
-    from reindex import api
-    from reindex.reports import estimate_json, estimate_text
 
     e = api.estimate(histogram, old, new, usd_per_mtok=usd_per_mtok, tokens_per_minute=tokens_per_minute,
                      dimension=dimension)
     if as_json:
-        _emit_json(estimate_json(e))
+        _emit_json(reports.estimate_json(e))
         return
-    click.echo(estimate_text(e, old, new, usd_per_mtok, tokens_per_minute))
+    click.echo(reports.estimate_text(e, old, new, usd_per_mtok, tokens_per_minute))
 
 
 @main.command()
@@ -359,14 +345,12 @@ def classify(ctx: click.Context, fixture: str, base: str, head: str, scale_to: i
     Example:
       reindex classify --fixture tests/fixture --base main.yaml --head pr.yaml --scale-to 8000000 --format md
     """
-    from reindex import api
-    from reindex.reports import classification_text
 
     r = api.classify_change(fixture, base, head, scale_to=scale_to, histogram=histogram)
     if fmt == "json" or as_json:
         _emit_json(r.as_dict())
     else:
-        click.echo(classification_text(r))
+        click.echo(reports.classification_text(r))
     ctx.exit(r.exit_code)
 
 
@@ -388,7 +372,6 @@ def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_
     Example:
       reindex calibrate -c reindex.yaml --chunks 256 --backend onnx --backend onnx:int8
     """
-    from reindex import api
 
     with api.Index.open(config_path) as ix:
         r = ix.calibrate(chunks=chunks, backends_to_measure=backend_specs)
@@ -436,8 +419,6 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
       reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --task-runner dask-processes:2
       reindex apply plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --task-runner prefect-pool:reindex
     """
-    from reindex import api
-    from reindex.reports import apply_text
     from reindex.runners import parse_task_runner
 
     parse_task_runner(task_runner)  # a bad spec fails before any work
@@ -447,7 +428,7 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
     if as_json:
         _emit_json(r.as_dict())
     else:
-        click.echo(apply_text(r))
+        click.echo(reports.apply_text(r))
     if r.status == "failed":
         raise click.exceptions.Exit(1)
 
@@ -473,15 +454,13 @@ def sync(config_path: str, plans_dir: str, queries: str | None, k: int | None, n
     Example (crontab):
       0 * * * *  cd /srv/docs && reindex sync -c reindex.yaml
     """
-    from reindex import api
-    from reindex.reports import sync_text
 
     with api.Index.open(config_path) as ix:
         r = ix.sync(api.SyncPolicy(plans_dir=plans_dir, queries=queries, k=k, gc=not no_gc))
     if as_json:
         _emit_json(r.as_dict())
     else:
-        click.echo(sync_text(r))
+        click.echo(reports.sync_text(r))
     if r.exit_code:
         raise click.exceptions.Exit(r.exit_code)
 
@@ -505,8 +484,6 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
     Example:
       reindex cutover plans/2026-11-29-docs-pipeline-scoped-text-1a2b3c4d.json --queries queries.jsonl
     """
-    from reindex import api
-    from reindex.reports import cutover_text
 
     with api.Index.open(config_path) as ix:
         r = ix.cutover(plan_file, queries=queries, k=k, force=force)
@@ -514,9 +491,8 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
         if as_json:
             _emit_json(r.as_dict())
         else:
-            from reindex.reports import recovered_text
 
-            line = recovered_text(r.report.get("recovered"))
+            line = reports.recovered_text(r.report.get("recovered"))
             if line:
                 click.echo(line)
             click.echo(f"already cut over: alias {r.report['index']} serves {r.report['shadow']}; nothing to do")
@@ -524,7 +500,7 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
     if as_json:
         _emit_json(r.as_dict())
     else:
-        click.echo(cutover_text(r))
+        click.echo(reports.cutover_text(r))
     if not r.report["swap"]:
         raise click.exceptions.Exit(3)
 
@@ -543,7 +519,6 @@ def rollback(config_path: str, to: str | None, as_json: bool) -> None:
     Example:
       reindex rollback -c reindex.yaml
     """
-    from reindex import api
 
     with api.Index.open(config_path) as ix:
         r = ix.rollback(to=to)
@@ -575,7 +550,6 @@ def gc(config_path: str, older_than: str | None, dry_run: bool, force: bool, yes
     """
     import sys
 
-    from reindex import api
 
     def confirm(doomed: list[dict]) -> bool:
         if yes:
@@ -617,7 +591,6 @@ def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collect
     Example:
       reindex query "how are imports resolved" -c reindex.yaml --k 5 --json
     """
-    from reindex import api
 
     with api.Index.open(config_path) as ix:
         r = ix.query(text, k=k, filters=api.parse_filters(filters), collection=collection)
@@ -648,15 +621,13 @@ def status(config_path: str, as_json: bool) -> None:
     Example:
       reindex status -c reindex.yaml
     """
-    from reindex import api
-    from reindex.reports import status_text
 
     with api.Index.open(config_path) as ix:
         st = ix.status()
     if as_json:
         _emit_json(st)
         return
-    click.echo(status_text(st))
+    click.echo(reports.status_text(st))
 
 
 @main.command()
@@ -706,8 +677,6 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
       reindex measure --pairs revisions.parquet --lang en --queries queries.jsonl --corpus snapshot_new.parquet --pool 200
       reindex measure --from-git ../peps --paths 'peps/*.rst' --rechunk sticky --chains 20 --limit 11
     """
-    from reindex import api
-    from reindex.reports import chains_text, measure_text
 
     def progress(line: str) -> None:
         if not as_json:
@@ -724,7 +693,7 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
         if as_json:
             _emit_json(result)
         else:
-            click.echo(chains_text(result))
+            click.echo(reports.chains_text(result))
         return
 
     report, written = api.measure(
@@ -735,7 +704,7 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
     if as_json:
         _emit_json(report.as_dict())
     else:
-        click.echo(measure_text(report))
+        click.echo(reports.measure_text(report))
     if written and not as_json:
         click.echo("reports: " + ", ".join(str(p) for p in written))
 

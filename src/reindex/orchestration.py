@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from reindex import reports
 from reindex.domain import ChangeKind
 from reindex.settings import apply_offline_defaults
 
@@ -63,8 +64,6 @@ from pathlib import Path  # noqa: E402
 
 from prefect import pause_flow_run, resume_flow_run  # noqa: E402
 from prefect.artifacts import create_table_artifact  # noqa: E402
-
-from reindex.reports import human_bytes, human_number, over_limit_line  # noqa: E402
 from prefect.exceptions import FlowPauseTimeout  # noqa: E402
 from prefect.input import RunInput  # noqa: E402
 from reindex.config import PersonName  # noqa: E402
@@ -180,14 +179,12 @@ def publish_task(plan_path: str) -> str:
     """Publish the plan as a Markdown artifact (the whole review document: what changes, key numbers, footprint)
     and a table artifact, both shown by the Prefect UI; returns the approval description. No link to the HTML
     report: it is a file on the worker's disk, which a browser on another machine cannot open."""
-    from reindex.reports import plan_markdown
-
     plan = api.show_plan(plan_path)
     key = _artifact_key("reindex-plan", plan.index)
     html = Path(plan_path).with_suffix(".html")
     where = (f"\n_The HTML report with its charts is `{html.name}` in the plans folder of the worker that planned "
              "it._\n") if html.is_file() else ""
-    create_markdown_artifact(key=key, markdown=plan_markdown(plan) + where,
+    create_markdown_artifact(key=key, markdown=reports.plan_markdown(plan) + where,
                              description=f"reindex plan {plan.plan_hash[:12]}")
     create_table_artifact(key=key + "-numbers", table=plan_numbers(plan), description="reindex plan: key numbers")
     return approval_description(plan, plan_path)
@@ -237,14 +234,14 @@ def approval_description(plan: Any, plan_path: str, deadline: _dt.datetime | Non
         f"### Approve `{n.kind}` reindex of `{n.index}` (plan `{n.plan_hash[:12]}`)",
         "",
         f"- **Peak footprint:** {n.peak_vectors:,} vectors"
-        + (f" ({human_number(n.peak_vectors)})" if n.peak_vectors >= 1000 else "") + ", "
-        f"{human_bytes(n.peak_disk_bytes)} disk / {human_bytes(n.peak_ram_bytes)} RAM while both populations exist",
+        + (f" ({reports.human_number(n.peak_vectors)})" if n.peak_vectors >= 1000 else "") + ", "
+        f"{reports.human_bytes(n.peak_disk_bytes)} disk / {reports.human_bytes(n.peak_ram_bytes)} RAM while both populations exist",
         f"- **Tokens to embed:** {n.tokens_to_embed:,} ({n.chunks_to_embed:,} of {n.chunks_new:,} chunks; "
         f"{n.chunks_reused:,} reused)",
         f"- **Cost:** ${n.usd:,.4f}",
         f"- **Time:** {n.hours:,.3f} hours of embedding",
         f"- **Why approval:** {reasons}",
-        *([f"- **Warning:** {over}"] if (over := over_limit_line(plan)) is not None else []),
+        *([f"- **Warning:** {over}"] if (over := reports.over_limit_line(plan)) is not None else []),
         f"- **Plan:** `{plan_path}` (report: `{Path(plan_path).with_suffix('.html')}`)",
     ]
     if deadline is not None:  # a list item, not a trailing sentence the dialog may clip
@@ -325,7 +322,7 @@ def _announce(plan: Any, plan_path: str, deadline: _dt.datetime) -> dict:
             related=[{"prefect.resource.id": f"prefect.flow-run.{run_id}", "prefect.resource.role": "flow-run",
                       "prefect.resource.name": str(run_name)}],
             payload={**request, "flow_run_id": str(run_id), "flow_run_name": str(run_name),
-                     "peak": human_bytes(request["peak_disk_bytes"]),
+                     "peak": reports.human_bytes(request["peak_disk_bytes"]),
                      "approve_command": f"reindex approve {request['plan']} --by NAME"},
         )
     get_run_logger().warning(
@@ -386,9 +383,7 @@ def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: st
         r = ix.sync(api.SyncPolicy(plans_dir=plans_dir, queries=cut_opts["queries"], k=cut_opts["k"],
                                    force=cut_opts["gate"] == "force", gc=False))
     if r.cutover is not None:
-        from reindex.reports import cutover_markdown
-
-        create_markdown_artifact(key=_artifact_key("reindex-cutover", index), markdown=cutover_markdown(r.cutover),
+        create_markdown_artifact(key=_artifact_key("reindex-cutover", index), markdown=reports.cutover_markdown(r.cutover),
                                  description=f"reindex cutover: {'pass' if r.cutover.get('passed') else 'fail'}")
     out: dict[str, Any] = {"plan": r.plan_file or plan_path, "kind": r.kind or kind,
                            "apply": (r.apply or {}).get("status"), "collection": (r.apply or {}).get("collection")}

@@ -10,15 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential_jitter,
-    wait_random_exponential,
-)
-
 __all__ = ["RetriesExhausted", "call_with_retries"]
 
 T = TypeVar("T")
@@ -36,7 +27,17 @@ def call_with_retries(fn: Callable[[], T], *, attempts: int, retry_if: Callable[
                       initial_s: float, max_s: float, full_jitter: bool = False, reraise: bool = True) -> T:
     """Call ``fn`` at most ``attempts`` times while it raises an error ``retry_if`` accepts, waiting an
     exponentially growing time (with jitter) between attempts. Other errors pass at once. When every
-    attempt failed: re-raise the last error (``reraise``) or raise :class:`RetriesExhausted`."""
+    attempt failed: re-raise the last error (``reraise``) or raise :class:`RetriesExhausted`. tenacity is
+    imported here, on the first retried call (a command that retries nothing does not pay its import)."""
+    from tenacity import (
+        RetryError,
+        Retrying,
+        retry_if_exception,
+        stop_after_attempt,
+        wait_exponential_jitter,
+        wait_random_exponential,
+    )
+
     wait = (wait_random_exponential(multiplier=initial_s, max=max_s) if full_jitter
             else wait_exponential_jitter(initial=initial_s, max=max_s))
     retrying = Retrying(retry=retry_if_exception(retry_if), stop=stop_after_attempt(attempts), wait=wait,

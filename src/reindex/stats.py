@@ -106,3 +106,21 @@ def holm_bootstrap(groups: Mapping[Hashable, Sequence[float]], bound: float, *, 
     return {g: {"mean": sum(groups[g]) / len(groups[g]), "low": quantile(means, levels[g]),
                 "high": quantile(means, 1 - levels[g]), "n": len(groups[g]), "level": levels[g], "p": pvalues[g]}
             for g, means in draws.items()}
+
+
+def bootstrap_mean(values: Sequence[float], groups: Sequence[str], *, reps: int = 2000, seed: int = 0,
+                   level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``values`` and a percentile interval from resampling whole groups (documents) with
+    replacement: every resample draws as many groups as there are, keeping each group's pairs."""
+    vals = np.asarray(values, dtype=np.float64)
+    if vals.shape[0] == 0:
+        return math.nan, math.nan, math.nan
+    keys, inv = np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)
+    sums = np.bincount(inv, weights=vals, minlength=keys.shape[0])
+    counts = np.bincount(inv, minlength=keys.shape[0]).astype(np.float64)
+    rng = np.random.default_rng(seed)
+    g = keys.shape[0]
+    draws = rng.integers(0, g, size=(reps, g))
+    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    alpha = (1 - level) / 2
+    return float(vals.mean()), float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))

@@ -7,33 +7,49 @@ functions that touch the disk. Private modules by role: ``_format`` (numbers peo
 (CSS), ``_plan_html``, ``_write``, ``_cutover``, ``_text`` (the CLI's terminal text).
 """
 
-from reindex.reports._cutover import (
-    cutover_html,
-    cutover_markdown,
-    write_cutover_reports,
-)
-from reindex.reports._format import LIST_CAP, human_bytes, human_number
-from reindex.reports._plan_facts import over_limit_line
-from reindex.reports._plan_html import plan_html
-from reindex.reports._plan_md import plan_markdown
-from reindex.reports._text import (
-    decision_text,
-    waiting_runs_text,
-    recovered_text,
-    apply_text,
-    chunk_summary_text,
-    classification_text,
-    cutover_text,
-    estimate_json,
-    estimate_text,
-    chains_text,
-    measure_text,
-    plan_text,
-    sync_text,
-    status_text,
-    validation_text,
-)
-from reindex.reports._write import write_reports
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOME_OF = {
+    "cutover_html": "reindex.reports._cutover",
+    "cutover_markdown": "reindex.reports._cutover",
+    "write_cutover_reports": "reindex.reports._cutover",
+    "LIST_CAP": "reindex.reports._format",
+    "human_bytes": "reindex.reports._format",
+    "human_number": "reindex.reports._format",
+    "over_limit_line": "reindex.reports._plan_facts",
+    "plan_html": "reindex.reports._plan_html",
+    "plan_markdown": "reindex.reports._plan_md",
+    "decision_text": "reindex.reports._text",
+    "waiting_runs_text": "reindex.reports._text",
+    "recovered_text": "reindex.reports._text",
+    "apply_text": "reindex.reports._text",
+    "chunk_summary_text": "reindex.reports._text",
+    "classification_text": "reindex.reports._text",
+    "cutover_text": "reindex.reports._text",
+    "estimate_json": "reindex.reports._text",
+    "estimate_text": "reindex.reports._text",
+    "chains_text": "reindex.reports._text",
+    "measure_text": "reindex.reports._text",
+    "plan_text": "reindex.reports._text",
+    "sync_text": "reindex.reports._text",
+    "status_text": "reindex.reports._text",
+    "validation_text": "reindex.reports._text",
+    "forecast_lines": "reindex.reports._text",
+    "write_reports": "reindex.reports._write",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use: a command loads only the renderers it uses."""
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'reindex.reports' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "decision_text",

@@ -6,11 +6,13 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from reindex.domain import ChangeKind
-from reindex.planner import Plan
 from reindex.reports._format import duration, human_number, num, pct
+
+if TYPE_CHECKING:
+    from reindex.planner import Plan
 
 __all__ = ["CHART_H", "CHART_W", "COLORS", "PAD_B", "PAD_L", "PAD_R", "PAD_T", "bar_chart", "chart_chunks_per_bucket",
            "chart_doc_length", "chart_population", "chart_token_sources", "figure_html", "svg_doc"]

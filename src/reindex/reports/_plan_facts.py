@@ -3,11 +3,13 @@ projection, tail and what-if rows, title and baseline line."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from reindex.domain import ChangeKind
-from reindex.planner import Plan
 from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
+
+if TYPE_CHECKING:
+    from reindex.planner import Plan
 
 __all__ = ["baseline_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "key_rows", "over_limit_line", "peak_note", "plan_title",
            "projection_rows", "rate_note", "rechunk_line", "tail_line", "throughput_text", "what_if_rows"]

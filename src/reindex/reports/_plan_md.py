@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from reindex.planner import Plan
 from reindex.reports._format import capped, num
 from reindex.reports._plan_facts import (
     baseline_line,
@@ -19,6 +18,9 @@ from reindex.reports._plan_facts import (
     tail_line,
     what_if_rows,
 )
+
+if TYPE_CHECKING:
+    from reindex.planner import Plan
 
 __all__ = ["plan_markdown"]
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pathlib import Path
 
 from reindex.atomic import atomic_write_text
-from reindex.planner import Plan
 from reindex.reports._plan_html import plan_html
 from reindex.reports._plan_md import plan_markdown
+
+if TYPE_CHECKING:
+    from reindex.planner import Plan
 
 __all__ = ["write_reports"]
 

@@ -23,6 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from reindex import reports
 from reindex.approvals import read_approval, read_rejection
 from reindex.domain import PopulationState
 from reindex.errors import LockHeld, ReindexError
@@ -187,10 +188,8 @@ def _plan_file(fresh: Plan, plans_dir: Path) -> tuple[Path, Plan]:
     path = _earlier_plan(fresh, plans_dir)
     if path is not None:
         return path, read_plan(path)
-    from reindex.reports import write_reports
-
     path = write_plan(fresh, plans_dir)
-    write_reports(fresh, path)
+    reports.write_reports(fresh, path)
     return path, fresh
 
 

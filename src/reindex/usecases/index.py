@@ -22,14 +22,16 @@ calls (``reindex status`` beside a running apply reads through a reader of its o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reindex.config import PipelineConfig
 from reindex.errors import ReindexError
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG, Lent
 from reindex.usecases.configure import load_resolved
-from reindex.usecases.cycle import CycleResult, SyncPolicy, run_cycle
+
+if TYPE_CHECKING:
+    from reindex.usecases.cycle import CycleResult, SyncPolicy
 
 __all__ = ["Index"]
 
@@ -155,6 +157,8 @@ class Index:
 
     def sync(self, policy: SyncPolicy | None = None) -> CycleResult:
         """One plan → approve → apply → cutover → gc cycle (:mod:`reindex.usecases.cycle`)."""
+        from reindex.usecases.cycle import SyncPolicy, run_cycle
+
         return self._call(run_cycle, self, policy or SyncPolicy())
 
     # -- lifetime -------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any, Callable, TypedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from reindex import reports
 from reindex.config import (
     PipelineConfig,
     chunker_spec,
@@ -216,8 +217,6 @@ def cutover(
     """Catch the shadow up with the corpus, evaluate old vs new on identical queries, gate, and swap the
     alias atomically on pass. Re-running a finished cutover is a no-op; a cutover killed after the swap is
     completed first."""
-    from reindex.reports import write_cutover_reports
-
     cfg = load_resolved(config_path)
     path = Path(plan_path) if plan_path else _latest_plan_for(cfg)
     plan = read_plan(path)
@@ -252,7 +251,7 @@ def cutover(
             report = co.run_cutover(store, state, inputs)
             if report["already"]:
                 return CutoverReport(report, None)
-            return CutoverReport(report, write_cutover_reports(report, path))
+            return CutoverReport(report, reports.write_cutover_reports(report, path))
         finally:
             store.close()
 

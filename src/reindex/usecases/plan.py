@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from reindex import reports
 from reindex.config import (
     PipelineConfig,
     load_config,
@@ -160,9 +161,7 @@ def _written(plan: Plan, out: str | Path | None) -> Path | None:
     """Write ``plan`` and its reports into ``out`` (None: nowhere); the plan file's path."""
     path = write_plan(plan, out) if out is not None else None
     if path is not None:
-        from reindex.reports import write_reports
-
-        write_reports(plan, path)
+        reports.write_reports(plan, path)
     return path
 
 
