@@ -40,6 +40,7 @@ from reindex.usecases.apply import (
     apply_plan,
     check_drift,
     corpus_digest_of,
+    record_cursor,
 )
 from reindex.usecases.backends import (
     DEFAULT_CONFIG,
@@ -143,6 +144,7 @@ __all__ = [
     "parse_filters",
     "query",
     "rates_for",
+    "record_cursor",
     "reject_and_resume",
     "rollback",
     "shard_runner",

@@ -30,3 +30,6 @@ class PlanRequest:
     # Tokens the embedding model reads per input (vector.max_tokens, else the model's own), None if unknown:
     # the plan counts the chunks longer than this, which the model truncates.
     model_limit: int | None = None
+    # Read the whole source and compare content hashes even where a cursor would find the changes
+    # (``reindex sync --verify``): metadata can lie.
+    verify: bool = False

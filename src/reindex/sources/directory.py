@@ -13,6 +13,7 @@ from pathlib import Path
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
 from reindex.sources.base import Admission, BadDocument, Document, ScanReport, title_of
+from reindex.sources.cursors import Changes, Cursor, listing_changes
 
 # Metadata a directory source can carry, each opt-in by naming it in ``source.metadata_fields``.
 FILE_FIELDS = ("path", "title", "modified")
@@ -105,3 +106,35 @@ class DirectorySource:
             report.add_bad(BadDocument(f"{rel}/", f"unreadable: folder: {err.strerror or err}"))
             return []
         return sorted(items, key=lambda t: t[0], reverse=True)
+
+    # -- the cursor: a listing of (size, mtime_ns) per file; only files whose pair moved are opened ----------
+
+    cursor_kind = "listing"
+
+    def position(self) -> Cursor:
+        """Every file's (size, mtime_ns), from the folder's metadata only."""
+        return Cursor.of("listing", {}, dict(self._signatures(ScanReport())))
+
+    def changes(self, since: Cursor, report: ScanReport) -> Changes:
+        """Files added, or whose size or mtime moved since ``since`` (read and hashed), and files gone."""
+        return listing_changes(self._signatures(report), since, self._read_wanted, report, "files")
+
+    def _signatures(self, report: ScanReport) -> Iterator[tuple[str, str]]:
+        for doc_id, path in self._files(report):
+            try:
+                st = path.stat()
+            except OSError:
+                yield doc_id, "unreadable"  # never "gone": it is read, and reported as unreadable
+                continue
+            yield doc_id, f"{st.st_size}:{st.st_mtime_ns}"
+
+    def _read_wanted(self, wanted: set[str], report: ScanReport) -> Iterator[Document]:
+        """The files of ``wanted`` through :meth:`scan` (the one place files are opened), their bad ones
+        reported (the walk's own findings were reported by the listing)."""
+        scratch = ScanReport()
+        for doc in self.scan(scratch, keep=wanted.__contains__):
+            report.add(doc)
+            yield doc
+        for bad in scratch.bad:
+            if bad.doc_id in wanted:
+                report.add_bad(bad)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from reindex.config import SourceConfig
 from reindex.errors import ReindexError, SourceError, StateError
 from reindex.sources.base import Admission, Document, ScanReport
+from reindex.sources.cursors import Changes, Cursor, listing_changes
 from reindex.sources.directory import matches
 from reindex.stores.objects import S3ObjectStore, split_s3_uri
 
@@ -83,3 +84,35 @@ class S3Source:
             doc = admission.admit(key, got, n, metadata=meta)
             if doc is not None:
                 yield doc
+
+    # -- the cursor: a listing of (ETag, LastModified, size) per object; only objects whose triple moved are read
+
+    cursor_kind = "listing"
+
+    def position(self) -> Cursor:
+        """Every object's (ETag, LastModified, size), from the bucket's listing only."""
+        return Cursor.of("listing", {}, dict(self._signatures(ScanReport())))
+
+    def changes(self, since: Cursor, report: ScanReport) -> Changes:
+        """Objects added, or whose ETag, LastModified or size moved since ``since`` (read), and objects gone."""
+        return listing_changes(self._signatures(report), since, self._read_wanted, report, "objects")
+
+    def _signatures(self, report: ScanReport) -> Iterator[tuple[str, str]]:
+        try:
+            for key, etag, modified, size in self.store.iter_listing():
+                if not matches(posixpath.basename(key), self.cfg.include):
+                    report.skipped += 1
+                    continue
+                yield key, f"{etag}|{modified}|{size}"
+        except StateError as err:
+            raise SourceError(f"cannot list source {self.uri}: {err}") from None
+
+    def _read_wanted(self, wanted: set[str], report: ScanReport) -> Iterator[Document]:
+        """The objects of ``wanted`` through :meth:`scan`, their bad ones reported."""
+        scratch = ScanReport()
+        for doc in self.scan(scratch, keep=wanted.__contains__):
+            report.add(doc)
+            yield doc
+        for bad in scratch.bad:
+            if bad.doc_id in wanted:
+                report.add_bad(bad)

@@ -98,6 +98,12 @@ class Index:
 
         return self._call(make_plan, self._config_arg, out=self.plans_dir if out is ... else out, **kwargs)
 
+    def record_cursor(self, plan: Any) -> bool:
+        """Record the source's cursor a plan with nothing to do moved (:func:`reindex.api.record_cursor`)."""
+        from reindex.usecases.apply import record_cursor
+
+        return self._call(record_cursor, plan, self._config_arg)
+
     def approve(self, plan_path: str | Path, by: str, note: str = "", *, reject: bool = False):
         """Record an approval (or, with ``reject``, a rejection) of a plan; resumes runs paused on it."""
         from reindex.usecases.runs import approve_and_resume, reject_and_resume

@@ -78,8 +78,10 @@ def make_plan(
     sample: int | None = None,
     seed: int = 0,
     progress=None,
+    verify: bool = False,
 ) -> tuple[Plan, Path | None]:
-    """Plan a change of ``config_path`` against the live population or an explicit baseline."""
+    """Plan a change of ``config_path`` against the live population or an explicit baseline. ``verify``: read
+    the whole source and compare content hashes even where its cursor would find the changes."""
     cfg = load_resolved(config_path)
     if sample is not None and sample < 2:
         raise PlanError(f"--sample: need at least 2 documents, got {sample}")
@@ -96,7 +98,7 @@ def make_plan(
         if baseline.identity is not None and baseline.identity.pipeline_id != new_pipeline:
             attach_retained(baseline, state, cfg.index, new_pipeline)
     req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg), sample=sample, seed=seed, progress=progress,
-                      model_limit=_model_limit(cfg))
+                      model_limit=_model_limit(cfg), verify=verify)
     plan = plan_change(req)
     path = write_plan(plan, out) if out is not None else None
     if path is not None:
