@@ -564,6 +564,7 @@ def test_a_postgresql_sync_reads_the_rows_past_the_mark(tmp_path: Path, postgres
     counts.clear()
     r = ix.apply(path)
     assert r.status == "done" and counts == [past, 1]  # the drift check, then the catch-up: the row at the new mark
+    assert r.report["catch_up"]["documents"] == 0  # which holds what the population holds: nothing replayed
     assert gone not in ix.points(live)
     assert ix.hashes(live)[edited] != ix.hashes(live).get(DOCS[0].name)
 
@@ -640,3 +641,62 @@ def test_a_run_killed_after_committing_its_cursor_resumes_with_its_plan(tmp_path
     state.delete(f"indexes/docs/runs/{plan.plan_hash}/done.json")
     with pytest.raises(PlanError, match=f"the live population {live} recorded another cursor since the plan"):
         ix.apply(path)
+
+
+def test_a_file_edited_during_the_sync_is_caught_up_and_the_cursor_moves_past_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex.usecases import backends
+
+    ix, corpus, live = _folder(tmp_path)
+    first, second = corpus / DOCS[0].name, corpus / DOCS[3].name
+    first.write_text(_edited(_text(first)), encoding="utf-8")
+    plan, path = ix.plan()
+    real_make = backends.make_embedder
+
+    class EditingEmbedder:  # edits another file while the sync embeds: the catch-up's to find
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.dimension, self.max_tokens = inner, inner.dimension, inner.max_tokens
+
+        def embed(self, texts: list[str]) -> Any:
+            if _text(second) == _text(DOCS[3]):
+                second.write_text(_edited(_text(second)), encoding="utf-8")
+            return self.inner.embed(texts)
+
+    monkeypatch.setattr(backends, "make_embedder", lambda *a, **kw: EditingEmbedder(real_make(*a, **kw)))
+    during = _count_file_reads(monkeypatch, corpus)
+    r = ix.apply(path)
+    monkeypatch.undo()
+    assert r.status == "done" and r.report["catch_up"]["documents"] == 1
+    # The drift check reads the planned edit, the catch-up's first round the new one; its second round starts
+    # past it and reads nothing.
+    assert during == [first.name, second.name]
+    assert ix.hashes(live)[second.name] == _content_hash(_text(second))
+    opened = _count_file_reads(monkeypatch, corpus)
+    again, _ = ix.plan()
+    assert again.kind == "none" and opened == []  # the committed cursor is the catch-up's, past the second edit
+
+
+def test_a_bad_file_is_read_and_reported_by_every_sync_and_a_broken_one_keeps_its_points(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for f in DOCS:
+        shutil.copy(f, corpus / f.name)
+    (corpus / "blank.md").write_text("   \n", encoding="utf-8")  # bad: empty
+    ix = Ix(tmp_path / "ix", {"uri": str(corpus)})
+    live = ix.build()
+    opened = _count_file_reads(monkeypatch, corpus)
+    plan, _ = ix.plan()
+    assert plan.kind == "none" and opened == ["blank.md"]  # not held by the population: read and reported again
+    assert [b["doc_id"] for b in plan.body["work"]["bad_documents"]] == ["blank.md"]
+    broken, other = corpus / DOCS[2].name, corpus / DOCS[4].name
+    broken.write_bytes(b"\0binary now")
+    other.write_text(_edited(_text(other)), encoding="utf-8")
+    assert ix.sync()["outcome"] == "applied-in-place"  # the edit is applied, and its cursor committed
+    opened.clear()
+    for _ in range(2):  # the broken file keeps its old signature: every sync reads it again until it is readable
+        plan, path = ix.plan()
+        assert plan.body["work"]["unreadable_documents"] == [broken.name] and broken.name in opened
+        assert plan.kind == "none" and ix.sync()["outcome"] == "nothing-to-do"
+        opened.clear()
+    assert ix.points(live)[broken.name] >= 1
