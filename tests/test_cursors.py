@@ -233,7 +233,7 @@ def test_a_touched_file_is_read_once_then_its_new_metadata_is_recorded(tmp_path:
     assert plan.kind == "none" and opened == []  # the sync recorded the moved mtime
 
 
-def test_a_jsonl_source_says_it_is_read_whole(tmp_path: Path) -> None:
+def test_a_jsonl_source_says_it_is_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"id": f.name, "text": _text(f)}) + "\n" for f in DOCS), encoding="utf-8")
     ix = Ix(tmp_path / "ix", {"uri": str(corpus)})
@@ -245,6 +245,12 @@ def test_a_jsonl_source_says_it_is_read_whole(tmp_path: Path) -> None:
     from reindex.reports import plan_text
 
     assert "source read whole (6 documents" in plan_text(plan, path)
+    from reindex.sources.jsonl import JsonlSource
+
+    scans: list[int] = []
+    real = JsonlSource.scan
+    monkeypatch.setattr(JsonlSource, "scan", lambda self, *a, **kw: (scans.append(1), real(self, *a, **kw))[1])
+    assert ix.sync()["outcome"] == "nothing-to-do" and len(scans) == 1  # no cursor to record: read once
 
 
 # -- S3: the listing's ETag, LastModified and size ------------------------------------------------------

@@ -199,8 +199,8 @@ def record_cursor(plan: Plan, config_path: str | Path = DEFAULT_CONFIG) -> bool:
     that the next sync starts from it. Nothing when the source moved since the plan. Returns whether a
     cursor was recorded."""
     how = plan.body["inputs"]["corpus"].get("read") or {}
-    if plan.kind.does_work or (how.get("mode") == "cursor" and not how.get("documents_read")):
-        return False  # nothing was read past the cursor: it stands where it was
+    if plan.kind.does_work or not how.get("cursor") or (how.get("mode") == "cursor" and not how.get("documents_read")):
+        return False  # a source without a cursor; or nothing was read past the cursor: it stands where it was
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
     problems, tracking = check_inputs(plan, cfg, state)
