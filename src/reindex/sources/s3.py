@@ -69,21 +69,25 @@ class S3Source:
             n += 1
             if admission.skip(key, n):
                 continue
-            try:
-                got = self.store.get_with_metadata(key) if self.cfg.metadata_fields else self.store.get(key)
-            except ReindexError as err:
-                admission.reject(key, f"unreadable: {err}")
-                continue
-            if got is None:
-                admission.reject(key, "unreadable: object was deleted during the scan")
-                continue
-            meta: tuple[tuple[str, object], ...] = ()
-            if isinstance(got, tuple):
-                got, user, modified = got
-                meta = object_metadata(self.cfg.metadata_fields, key, user, modified)
-            doc = admission.admit(key, got, n, metadata=meta)
+            doc = self._read(admission, key, n)
             if doc is not None:
                 yield doc
+
+    def _read(self, admission: Admission, key: str, n: int) -> Document | None:
+        """Object ``key`` (the ``n``-th listed) as a document, or None after reporting why it is bad."""
+        try:
+            got = self.store.get_with_metadata(key) if self.cfg.metadata_fields else self.store.get(key)
+        except ReindexError as err:
+            admission.reject(key, f"unreadable: {err}")
+            return None
+        if got is None:
+            admission.reject(key, "unreadable: object was deleted during the scan")
+            return None
+        meta: tuple[tuple[str, object], ...] = ()
+        if isinstance(got, tuple):
+            got, user, modified = got
+            meta = object_metadata(self.cfg.metadata_fields, key, user, modified)
+        return admission.admit(key, got, n, metadata=meta)
 
     # -- the cursor: a listing of (ETag, LastModified, size) per object; only objects whose triple moved are read
 
@@ -108,11 +112,9 @@ class S3Source:
             raise SourceError(f"cannot list source {self.uri}: {err}") from None
 
     def _read_wanted(self, wanted: set[str], report: ScanReport) -> Iterator[Document]:
-        """The objects of ``wanted`` through :meth:`scan`, their bad ones reported."""
-        scratch = ScanReport()
-        for doc in self.scan(scratch, keep=wanted.__contains__):
-            report.add(doc)
-            yield doc
-        for bad in scratch.bad:
-            if bad.doc_id in wanted:
-                report.add_bad(bad)
+        """The objects of ``wanted``, in key order, read by key (the listing named them: no second listing)."""
+        admission = Admission(report, unit="object")
+        for n, key in enumerate(sorted(wanted), 1):
+            doc = self._read(admission, key, n)
+            if doc is not None:
+                yield doc
