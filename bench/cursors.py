@@ -15,7 +15,7 @@ full read: the population already holds these documents); one document gets a se
 form at once (the files stay equal, so the next kind starts in step); then ``reindex plan --json`` and
 ``reindex apply PLAN --no-progress`` run as child processes. Each line of the log: wall and CPU seconds
 (user + sys of the child) of the plan and of the apply, and the bytes of source each read, counted in the
-child through the same seams the tests wrap (a folder's ``Path.read_bytes``, the JSONL file's lines, the
+child through the same seams the tests wrap (a folder source's ``_read``, the JSONL file's lines, the
 change log's lines, the Parquet column chunks read (compressed, as on disk), PostgreSQL's text and id values,
 S3 object bodies) — content and id listings, not metadata listings.
 """
@@ -178,15 +178,17 @@ def child(counts_file: str, corpus_dir: str, argv: list[str]) -> None:
     read = {"bytes": 0}
     folder = Path(corpus_dir)
 
-    real_read_bytes = Path.read_bytes
+    from reindex.sources.directory import DirectorySource
 
-    def read_bytes(self: Path) -> bytes:
-        data = real_read_bytes(self)
-        if self.is_relative_to(folder):
+    real_read = DirectorySource._read
+
+    def read_file(self, path: Path) -> bytes:
+        data = real_read(self, path)
+        if path.is_relative_to(folder):
             read["bytes"] += len(data)
         return data
 
-    Path.read_bytes = read_bytes  # type: ignore[method-assign]
+    DirectorySource._read = read_file  # type: ignore[method-assign]
 
     class Counting:
         def __init__(self, f) -> None:

@@ -522,16 +522,18 @@ def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 
 def _count_reads(monkeypatch: pytest.MonkeyPatch, folder: Path) -> list[str]:
-    """Record each file under ``folder`` whose bytes are read (by name relative to it)."""
+    """Each file under ``folder`` whose bytes are read (the folder source's one reader)."""
+    from reindex.sources.directory import DirectorySource
+
     opened: list[str] = []
-    real = Path.read_bytes
+    real = DirectorySource._read
 
-    def read_bytes(self: Path) -> bytes:
-        if self.is_relative_to(folder):
-            opened.append(self.relative_to(folder).as_posix())
-        return real(self)
+    def read(self: Any, path: Path) -> bytes:
+        if path.is_relative_to(folder):
+            opened.append(path.relative_to(folder).as_posix())
+        return real(self, path)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(DirectorySource, "_read", read)
     return opened
 
 

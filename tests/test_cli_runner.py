@@ -63,7 +63,7 @@ def test_an_unexpected_error_is_one_line_without_debug_and_a_traceback_with_it(m
     def broken(*a, **kw):
         raise RuntimeError("injected\nsecond line")
 
-    monkeypatch.setattr(api, "status", broken)
+    monkeypatch.setattr(api.Index, "open", broken)
     r = CliRunner().invoke(cli.main, ["status"])
     assert r.exit_code == 1
     assert r.output.strip() == ("error: unexpected RuntimeError: injected (run with --debug for the traceback "
@@ -80,7 +80,7 @@ def test_an_os_error_names_the_file(monkeypatch) -> None:
     def full(*a, **kw):
         raise OSError(28, "No space left on device", "/data/plans/x.json")
 
-    monkeypatch.setattr(api, "status", full)
+    monkeypatch.setattr(api.Index, "open", full)
     r = CliRunner().invoke(cli.main, ["status"])
     assert r.exit_code == 1
     assert r.output.strip() == "error: No space left on device (/data/plans/x.json); fix that and run the command again"

@@ -63,7 +63,11 @@ def test_a_live_record_with_wrong_types_is_one_line_naming_it(live) -> None:
     r = _cli(ws, "plan")
     assert r.exit_code == 1
     assert r.stderr.strip().startswith(f"error: folder {ws.root / '.reindex'}/indexes/docs/live.json: not a valid "
-                                       "live record (field 'collection' is list, not str); restore it"), r.stderr
+                                       "live record (field 'collection' is list, not str); delete it: the next "
+                                       "`reindex plan` rebuilds it from the alias"), r.stderr
+    path.unlink()  # as the message advises
+    r = _cli(ws, "plan")
+    assert r.exit_code == 0 and "none" in r.output, r.output  # the live population again, not an initial build
 
 
 def test_a_corrupt_alias_file_stops_readers_with_one_line_and_status_rewrites_it(live, caplog) -> None:

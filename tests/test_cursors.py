@@ -101,16 +101,18 @@ def _content_hash(text: str) -> str:
 
 
 def _count_file_reads(monkeypatch: pytest.MonkeyPatch, folder: Path) -> list[str]:
-    """Each file under ``folder`` whose bytes are read (the seam every folder read goes through)."""
+    """Each file under ``folder`` whose bytes are read (the folder source's one reader)."""
+    from reindex.sources.directory import DirectorySource
+
     opened: list[str] = []
-    real = Path.read_bytes
+    real = DirectorySource._read
 
-    def read_bytes(self: Path) -> bytes:
-        if self.is_relative_to(folder):
-            opened.append(self.relative_to(folder).as_posix())
-        return real(self)
+    def read(self: Any, path: Path) -> bytes:
+        if path.is_relative_to(folder):
+            opened.append(path.relative_to(folder).as_posix())
+        return real(self, path)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(DirectorySource, "_read", read)
     return opened
 
 

@@ -22,7 +22,7 @@ from reindex.approvals import approval_path
 from reindex.cli import main
 from reindex.cutover import CutoverError
 from reindex.embedders import make_embedder
-from reindex.manifests import PopulationRecord, read_live, read_population, write_population
+from reindex.manifests import Population, read_live, read_population, write_population
 
 
 def _texts(ws: Workspace, collection: str) -> set[tuple[str, str]]:
@@ -213,7 +213,7 @@ def test_rollback_gc_and_retention(two_populations: dict) -> None:
     assert api.gc(ws.config) == []
     state = ws.state()
     rb = read_population(state, "docs", b)
-    write_population(state, PopulationRecord(rb.index, rb.collection, rb.config, rb.identity, rb.state,
+    write_population(state, Population(rb.index, rb.collection, rb.config_json, rb.identity, rb.state,
                                              rb.created_at - 8 * 86400, rb.updated_at - 8 * 86400))
     res = CliRunner().invoke(main, ["gc", "-c", str(ws.config), "--dry-run"])
     assert res.exit_code == 0 and res.stdout.startswith(f"would delete {b} (retired, 8.0 days)")

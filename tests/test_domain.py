@@ -9,7 +9,7 @@ import pytest
 
 from reindex.domain import TRANSITIONS, ChangeKind, IllegalTransition, PopulationState, check_transition
 from reindex.errors import StateError
-from reindex.manifests import PopulationRecord, read_population, write_population
+from reindex.manifests import Population, read_population, write_population
 from reindex.stores.objects import open_object_store
 
 K, S = ChangeKind, PopulationState
@@ -84,8 +84,8 @@ def test_every_state_has_a_row() -> None:
 def test_write_population_enforces_the_life_cycle(tmp_path) -> None:
     state = open_object_store(str(tmp_path / "state"))
 
-    def rec(s: PopulationState) -> PopulationRecord:
-        return PopulationRecord("docs", "docs__abc", {}, {}, s, 1.0, 2.0)
+    def rec(s: PopulationState) -> Population:
+        return Population("docs", "docs__abc", {}, {}, s, 1.0, 2.0)
 
     with pytest.raises(IllegalTransition):
         write_population(state, rec(S.LIVE))  # no record yet: only building

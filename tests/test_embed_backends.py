@@ -143,7 +143,7 @@ def test_validate_fails_in_one_line_when_onnxruntime_is_missing(tmp_path: Path, 
     result = CliRunner().invoke(main, ["validate", "-c", str(cfg)])
     assert result.exit_code == 1
     assert result.output.strip() == ("error: vector.backend: onnx needs the package onnxruntime, which is not installed; "
-                                     "run `pip install 'reindex[onnx]'` (or set vector.backend: torch)")
+                                     "run `pip install 'vector-reindex[onnx]'` (or set vector.backend: torch)")
     result = CliRunner().invoke(main, ["plan", "-c", str(cfg)])
     assert result.exit_code == 1 and "onnx needs the package onnxruntime" in result.output
     assert not (tmp_path / "cache").exists()

@@ -12,7 +12,7 @@ import pytest
 from helpers_index import Workspace
 from reindex.cutover import CutoverError, gate
 from reindex.errors import PlanError
-from reindex.manifests import PopulationRecord, read_population, write_population
+from reindex.manifests import Population, read_population, write_population
 
 POLICY = SimpleNamespace(require_exact_count=True, min_recall_delta=-0.02, min_overlap=0.5)
 
@@ -89,7 +89,7 @@ def test_a_swap_whose_verifying_query_answers_from_elsewhere_is_moved_back(tmp_p
     state = ws.state()
     rec = read_population(state, "docs", b)
     wrong = {**rec.identity, "pipeline_id": "0" * 32}  # the record no longer matches what B's points say
-    write_population(state, PopulationRecord(rec.index, rec.collection, rec.config, wrong, rec.state,
+    write_population(state, Population(rec.index, rec.collection, rec.config_json, wrong, rec.state,
                                              rec.created_at, rec.updated_at))
     with pytest.raises(CutoverError, match="did not answer from"):
         ws.cutover(path)

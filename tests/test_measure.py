@@ -189,8 +189,8 @@ def _bow(texts: list[str]) -> np.ndarray:
 
 def test_retrieval_metrics_and_cache(tmp_path: Path) -> None:
     corpus = {"a.md": "apples grow on trees.\n\nred apples are sweet.", "b.md": "cars drive on roads.\n\nfast cars are loud."}
-    qs = [m.Query("q1", "en", "sweet red apples", "a.md", "red apples are sweet."),
-          m.Query("q2", "en", "loud fast cars", "b.md", "roads.\n\nfast cars")]
+    qs = [m.Query("q1", "sweet red apples", frozenset({"a.md"}), ("red apples are sweet.",), lang="en"),
+          m.Query("q2", "loud fast cars", frozenset({"b.md"}), ("roads.\n\nfast cars",), lang="en")]
     calls = []
 
     def embed(texts):
@@ -213,7 +213,7 @@ def test_retrieval_metrics_and_cache(tmp_path: Path) -> None:
 
 def test_retrieval_pool_keeps_query_documents() -> None:
     corpus = {f"d{i}": "x" for i in range(30)}
-    qs = [m.Query("q", "en", "x", "d7", "x")]
+    qs = [m.Query("q", "x", frozenset({"d7"}), ("x",), lang="en")]
     pool = m.retrieval_pool(corpus, qs, 10, seed=3)
     assert len(pool) == 10 and "d7" in pool and pool == m.retrieval_pool(corpus, qs, 10, seed=3)
     assert len(m.retrieval_pool(corpus, qs, None)) == 30
@@ -310,3 +310,22 @@ def test_default_chunkers_on_shared_pairs(shared_corpus) -> None:
     assert [c["spec"].split(":")[0] for c in data["chunkers"]] == list(m.DEFAULT_CHUNKERS)
     assert all(c["no_edit_rc"] == 0 for c in data["chunkers"])
     assert data["pairs"] == 6 and data["languages"] == ["zh"]
+
+
+def test_retrieval_metrics_golden_numbers() -> None:
+    """Pinned before the metrics moved to one home (evaluation.py): measure's document-level Hit@5, MRR and
+    nDCG@5 and evidence recall on a corpus where rankings are not all first place."""
+    words = ["apples", "trees", "cars", "roads", "ships", "seas", "birds", "skies", "fish", "rivers", "stone",
+             "walls", "clocks", "towers", "bread", "ovens"]
+    corpus = {f"d{i}.md": "\n\n".join(" ".join(words[(i * 3 + j * 5 + n) % 16] for n in range(6)) + "."
+                                      for j in range(3)) for i in range(12)}
+    qs = [m.Query(f"q{i}", " ".join(words[(i * 7 + n) % 16] for n in range(3)), frozenset({f"d{i}.md"}),
+                  (corpus[f"d{i}.md"].split("\n\n")[1],), lang="en") for i in range(12)]
+    chunker = make_chunker("paragraph:size=8", WS)
+    r = m.evaluate_retrieval(chunker, corpus, sorted(corpus), qs, embed=_bow, dim=64, fingerprint=lambda t: "fp-" + t,
+                             count=WS.count_batch, cache=None, lang="en", budget=120)
+    assert (r.queries, r.chunks) == (12, 36)
+    assert (round(r.evidence_recall, 6), round(r.hit_at_5, 6), round(r.mrr, 6), round(r.ndcg_at_5, 6)) == GOLDEN_RETRIEVAL
+
+
+GOLDEN_RETRIEVAL = (0.583333, 0.333333, 0.245406, 0.20769)

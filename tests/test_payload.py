@@ -127,7 +127,7 @@ def test_adding_a_metadata_field_is_payload_only_with_no_embedding_and_vectors_u
     again, _ = _plan(ws)
     assert again.kind == "none"
     state = api.state_store(api.load_resolved(ws / "reindex.yaml"))
-    assert read_live(state, "docs").config["source"]["metadata_fields"] == ["lang", "author"]
+    assert read_live(state, "docs").config_json["source"]["metadata_fields"] == ["lang", "author"]
 
 
 def test_plan_json_of_a_new_metadata_field_shows_zero_tokens_to_embed(ws: Path) -> None:
@@ -199,7 +199,7 @@ def test_a_population_written_with_the_text_key_is_read_and_upgraded_in_place(ws
         store.close()
     state = api.state_store(cfg)
     rec = read_live(state, "docs")
-    old_config = {k: v for k, v in rec.config.items() if k != "payload"}
+    old_config = {k: v for k, v in rec.config_json.items() if k != "payload"}
     write_population(state, type(rec)(rec.index, rec.collection, old_config, rec.identity, rec.state,
                                       rec.created_at, rec.updated_at))
     some = next(iter(legacy.values()))

@@ -238,6 +238,36 @@ def test_classify_safe_text_affecting_structural(small: dict[str, Path]) -> None
     assert code == 3 and "structural" in stdout and "**Projected:** 24.00 M chunks, +100 %, 48.00 M tokens" in stdout
 
 
+@pytest.mark.parametrize("change, kind, outcome, code", [
+    ("", "none", "safe", 0),
+    ("source: {uri: FIXTURE, metadata_fields: [lang]}", "payload-only", "payload-only", 0),
+    ("text: {tokenizer: whitespace, chunker: {kind: fixed, size: 2}}", "pipeline-scoped/text", "structural", 3),
+    ("vector: {revision: test-rev, prefix: 'passage: '}", "pipeline-scoped/vector", "text-affecting", 2),
+])
+def test_classify_and_plan_agree_on_every_kind(tmp_path: Path, change: str, kind: str, outcome: str, code: int) -> None:
+    """`reindex classify` takes its kind from the planner: for every kind it says what `reindex plan` says of the
+    same two configs over the fixture (a payload-only change was `safe (none)` beside its own explanation)."""
+    fixture = tmp_path / "fixture.jsonl"
+    fixture.write_text("".join(json.dumps({"id": k, "text": v, "lang": "en"}) + "\n" for k, v in OLD.items()))
+    base = _config(tmp_path / "base.yaml", fixture)
+    head = tmp_path / "head.yaml"
+    text = base.read_text()
+    if change:
+        key = change.split(":")[0]
+        old_line = next(ln for ln in text.splitlines() if ln.startswith(key + ":"))
+        text = text.replace(old_line, change.replace("FIXTURE", str(fixture)))
+    head.write_text(text)
+    c, stdout, _ = _run("classify", "--fixture", str(fixture), "--base", str(base), "--head", str(head), "--format",
+                        "json")
+    got = json.loads(stdout)
+    assert (c, got["kind"], got["outcome"]) == (code, kind, outcome), got
+    c, stdout, _ = _run("plan", "-c", str(head), "--baseline-config", str(base), "--baseline-corpus", str(fixture),
+                        "--out", str(tmp_path / "plans"), "--json")
+    assert json.loads(stdout)["kind"] == kind
+    md = _run("classify", "--fixture", str(fixture), "--base", str(base), "--head", str(head))[1]
+    assert f" {outcome} ({kind})" in md
+
+
 def test_estimate_cli_golden_seed_001() -> None:
     hist = Path(__file__).parent / "cases" / "seed001_buckets.csv"
     code, stdout, _ = _run("estimate", "--histogram", str(hist), "--from", "sliding:size=512,overlap=0.1",

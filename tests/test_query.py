@@ -152,6 +152,9 @@ def test_a_querier_reopens_by_itself_when_its_held_reader_fails(tmp_path: Path, 
                 raise TransientError("generation gone")
             return self.inner.query(*a, **kw)
 
+        def get_alias(self, alias):
+            return self.inner.get_alias(alias)
+
         def close(self) -> None:
             self.closed = True
             self.inner.close()

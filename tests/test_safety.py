@@ -14,7 +14,7 @@ from helpers_index import REINDEX_BIN, Workspace, subprocess_env, switched_works
 from reindex import api
 from reindex.cutover import CutoverError
 from reindex.errors import PlanError
-from reindex.manifests import PopulationRecord, read_live, read_population, write_population
+from reindex.manifests import Population, read_live, read_population, write_population
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_rollback_refuses_a_population_that_was_never_verified(switched: dict) -
     ws, b = t["ws"], t["b"]
     state = ws.state()
     rec = read_population(state, "docs", b)
-    write_population(state, PopulationRecord(rec.index, rec.collection, rec.config, rec.identity, "building",
+    write_population(state, Population(rec.index, rec.collection, rec.config_json, rec.identity, "building",
                                              rec.created_at, rec.updated_at))
     with pytest.raises(CutoverError, match=f"refusing to roll back to {b}: {b} is building"):
         api.rollback(ws.config, to=b)
@@ -423,7 +423,7 @@ def test_gc_never_picks_a_population_an_alias_points_at_even_if_its_record_says_
     ws, a = switched["ws"], switched["a"]
     state = ws.state()
     rec = read_population(state, "docs", a)
-    write_population(state, PopulationRecord(rec.index, rec.collection, rec.config, rec.identity, "retired",
+    write_population(state, Population(rec.index, rec.collection, rec.config_json, rec.identity, "retired",
                                              rec.created_at, rec.updated_at - 30 * 86400))
     (ws.root / ".reindex" / "indexes" / "docs" / "live.json").unlink()  # only the alias protects it now
     with ws.store() as s:

@@ -22,9 +22,10 @@ QDRANT_KEY = "sk-test-SECRET123-qdrant"
 AWS_SECRET = "aws-SECRET456-xyzzy-do-not-leak"
 AWS_KEY_ID = "AKIASECRET789TESTKEY"
 OPENAI_KEY = "sk-test-SECRET000-openai"
+EMBED_KEY = "sk-test-SECRET-embed-key-one"  # one the keyed embeddings class (helpers_secrets) accepts
 # The access key id is an identifier, not a secret (botocore's own DEBUG log prints it in every
 # request's Authorization header), so it is set but not searched for.
-SECRETS = (QDRANT_KEY, AWS_SECRET, OPENAI_KEY)
+SECRETS = (QDRANT_KEY, AWS_SECRET, OPENAI_KEY, EMBED_KEY)
 
 
 # A URL carrying user info (scheme://user:password@host): a credential, whatever its value.
@@ -78,22 +79,201 @@ def test_a_password_in_embed_base_url_is_refused_before_anything_is_written(
     assert BASE_URL_PASSWORD not in r.output + captured.out + captured.err
 
 
+# Issue 33: a secret in free-form params or in a URL's query string was accepted and copied into plans,
+# reports and population records (and changing it planned a vector change). Each is refused at load.
+REFUSED = [
+    ("vector: {provider: langchain, model: m.E, params: {api_key: sk-live-PA55}}",
+     "vector.params: Value error, api_key holds a secret, and the config is copied into plans, reports and population "
+     "records: put the secret in an environment variable and name the variable instead (api_key_env: "
+     "NAME_OF_THE_VARIABLE)"),
+    ("vector: {provider: llamaindex, model: m.E, params: {client_kwargs: {headers: {Authorization: Bearer PA55}}}}",
+     "vector.params: Value error, client_kwargs.headers.Authorization holds a secret, and the config is copied into "
+     "plans, reports and population records: put the secret in an environment variable and name the variable instead "
+     "(Authorization_env: NAME_OF_THE_VARIABLE)"),
+    ("vector: {provider: langchain, model: m.E, params: {credentials: [svc, PA55]}}",
+     "vector.params: Value error, credentials[0] holds a secret"),
+    ("vector: {provider: langchain, model: m.E, params: {credentials: {client_id: svc, client_data: PA55}}}",
+     "vector.params: Value error, credentials.client_id holds a secret, and the config is copied into plans, reports "
+     "and population records: put the secret in an environment variable and name the variable instead "
+     "(client_id_env: NAME_OF_THE_VARIABLE)"),
+    ("text: {chunker: {kind: langchain, splitter: m.S, params: {hf_token: PA55}}}",
+     "text.chunker.params: Value error, hf_token holds a secret"),
+    ("text: {chunker: {kind: callable, callable: 'm:f', params: {accessToken: PA55}}}",
+     "text.chunker.params: Value error, accessToken holds a secret"),
+    ("vector: {provider: langchain, model: m.E, params: {api_key_env: sk-live-PA55}}",
+     "vector.params: Value error, api_key_env must be the name of an environment variable (letters, digits and '_', "
+     "not starting with a digit), never the secret itself"),
+    ("vector: {provider: langchain, model: m.E, params: {api_key_env: 42}}",
+     "vector.params: Value error, api_key_env must be the name of an environment variable"),
+    ("vector: {provider: langchain, model: m.E, params: {model_name_env: EMBED_MODEL}}",
+     "vector.params: Value error, model_name_env: only secrets are read from the environment (a name with key, token, "
+     "secret, password, credential… in it); give model_name itself in the config"),
+    ("vector: {provider: langchain, model: m.E, params: {base_url: 'https://api.example/v1?api_key=PA55'}}",
+     "vector.params: Value error, base_url: the URL's query string holds a credential (api_key=…); remove it and read "
+     "the secret from the environment (a <name>_env parameter)"),
+    ("embed: {base_url: 'https://api.example/v1?api-version=2024&api_key=PA55'}",
+     "embed.base_url: Value error, the URL's query string holds a credential (api_key=…); remove it and put the key in "
+     "the environment variable that embed.api_key_env names"),
+    ("embed: {base_url: 'svc:PA55@embed.internal:8080/v1'}",
+     "embed.base_url: Value error, the URL holds credentials (user:password@…); remove them and put the key in the "
+     "environment variable that embed.api_key_env names"),
+    ("store: {url: 'https://qdrant.example:6333/?token=PA55'}",
+     "store.url: Value error, the URL's query string holds a credential (token=…); remove it and put the key in the "
+     "environment variable that store.api_key_env names"),
+    ("state: {uri: 's3://b/p', endpoint_url: 'https://minio:9000/?X-Amz-Signature=PA55'}",
+     "state.endpoint_url: Value error, the URL's query string holds a credential (X-Amz-Signature=…); remove it and "
+     "put them in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)"),
+    ("state: {uri: 'admin:PA55@minio:9000/bucket'}",
+     "state.uri: Value error, the URL holds credentials (user:password@…)"),
+    ("store: {api_key_env: sk-live-PA55}",
+     "store.api_key_env: Value error, must be the name of an environment variable (letters, digits and '_', not "
+     "starting with a digit), never the secret itself"),
+    ("approval: {hmac_key_env: 'PA55 PA55'}", "approval.hmac_key_env: Value error, must be the name of an environment"),
+]
+
+
+@pytest.mark.parametrize(("section", "message"), REFUSED, ids=[m.split(":")[0] + f"-{n}" for n, (_, m) in enumerate(REFUSED)])
+def test_a_secret_in_params_or_a_url_is_refused_in_one_line_without_echoing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, section: str, message: str,
+) -> None:
+    from reindex.cli import main
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("alpha\n", encoding="utf-8")
+    (tmp_path / "reindex.yaml").write_text(f"index: docs\nsource: ./corpus\n{section}\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["validate"])
+    assert r.exit_code == 1, r.output
+    assert r.output.startswith(f"error: {tmp_path / 'reindex.yaml'}: {message}") or \
+        r.output.startswith(f"error: reindex.yaml: {message}"), r.output
+    assert len(r.output.strip().splitlines()) == 1 and "PA55" not in r.output
+
+
+def test_the_secret_rule_tells_secrets_from_sizes_and_flags() -> None:
+    from reindex.config import config_from_dict, is_secret_name
+
+    assert all(map(is_secret_name, ["api_key", "openai_api_key", "apiKey", "APIKey", "X-Api-Key", "hf_token",
+                                    "access_token", "client_secret", "password", "sig", "X-Amz-Credential"]))
+    assert not any(map(is_secret_name, ["max_tokens", "tokens_per_chunk", "tiktoken_model_name", "keep_separator",
+                                        "model_kwargs", "chunk_size", "monkey"]))
+    # Flags and numbers under a secret-like name are not secrets; URLs without credentials pass.
+    cfg = config_from_dict({"index": "docs", "source": ".", "vector": {
+        "provider": "langchain", "model": "m.E", "params": {"use_auth_token": True, "api_key_env": "MY_KEY",
+                                                            "openai_api_base": "https://api.example/v1?api-version=2"}},
+        "embed": {"base_url": "https://api.example/v1?model=x#frag"}})
+    assert cfg.vector.params["api_key_env"] == "MY_KEY"
+    # Under a secret's name, every value is secret material and may come from the environment.
+    nested = {"credentials": {"client_id_env": "CLIENT_ID", "client_data_env": "CLIENT_DATA"}}
+    assert config_from_dict({"index": "docs", "source": ".", "vector": {
+        "provider": "langchain", "model": "m.E", "params": nested}}).vector.params == nested
+
+
+def test_a_record_written_before_the_rule_still_reads_and_its_secret_is_masked_in_the_plan() -> None:
+    from reindex.config import config_from_dict
+    from reindex.planner import explain_changes
+
+    key, url = "sk-live-SECRET-in-an-old-record", "https://api.example/v1?api_key=sk-live-SECRET-in-the-url"
+    rec = {"index": "docs", "source": ".", "vector": {"provider": "langchain", "model": "m.E", "params": {"api_key": key}},
+           "embed": {"base_url": url}}
+    with pytest.raises(Exception, match="api_key holds a secret"):
+        config_from_dict(rec)
+    old = config_from_dict(rec, recorded=True)
+    assert old.vector.params == {"api_key": key} and old.embed.base_url == url
+    new = config_from_dict({"index": "docs", "source": ".", "vector": {
+        "provider": "langchain", "model": "m.E", "params": {"api_key_env": "OPENAI_API_KEY"}}})
+    lines = [c["line"] for c in explain_changes(old, new)]
+    assert lines == [
+        "embed.base_url: (secret) → https://api.openai.com/v1 (operational: no re-embedding)",
+        "vector.params.api_key: (secret) → null (vector half: every vector is recomputed, nothing is reused)",
+        "vector.params.api_key_env: null → OPENAI_API_KEY (operational: no re-embedding)"], lines
+
+
+def test_the_names_of_secret_variables_are_in_no_id_and_no_digest() -> None:
+    from reindex.config import config_from_dict
+    from reindex.identity import config_digest, identity_of
+
+    def cfg(vector_params: dict, chunker_params: dict):
+        return config_from_dict({"index": "docs", "source": "/c", "vector": {
+            "provider": "langchain", "model": "m.E", "revision": "1", "params": vector_params},
+            "text": {"chunker": {"kind": "callable", "callable": "m:f", "version": "1", "params": chunker_params}}})
+
+    plain = cfg({"size": 8}, {"n": 2})
+    for named in (cfg({"size": 8, "api_key_env": "A"}, {"n": 2, "token_env": "B"}), cfg({"size": 8, "api_key_env": "C"}, {"n": 2})):
+        assert identity_of(named) == identity_of(plain) and config_digest(named) == config_digest(plain)
+    nested, empty = cfg({"size": 8, "client": {"api_key_env": "D"}}, {"n": 2}), cfg({"size": 8, "client": {}}, {"n": 2})
+    assert identity_of(nested) == identity_of(empty) and config_digest(nested) == config_digest(empty)
+    assert identity_of(cfg({"size": 9}, {"n": 2})).vector_id != identity_of(plain).vector_id
+    assert identity_of(cfg({"size": 8}, {"n": 3})).text_id != identity_of(plain).text_id
+
+
+KEYED = ("index: docs\nsource: ./corpus\ntext: {{chunker: {{kind: recursive, size: 150}}}}\n"
+         "vector: {{provider: langchain, model: {path}, dimension: 16, params: {{size: 16, api_key_env: {var}}}}}\n"
+         "apply: {{shards: 2}}\n{extra}")
+
+
+def test_rotating_a_key_or_renaming_its_variable_plans_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Invariant 16: the key is read from the environment when the class is built; neither its value nor the name
+    of its variable is in any id, so a rotation plans ``none`` and readers use the new key."""
+    from helpers_index import Workspace
+    from helpers_secrets import ACCEPTED_KEYS, PATH
+
+    from reindex import api
+
+    one, two = sorted(ACCEPTED_KEYS)
+    ws = Workspace(tmp_path / "ws")
+    ws.config.write_text(KEYED.format(path=PATH, var="REINDEX_TEST_EMBED_KEY", extra=""), encoding="utf-8")
+    monkeypatch.setenv("REINDEX_TEST_EMBED_KEY", one)
+    live = ws.build_live()
+
+    monkeypatch.setenv("REINDEX_TEST_EMBED_KEY", two)
+    plan, _ = ws.plan()
+    assert plan.kind == "none" and plan.body["changes"] == []
+    monkeypatch.delenv("REINDEX_TEST_EMBED_KEY")
+    monkeypatch.setenv("REINDEX_TEST_ROTATED", two)
+    ws.config.write_text(KEYED.format(path=PATH, var="REINDEX_TEST_ROTATED", extra=""), encoding="utf-8")
+    plan, _ = ws.plan()
+    assert plan.kind == "none", plan.body["changes"]
+    assert [c["line"] for c in plan.body["changes"]] == [
+        "vector.params.api_key_env: REINDEX_TEST_EMBED_KEY → REINDEX_TEST_ROTATED (operational: no re-embedding)"]
+    hits = api.query("the garbage collector", ws.config, k=3).results
+    assert len(hits) == 3 and ws.alias() == live
+
+    # The variable must be set; a key the provider refuses is reported without the key.
+    monkeypatch.delenv("REINDEX_TEST_ROTATED")
+    with pytest.raises(api.ConfigError, match=r"^vector.params.api_key_env: environment variable REINDEX_TEST_ROTATED "
+                                              r"is not set \(the secret is read from the environment only\)$"):
+        api.query("x", ws.config)
+    monkeypatch.setenv("REINDEX_TEST_ROTATED", "sk-revoked-SECRET-9")
+    with pytest.raises(api.ReindexError) as info:
+        api.query("x", ws.config)
+    assert str(info.value).endswith("PermissionError: 401 Unauthorized: invalid API key (secret)"), str(info.value)
+
+
 def test_no_secret_reaches_any_file_object_log_or_artifact(
     tmp_path: Path, s3_server: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture,
 ) -> None:
     from reindex.cli import main
 
-    prefect_api_url(request.config)
+    # The apply below runs as the Prefect flow on the session's test server (alone, this test used to run it
+    # in-process and find no artifact: the URL must be in the environment, where every command looks for it).
+    monkeypatch.setenv("PREFECT_API_URL", prefect_api_url(request.config))
     monkeypatch.setenv("QDRANT_API_KEY", QDRANT_KEY)
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", AWS_KEY_ID)
+    monkeypatch.setenv("REINDEX_TEST_EMBED_KEY", EMBED_KEY)
+    from helpers_secrets import ACCEPTED_KEYS, PATH
+
+    assert EMBED_KEY in ACCEPTED_KEYS
     ws = tmp_path / "ws"
     ws.mkdir()
     shutil.copytree(SAMPLE / "corpus", ws / "corpus")
+    # The embeddings class needs its API key: it reads the variable api_key_env names (issue 33).
     (ws / "reindex.yaml").write_text(
-        "index: docs\nsource: ./corpus\ntext: {chunker: {kind: recursive, size: 150}}\nvector: {provider: hash}\n"
+        "index: docs\nsource: ./corpus\ntext: {chunker: {kind: recursive, size: 150}}\n"
+        f"vector: {{provider: langchain, model: {PATH}, dimension: 16, "
+        "params: {size: 16, api_key_env: REINDEX_TEST_EMBED_KEY}}\n"
         "apply: {shards: 4}\ncutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n"
         f"store: {{path: ./qdrant}}\nstate: {{uri: s3://{s3_bucket}/reindex, endpoint_url: {s3_server}}}\n",
         encoding="utf-8",
@@ -110,13 +290,17 @@ def test_no_secret_reaches_any_file_object_log_or_artifact(
         assert r.exit_code == code, (args, r.output)
         outputs.append(r.output)
 
+    cli(["validate"])
+    cli(["calibrate", "--chunks", "16"])  # calibration/<vector id>.json in the bucket
     cli(["plan", "--json"], code=2)  # 2 = changes planned
     plan = next(p for p in (ws / "plans").glob("*.json") if p.name.count(".") == 1)
     cli(["approve", str(plan), "--by", "tester"])
-    cli(["apply", str(plan), "--no-progress"])  # through the reindex-apply flow (artifacts, logs)
+    cli(["apply", str(plan), "--no-progress", "--prefect"])  # through the reindex-apply flow (artifacts, logs)
     cli(["cutover", str(plan)])
     cli(["status", "--json"])
     assert '"docs": "docs__' in outputs[-1], outputs[-1]
+    cli(["query", "the garbage collector", "--k", "2"])
+    cli(["--debug", "plan", "--json"])  # nothing to do: exit 0
 
     leaks: list[str] = []
     files = [p for p in ws.rglob("*") if p.is_file() and "corpus" not in p.parts]
@@ -127,6 +311,7 @@ def test_no_secret_reaches_any_file_object_log_or_artifact(
     keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket)
             for o in page.get("Contents", [])]
     assert any("/populations/" in k or "population" in k for k in keys), keys[:20]
+    assert any(k.startswith("reindex/calibration/") for k in keys) and any("chunk" in k for k in keys), keys[:40]
     for k in keys:
         leaks += _leaks(f"s3://{s3_bucket}/{k}", s3.get_object(Bucket=s3_bucket, Key=k)["Body"].read())
     for n, out in enumerate(outputs):

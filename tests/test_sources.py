@@ -105,14 +105,14 @@ def test_directory_include_patterns(folder: Path) -> None:
 
 def test_directory_unreadable_file_is_bad(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injection wraps the real read: one file raises (as with a permission error)."""
-    real_read = Path.read_bytes
+    real_open = Path.open
 
-    def read_bytes(self: Path) -> bytes:
+    def open_file(self: Path, *args, **kwargs):
         if self.name == "b.txt":
             raise PermissionError(13, "Permission denied")
-        return real_read(self)
+        return real_open(self, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(Path, "open", open_file)
     docs, report = scan_all(str(folder))
     assert bad_map(report)["b.txt"] == "unreadable: Permission denied"
     assert "a.md" in [d.doc_id for d in docs] and "guide/page.html" in [d.doc_id for d in docs]

@@ -181,10 +181,108 @@ def test_sync_after_a_rollback_does_not_go_forward_again(tmp_path: Path) -> None
     assert ws.alias() == t["a"], "a cron tick undid the rollback"
 
 
+def test_sync_after_a_cli_apply_carries_out_its_cutover_through_the_gate(tmp_path: Path) -> None:
+    """Built by `reindex apply`, approved, not cut over: the sync goes on to the cutover (it used to answer "was
+    carried out before … (a rollback?)" on every tick); with a gate that cannot pass it reports gate-failed."""
+    from helpers_index import switched_workspace
+
+    t = switched_workspace(tmp_path / "ws")  # B built from an approved plan; lenient gates
+    ws = t["ws"]
+    done = _sync(ws, 0)
+    assert done["outcome"] == "cut-over" and done["cutover"]["shadow"] == t["b"], done
+    assert "moved back" not in done["message"] and ws.alias() == t["b"]
+
+    t2 = switched_workspace(tmp_path / "ws2")
+    ws2 = t2["ws"]
+    ws2.write_config(120, extra="cutover: {min_recall_delta: 2.0}")  # a recall gain of +2 cannot be reached
+    failed = _sync(ws2, 3)
+    assert failed["outcome"] == "gate-failed" and ws2.alias() == t2["a"], failed
+
+
+def test_a_missing_live_record_is_rebuilt_from_the_alias_instead_of_planning_an_initial_build(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    live = ws.build_live()
+    (ws.root / ".reindex" / "indexes" / "docs" / "live.json").unlink()
+    plan, _ = ws.plan()
+    assert plan.kind == "none", plan.kind  # not an initial build of every document
+    from reindex.manifests import read_live
+
+    rec = read_live(ws.state(), "docs")
+    assert rec is not None and rec.collection == live and rec.state == "live"
+
+
+def _doc_holds(ws: Workspace, doc_id: str, sentence: str) -> bool:
+    """Whether the live alias holds ``sentence`` in one of ``doc_id``'s chunks (as a reader finds it)."""
+    found = api.query("any", ws.config, k=200, filters={"doc_id": doc_id})
+    return any(sentence in r["page_content"] for r in found.results)
+
+
+def _append(ws: Workspace, doc_id: str, sentence: str) -> None:
+    path = ws.corpus / doc_id
+    path.write_text(path.read_text(encoding="utf-8") + f"\n\n{sentence}\n", encoding="utf-8")
+
+
+def test_document_edits_beside_a_chunker_change_reach_the_live_index_at_once(tmp_path: Path) -> None:
+    """Seed 001's two tickets: three documents are edited and the chunk size changes in the same sync. The edits
+    are applied in place to the live population under its own config; the chunker change waits for approval;
+    after approval (and one more edit, synced in place with the approval carried over) the next sync builds and
+    cuts over a population that holds every edit."""
+    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    ws = Workspace(tmp_path / "ws", extra=lenient)
+    a = ws.build_live()
+    docs = sorted(p.name for p in ws.corpus.iterdir())[:3]
+    for n, doc in enumerate(docs):
+        _append(ws, doc, f"Zebra clause {n} names the quantum socket of the first ticket.")
+    ws.write_config(120, extra=lenient)  # the second ticket: the chunker
+
+    plan, path = ws.plan()  # `reindex plan` shows both parts
+    part = plan.numbers.in_place_part
+    assert plan.kind == "pipeline-scoped/text" and part is not None
+    assert part["kind"] == "document-scoped" and part["documents"]["edited"] == 3 and (ws.plans / part["file"]).is_file()
+    r = CliRunner().invoke(main, ["plan", "-c", str(ws.config), "--out", str(ws.plans)])
+    assert "part 1, in place now: document-scoped plan" in r.output and "part 2, below" in r.output
+
+    waiting = _sync(ws, 2)
+    assert waiting["outcome"] == "awaiting-approval" and waiting["kind"] == "pipeline-scoped/text", waiting
+    assert waiting["in_place"]["kind"] == "document-scoped" and waiting["in_place"]["status"] == "done"
+    assert ws.alias() == a  # still the old population, with the edits in it
+    for n, doc in enumerate(docs):
+        assert _doc_holds(ws, doc, f"Zebra clause {n} names the quantum socket")
+    assert _sync(ws, 2)["outcome"] == "awaiting-approval"  # the same pipeline plan, nothing else to sync
+
+    ws.approve(Path(waiting["plan_file"]))
+    _append(ws, docs[0], "Zebra clause 9 arrived after the approval.")  # edits keep coming
+    done = _sync(ws, 0)
+    assert done["outcome"] == "cut-over", done
+    assert done["in_place"]["kind"] == "document-scoped"  # the new edit went in place first
+    approval = json.loads(next((ws.plans / "approvals").glob(Path(done["plan_file"]).stem + "*")).read_text())
+    assert approval["plan_hash"] == done["plan_hash"] and "carried over from plan" in approval["note"]
+    b = done["cutover"]["shadow"]
+    assert ws.alias() == b != a
+    for n, doc in enumerate(docs):
+        assert _doc_holds(ws, doc, f"Zebra clause {n} names the quantum socket")
+    assert _doc_holds(ws, docs[0], "Zebra clause 9 arrived after the approval.")
+
+
+def test_an_approval_is_not_carried_over_once_the_change_grows_past_the_bound(tmp_path: Path) -> None:
+    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    ws = Workspace(tmp_path / "ws", extra=lenient + "\napproval: {carry_over: 0.01}")
+    a = ws.build_live()
+    ws.write_config(120, extra=lenient + "\napproval: {carry_over: 0.01}")
+    waiting = _sync(ws, 2)
+    ws.approve(Path(waiting["plan_file"]))
+    for doc in sorted(p.name for p in ws.corpus.iterdir())[:6]:  # far more than 1 % more to embed
+        _append(ws, doc, " ".join(f"Growth sentence {i} of {doc} adds tokens." for i in range(40)))
+    again = _sync(ws, 2)
+    assert again["outcome"] == "awaiting-approval" and again["plan_hash"] != waiting["plan_hash"], again
+    assert again["in_place"]["status"] == "done" and ws.alias() == a
+
+
 def test_the_json_of_a_cycle_names_every_field_scripts_read(tmp_path: Path) -> None:
     ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
     out = _sync(ws, 0)
-    assert sorted(out) == ["apply", "cutover", "gc", "index", "kind", "message", "outcome", "plan_file", "plan_hash"]
+    assert sorted(out) == ["apply", "cutover", "gc", "in_place", "index", "kind", "message", "outcome", "plan_file",
+                           "plan_hash"]
     assert out["index"] == "docs" and out["gc"] == []
     assert out["plan_hash"] == json.loads(Path(out["plan_file"]).read_text())["plan_hash"]
 
@@ -263,7 +361,7 @@ def test_plans_go_to_plans_in_the_working_folder_and_nothing_to_do_says_so(tmp_p
     assert built.outcome == "cut-over" and Path(built.plan_file).resolve().parent == tmp_path / "plans"
     assert idle.as_dict() | {"message": "", "plan_hash": ""} == {
         "outcome": "nothing-to-do", "index": "docs", "message": "", "plan_file": None,
-        "plan_hash": "", "kind": "none", "apply": None, "cutover": None, "gc": []}
+        "plan_hash": "", "kind": "none", "apply": None, "cutover": None, "gc": [], "in_place": None}
     assert len(idle.plan_hash) == 32 and idle.plan_hash != built.plan_hash  # the no-op plan just made
     assert idle.message == "nothing to do: index 'docs' matches its config and corpus" and idle.exit_code == 0
 

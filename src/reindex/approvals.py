@@ -29,8 +29,8 @@ from reindex.errors import ApprovalError
 from reindex.planner import Plan, PlanError
 
 __all__ = [
-    "APPROVAL_SCHEMA", "REJECTION_SCHEMA", "Approval", "Rejection", "approval_path", "approve", "check_approval",
-    "check_not_rejected", "read_approval", "read_rejection", "reject", "rejection_path", "signing_key",
+    "APPROVAL_SCHEMA", "REJECTION_SCHEMA", "Approval", "Rejection", "approval_path", "approve", "carry_over", "check_approval",
+    "check_not_rejected", "read_approval", "read_rejection", "reject", "rejection_path", "same_change", "signing_key",
 ]
 
 APPROVAL_SCHEMA = "reindex/approval/v1"
@@ -157,6 +157,44 @@ def approve(plan: Plan, plan_path: str | Path, by: str, note: str = "",
     path = approval_path(plan_path)
     atomic_write_text(path, json.dumps(rec.as_dict(), indent=2, ensure_ascii=False) + "\n")
     return rec, path
+
+
+def same_change(a: Plan, b: Plan) -> bool:
+    """Two plans of one pipeline change: same index, kind and config, against the same live population (their
+    corpus and the live population's documents may differ: edits synced in place meanwhile)."""
+    x, y = a.body["inputs"], b.body["inputs"]
+    return (a.index == b.index and a.kind == b.kind and a.kind.pipeline_scoped
+            and x["config"]["digest"] == y["config"]["digest"]
+            and x["baseline"].get("collection") == y["baseline"].get("collection")
+            and x["baseline"].get("pipeline_id") == y["baseline"].get("pipeline_id"))
+
+
+def carry_over(fresh: Plan, fresh_path: str | Path, approved: Plan, approval: Approval, share: float,
+               key: bytes | None = None) -> Approval | None:
+    """Record ``approval`` of ``approved`` as the approval of ``fresh`` (a re-plan of the same change, see
+    :func:`same_change`) when its tokens to embed and new vectors are each within ``share`` of the approved
+    plan's; None (nothing written) otherwise, or when either plan was rejected."""
+    if share <= 0 or not same_change(fresh, approved) or approval.plan_hash != approved.plan_hash:
+        return None
+    if approval.rejection is not None and approval.rejection.plan_hash == approved.plan_hash:
+        return None
+    rej = read_rejection(fresh_path)
+    if rej is not None and rej.plan_hash == fresh.plan_hash:
+        return None
+    a, f = approved.numbers, fresh.numbers
+    moves = {"tokens to embed": (a.tokens_to_embed, f.tokens_to_embed), "new vectors": (a.vectors_new, f.vectors_new)}
+    for old, new in moves.values():
+        if abs(new - old) > share * max(old, 1):
+            return None
+    said = ", ".join(f"{what} {old:,} → {new:,}" for what, (old, new) in moves.items())
+    note = (f"carried over from plan {approved.plan_hash[:12]} approved by {approval.by} at {approval.at} "
+            f"(same change; {said}; within approval.carry_over {share:.0%})"
+            + (f": {approval.note}" if approval.note else ""))
+    rec = Approval(fresh.plan_hash, fresh.index, fresh.kind, approval.by, note, _now())
+    if key is not None:
+        rec = replace(rec, signature=_sign(rec.signed_fields(), key))
+    atomic_write_text(approval_path(fresh_path), json.dumps(rec.as_dict(), indent=2, ensure_ascii=False) + "\n")
+    return rec
 
 
 def reject(plan: Plan, plan_path: str | Path, by: str, reason: str = "") -> tuple[Rejection, Path]:

@@ -221,13 +221,14 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
     from reindex import api
     from reindex.reports import plan_text
 
-    p, path = api.make_plan(config_path, baseline_config=baseline_config, baseline_corpus=baseline_corpus,
-                            out=out, sample=sample, seed=seed, verify=verify)
+    with api.Index.open(config_path) as ix:
+        p, path = ix.plan(baseline_config=baseline_config, baseline_corpus=baseline_corpus, out=out, sample=sample,
+                          seed=seed, verify=verify)
     if as_json:
         _emit_json({**p.summary(), "plan_file": str(path)})
     else:
         click.echo(plan_text(p, path))
-    ctx.exit(0 if p.kind == "none" else 2)
+    ctx.exit(2 if p.kind.does_work else 0)
 
 
 @main.command()
@@ -380,7 +381,8 @@ def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_
     """
     from reindex import api
 
-    r = api.calibrate(config_path, chunks=chunks, backends_to_measure=backend_specs)
+    with api.Index.open(config_path) as ix:
+        r = ix.calibrate(chunks=chunks, backends_to_measure=backend_specs)
     if as_json:
         _emit_json(r)
         return
@@ -428,9 +430,9 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
     from reindex.runners import parse_task_runner
 
     parse_task_runner(task_runner)  # a bad spec fails before any work
-    with ApplyProgress(enabled=not no_progress and not as_json, announce=not as_json) as bar:
-        r = api.apply_plan(plan_file, config_path, replan=replan, progress=bar, prefect=prefect,
-                           task_runner=task_runner)
+    with ApplyProgress(enabled=not no_progress and not as_json, announce=not as_json) as bar, \
+            api.Index.open(config_path) as ix:
+        r = ix.apply(plan_file, replan=replan, progress=bar, prefect=prefect, task_runner=task_runner)
     if as_json:
         _emit_json(r.as_dict())
     else:
@@ -503,7 +505,8 @@ def cutover(plan_file: str | None, config_path: str, queries: str | None, k: int
     from reindex import api
     from reindex.reports import cutover_text
 
-    r = api.cutover(plan_file, config_path, queries=queries, k=k, force=force)
+    with api.Index.open(config_path) as ix:
+        r = ix.cutover(plan_file, queries=queries, k=k, force=force)
     if r.report.get("already"):
         if as_json:
             _emit_json(r.as_dict())
@@ -539,7 +542,8 @@ def rollback(config_path: str, to: str | None, as_json: bool) -> None:
     """
     from reindex import api
 
-    r = api.rollback(config_path, to=to)
+    with api.Index.open(config_path) as ix:
+        r = ix.rollback(to=to)
     if as_json:
         _emit_json(r)
         return
@@ -581,8 +585,9 @@ def gc(config_path: str, older_than: str | None, dry_run: bool, force: bool, yes
             click.echo(f"  {d['collection']} ({d['state']}, {d['age_days']} days)", err=True)
         return click.confirm(f"delete {len(doomed)} population(s) and their state?", err=True)
 
-    actions = api.gc(config_path, older_than=older_than, dry_run=dry_run, names=list(collections) or None,
-                     force=force, confirm=confirm)
+    with api.Index.open(config_path) as ix:
+        actions = ix.gc(older_than=older_than, dry_run=dry_run, names=list(collections) or None, force=force,
+                        confirm=confirm)
     if as_json:
         _emit_json({"actions": actions})
     else:
@@ -601,7 +606,7 @@ def gc(config_path: str, older_than: str | None, dry_run: bool, force: bool, yes
 @click.option("--k", type=int, default=10, show_default=True, help="How many chunks.")
 @click.option("--filter", "filters", multiple=True, metavar="KEY=VALUE", help="Only chunks whose doc_id or metadata field (source.metadata_fields) equals VALUE; repeatable (all must hold).")
 @click.option("--collection", default=None, help="A population by name instead of the live alias.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: {\"results\": [{doc_id, score, page_content, metadata}]}.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: {\"population\", \"vector_id\", \"model\", \"mode\", \"note\", \"results\": [{doc_id, score, page_content, metadata}]}.")
 def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collection: str | None, as_json: bool) -> None:
     """Search the live alias as a reader would (works while apply or cutover runs).
 
@@ -611,10 +616,17 @@ def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collect
     """
     from reindex import api
 
-    r = api.query(text, config_path, k=k, filters=api.parse_filters(filters), collection=collection)
+    with api.Index.open(config_path) as ix:
+        r = ix.query(text, k=k, filters=api.parse_filters(filters), collection=collection)
     if as_json:
-        _emit_json({"results": list(r.results)})
+        _emit_json({"population": r.population, "vector_id": r.vector_id, "model": r.model, "mode": r.mode,
+                    "note": r.note, "results": list(r.results)})
         return
+    m = r.model
+    click.echo(f"{r.population} ({m.get('provider')} {m.get('model')}, {m.get('backend')}/{m.get('precision')}, "
+               f"{m.get('dimension')} dims; serving mode {r.mode})")
+    if r.note:
+        click.echo(f"note: {r.note}")
     for n, hit in enumerate(r.results, 1):
         snippet = " ".join(hit["page_content"].split())[:100]
         click.echo(f"{n:2d}. {hit['score']:.3f}  {hit['doc_id']}#{hit['ordinal']}  {snippet}")
@@ -636,7 +648,8 @@ def status(config_path: str, as_json: bool) -> None:
     from reindex import api
     from reindex.reports import status_text
 
-    st = api.status(config_path)
+    with api.Index.open(config_path) as ix:
+        st = ix.status()
     if as_json:
         _emit_json(st)
         return

@@ -14,12 +14,15 @@ models belong next to the union that discriminates them.
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
+from urllib.parse import unquote_plus
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from reindex.errors import ChunkerError, ConfigError
 
@@ -32,6 +35,175 @@ OPERATIONAL = {"half": "operational"}
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Secrets never enter a config: a config is copied into plans, reports, population records and
+# error lines (DESIGN invariants 9 and 16). A secret is named in the config (``api_key_env:
+# OPENAI_API_KEY``) and read from the environment when the class that needs it is built.
+# --------------------------------------------------------------------------------------------
+
+# A name is a secret's when one of its words (split at ``_ - .`` and camelCase) is one of these:
+# api_key, accessToken, client-secret, X-Amz-Signature, sig, Authorization… but not max_tokens or tiktoken.
+_SECRET_WORDS = frozenset({
+    "key", "keys", "apikey", "token", "secret", "secrets", "password", "passwd", "pwd", "passphrase",
+    "credential", "credentials", "auth", "authorization", "bearer", "cookie", "sig", "signature", "privatekey",
+})
+ENV_SUFFIX = "_env"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ENV_NAME_RULE = "letters, digits and '_', not starting with a digit"
+# Validation context of a config read back from state (a population record): written before secrets were
+# refused, it is read as it is (a plan shows its secret-named fields masked, see :func:`redact`).
+RECORDED = {"recorded": True}
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a parameter, header or query-string name names a secret (the one rule, used wherever a
+    config is checked or derived from an object)."""
+    spaced = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name))
+    return any(w.lower() in _SECRET_WORDS for w in re.split(r"[^A-Za-z0-9]+", spaced))
+
+
+def _recorded(info: ValidationInfo | None) -> bool:
+    return bool(info is not None and info.context and info.context.get("recorded"))
+
+
+def _check_params(params: dict[str, Any], info: ValidationInfo | None = None) -> dict[str, Any]:
+    """Refuse secrets in free-form ``params`` (at any depth): a string under a secret name, a URL holding
+    credentials, and a ``<name>_env`` that is not ``<secret name>_env: VARIABLE_NAME``."""
+    if not _recorded(info):
+        _walk_params(params, "", secret=False)
+    return params
+
+
+def _walk_params(value: Any, path: str, *, secret: bool) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            name, where = str(key), f"{path}.{key}" if path else str(key)
+            if name.endswith(ENV_SUFFIX) and len(name) > len(ENV_SUFFIX):
+                base = name[: -len(ENV_SUFFIX)]
+                if not (secret or is_secret_name(base)):
+                    raise ValueError(f"{where}: only secrets are read from the environment (a name with key, token, "
+                                     f"secret, password, credential… in it); give {base} itself in the config")
+                if not isinstance(item, str) or not _ENV_NAME.fullmatch(item):
+                    raise ValueError(f"{where} must be the name of an environment variable ({_ENV_NAME_RULE}), "
+                                     "never the secret itself")
+                continue
+            _walk_params(item, where, secret=secret or is_secret_name(name))
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            _walk_params(item, f"{path}[{n}]", secret=secret)
+    elif isinstance(value, str):
+        if secret:
+            key = path.split("[", 1)[0].rsplit(".", 1)[-1]
+            raise ValueError(f"{path} holds a secret, and the config is copied into plans, reports and population "
+                             f"records: put the secret in an environment variable and name the variable instead "
+                             f"({key}{ENV_SUFFIX}: NAME_OF_THE_VARIABLE)")
+        if "://" in value:
+            try:
+                _no_credentials(value, "read the secret from the environment (a <name>_env parameter)")
+            except ValueError as err:
+                raise ValueError(f"{path}: {err}") from None
+
+
+def _no_credentials(value: str | None, fix: str, info: ValidationInfo | None = None) -> str | None:
+    """Refuse a URL carrying credentials: ``user:password@host`` (with a scheme or without one) or a
+    secret-named query-string or fragment parameter (``?api_key=…``, ``&token=…``, ``&sig=…``). A URL is
+    written into plans, reports, population records and error lines; keys come from the environment only."""
+    value = _no_userinfo(value, fix)
+    if value is None or _recorded(info):
+        return value
+    head = value.split("?", 1)[0].split("#", 1)[0]
+    if "://" not in head:
+        first = head.split("/", 1)[0]
+        if "@" in first and ":" in first.split("@", 1)[0]:
+            raise ValueError(f"the URL holds credentials (user:password@…); remove them and {fix}")
+    tail = value[len(head):]
+    for part in re.split(r"[?#&;]", tail):
+        name = unquote_plus(part.split("=", 1)[0])
+        if name and is_secret_name(name):
+            raise ValueError(f"the URL's query string holds a credential ({name}=…); remove it and {fix}")
+    return value
+
+
+def _env_name(value: str | None, info: ValidationInfo | None = None) -> str | None:
+    """A field naming an environment variable holds its name, never its value."""
+    if value is not None and not _recorded(info) and not _ENV_NAME.fullmatch(value):
+        raise ValueError(f"must be the name of an environment variable ({_ENV_NAME_RULE}), never the secret itself")
+    return value
+
+
+def without_env_names(value: Any) -> Any:
+    """``value`` (parameters) without its ``<name>_env`` entries, at any depth: the names of the variables
+    secrets are read from are operational, in no id and no digest, so rotating a key (its value or the
+    variable's name) changes nothing that is built."""
+    if isinstance(value, dict):
+        return {k: without_env_names(v) for k, v in value.items() if not str(k).endswith(ENV_SUFFIX)}
+    if isinstance(value, list):
+        return [without_env_names(v) for v in value]
+    return value
+
+
+def params_from_env(params: dict[str, Any], where: str, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``params`` as the class they build receives them: every ``<name>_env: VARIABLE`` becomes ``<name>: <the
+    variable's value>`` (at any depth). ConfigError when a variable is not set."""
+    env = os.environ if environ is None else environ
+
+    def resolve(value: Any, path: str) -> Any:
+        if isinstance(value, list):
+            return [resolve(v, f"{path}[{n}]") for n, v in enumerate(value)]
+        if not isinstance(value, dict):
+            return value
+        out = {}
+        for key, item in value.items():
+            name, at = str(key), f"{path}.{key}"
+            if name.endswith(ENV_SUFFIX) and isinstance(item, str):
+                if item not in env:
+                    raise ConfigError(f"{at}: environment variable {item} is not set (the secret is read from the "
+                                      "environment only)")
+                out[name[: -len(ENV_SUFFIX)]] = env[item]
+            else:
+                out[key] = resolve(item, at)
+        return out
+
+    return resolve(params, where)
+
+
+def scrub(text: str, params: dict[str, Any], environ: Mapping[str, str] | None = None) -> str:
+    """``text`` (an error line from a class built with ``params``) with the value of every variable a
+    ``<name>_env`` parameter names replaced by ``(secret)``: a class may quote its key in an error."""
+    env = os.environ if environ is None else environ
+    names: list[str] = []
+
+    def collect(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if str(key).endswith(ENV_SUFFIX) and isinstance(item, str):
+                    names.append(item)
+                else:
+                    collect(item)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+
+    collect(params)
+    for secret in sorted({env[n] for n in names if env.get(n)}, key=len, reverse=True):
+        text = text.replace(secret, "(secret)")
+    return text
+
+
+def redact(path: str, value: Any) -> Any:
+    """``value`` as a plan may show it: ``(secret)`` when the last key of ``path`` names a secret or the value
+    is a URL holding credentials (a population record written before secrets were refused)."""
+    key = path.rsplit(".", 1)[-1]
+    if not key.endswith(ENV_SUFFIX) and is_secret_name(key) and isinstance(value, (str, list, dict)):
+        return "(secret)"
+    if isinstance(value, str):
+        try:
+            _no_credentials(value, "")
+        except ValueError:
+            return "(secret)"
+    return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,6 +321,11 @@ class LangchainChunkerConfig(_ChunkerModel):
         "auto", description="Version of the library providing the splitter; 'auto' = the installed distribution's version."
     )
 
+    @field_validator("params")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        return _check_params(value, info)
+
 
 class CallableChunkerConfig(_ChunkerModel):
     """Any ``module:function`` returning the chunk texts of a text (chonkie, semchunk or your own code)."""
@@ -160,6 +337,11 @@ class CallableChunkerConfig(_ChunkerModel):
         "auto",
         description="'auto' = the version of the distribution providing the module, or a digest of the module's source file.",
     )
+
+    @field_validator("params")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        return _check_params(value, info)
 
 
 # A person's name on a decision (the Prefect approval form's approver): required, never blank.
@@ -366,6 +548,11 @@ class VectorHalf(_Model):
         None, gt=0, description="Input length limit in model tokens; None = the model's own limit. Longer inputs are truncated and counted."
     )
 
+    @field_validator("params")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        return _check_params(value, info)
+
     @model_validator(mode="after")
     def _backend_runs(self) -> "VectorHalf":
         if self.provider != "sentence-transformers":
@@ -415,7 +602,8 @@ def _not_blank(value: str) -> str:
 class SourceConfig(_OpModel):
     """Where the corpus is. A plain string is accepted as ``uri``."""
 
-    uri: str = Field(description="A directory, a .jsonl or .parquet file, or s3://bucket/prefix.")
+    uri: str = Field(description="A directory, a .jsonl or .parquet file, s3://bucket/prefix, or "
+                     "postgresql://host:port/db?table=NAME.")
     id_field: str | None = Field(None, description="Id column/key (default: first of id, doc_id, _id).")
     text_field: str | None = Field(None, description="Text column/key (default: first of text, content, body).")
     metadata_fields: list[str] = Field(
@@ -430,6 +618,11 @@ class SourceConfig(_OpModel):
         None, description="S3 endpoint (MinIO, a test server); credentials come from the environment only."
     )
     batch_rows: int = Field(1024, gt=0, description="Rows per batch when reading Parquet.")
+    follow_symlinks: bool = Field(
+        False,
+        description="A folder source: read symlinks that point outside the folder (and enter linked folders "
+        "there). Off: such a link is a bad document, never read. Neither half: it decides which documents "
+        "exist, which the corpus digest records.")
     kind: Literal["auto", "changelog"] = Field(
         "auto", description="What the uri holds: auto (by its scheme and suffix) or changelog (an append-only JSONL "
         "log of {\"op\": \"upsert\"|\"delete\", \"doc_id\": …, \"text\": …} entries; a sync reads it from the "
@@ -448,17 +641,21 @@ class SourceConfig(_OpModel):
 
     @field_validator("uri")
     @classmethod
-    def _uri_given(cls, value: str) -> str:
-        value = _no_userinfo(_not_blank(value), _S3_FIX)
+    def _uri_given(cls, value: str, info: ValidationInfo) -> str:
         if value.split("://", 1)[0] in ("postgresql", "postgres") and "password=" in value.split("?", 1)[-1]:
             raise ValueError("the URL holds a password; remove it and put it in the environment (PGPASSWORD, or the "
                              "variable source.password_env names)")
-        return value
+        return _no_credentials(_not_blank(value), _S3_FIX, info)
+
+    @field_validator("password_env")
+    @classmethod
+    def _password_env_name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _env_name(value, info)
 
     @field_validator("endpoint_url")
     @classmethod
-    def _endpoint_without_credentials(cls, value: str | None) -> str | None:
-        return _no_userinfo(value, _S3_FIX)
+    def _endpoint_without_credentials(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _no_credentials(value, _S3_FIX, info)
 
     @model_validator(mode="before")
     @classmethod
@@ -523,8 +720,13 @@ class StoreConfig(_OpModel):
 
     @field_validator("url")
     @classmethod
-    def _url_without_credentials(cls, value: str | None) -> str | None:
-        return _no_userinfo(value, "put the key in the environment variable that store.api_key_env names")
+    def _url_without_credentials(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _no_credentials(value, "put the key in the environment variable that store.api_key_env names", info)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _names_a_variable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _env_name(value, info)
 
 
 class StateConfig(_OpModel):
@@ -535,15 +737,15 @@ class StateConfig(_OpModel):
 
     @field_validator("uri")
     @classmethod
-    def _uri_given(cls, value: str) -> str:
+    def _uri_given(cls, value: str, info: ValidationInfo) -> str:
         if not value.strip():
             raise ValueError("must not be empty (a folder, or s3://bucket/prefix; leave state out for .reindex)")
-        return _no_userinfo(value, _S3_FIX)
+        return _no_credentials(value, _S3_FIX, info)
 
     @field_validator("endpoint_url")
     @classmethod
-    def _endpoint_without_credentials(cls, value: str | None) -> str | None:
-        return _no_userinfo(value, _S3_FIX)
+    def _endpoint_without_credentials(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _no_credentials(value, _S3_FIX, info)
 
 
 class CostConfig(_OpModel):
@@ -577,8 +779,13 @@ class EmbedConfig(_OpModel):
 
     @field_validator("base_url")
     @classmethod
-    def _url_without_credentials(cls, value: str) -> str:
-        return _no_userinfo(value, "put the key in the environment variable that embed.api_key_env names")
+    def _url_without_credentials(cls, value: str, info: ValidationInfo) -> str:
+        return _no_credentials(value, "put the key in the environment variable that embed.api_key_env names", info)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _names_a_variable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _env_name(value, info)
 
     @field_validator("device")
     @classmethod
@@ -596,10 +803,20 @@ class ApprovalConfig(_OpModel):
     max_usd: float | None = Field(1.0, ge=0.0, description="Document-scoped plans above this many dollars need approval.")
     max_removed_share: float = Field(0.05, ge=0.0, le=1.0, description="Plans removing more than this share of the live documents need approval.")
     min_readable_share: float = Field(0.5, ge=0.0, le=1.0, description="Plans whose scan could read less than this share of the live documents need approval (an unmounted or emptied source).")
+    carry_over: float = Field(
+        0.10, ge=0.0, le=1.0, description="An approval of a pipeline-scoped plan carries over to a re-plan of the same "
+        "change (same config, same live population, same kind) whose tokens to embed and new vectors are each within "
+        "this share of the approved plan's: document edits synced in place meanwhile need no second approval. "
+        "0 = every re-plan needs its own approval.")
     hmac_key_env: str | None = Field(
         None, description="Environment variable holding a secret key: `reindex approve` signs each approval with it "
         "(HMAC-SHA256) and apply and `cutover --force` refuse an unsigned or badly signed one; None = approvals are "
         "plain files (whoever can write plans/ can approve).")
+
+    @field_validator("hmac_key_env")
+    @classmethod
+    def _names_a_variable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _env_name(value, info)
 
 
 class ApplyConfig(_OpModel):
@@ -721,12 +938,13 @@ def _first_error(err: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
-def config_from_dict(data: Any, origin: str = "<config>") -> PipelineConfig:
-    """Validate a parsed config mapping; errors name ``origin`` and the field path."""
+def config_from_dict(data: Any, origin: str = "<config>", *, recorded: bool = False) -> PipelineConfig:
+    """Validate a parsed config mapping; errors name ``origin`` and the field path. ``recorded``: a config
+    read back from state (a population record), accepted even if written before secrets were refused."""
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a mapping at the top level, got {type(data).__name__}")
     try:
-        return PipelineConfig.model_validate(data)
+        return PipelineConfig.model_validate(data, context=RECORDED if recorded else None)
     except ValidationError as err:
         raise ConfigError(f"{origin}: {_first_error(err)}") from None
 

@@ -16,10 +16,11 @@ from reindex.domain import PopulationState
 from reindex.errors import CutoverError
 from reindex.execution import crashpoint
 from reindex.manifests import (
-    PopulationRecord,
+    Population,
     count_chunk_manifest_rows,
     index_prefix,
     population_prefix,
+    read_apply_record,
     read_chunk_manifest_columns,
     read_json,
     read_live,
@@ -127,7 +128,7 @@ def _gate_rules(store: Any, state: ObjectStore, i: CutoverInputs, evaluation: di
     """The gate against the shadow's chunk manifest (the plan's chunks plus catch-up changes) and the apply's
     own record of its run in the state store (the run report beside the plan is a copy for people: a plan
     folder moved or cleaned must not change what the gate sees)."""
-    run = read_json(state, f"{index_prefix(i.index)}/runs/{i.plan_hash}/done.json") or {}
+    run = read_apply_record(state, i.index, i.plan_hash) or {}
     expected_points = count_chunk_manifest_rows(state, i.index, i.shadow)
     return gate(i.policy, evaluation, shadow_points=store.count(i.shadow), planned_chunks=expected_points,
                 failures=len(run.get("failures", [])), k=i.k)
@@ -174,7 +175,7 @@ def verify_population(store: Any, state: ObjectStore, index: str, collection: st
         step = max(1, len(rows) // sample)
         picked = rows[::step][:sample]
         found = {p.id: p for p in store.retrieve(collection, [r[0] for r in picked], with_vectors=True)}
-        dim = rec.config.get("vector", {}).get("dimension")
+        dim = rec.config.vector.dimension
         for point_id, doc_id, fingerprint in picked:
             p = found.get(point_id)
             if p is None or p.vector is None:
@@ -221,6 +222,28 @@ def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: st
 def pending_intent(state: ObjectStore, index: str) -> dict | None:
     """An alias move that was started and not finished (a killed cutover or rollback), if any."""
     return read_json(state, _intent_key(index))
+
+
+def restore_live(store: Any, state: ObjectStore, index: str) -> dict | None:
+    """Rebuild a missing ``live.json`` from what the alias serves and the population records (the alias is
+    the truth readers see; the live record is its bookkeeping). Returns what was restored, or None when
+    there is a live record already, or no alias, or the alias names a collection without a record."""
+    if read_json(state, f"{index_prefix(index)}/live.json"):
+        return None
+    target = store.get_alias(index)
+    rec = read_population(state, index, target) if target else None
+    if rec is None:
+        return None
+    previous = None
+    for key in sorted(state.list(f"{index_prefix(index)}/history/"), reverse=True):
+        moved = read_json(state, key) or {}
+        if moved.get("to") == target:
+            previous = moved.get("from")
+            break
+    write_live(state, index, target, previous)
+    if rec.state is not PopulationState.LIVE:
+        _set_state(state, index, target, PopulationState.LIVE, time.time())
+    return {"index": index, "collection": target, "previous": previous}
 
 
 def reconcile(store: Any, state: ObjectStore, index: str) -> dict | None:
@@ -285,8 +308,7 @@ def _set_state(state: ObjectStore, index: str, collection: str, value: Populatio
     rec = read_population(state, index, collection)
     if rec is None:
         return
-    write_population(state, PopulationRecord(rec.index, rec.collection, rec.config, rec.identity, value,
-                                             rec.created_at, at))
+    write_population(state, rec.with_state(value, at=at))
 
 
 def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None,
@@ -306,13 +328,13 @@ def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None,
     return _finish_move(state, index, "rollback", target, current, time.time())
 
 
-def populations(state: ObjectStore, index: str) -> list[PopulationRecord]:
+def populations(state: ObjectStore, index: str) -> list[Population]:
     keys = [k for k in state.list(f"{index_prefix(index)}/populations/") if k.endswith("/population.json")]
     out = []
     for k in keys:
         d = read_json(state, k)
         if d:
-            out.append(PopulationRecord.from_dict(d, f"{state.describe()}/{k}"))
+            out.append(Population.from_dict(d, f"{state.describe()}/{k}"))
     return sorted(out, key=lambda r: r.created_at)
 
 

@@ -137,11 +137,20 @@ def evidence_recalled(packed: Sequence[Candidate], evidence: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Query:
+    """A labelled query (the cutover's, the forecast's and ``reindex measure``'s): its text, the relevant
+    document ids, verbatim evidence, where it came from and, when the file says, its language."""
+
     query_id: str
     text: str
     relevant: frozenset[str] = frozenset()  # relevant document ids
     evidence: tuple[str, ...] = ()
     source: str = "file"  # file | probe
+    lang: str | None = None
+
+    @property
+    def doc_path(self) -> str | None:
+        """The one relevant document of a known-item query (None when it has none or several)."""
+        return next(iter(self.relevant)) if len(self.relevant) == 1 else None
 
 
 def read_queries(path: str | Path) -> list[Query]:
@@ -190,7 +199,9 @@ def _query_of(p: Path, n: int, line: str) -> Query:
     evidence = tuple(ev) if isinstance(ev, list) else ((ev,) if ev else ())
     if not all(isinstance(e, str) for e in evidence):
         raise EvaluationError(f"{p}:{n}: 'evidence' must be a string or a list of strings")
-    return Query(str(d.get("query_id", f"q{n}")), text, frozenset(rel), evidence)
+    lang = d.get("lang")
+    return Query(str(d.get("query_id", f"q{n}")), text, frozenset(rel), evidence,
+                 lang=lang if isinstance(lang, str) and lang else None)
 
 
 _SENTENCE = re.compile(r"[^\n.!?。！？]{40,240}[.!?。！？]")

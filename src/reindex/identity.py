@@ -37,6 +37,7 @@ from reindex.config import (
     TextHalf,
     VectorHalf,
     config_from_dict,
+    without_env_names,
 )
 from reindex.errors import ConfigError
 from reindex.models import digest_path, find_tokenizer_file, resolve_model_path
@@ -75,6 +76,8 @@ def text_id(text: TextHalf) -> str:
     data = text.model_dump(mode="json")
     if text.rechunk == RechunkConfig():
         del data["rechunk"]
+    if "params" in data["chunker"]:
+        data["chunker"]["params"] = without_env_names(data["chunker"]["params"])
     return _h(TEXT_ID_VERSION.encode(), canonical_json(data).encode())
 
 
@@ -87,11 +90,14 @@ def vector_id(vector: VectorHalf) -> str:
       provider's vectors do not depend on ``model`` either. API models (and explicit non-digest
       revisions) keep ``model`` in the hash: the name is all that identifies them.
     * ``query_prefix`` is left out: it changes how queries are embedded, not any stored vector.
+    * ``<name>_env`` params are left out: they name the variable a secret is read from, and a key (its
+      value or its variable) decides no vector, so rotating one plans nothing.
 
     Both keys are left out rather than renamed, so every other population keeps its v1 id; a config
     whose hash lost ``model`` cannot collide with a v1 payload, which always had it."""
     data = vector.model_dump(mode="json")
     del data["query_prefix"]
+    data["params"] = without_env_names(data["params"])  # where secrets are read from: operational
     if not data["params"]:
         del data["params"]  # came after v1: left out while empty, so every earlier population keeps its id
     if vector.provider == "hash" or (vector.provider == "sentence-transformers" and vector.revision.startswith("sha256:")):
@@ -184,7 +190,7 @@ def payload_id_of_record(config: dict) -> str:
     population written before the payload contract (its record has no ``payload`` section)."""
     if "payload" not in config:
         return LEGACY_PAYLOAD_ID
-    return payload_id(config_from_dict(config, "population record"))
+    return payload_id(config_from_dict(config, "population record", recorded=True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,11 +348,21 @@ def config_digest(cfg: PipelineConfig) -> str:
     data = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in RUN_ONLY_SECTIONS}
     for section, name in LOCATION_FIELDS:
         data[section] = {k: v for k, v in data[section].items() if k != name}
-    return digest_json(data)
+    for part in (data["vector"], data["text"]["chunker"]):
+        if "params" in part:
+            part["params"] = without_env_names(part["params"])
+    return digest_json(_without_default_follow(data))
+
+
+def _without_default_follow(data: dict) -> dict:
+    # source.follow_symlinks came after plans existed: left out while off, so their digests still match.
+    if not data["source"].get("follow_symlinks"):
+        data["source"] = {k: v for k, v in data["source"].items() if k != "follow_symlinks"}
+    return data
 
 
 def legacy_config_digest(cfg: PipelineConfig) -> str:
     """:func:`config_digest` as plans made before issue 22 recorded it (absolute locations included), so that
     a plan made before an upgrade still applies where it was made."""
     data = cfg.model_dump(mode="json")
-    return digest_json({k: v for k, v in data.items() if k not in RUN_ONLY_SECTIONS})
+    return digest_json(_without_default_follow({k: v for k, v in data.items() if k not in RUN_ONLY_SECTIONS}))

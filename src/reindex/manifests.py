@@ -25,15 +25,17 @@ there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
+from reindex.config import PipelineConfig, config_from_dict
 from reindex.domain import PopulationState, check_transition
 from reindex.errors import StateError
-from reindex.identity import digest_json as _digest_json
+from reindex.identity import digest_json as _digest_json, identity_of, payload_id_of_record
 from reindex.stores.objects import ObjectStore
 from reindex.tables import TableError, columns_from_parquet, parquet_from_columns
 
@@ -66,23 +68,68 @@ def write_json(store: ObjectStore, key: str, value: Any) -> None:
     store.put(key, (json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode())
 
 
-@dataclass(frozen=True, slots=True)
-class PopulationRecord:
-    """One population: its collection, the resolved config that built it and its ids."""
+@dataclass(frozen=True)
+class Population:
+    """One population as a value: its collection, state and identity, and the resolved config that built it
+    (both halves, the payload contract, the shard layout), read once from the state store and parsed once on
+    first use (:attr:`config`). Readers embed queries with its vector half, never the config file's
+    (invariant 14); writers build, sync and verify it under its own config."""
 
     index: str
     collection: str
-    config: dict  # resolved PipelineConfig as JSON
-    identity: dict  # Identity.as_dict()
+    config_json: dict  # the resolved PipelineConfig as recorded (JSON); :attr:`config` is it parsed
+    identity: dict  # Identity.as_dict() at build time
     state: PopulationState  # see reindex.domain: building → ready → live → retired → deleting
     created_at: float
     updated_at: float
+
+    @functools.cached_property
+    def config(self) -> PipelineConfig:
+        """The recorded config, parsed (once per value)."""
+        return config_from_dict(self.config_json, f"population {self.collection}", recorded=True)
+
+    @property
+    def vector_id(self) -> str:
+        """The vector id of the recorded vector half, as this version computes it (see ``identity_of``)."""
+        return identity_of(self.config).vector_id
+
+    @property
+    def payload_id(self) -> str:
+        """The payload contract's id of the recorded config (the legacy id for a record without one)."""
+        return payload_id_of_record(self.config_json)
+
+    def model(self) -> dict[str, Any]:
+        """What answers queries for this population: provider, model, backend, precision, dimension."""
+        v = self.config.vector
+        return {"provider": v.provider, "model": v.model, "backend": v.backend, "precision": v.precision,
+                "dimension": v.dimension}
+
+    def governs(self, cfg: PipelineConfig) -> PipelineConfig:
+        """The config an in-place sync of this population runs under while ``cfg`` (the config file) names
+        another pipeline: ``cfg``'s location, operational and policy sections, with this population's text
+        half, vector half, payload contract and metadata fields (what its points were built with), so that
+        document changes reach the live index without waiting for the pipeline change (seed 001's two
+        tickets)."""
+        own = self.config
+        source = cfg.source.model_copy(update={"metadata_fields": list(own.source.metadata_fields)})
+        return cfg.model_copy(update={"text": own.text, "vector": own.vector, "payload": own.payload,
+                                      "source": source})
+
+    def with_state(self, state: PopulationState, *, at: float | None = None) -> "Population":
+        """The same population in ``state`` (updated now, or at ``at``)."""
+        return Population(self.index, self.collection, self.config_json, self.identity, state, self.created_at,
+                          time.time() if at is None else at)
+
+    def with_config(self, config_json: dict, *, at: float | None = None) -> "Population":
+        """The same population with its recorded config replaced (a payload contract updated in place)."""
+        return Population(self.index, self.collection, config_json, self.identity, self.state, self.created_at,
+                          time.time() if at is None else at)
 
     def as_dict(self) -> dict:
         return {
             "index": self.index,
             "collection": self.collection,
-            "config": self.config,
+            "config": self.config_json,
             "identity": self.identity,
             "state": self.state,
             "created_at": self.created_at,
@@ -90,8 +137,8 @@ class PopulationRecord:
         }
 
     @classmethod
-    def from_dict(cls, d: dict, where: str = "population record") -> "PopulationRecord":
-        """The record of ``d`` (read from ``where``); a field missing or of the wrong type is a StateError."""
+    def from_dict(cls, d: dict, where: str = "population record") -> "Population":
+        """The population of ``d`` (read from ``where``); a field missing or of the wrong type is a StateError."""
         problem = _record_problem(d, _RECORD_TYPES)
         if problem is not None:
             raise StateError(f"{where}: not a valid population record ({problem}); restore it from a backup (the "
@@ -116,22 +163,22 @@ def _record_problem(d: Any, types: dict[str, Any]) -> str | None:
     return None
 
 
-def read_population(store: ObjectStore, index: str, collection: str) -> PopulationRecord | None:
+def read_population(store: ObjectStore, index: str, collection: str) -> Population | None:
     key = f"{population_prefix(index, collection)}/population.json"
     d = read_json(store, key)
     if not d:
         return None
-    return PopulationRecord.from_dict(d, f"{store.describe()}/{key}")
+    return Population.from_dict(d, f"{store.describe()}/{key}")
 
 
-def write_population(store: ObjectStore, record: PopulationRecord) -> None:
+def write_population(store: ObjectStore, record: Population) -> None:
     """Write a population record; its state may move only along :data:`reindex.domain.TRANSITIONS`."""
     old = read_population(store, record.index, record.collection)
     check_transition(record.collection, old.state if old else None, record.state)
     write_json(store, f"{population_prefix(record.index, record.collection)}/population.json", record.as_dict())
 
 
-def read_live(store: ObjectStore, index: str) -> PopulationRecord | None:
+def read_live(store: ObjectStore, index: str) -> Population | None:
     """The population the index's alias serves, per the state store (None before the first cutover)."""
     key = f"{index_prefix(index)}/live.json"
     d = read_json(store, key)
@@ -139,8 +186,8 @@ def read_live(store: ObjectStore, index: str) -> PopulationRecord | None:
         return None
     problem = _record_problem(d, {"collection": str})
     if problem is not None:
-        raise StateError(f"{store.describe()}/{key}: not a valid live record ({problem}); restore it from a backup, "
-                         "or write {\"collection\": \"<the collection the alias points at>\"} into it")
+        raise StateError(f"{store.describe()}/{key}: not a valid live record ({problem}); delete it: the next "
+                         "`reindex plan` rebuilds it from the alias and the population records")
     rec = read_population(store, index, d["collection"])
     if rec is None:
         raise StateError(
@@ -148,6 +195,21 @@ def read_live(store: ObjectStore, index: str) -> PopulationRecord | None:
             "but its record is missing; the state store is inconsistent"
         )
     return rec
+
+
+def apply_record_key(index: str, plan_hash: str) -> str:
+    """Where a finished apply of a plan records its run (written once, when no shard failed): its presence
+    means the plan's work is done; cutover's gate reads its failures and the cycle its collection."""
+    return f"{index_prefix(index)}/runs/{plan_hash}/done.json"
+
+
+def read_apply_record(store: ObjectStore, index: str, plan_hash: str) -> dict | None:
+    """The record of a finished apply of ``plan_hash``, None when none finished."""
+    return read_json(store, apply_record_key(index, plan_hash))
+
+
+def write_apply_record(store: ObjectStore, index: str, plan_hash: str, record: dict) -> None:
+    store.put(apply_record_key(index, plan_hash), json.dumps(record, sort_keys=True).encode())
 
 
 def write_live(store: ObjectStore, index: str, collection: str, previous: str | None) -> None:

@@ -208,20 +208,6 @@ def record_rejection_task(plan_path: str, rejecter: str, reason: str) -> str:
     return str(path)
 
 
-@task(name="cutover", **_TASK_OPTS)
-def cutover_task(plan_path: str, config: str, queries: str | None = None, k: int | None = None,
-                 gate: str = "enforce") -> dict:
-    """Evaluate old vs new (on the queries file, else sampled probes), gate, and swap the alias on pass
-    (``gate="force"``: also on fail, recorded with the approver)."""
-    from reindex.reports import cutover_markdown
-
-    result = api.cutover(plan_path, config, queries=queries, k=k, force=gate == "force")
-    create_markdown_artifact(key=_artifact_key("reindex-cutover", result.report["index"]),
-                             markdown=cutover_markdown(result.report),
-                             description=f"reindex cutover: {'pass' if result.passed else 'fail'}")
-    return result.as_dict()
-
-
 @task(name="gc", **_TASK_OPTS)
 def gc_task(config: str, older_than: str | None, dry_run: bool) -> list[dict]:
     """Delete retired populations past retention."""
@@ -391,27 +377,37 @@ def _schedule_gc(config: str, index: str, plans_dir: str, gc_deployment: str | N
 
 def _carry_out(plan_path: str, config: str, index: str, plans_dir: str, kind: str,
                gc_deployment: str | None, cut_opts: dict) -> dict:
-    """Apply an (approved) plan; for a new population also cut over and schedule gc."""
-
+    """Carry out an approved plan through the library's cycle (it finds the plan approved — or an approval
+    carried over to a re-plan of the same change — applies it, and for a new population cuts over through the
+    gate); then publish the cutover and schedule gc. The flow never re-sequences the steps itself."""
     logger = get_run_logger()
-    applied = api.apply_plan(plan_path, config, runner=PrefectRunner())  # a child flow run of this flow
-    if applied.status == "failed":
-        raise ReindexError(f"apply of {plan_path} failed: {len(applied.report['failures'])} failures; "
-                           f"see {applied.report_path}; run the flow again to resume")
-    out: dict[str, Any] = {"plan": plan_path, "kind": kind, "apply": applied.status, "collection": applied.collection}
-    if ChangeKind.of(kind).in_place:
-        logger.info("synced %s in place (%s)", applied.collection, applied.status)
+    with api.Index.open(config, runner=PrefectRunner()) as ix:  # shards: a child flow run of this flow
+        r = ix.sync(api.SyncPolicy(plans_dir=plans_dir, queries=cut_opts["queries"], k=cut_opts["k"],
+                                   force=cut_opts["gate"] == "force", gc=False))
+    if r.cutover is not None:
+        from reindex.reports import cutover_markdown
+
+        create_markdown_artifact(key=_artifact_key("reindex-cutover", index), markdown=cutover_markdown(r.cutover),
+                                 description=f"reindex cutover: {'pass' if r.cutover.get('passed') else 'fail'}")
+    out: dict[str, Any] = {"plan": r.plan_file or plan_path, "kind": r.kind or kind,
+                           "apply": (r.apply or {}).get("status"), "collection": (r.apply or {}).get("collection")}
+    o = r.outcome.value
+    if o == "gate-failed":
+        failed = [x for x in r.cutover["rules"] if not x["passed"]]
+        raise ReindexError(f"cutover gate failed for {r.cutover['shadow']}: "
+                           + "; ".join(f"{x['rule']}: {x['detail']}" for x in failed)
+                           + f"; the alias was not moved (report: {r.cutover['report_path']})")
+    if o in ("awaiting-approval", "rejected", "skipped"):
+        raise ReindexError(f"plan {plan_path} was approved but the cycle did not carry it out: {r.message}")
+    if o == "applied-in-place":
+        logger.info("synced %s in place (%s)", out["collection"], out["apply"])
         return out
-    cut = cutover_task(plan_path, config, **cut_opts)
-    out["cutover"] = {"passed": cut["passed"], "swap": cut["swap"], "report": cut["report_path"],
+    if o == "nothing-to-do":
+        return {**out, "apply": "nothing-to-do"}
+    out["cutover"] = {"passed": r.cutover["passed"], "swap": r.cutover["swap"], "report": r.cutover["report_path"],
                       "queries": cut_opts["queries"]}
-    if not cut["swap"]:
-        failed = [r for r in cut["rules"] if not r["passed"]]
-        raise ReindexError(f"cutover gate failed for {cut['shadow']}: "
-                           + "; ".join(f"{r['rule']}: {r['detail']}" for r in failed)
-                           + f"; the alias was not moved (report: {cut['report_path']})")
     out["gc"] = _schedule_gc(config, index, plans_dir, gc_deployment)
-    logger.info("alias %s now serves %s; gc %s at %s", index, applied.collection, out["gc"]["note"], out["gc"]["at"])
+    logger.info("alias %s now serves %s; gc %s at %s", index, out["collection"], out["gc"]["note"], out["gc"]["at"])
     return out
 
 
@@ -480,7 +476,7 @@ def reindex_flow(config: str = "reindex.yaml", index: str | None = None, plans_d
         plan_path = plan_task(config, plans_dir)
 
         plan = api.show_plan(plan_path)
-        if plan.kind == "none":
+        if plan.kind == ChangeKind.NONE:
             _result_artifact(index, f"Nothing to do: plan {plan.plan_hash[:12]} is `none`.")
             return {"plan": plan_path, "kind": "none", "status": "nothing-to-do"}
         out = _review(plan_path, config, index, plans_dir, approval_timeout_s, poll_interval_s, gc_deployment,

@@ -61,7 +61,7 @@ from reindex.locks import Fence
 from reindex.manifests import ManifestRow, shard_name, shard_of
 from reindex.pipeline import TextPipeline
 from reindex.stores.objects import ObjectStore, open_object_store
-from reindex.stores.opening import open_vector_reader, open_vector_store
+from reindex.stores.opening import backend_for
 from reindex.stores.vectors import Point, VectorStore
 
 __all__ = [
@@ -210,7 +210,7 @@ def _reader(cfg: PipelineConfig, path: str | None) -> VectorStore:
     key = f"{cfg.store.backend}:{path}"
     with _CACHE_LOCK:
         if key not in _READERS:
-            _READERS[key] = open_vector_reader(None, path, cfg.store.api_key_env, cfg.store.backend)
+            _READERS[key] = backend_for(cfg.store, path).open_reader()
         return _READERS[key]
 
 
@@ -224,14 +224,15 @@ def open_shard_context(spec: ShardSpec, *, store: VectorStore | None = None,
         hosted = _HOSTED.get(spec.key)
     if hosted is not None and store is None and embedder is None:
         return hosted
-    cfg = config_from_dict(json.loads(spec.config))
+    cfg = config_from_dict(json.loads(spec.config), recorded=True)  # validated by the coordinator (maybe a record)
     state = open_object_store(spec.state_uri, spec.state_endpoint)
     fence = spec.fence
     check = lambda: fence.check(state)  # noqa: E731
     staging: StagedWrites | None = None
     if store is None:
-        if cfg.store.url:
-            store = open_vector_store(cfg.store.url, None, cfg.store.api_key_env, cfg.store.backend)
+        backend = backend_for(cfg.store, spec.store_path)
+        if backend.capabilities.writers == "many":
+            store = backend.open()
         else:
             staging = StagedWrites(state, spec, check, lambda: _reader(cfg, spec.store_path))
             store = staging

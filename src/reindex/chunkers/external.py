@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from reindex.chunkers.base import Chunk
-from reindex.config import CallableChunkerConfig, LangchainChunkerConfig, chunker_spec
+from reindex.config import CallableChunkerConfig, LangchainChunkerConfig, chunker_spec, params_from_env, scrub
 from reindex.errors import ChunkerError
 from reindex.tokenizers import Tokenizer
 
@@ -123,10 +123,12 @@ class LangchainChunker:
 
     def __post_init__(self) -> None:
         cls = load_object(self.config.splitter, "text.chunker.splitter")
+        params = params_from_env(self.config.params, "text.chunker.params")
         try:
-            splitter = cls(**self.config.params)
+            splitter = cls(**params)
         except Exception as err:  # noqa: BLE001 - any constructor failure is one clear line
-            raise ChunkerError(f"text.chunker: cannot build {self.config.splitter}(**{self.config.params}): {err}") from None
+            raise ChunkerError(scrub(f"text.chunker: cannot build {self.config.splitter}(**{self.config.params}): {err}",
+                                     self.config.params)) from None
         if not callable(getattr(splitter, "split_text", None)):
             raise ChunkerError(f"text.chunker.splitter {self.config.splitter!r} has no split_text(text) method; "
                                "give a LangChain TextSplitter class, or use kind: callable")
@@ -152,11 +154,12 @@ class CallableChunker:
         fn = load_object(self.config.callable, "text.chunker.callable")
         if not callable(fn):
             raise ChunkerError(f"text.chunker.callable {self.config.callable!r} is a {type(fn).__name__}, not a function")
-        params = dict(self.config.params)
+        params = params_from_env(self.config.params, "text.chunker.params")
         try:
             inspect.signature(fn).bind("text", **params)
         except TypeError as err:
-            raise ChunkerError(f"text.chunker.params: {self.config.callable}(text, **{params}) cannot be called: {err}") from None
+            raise ChunkerError(scrub(f"text.chunker.params: {self.config.callable}(text, **{self.config.params}) cannot "
+                                     f"be called: {err}", self.config.params)) from None
         except ValueError:
             pass  # no signature to check (a builtin): a bad call is reported when it happens
         spec = chunker_spec(self.config)

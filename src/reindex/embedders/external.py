@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 from typing import Any
 
 import numpy as np
 
-from reindex.config import VectorHalf
+from reindex.config import VectorHalf, is_secret_name, params_from_env, scrub
 from reindex.embedders.base import EmbedResult
 from reindex.errors import ConfigError, ModelError
 
 # The method each provider kind embeds a batch of passages with.
 _METHODS = {"langchain": "embed_documents", "llamaindex": "get_text_embedding_batch"}
-# Fields never carried into a config (and so never into a plan): the class reads them from the environment.
-_SECRET = re.compile(r"(key|token|secret|password|credential)", re.IGNORECASE)
 
 
 def load_class(path: str) -> type:
@@ -46,10 +43,12 @@ class ExternalEmbedder:
             raise ConfigError(f"vector.provider: {kind!r} is not an external embeddings kind ({', '.join(_METHODS)})")
         if instance is None:
             cls = load_class(vector.model)
+            params = params_from_env(vector.params, "vector.params")
             try:
-                instance = cls(**vector.params)
+                instance = cls(**params)
             except Exception as err:  # noqa: BLE001 - a constructor failure is one clear line
-                raise ConfigError(f"vector.params: {vector.model}(**params) failed: {type(err).__name__}: {err}".splitlines()[0]) from None
+                raise ConfigError(scrub(f"vector.params: {vector.model}(**params) failed: {type(err).__name__}: {err}"
+                                        .splitlines()[0], vector.params)) from None
         method = getattr(instance, _METHODS[kind], None)
         if not callable(method):
             other = next((k for k, m in _METHODS.items() if k != kind and callable(getattr(instance, m, None))), None)
@@ -75,7 +74,8 @@ class ExternalEmbedder:
         try:
             raw = self._embed(inputs)
         except Exception as err:  # noqa: BLE001 - the class's own failure, in one line
-            raise ModelError(f"{self.vector.model}.{_METHODS[self.vector.provider]}: {type(err).__name__}: {err}".splitlines()[0]) from None
+            raise ModelError(scrub(f"{self.vector.model}.{_METHODS[self.vector.provider]}: {type(err).__name__}: {err}"
+                                   .splitlines()[0], self.vector.params)) from None
         vecs = np.asarray(raw, dtype=np.float32)
         if vecs.ndim != 2 or vecs.shape[0] != len(inputs):
             raise ModelError(f"{self.vector.model} returned {vecs.shape[0] if vecs.ndim else 0} vectors for {len(inputs)} inputs")
@@ -105,7 +105,7 @@ def vector_config_of(obj: Any) -> dict:
             fields.setdefault(name, getattr(obj, name))
     params = {}
     for name, value in fields.items():
-        if name.startswith("_") or name == "callback_manager" or _SECRET.search(name):
+        if name.startswith("_") or name == "callback_manager" or is_secret_name(name):
             continue
         try:
             json.dumps(value, allow_nan=False)

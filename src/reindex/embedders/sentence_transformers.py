@@ -158,7 +158,7 @@ def require_onnxruntime() -> None:
     if missing:
         raise ConfigError(
             f"vector.backend: onnx needs the package{'s' if len(missing) > 1 else ''} {' and '.join(missing)}, "
-            f"which {'are' if len(missing) > 1 else 'is'} not installed; run `pip install 'reindex[onnx]'` "
+            f"which {'are' if len(missing) > 1 else 'is'} not installed; run `pip install 'vector-reindex[onnx]'` "
             "(or set vector.backend: torch)")
 
 

@@ -4,7 +4,6 @@ spans, packing into a token budget, and evidence recall / Hit@5 / MRR / nDCG@5."
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 import uuid
@@ -14,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reindex.errors import MeasureError
+from reindex.errors import EvaluationError, MeasureError
+from reindex.evaluation import Query, dedupe, mrr, ndcg_at_k, read_queries, recall_at_k
 from reindex.measure._rc import AnyChunker, Counter
 from reindex.measure._stats import rounded
 from reindex.tables import TableError, read_parquet
@@ -27,31 +27,13 @@ PACK_CANDIDATES = 100
 
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
-    query_id: str
-    lang: str
-    query: str
-    doc_path: str
-    evidence: str
-
-
 def load_queries(path: str | Path) -> list[Query]:
-    """Queries in the corpus's ``queries.jsonl`` format."""
-    p = Path(path)
-    if not p.is_file():
-        raise MeasureError(f"{p}: queries file not found")
-    out = []
-    with p.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                out.append(Query(str(row["query_id"]), str(row.get("lang", "en")), row["query"], row["doc_path"], row["evidence"]))
-            except (json.JSONDecodeError, KeyError) as err:
-                raise MeasureError(f"{p}:{n}: not a query (need query_id, query, doc_path, evidence): {err}") from None
-    return out
+    """Queries in the corpus's ``queries.jsonl`` format: :func:`reindex.evaluation.read_queries`, the one
+    reader (the cutover's), as a :class:`MeasureError` naming the file and line."""
+    try:
+        return read_queries(path)
+    except EvaluationError as err:
+        raise MeasureError(str(err)) from None
 
 
 def load_corpus(path: str | Path) -> dict[str, str]:
@@ -202,8 +184,8 @@ def evaluate_retrieval(
     distinct = list(dict.fromkeys(texts))
     tok = dict(zip(distinct, count(distinct))) if distinct else {}
     qs = [q for q in queries if q.doc_path in set(doc_paths)]
-    qfps = ["query\0" + fingerprint(q.query) for q in qs]
-    qmat, _ = embed_cached([q.query for q in qs], qfps, embed, cache, dim)
+    qfps = ["query\0" + fingerprint(q.text) for q in qs]
+    qmat, _ = embed_cached([q.text for q in qs], qfps, embed, cache, dim)
     owners_arr = np.asarray(owners, dtype=object)
     recall = hits = rr = ndcg = 0.0
     for qi, q in enumerate(qs):
@@ -217,14 +199,11 @@ def evaluate_retrieval(
                 packed.append(i)
                 used += n
         mine = [spans[i] for i in packed if owners[i] == q.doc_path]
-        if any(q.evidence in t for t in _packed_texts(corpus[q.doc_path], mine)):
+        if any(e in t for e in q.evidence for t in _packed_texts(corpus[q.doc_path], mine)):
             recall += 1
-        ranked_docs = list(dict.fromkeys(owners_arr[order].tolist()))
-        rank = ranked_docs.index(q.doc_path) + 1 if q.doc_path in ranked_docs else None
-        if rank is not None:
-            rr += 1.0 / rank
-            if rank <= 5:
-                hits += 1
-                ndcg += 1.0 / math.log2(rank + 1)
+        ranked_docs = dedupe(owners_arr[order].tolist())  # a document ranks where its best chunk ranks
+        hits += recall_at_k(ranked_docs, set(q.relevant), 5)
+        rr += mrr(ranked_docs, set(q.relevant))
+        ndcg += ndcg_at_k(ranked_docs, set(q.relevant), 5)
     n = len(qs) or 1
     return RetrievalResult(lang, len(qs), len(doc_paths), len(spans), recall / n, hits / n, rr / n, ndcg / n, embedded, note)

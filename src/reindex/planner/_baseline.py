@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from reindex.config import PipelineConfig, config_from_dict
+from reindex.config import PipelineConfig
 from reindex.cursors import Committed, read_committed
 from reindex.domain import PopulationState
 from reindex.identity import (
@@ -15,7 +15,6 @@ from reindex.identity import (
     Identity,
     identity_of,
     payload_id,
-    payload_id_of_record,
 )
 from reindex.manifests import (
     ManifestRow,
@@ -167,22 +166,21 @@ def live_baseline(store: ObjectStore, index: str) -> Baseline:
     rec = read_live(store, index)
     if rec is None:
         return no_baseline()
-    cfg = config_from_dict(rec.config, f"{store.describe()} population {rec.collection}")
+    cfg = rec.config
     states = _doc_states(read_chunk_manifest_columns(store, index, rec.collection, STATE_COLUMNS),
                          lambda: read_chunk_manifest(store, index, rec.collection))
     inputs = {
         "kind": "live",
         "collection": rec.collection,
         "pipeline_id": rec.identity["pipeline_id"],
-        "config_digest": digest_json(rec.config),
+        "config_digest": digest_json(rec.config_json),
         "manifest_digest": manifest_digest(store, index, rec.collection),
     }
     texts = PreviousTexts(store, index, rec.collection, cfg.apply.shards, states) if cfg.text.rechunk.mode == "sticky" else None
     committed = read_committed(store, index, rec.collection)
     if committed is not None:
         inputs["cursor"] = committed.cursor.digest
-    return Baseline("live", cfg, states, inputs, payload_id=payload_id_of_record(rec.config), previous_texts=texts,
-                    cursor=committed)
+    return Baseline("live", cfg, states, inputs, payload_id=rec.payload_id, previous_texts=texts, cursor=committed)
 
 
 def explicit_baseline(

@@ -290,6 +290,7 @@ def _plan_body(
         "approval": {"required": needs, "reasons": reasons},
         "timing": {"planning_seconds": round(elapsed, 3),
                    "documents_per_second": round(docs_total / elapsed, 1) if elapsed else None},
+        **({"in_place_part": req.in_place_part} if req.in_place_part else {}),
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reindex.config import PipelineConfig
+from reindex.config import ENV_SUFFIX, PipelineConfig, redact
 from reindex.domain import ChangeKind
 from reindex.identity import Identity
 from reindex.planner._baseline import Baseline
@@ -44,7 +44,10 @@ def explain_changes(old: PipelineConfig, new: PipelineConfig) -> list[dict[str, 
     for path in sorted(set(a) | set(b)):
         if a.get(path) == b.get(path):
             continue
-        if path.startswith("text."):
+        old_v, new_v = redact(path, a.get(path)), redact(path, b.get(path))
+        if path.endswith(ENV_SUFFIX):  # the variable a secret is read from: in no id (rotating a key plans nothing)
+            half, effect = "operational", "operational: no re-embedding"
+        elif path.startswith("text."):
             half, effect = "text", "text half: every document is recut"
         elif path.startswith("vector."):
             half, effect = "vector", "vector half: every vector is recomputed, nothing is reused"
@@ -55,10 +58,10 @@ def explain_changes(old: PipelineConfig, new: PipelineConfig) -> list[dict[str, 
         out.append(
             {
                 "field": path,
-                "old": _show(a.get(path)),
-                "new": _show(b.get(path)),
+                "old": _show(old_v),
+                "new": _show(new_v),
                 "half": half,
-                "line": f"{path}: {_show(a.get(path))} → {_show(b.get(path))} ({effect})",
+                "line": f"{path}: {_show(old_v)} → {_show(new_v)} ({effect})",
             }
         )
     return out

@@ -68,6 +68,9 @@ class KeyNumbers:
     removed_documents: tuple[str, ...] = field(default=(), metadata=_EXTRA)
     cross_document_chunks: int = field(default=0, metadata=_EXTRA)
     cross_document_tokens: int = field(default=0, metadata=_EXTRA)
+    # The document changes of a pipeline-scoped plan, applied now in place under the live population's config
+    # (a plan of their own): {plan_hash, kind, documents, chunks_to_embed, tokens_to_embed, file}; None: none.
+    in_place_part: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
 
     def summary(self) -> dict[str, Any]:
         """What ``reindex plan --json`` prints (besides ``plan_file``)."""
@@ -75,6 +78,8 @@ class KeyNumbers:
         for f in fields(self):
             if f.metadata.get("summary", True):
                 v = getattr(self, f.name)
+                if v is None and f.metadata.get("summary") == "if-set":
+                    continue
                 out[f.name] = v.raw if isinstance(v, Documents) else v
         return out
 
@@ -112,4 +117,5 @@ def key_numbers(plan: Any) -> KeyNumbers:
         approval_reasons=tuple(b["approval"]["reasons"]), affected_documents=tuple(w["affected_documents"]),
         removed_documents=tuple(w.get("removed_documents", ())),
         cross_document_chunks=w["cross_document"]["chunks"], cross_document_tokens=w["cross_document"]["tokens"],
+        in_place_part=b.get("in_place_part"),
     )

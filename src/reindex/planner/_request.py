@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from reindex import cost as costmod
 from reindex.config import PipelineConfig
@@ -33,3 +33,6 @@ class PlanRequest:
     # Read the whole source and compare content hashes even where a cursor would find the changes
     # (``reindex sync --verify``): metadata can lie.
     verify: bool = False
+    # A pipeline-scoped change planned beside document changes: the summary of the in-place part (the same
+    # document changes applied now to the live population under its own config; see usecases.plan).
+    in_place_part: dict[str, Any] | None = None

@@ -53,8 +53,10 @@ FOOTPRINT_FORMULAS = {
 
 
 def backend_of(cfg: PipelineConfig) -> str:
-    """The store the config writes to: ``server`` when ``store.url`` is set, else the embedded backend."""
-    return "server" if cfg.store.url else cfg.store.backend
+    """The cost model of the store the config writes to (its backend's declared ``footprint``)."""
+    from reindex.stores.opening import backend_for
+
+    return backend_for(cfg.store).capabilities.footprint
 
 #: Document lengths (tokens) bucket edges for the report's histogram charts.
 LENGTH_EDGES = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)

@@ -8,6 +8,7 @@ import math
 import re
 from typing import Sequence
 
+from reindex.domain import ChangeKind
 from reindex.planner import Plan
 from reindex.reports._format import duration, human_number, num, pct
 
@@ -163,8 +164,8 @@ def chart_population(plan: Plan) -> str:
     c = plan.body["cost"]
     old, new, hrs = c["vectors_old"], c["vectors_new"], max(c["hours"], 0.0)
     peak = max(c["peak_vectors"], old, new)
-    if plan.kind == "none" or peak == 0:
-        note = f"nothing to build; the population stays at {num(old)} vectors" if plan.kind == "none" else "no vectors"
+    if plan.kind == ChangeKind.NONE or peak == 0:
+        note = f"nothing to build; the population stays at {num(old)} vectors" if plan.kind == ChangeKind.NONE else "no vectors"
         return figure_html("population", "Vector population over time", 0, note)
     blue_green = plan.kind.pipeline_scoped
     top = nice_max(peak * 1.15)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from reindex.domain import ChangeKind
 from reindex.planner import Plan
 from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 
@@ -61,15 +62,21 @@ def change_lines(plan: Plan) -> list[str]:
     d = b["work"]["documents"]
     lines = list(b.get("explanation") or [])
     moved = f"{num(d['added'])} documents added, {num(d['edited'])} edited, {num(d['removed'])} removed"
-    if plan.kind == "initial":
+    if plan.kind == ChangeKind.INITIAL:
         lines.insert(0, f"Initial build: {num(d['total'])} documents, no live population yet")
-    elif plan.kind == "none":
+    elif plan.kind == ChangeKind.NONE:
         lines.insert(0, "Nothing changes: the config and every document match the baseline")
-    elif plan.kind == "payload-only":
+    elif plan.kind == ChangeKind.PAYLOAD:
         lines.append(f"Payload only: the payloads of {num(len(b['work'].get('affected_documents', [])))} documents "
                      "are rewritten in place; no text is embedded and no vector is written")
-    elif plan.kind == "document-scoped" or b.get("documents_changed"):
+    elif plan.kind == ChangeKind.DOCUMENT or b.get("documents_changed"):
         lines.append(moved)
+    if (part := b.get("in_place_part")):
+        pd = part["documents"]
+        lines.insert(0, f"Two parts: the document changes ({num(pd['added'])} added, {num(pd['edited'])} edited, "
+                        f"{num(pd['removed'])} removed; {num(part['tokens_to_embed'])} tokens) are applied in place now "
+                        f"by plan {part['plan_hash'][:12]} ({part['kind']}, `{part['file']}`) under the live "
+                        "population's own config; this plan builds the pipeline change beside it, with the same edits")
     return lines
 
 
@@ -112,11 +119,11 @@ def rechunk_line(w: dict) -> str | None:
 def peak_note(plan: Plan) -> str:
     if plan.kind.pipeline_scoped:
         return "at cutover, old and new populations both live"
-    if plan.kind == "initial":
+    if plan.kind == ChangeKind.INITIAL:
         return "the new population"
-    if plan.kind == "none":
+    if plan.kind == ChangeKind.NONE:
         return "nothing to build"
-    if plan.kind == "payload-only":
+    if plan.kind == ChangeKind.PAYLOAD:
         return "in place: payloads are overwritten, no point is added"
     return "in place: new points are written before stale ones are deleted"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from reindex.domain import ChangeKind
 from reindex.reports._format import human_bytes
 from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line
 
@@ -34,15 +35,28 @@ def _compact(n: float) -> str:
     return f"{n:,.0f}"
 
 
+def in_place_part_line(part: Any) -> str | None:
+    """One line about the document changes of a pipeline change, planned apart and applied in place now."""
+    if not part:
+        return None
+    d = part["documents"]
+    return (f"part 1, in place now: {part['kind']} plan {part['plan_hash'][:12]} ({d['added']:,} added, "
+            f"{d['edited']:,} edited, {d['removed']:,} removed; {part['tokens_to_embed']:,} tokens to embed"
+            f"{', needs approval' if part.get('approval_required') else ''}) under the live population's own config "
+            f"→ {part['file']}; part 2, below: the pipeline change, built beside it with the same edits")
+
+
 def plan_text(plan: Any, path: Any) -> str:
     """The plan summary ``reindex plan`` and ``reindex show`` print (``path``: the plan file, or None)."""
     b = plan.body
     n = plan.numbers
     d = n.documents
     lines = [f"{n.kind}  ·  index {n.index}  ·  plan {n.plan_hash[:12]}"]
+    if (part := in_place_part_line(n.in_place_part)) is not None:
+        lines.append(f"  {part}")
     for e in b["explanation"]:
         lines.append(f"  {e}")
-    if n.kind == "payload-only":  # nothing added or removed, every edit kept its text: metadata only
+    if n.kind == ChangeKind.PAYLOAD:  # nothing added or removed, every edit kept its text: metadata only
         lines.append(f"  documents: {d.edited:,} metadata changed (same text, same chunks), "
                      f"{d.unchanged:,} unchanged, {d.bad:,} bad")
     else:
@@ -52,6 +66,10 @@ def plan_text(plan: Any, path: Any) -> str:
         )
     if (read := source_read_line(b["inputs"]["corpus"])) is not None:
         lines.append(f"  {read}")
+    bad = b["work"].get("bad_documents") or []
+    lines += [f"    bad: {x['doc_id']}: {x['reason']}" for x in bad[:5]]
+    if len(bad) > 5:
+        lines.append(f"    … and {len(bad) - 5:,} more bad documents (listed in the plan's report)")
     ratio = f" (×{n.chunks_new / n.chunks_old:.2f})" if n.chunks_old else ""
     lines.append(f"  chunks: {n.chunks_old:,} → {n.chunks_new:,}{ratio}; reused {n.chunks_reused:,}, to embed {n.chunks_to_embed:,}")
     lines.append(
@@ -101,11 +119,14 @@ def source_read_line(corpus: dict) -> str | None:
 
 def classification_text(r: Any) -> str:
     """The Markdown comment ``reindex classify --format md`` prints (for a CI job)."""
-    icon = {"safe": "✅", "text-affecting": "⚠️", "structural": "🛑"}[r.outcome]
+    icon = {"safe": "✅", "payload-only": "✅", "text-affecting": "⚠️", "structural": "🛑"}[r.outcome]
     lines = [f"### reindex: {icon} {r.outcome} ({r.kind})", ""]
     lines += [f"- `{e}`" for e in r.explanation] or ["- no config field changed"]
     lines += ["", f"Fixture of {r.fixture_documents:,} documents: {r.chunks_base:,} → {r.chunks_head:,} chunks, "
               f"{r.fingerprints_changed:,} new chunk texts, {r.tokens_base:,} → {r.tokens_head:,} tokens."]
+    if r.outcome == "payload-only":
+        lines += ["", "Payload-only: no chunk and no vector changes; every point's payload is rewritten in place "
+                  "(nothing is embedded)."]
     p = r.projection
     if p:
         pct = f", {p['change_pct']:+.0f} %" if p.get("change_pct") is not None else ""
@@ -131,10 +152,10 @@ def apply_text(r: Any) -> str:
     a, p = rep["actual"], rep["planned"]
     embedded = (f"embedded {a['embedded']:,} texts ({a['tokens_embedded']:,} tokens; planned {p['chunks_to_embed']:,} / "
                 f"{p['tokens_to_embed']:,})")
-    if r.kind == "payload-only":
+    if r.kind == ChangeKind.PAYLOAD:
         work = (f"  payloads rewritten {a.get('payload_updated', 0):,} points of {_docs(a['documents'])}, in place; "
                 "nothing embedded, no vector written")
-    elif r.kind == "document-scoped":  # the plan's chunk count is the whole index's, not the affected documents'
+    elif r.kind == ChangeKind.DOCUMENT:  # the plan's chunk count is the whole index's, not the affected documents'
         work = (f"  chunks written {a['chunks_written']:,} for {_docs(a['documents'], 'affected ')} (the index holds "
                 f"{p['chunks_new']:,} chunks after the change); reused {a['reused_from_old'] + a['reused_from_target']:,} "
                 f"vectors in place; {embedded}")
@@ -147,7 +168,7 @@ def apply_text(r: Any) -> str:
         f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
         f"skipped {a['shards_skipped']}",
     ]
-    if a.get("payload_updated") and r.kind != "payload-only":
+    if a.get("payload_updated") and r.kind != ChangeKind.PAYLOAD:
         lines.append(f"  payloads overwritten in place: {a['payload_updated']:,} points (no vector written)")
     if a["truncated"]:
         lines.append(f"  {a['truncated']:,} chunks were longer than the model's input limit and were truncated")
@@ -319,7 +340,10 @@ def status_text(st: dict[str, Any]) -> str:
             pts = f"{p['points']:,} points"
         else:
             pts = "not readable yet" if p.get("exists") else "deleted"
-        lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}  ({p['age_days']} days)")
+        m = p.get("model") or {}
+        model = (f"  {m['provider']} {m['model']} {m['backend']}/{m['precision']} {m['dimension']}d"
+                 if m.get("provider") else "")
+        lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}{model}  ({p['age_days']} days)")
     lock = st["lock"]
     if lock and lock.get("pid") is not None:
         since = (f" since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(lock['since']))}"

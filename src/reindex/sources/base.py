@@ -38,6 +38,7 @@ _KINDS = (
     ("empty", "empty"),
     ("duplicate id", "duplicate-id"),
     ("unreadable", "unreadable"),
+    ("outside the source", "outside-source"),
     ("missing text", "missing-text"),
     ("missing id", "missing-id"),
     ("malformed", "malformed"),

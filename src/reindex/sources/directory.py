@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import errno
 import os
 from datetime import UTC, datetime
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import Any
 
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
@@ -53,13 +55,22 @@ class DirectorySource:
 
     Order: entries of each folder sorted by name, folders entered where they sort, so the order is
     the same on every machine. Hidden files and folders (``.git``, ``.DS_Store``) are not part of
-    the corpus; symlinked folders are not followed (no cycles).
+    the corpus.
+
+    Nothing outside the folder is read (DESIGN invariant 16): a symlink whose target resolves outside the
+    folder's real path is a bad document (``outside the source: …``), never read, and a file is checked
+    again once opened (where it really is), so a link swapped in during the scan is caught too. Symlinks to
+    files inside the folder are read under the link's name; symlinked folders inside it are not entered
+    (their files are read under their own path). ``source.follow_symlinks: true`` reads links wherever they
+    point and enters linked folders outside the folder (a folder that links back to one it is inside is a
+    loop: reported, not entered). Hard links cannot be told from files and are read.
     """
 
     def __init__(self, cfg: SourceConfig, root: Path) -> None:
         self.cfg = cfg
         self.uri = cfg.uri
         self.root = root
+        self.real_root = Path(os.path.realpath(root))
         check_file_fields(cfg.metadata_fields, str(root))
 
     def describe(self) -> str:
@@ -67,11 +78,17 @@ class DirectorySource:
 
     def scan(self, report: ScanReport | None = None, keep: Callable[[str], bool] | None = None) -> Iterator[Document]:
         admission = Admission(report, unit="file", keep=keep)
-        for n, (doc_id, path) in enumerate(self._files(admission.report), 1):
+        for n, (doc_id, path, problem) in enumerate(self._files(admission.report), 1):
             if admission.skip(doc_id, n):
                 continue
+            if problem is not None:
+                admission.reject(doc_id, problem)
+                continue
             try:
-                data = path.read_bytes()
+                data = self._read(path)
+            except _Outside as out:
+                admission.reject(doc_id, _outside(str(out)))
+                continue
             except OSError as err:
                 admission.reject(doc_id, f"unreadable: {err.strerror or err}")
                 continue
@@ -80,32 +97,81 @@ class DirectorySource:
             if doc is not None:
                 yield doc
 
-    def _files(self, report: ScanReport) -> Iterator[tuple[str, Path]]:
+    def _read(self, path: Path) -> bytes:
+        """The file's bytes, after checking where the opened file really is (Linux: /proc/self/fd)."""
+        with path.open("rb") as f:
+            if not self.cfg.follow_symlinks:
+                proc = f"/proc/self/fd/{f.fileno()}"
+                where = Path(os.readlink(proc)) if os.path.islink(proc) else Path(os.path.realpath(path))
+                if not where.is_relative_to(self.real_root):
+                    raise _Outside(str(where))
+            return f.read()
+
+    def _files(self, report: ScanReport) -> Iterator[tuple[str, Path, str | None]]:
+        """(doc id, path, why it cannot be read or None) of every file that matches ``include``."""
         # Depth-first; a folder's entries are pushed in reverse name order so they pop in order.
-        pending = self._entries(self.root, report)
+        pending = self._entries(self.root, report, (self.real_root,))
         while pending:
-            name, path, is_dir = pending.pop()
-            if is_dir:
-                pending.extend(self._entries(path, report))
+            name, path, kind, detail = pending.pop()
+            rel = path.relative_to(self.root).as_posix()
+            if kind == "dir":
+                pending.extend(self._entries(path, report, detail))
+            elif kind == "bad-dir":
+                report.add_bad(BadDocument(f"{rel}/", detail))
             elif not matches(name, self.cfg.include):
                 report.skipped += 1
             else:
-                yield path.relative_to(self.root).as_posix(), path
+                yield rel, path, detail
 
-    def _entries(self, folder: Path, report: ScanReport) -> list[tuple[str, Path, bool]]:
-        """(name, path, is folder) of the visible files and real folders in ``folder``, reverse sorted."""
+    def _entries(self, folder: Path, report: ScanReport, ancestors: tuple[Path, ...]) -> list[tuple[str, Path, str, Any]]:
+        """(name, path, kind, detail) of the visible entries of ``folder``, reverse sorted: kind ``dir`` (detail:
+        the real paths of the folders it is inside, for loops), ``file`` (detail: None, or why a linked file
+        is not read) or ``bad-dir`` (detail: why a linked folder is not entered)."""
         try:
             with os.scandir(folder) as it:
-                items = [
-                    (e.name, Path(e.path), e.is_dir(follow_symlinks=False))
-                    for e in it
-                    if not e.name.startswith(".") and (e.is_dir(follow_symlinks=False) or e.is_file())
-                ]
+                items = []
+                for e in it:
+                    if e.name.startswith("."):
+                        continue
+                    path = Path(e.path)
+                    if e.is_symlink():
+                        item = self._link(e.name, path, ancestors)
+                        if item is not None:
+                            items.append(item)
+                    elif e.is_dir(follow_symlinks=False):
+                        # Loops can only come through followed links: only then are real paths needed.
+                        inner = (*ancestors, Path(os.path.realpath(path))) if self.cfg.follow_symlinks else ancestors
+                        items.append((e.name, path, "dir", inner))
+                    elif e.is_file(follow_symlinks=False):
+                        items.append((e.name, path, "file", None))
         except OSError as err:
             rel = folder.relative_to(self.root).as_posix()
             report.add_bad(BadDocument(f"{rel}/", f"unreadable: folder: {err.strerror or err}"))
             return []
         return sorted(items, key=lambda t: t[0], reverse=True)
+
+    def _link(self, name: str, path: Path, ancestors: tuple[Path, ...]) -> tuple[str, Path, str, Any] | None:
+        """What a symlink in the folder is to the scan: a file to read (or not, and why), a folder to enter,
+        a folder not to enter (and why), or None (a folder inside the source: read under its own path)."""
+        try:
+            target = Path(os.path.realpath(path, strict=True))
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                return name, path, "file", "unreadable: symlink loop"
+            return name, path, "file", f"unreadable: broken symlink (its target {os.readlink(path)} does not exist)"
+        inside = target.is_relative_to(self.real_root)
+        if target.is_dir():
+            if inside:
+                return None
+            if not self.cfg.follow_symlinks:
+                return name, path, "bad-dir", _outside(str(target), "folder")
+            if any(a.is_relative_to(target) for a in ancestors):
+                return name, path, "bad-dir", f"unreadable: symlink loop (links back to {target}, a folder it is inside)"
+            return name, path, "dir", (*ancestors, target)
+        if inside or self.cfg.follow_symlinks:
+            return name, path, "file", None
+        return name, path, "file", _outside(str(target))
+
 
     # -- the cursor: a listing of (size, mtime_ns) per file; only files whose pair moved are opened ----------
 
@@ -120,7 +186,10 @@ class DirectorySource:
         return listing_changes(self._signatures(report), since, self._read_wanted, report, "files")
 
     def _signatures(self, report: ScanReport) -> Iterator[tuple[str, str]]:
-        for doc_id, path in self._files(report):
+        for doc_id, path, problem in self._files(report):
+            if problem is not None:  # a link that is not read: the scan reports it, every time
+                yield doc_id, "unreadable"
+                continue
             try:
                 st = path.stat()
             except OSError:
@@ -138,3 +207,12 @@ class DirectorySource:
         for bad in scratch.bad:
             if bad.doc_id in wanted:
                 report.add_bad(bad)
+
+
+class _Outside(Exception):
+    """An opened file turned out to be outside the source (a symlink swapped in during the scan)."""
+
+
+def _outside(target: str, what: str = "file") -> str:
+    return (f"outside the source: symlink to a {what} outside the source folder ({target}); not read (set "
+            "source.follow_symlinks: true to read it)")

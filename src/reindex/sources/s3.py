@@ -47,6 +47,12 @@ class S3Source:
             bucket, prefix = split_s3_uri(cfg.uri)
         except StateError as err:
             raise SourceError(str(err)) from None
+        if any(part in (".", "..") for part in prefix.split("/")):
+            # S3 keeps '..' in a key literally, but a server or proxy that resolves dot segments would read
+            # another object than the one listed: a prefix means one thing only. (A listed key with such a
+            # part is a bad document: the object store refuses the key.)
+            raise SourceError(f"source {cfg.uri}: the prefix has a '.' or '..' part, which S3 takes literally "
+                              "(some servers resolve it); name the prefix without it")
         self.store = store if store is not None else S3ObjectStore(bucket, prefix, endpoint_url=cfg.endpoint_url)
 
     def describe(self) -> str:

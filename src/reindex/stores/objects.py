@@ -91,6 +91,9 @@ class ObjectStore(Protocol):
         """Where the store is, for messages (never credentials)."""
         ...
 
+    #: Whether a read is a network round trip (S3) rather than a file read: readers cache what they may.
+    remote: bool
+
 
 def open_object_store(uri: str, endpoint_url: str | None = None) -> ObjectStore:
     """A local folder path or ``s3://bucket/prefix``. ``endpoint_url`` selects an S3-compatible
@@ -149,6 +152,8 @@ class LocalObjectStore:
     lock a different file). Plain ``put`` and ``delete`` do not take the guard: a key used for
     compare-and-swap must only be written with the conditional calls. Needs a filesystem where
     ``flock`` excludes other processes (any local one; NFS only with working lock support)."""
+
+    remote = False  # a read costs a file read, not a network round trip
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(os.path.expanduser(root))
@@ -353,6 +358,8 @@ def _code(err: bex.ClientError) -> str:
 class S3ObjectStore:
     """Objects under ``s3://bucket/prefix``. Transient failures are retried with exponential backoff
     and jitter (``attempts`` in all) and then raise TransientError; other failures raise StateError."""
+
+    remote = True  # every read is a round trip: readers cache what they may
 
     def __init__(
         self,

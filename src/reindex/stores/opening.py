@@ -1,21 +1,159 @@
-"""Which vector store a config opens, without importing any backend's library before it is chosen.
+"""Which vector store a config opens, and what it can do — the one place that maps a config to its backend.
 
-``open_vector_store`` / ``open_vector_reader`` pick the backend from ``store.url``, ``store.path`` and
-``store.backend`` and only then import it: ``reindex.stores.qdrant`` (qdrant-client, ~1.4 CPU-s to import)
-for a server URL or local mode, ``reindex.stores.edge`` (qdrant-edge, ~0.02 CPU-s) for the embedded default.
-A command on the default store therefore never loads qdrant-client.
+Each backend is one entry of :data:`REGISTRY`: its :class:`Capabilities` (declared here, so that planning and
+the use cases can ask them without importing the backend's library) and the functions that open it for writing
+and for reading, which import the backend module only when called: ``reindex.stores.qdrant`` (qdrant-client,
+~1.4 CPU-s to import) for a server URL or local mode, ``reindex.stores.edge`` (qdrant-edge, ~0.02 CPU-s) for the
+embedded default. A command on the default store therefore never loads qdrant-client.
+
+Callers ask the backend (:func:`backend_for`), never the config: ``backend.capabilities.writers`` says whether
+shard workers in other processes may write (a server) or stage their writes for the one writer (embedded
+stores), ``.readers_beside_writer`` whether ``reindex query`` works while an apply runs, ``.footprint`` which
+cost model prices it, ``.local_disk`` whether its folder's free disk is checked before writing. A new backend is
+its module plus one entry here (docs/design-notes.md, "Store capabilities").
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from reindex.stores.vectors import VectorStore, VectorStoreError
 
-__all__ = ["BACKENDS", "QUANTIZATIONS", "open_vector_reader", "open_vector_store"]
+__all__ = ["BACKENDS", "QUANTIZATIONS", "REGISTRY", "Capabilities", "StoreBackend", "backend_for",
+           "open_vector_reader", "open_vector_store"]
 
-BACKENDS = ("edge", "local")
 QUANTIZATIONS = ("none", "int8")
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a vector-store backend can do (dlt's destination capabilities): asked, never inferred."""
+
+    #: ``many``: any process writes (shard workers write their own points); ``one``: one writer process per
+    #: store (workers in other processes stage their writes; the coordinator is the only writer).
+    writers: Literal["many", "one"]
+    #: Other processes can read (search, count) while a writer runs: ``reindex query`` during an apply.
+    readers_beside_writer: bool
+    #: The cost model that prices its footprint (``reindex.cost``): ``server``, ``edge`` or ``local``.
+    footprint: Literal["server", "edge", "local"]
+    #: The store lives in a local folder: writing commands check that folder's free disk first.
+    local_disk: bool
+    #: Moves an alias in one atomic call (cutover and rollback need it).
+    aliases: bool = True
+
+
+Opener = Callable[[Any, "str | None"], VectorStore]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreBackend:
+    """One backend as a config resolves it: its name, capabilities and local folder (None: a server)."""
+
+    name: str
+    capabilities: Capabilities
+    folder: str | None
+    store: Any  # the config's StoreConfig
+
+    def open(self) -> VectorStore:
+        """The store, for the one writer (and for readers where the backend has no reader of its own)."""
+        return REGISTRY[self.name].open_writer(self.store, self.folder)
+
+    def open_reader(self) -> VectorStore:
+        """A store for a process that only reads while another process may write."""
+        entry = REGISTRY[self.name]
+        if entry.open_reader is None:
+            raise VectorStoreError(entry.no_reader.format(folder=self.folder))
+        return entry.open_reader(self.store, self.folder)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    capabilities: Capabilities
+    open_writer: Opener
+    open_reader: Opener | None
+    no_reader: str = ""
+
+
+def _server(store: Any, folder: str | None) -> VectorStore:
+    from reindex.stores.qdrant import server_store
+
+    return server_store(store.url, store.api_key_env, quantization=store.quantization, oversampling=store.oversampling)
+
+
+def _edge(store: Any, folder: str | None) -> VectorStore:
+    from reindex.stores.edge import open_edge_store
+
+    return open_edge_store(Path(_folder(folder)), quantization=store.quantization, oversampling=store.oversampling)
+
+
+def _edge_reader(store: Any, folder: str | None) -> VectorStore:
+    from reindex.stores.edge import open_reader
+
+    return open_reader(_folder(folder), oversampling=store.oversampling)  # type: ignore[return-value]
+
+
+def _local(store: Any, folder: str | None) -> VectorStore:
+    from reindex.stores.edge import is_edge_folder
+    from reindex.stores.qdrant import local_mode_store
+
+    path = Path(_folder(folder))
+    if is_edge_folder(path):
+        raise VectorStoreError(
+            f"`{path}` holds an embedded store of backend `edge`, but store.backend is `local`; "
+            "remove store.backend (edge is the default) to open it."
+        )
+    return local_mode_store(path)
+
+
+def _folder(folder: str | None) -> str:
+    if not folder:
+        raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
+    return folder
+
+
+#: Every backend: name → capabilities and openers. ``server`` is chosen by ``store.url``; the others by
+#: ``store.backend`` (``edge`` by default).
+REGISTRY: dict[str, _Entry] = {
+    "server": _Entry(Capabilities(writers="many", readers_beside_writer=True, footprint="server", local_disk=False),
+                     _server, _server),
+    "edge": _Entry(Capabilities(writers="one", readers_beside_writer=True, footprint="edge", local_disk=True),
+                   _edge, _edge_reader),
+    "local": _Entry(Capabilities(writers="one", readers_beside_writer=False, footprint="local", local_disk=True),
+                    _local, None,
+                    "store.backend `local` (qdrant-client local mode) admits one process per folder, so `{folder}` "
+                    "cannot be read while reindex writes it. Convert it: "
+                    "`python -m reindex.stores.migrate {folder} {folder}.edge`."),
+}
+#: The embedded backends a config may name in ``store.backend``.
+BACKENDS = tuple(name for name in REGISTRY if name != "server")
+
+
+def backend_for(store: Any, default_folder: str | None = None) -> StoreBackend:
+    """The backend a config's ``store`` section names: a server when ``store.url`` is set, else the embedded
+    ``store.backend`` in ``store.path`` (or ``default_folder``)."""
+    name = "server" if store.url else store.backend
+    if name not in REGISTRY:
+        raise VectorStoreError(f"Unknown store.backend `{name}`; use one of {', '.join(BACKENDS)}.")
+    if store.quantization not in QUANTIZATIONS:
+        raise VectorStoreError(f"Unknown store.quantization `{store.quantization}`; use one of "
+                               f"{', '.join(QUANTIZATIONS)}.")
+    folder = None if name == "server" else (store.path or default_folder)
+    return StoreBackend(name, REGISTRY[name].capabilities, folder, store)
+
+
+@dataclass(frozen=True, slots=True)
+class _Store:
+    """A store section given as loose arguments (callers outside a config: migrations, tools)."""
+
+    url: str | None
+    path: str | None
+    api_key_env: str = "QDRANT_API_KEY"
+    backend: str = "edge"
+    quantization: str = "none"
+    oversampling: float | None = None
 
 
 def open_vector_store(
@@ -23,55 +161,14 @@ def open_vector_store(
     quantization: str = "none", oversampling: float | None = None,
 ) -> VectorStore:
     """A store on the Qdrant server at ``url``; else embedded in the folder ``path`` (created if missing):
-    ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode).
-    ``quantization`` (``none`` | ``int8``) applies to the collections this store creates (not local mode);
-    ``oversampling`` (>= 1, or None) to its searches of quantised collections."""
-    if quantization not in QUANTIZATIONS:
-        raise VectorStoreError(f"Unknown store.quantization `{quantization}`; use one of {', '.join(QUANTIZATIONS)}.")
-    if url:
-        from reindex.stores.qdrant import server_store
-
-        return server_store(url, api_key_env, quantization=quantization, oversampling=oversampling)
-    if not path:
-        raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
-    if backend not in BACKENDS:
-        raise VectorStoreError(f"Unknown store.backend `{backend}`; use one of {', '.join(BACKENDS)}.")
-    folder = Path(path)
-    if backend == "edge":
-        from reindex.stores.edge import open_edge_store
-
-        return open_edge_store(folder, quantization=quantization, oversampling=oversampling)
-    from reindex.stores.edge import is_edge_folder
-
-    if is_edge_folder(folder):
-        raise VectorStoreError(
-            f"`{folder}` holds an embedded store of backend `edge`, but store.backend is `local`; "
-            "remove store.backend (edge is the default) to open it."
-        )
-    from reindex.stores.qdrant import local_mode_store
-
-    return local_mode_store(folder)
+    ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode)."""
+    return backend_for(_Store(url, path, api_key_env, backend, quantization, oversampling)).open()
 
 
 def open_vector_reader(
     url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge", *,
     oversampling: float | None = None,
 ) -> VectorStore:
-    """A store for a process that only reads (search by alias) while another process may write.
-
-    A server (``url``) serves any number of clients: this is ``open_vector_store``. The edge backend
-    gives ``reindex.stores.edge.EdgeReader``, which follows alias swaps and published syncs by itself.
-    Local mode cannot: its folder admits one process, so this refuses it with what to do instead.
-    """
-    if url:
-        return open_vector_store(url, path, api_key_env, backend, oversampling=oversampling)
-    if not path:
-        raise VectorStoreError("No vector store configured: set store.url (a Qdrant server) or store.path (a folder).")
-    if backend == "local":
-        raise VectorStoreError(
-            f"store.backend `local` (qdrant-client local mode) admits one process per folder, so `{path}` cannot be "
-            f"read while reindex writes it. Convert it: `python -m reindex.stores.migrate {path} {path}.edge`."
-        )
-    from reindex.stores.edge import open_reader
-
-    return open_reader(path, oversampling=oversampling)  # type: ignore[return-value]
+    """A store for a process that only reads (search by alias) while another process may write; refused for a
+    backend without readers beside a writer (local mode), saying what to do instead."""
+    return backend_for(_Store(url, path, api_key_env, backend, "none", oversampling)).open_reader()

@@ -10,12 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reindex.atomic import atomic_write_text
-from reindex.config import (
-    PipelineConfig,
-    config_from_dict,
-)
+from reindex.config import PipelineConfig
 from reindex.errors import StateError
-from reindex.identity import CorpusDigest, identity_of, payload_id, payload_id_of_record
+from reindex.identity import CorpusDigest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source, tracker_of
 from reindex.sources.base import Document, ScanReport
@@ -35,10 +32,12 @@ from reindex import execution
 from reindex.embedders import describe_embedder
 from reindex.cursors import Tracking, commit_cursor, read_committed, read_cursor, source_key
 from reindex.manifests import (
-    PopulationRecord,
+    Population,
+    read_apply_record,
     read_document_hashes,
     read_live,
     read_population,
+    write_apply_record,
     write_measured_rate,
     write_population,
 )
@@ -51,7 +50,7 @@ from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
 from reindex.usecases.locking import holding_index_lock
-from reindex.usecases.plan import check_plan_index, make_plan
+from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,11 +167,12 @@ def _check_from_cursor(plan: Plan, cfg: PipelineConfig, state, collection: str, 
 
 
 def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, config_path: str | Path, state,
-                      replan: bool, read: dict[str, Document] | None = None
-                      ) -> tuple[Plan, str | Path, Tracking | None]:
+                      replan: bool, read: dict[str, Document] | None = None, *,
+                      governed: bool = False) -> tuple[Plan, str | Path, Tracking | None]:
     """The plan to apply: this one if its inputs still hold, a fresh one with ``--replan``, else refuse.
-    ``read``: see :func:`check_drift` (emptied for a fresh plan). Also returns the source's cursor as the
-    check found it."""
+    ``read``: see :func:`check_drift` (emptied for a fresh plan). ``governed``: the plan is the in-place part
+    of a pipeline change, carried out under the live population's own config (``cfg``). Also returns the
+    source's cursor as the check found it."""
     problems, tracking = check_inputs(plan, cfg, state, read=read)
     if problems:
         if read is not None:
@@ -181,7 +181,14 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
             raise PlanError(
                 f"{plan_path}: " + "; ".join(problems) + ". Run `reindex plan` again, or pass --replan"
             )
-        plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
+        if governed:  # the in-place part of a pipeline change: re-plan that part
+            fresh = plan_in_place_part(config_path, out=Path(plan_path).parent)
+            if fresh is None:
+                raise PlanError(f"{plan_path}: " + "; ".join(problems) + "; the live index now matches the corpus "
+                                "under its own config: nothing is left to apply in place")
+            plan, plan_path = fresh
+        else:
+            plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
         problems, tracking = check_inputs(plan, cfg, state, read=read)
         if problems:
             raise PlanError(f"{plan_path}: " + "; ".join(problems) + " (the source is changing while it is planned); "
@@ -228,8 +235,8 @@ def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> ChangeKind:
     live = read_live(state, cfg.index)
     # The live ids are recomputed from its recorded config, as the planner does (one formula): a population
     # recorded under an older formula is re-identified, not rebuilt (docs/design-notes.md, model identity).
-    old = Baseline("live", config_from_dict(live.config)) if live is not None else Baseline("none", None)
-    payload_changed = live is not None and payload_id_of_record(live.config) != payload_id(cfg)
+    old = Baseline("live", live.config) if live is not None else Baseline("none", None)
+    payload_changed = live is not None and live.payload_id != payload_id(cfg)
     kind = classify(old, identity_of(cfg), bool(plan.body["documents_changed"]) or plan.kind.in_place,
                     payload_changed=payload_changed, text_changed=plan.kind is ChangeKind.DOCUMENT)
     if kind != plan.kind:
@@ -255,14 +262,14 @@ def _prepare_target(plan: Plan, cfg: PipelineConfig, state, store) -> tuple[str,
     if not in_place:
         _set_population_state(state, cfg, target, PopulationState.BUILDING)
     old = live.collection if live else None
-    return target, old, config_from_dict(live.config) if live else None
+    return target, old, live.config if live else None
 
 
 def _set_population_state(state, cfg: PipelineConfig, collection: str, value: PopulationState) -> None:
     rec = read_population(state, cfg.index, collection)
     now = time.time()
-    write_population(state, PopulationRecord(cfg.index, collection, cfg.model_dump(mode="json"),
-                                             identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
+    write_population(state, Population(cfg.index, collection, cfg.model_dump(mode="json"),
+                                       identity_of(cfg).as_dict(), value, rec.created_at if rec else now, now))
 
 
 def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
@@ -272,14 +279,13 @@ def _record_payload(state, cfg: PipelineConfig, collection: str) -> None:
     rec = read_population(state, cfg.index, collection)
     if rec is None:
         return
-    config = dict(rec.config)
+    config = dict(rec.config_json)
     if config.get("payload") == cfg.payload.model_dump(mode="json") and \
             config.get("source", {}).get("metadata_fields") == list(cfg.source.metadata_fields):
         return
     config["payload"] = cfg.payload.model_dump(mode="json")
     config["source"] = {**config.get("source", {}), "metadata_fields": list(cfg.source.metadata_fields)}
-    write_population(state, PopulationRecord(rec.index, rec.collection, config, rec.identity, rec.state,
-                                             rec.created_at, time.time()))
+    write_population(state, rec.with_config(config))
 
 
 def _token_budget(plan: Plan, plan_path: Path, cfg: PipelineConfig) -> int | None:
@@ -361,12 +367,13 @@ def apply_plan(
     cfg = load_resolved(config_path)
     check_plan_index(plan, cfg, plan_path)
     state = backends.state_store(cfg)
-    done_key = f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json"
-    if state.exists(done_key):
-        prev = json.loads(state.get(done_key) or b"{}")
+    file_cfg, cfg = cfg, config_in_force(plan, cfg, state)
+    prev = read_apply_record(state, cfg.index, plan.plan_hash)
+    if prev is not None:
         return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
     read: dict[str, Document] = {}  # the documents an in-place plan changes, read by the drift check
-    plan, plan_path, tracking = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan, read)
+    plan, plan_path, tracking = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan, read,
+                                                  governed=cfg is not file_cfg)
     if not plan.kind.does_work:
         _record_unchanged(plan, cfg, state, tracking)
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
@@ -388,12 +395,13 @@ def check_free_disk(plan: Plan, cfg: PipelineConfig) -> None:
     of segment metadata, not the population). Writes through memory maps die of SIGBUS on a
     full disk, with no message. A Qdrant server's disk is not checked. A resumed apply is checked for the
     whole footprint again (what it already wrote is not subtracted), so it may ask for more than it needs."""
-    folder = backends.embedded_store_folder(cfg)
+    backend = backends.store_backend(cfg)
+    folder = backend.folder if backend.capabilities.local_disk else None
     footprint = plan.body.get("cost", {}).get("footprint")
     if folder is None or not footprint:
         return
     need = int(footprint["peak"]["disk_bytes"]) - int(footprint["old"]["disk_bytes"])
-    if cfg.store.backend == "edge":
+    if backend.capabilities.footprint == "edge":
         need += EDGE_BUILD_OVERHEAD_BYTES
         if plan.kind.in_place and plan.body["inputs"]["baseline"].get("collection"):
             from reindex.stores.edge import generation_copy_bytes
@@ -428,7 +436,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             embedder=_embedder_for(plan, cfg),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, token_budget=_token_budget(plan, plan_path, cfg),
-            lease=Fence.of(lock), store_path=backends.embedded_store_path(cfg),
+            lease=Fence.of(lock), store_path=backends.store_backend(cfg).folder,
             documents=read if in_place and read else None, tracking=tracking,
         )
         if ctx.token_budget is not None:  # one count for this process and every shard worker
@@ -471,8 +479,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
-            state.put(f"indexes/{cfg.index}/runs/{plan.plan_hash}/done.json",
-                      json.dumps({**report, "collection": target}, sort_keys=True).encode())
+            write_apply_record(state, cfg.index, plan.plan_hash, {**report, "collection": target})
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:
         store.close()

@@ -21,8 +21,9 @@ from reindex import settings
 from reindex.errors import ConfigError
 from reindex.stores.objects import open_object_store
 
-__all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "embedded_store_folder", "embedded_store_path", "free_disk_bytes",
-           "lending", "lent", "make_embedder", "model_files", "resolve_device", "shard_runner", "state_store",
+__all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "free_disk_bytes",
+           "lending", "lent", "make_embedder", "model_files", "read_only_store", "resolve_device", "shard_runner",
+           "state_store", "store_backend",
            "vector_reader_for", "vector_store_for"]
 
 DEFAULT_CONFIG = "reindex.yaml"
@@ -84,17 +85,14 @@ def state_store(cfg: PipelineConfig):
     return open_object_store(cfg.state.uri, cfg.state.endpoint_url)
 
 
-def _store_path(cfg: PipelineConfig) -> str | None:
-    path = cfg.store.path
-    if cfg.store.url is None and path is None:
-        base = cfg.state.uri if "://" not in cfg.state.uri else str(Path(".reindex").resolve())
-        path = str(Path(base) / "qdrant")
-    return path
+def store_backend(cfg: PipelineConfig):
+    """The vector-store backend ``cfg`` names (:func:`reindex.stores.opening.backend_for`): its capabilities and,
+    for an embedded store, its folder (``store.path``, else ``qdrant/`` under a folder state or ``.reindex/``),
+    resolved as this process sees it (what a shard worker in another process is told to open)."""
+    from reindex.stores.opening import backend_for
 
-
-def embedded_store_folder(cfg: PipelineConfig) -> str | None:
-    """The folder of the embedded vector store, None for a Qdrant server (its disk is the server's)."""
-    return _store_path(cfg) if cfg.store.url is None else None
+    base = cfg.state.uri if "://" not in cfg.state.uri else str(Path(".reindex").resolve())
+    return backend_for(cfg.store, str(Path(base) / "qdrant"))
 
 
 def free_disk_bytes(path: str) -> int:
@@ -105,33 +103,42 @@ def free_disk_bytes(path: str) -> int:
     return shutil.disk_usage(p).free
 
 
-def embedded_store_path(cfg: PipelineConfig) -> str | None:
-    """The embedded store's folder as this process resolves it (None with a server URL): what a shard
-    worker in another process, started elsewhere, is told to read."""
-    return _store_path(cfg) if cfg.store.url is None else None
-
-
 def vector_store_for(cfg: PipelineConfig):
-    """The vector store of a config: a Qdrant server by URL, or embedded (``store.backend``: edge by default)
-    in ``store.path`` or under the state folder."""
+    """The vector store of a config (see :func:`store_backend`), or the one the Index handle lends."""
     o = _LENT.get()
     if o is not None and o.store is not None and o.owns(cfg):
         return Borrowed(o.store)
-    from reindex.stores.opening import open_vector_store
-
-    return open_vector_store(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend,
-                             quantization=cfg.store.quantization, oversampling=cfg.store.oversampling)
+    return store_backend(cfg).open()
 
 
 def vector_reader_for(cfg: PipelineConfig):
-    """A read-only store for a process that queries while another one may write (see stores.opening)."""
+    """A read-only store for a process that queries while another one may write (refused, saying what to do,
+    by a backend without readers beside a writer)."""
     o = _LENT.get()
     if o is not None and o.owns(cfg) and (o.reader is not None or o.store is not None):
         return Borrowed(o.reader if o.reader is not None else o.store)
-    from reindex.stores.opening import open_vector_reader
+    return store_backend(cfg).open_reader()
 
-    return open_vector_reader(cfg.store.url, _store_path(cfg), cfg.store.api_key_env, cfg.store.backend,
-                              oversampling=cfg.store.oversampling)
+
+@contextlib.contextmanager
+def read_only_store(cfg: PipelineConfig) -> Iterator[Any]:
+    """The store opened for reading only, so that a command works while another process writes it (an apply
+    holding the embedded store's one writer slot); None when nothing has been built there yet. Local mode
+    admits one process per folder whatever the mode, so it is opened as before."""
+    from reindex.stores.vectors import NoStoreError
+
+    if not store_backend(cfg).capabilities.readers_beside_writer:
+        store = vector_store_for(cfg)
+    else:
+        try:
+            store = vector_reader_for(cfg)
+        except NoStoreError:
+            yield None
+            return
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def make_embedder(vector, **kwargs):
@@ -199,7 +206,7 @@ def shard_runner(prefect: bool | None = None, task_runner: str | None = None):
                 from reindex.runners.distributed import DaskRunner
             except ImportError:
                 raise ConfigError(f"task runner {task_runner!r} needs dask.distributed: "
-                                  "pip install 'reindex[dask]'") from None
+                                  "pip install 'vector-reindex[dask]'") from None
             return DaskRunner(spec)
         return ThreadRunner(spec.workers)
     from reindex.runners.prefect import PrefectRunner

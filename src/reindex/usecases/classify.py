@@ -1,32 +1,32 @@
-"""CI mode: classify a config change on a fixture and project it corpus-wide."""
+"""CI mode: classify a config change on a fixture and project it corpus-wide.
+
+The kind comes from the planner (:func:`reindex.planner.classify`, through a plan of the head config against
+the base config, both over the fixture): ``reindex classify`` and ``reindex plan`` cannot disagree. The CI
+outcome is seed 001's mechanical reading of that plan's numbers: the chunk count changed → ``structural``
+(exit 3); the fingerprint set changed without the count → ``text-affecting`` (2); a payload-only change →
+``payload-only`` (exit 0: no chunk and no vector changes, the points' payloads are rewritten in place, no
+embedding; safe to merge, and the report says what is rewritten); nothing → ``safe`` (0)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from reindex.config import (
-    chunker_spec,
-)
+from reindex.config import chunker_spec
 from reindex.domain import ChangeKind
 from reindex.errors import ConfigError
-from reindex.identity import identity_of
-from reindex.pipeline import TextPipeline
-from reindex.sources.base import ScanReport
-
-
-
-
-from reindex.usecases.chunk import documents_of
 from reindex.usecases.configure import load_resolved
-from reindex.usecases.plan import estimate
+from reindex.planner import PlanRequest, explicit_baseline, plan_change
+from reindex.usecases.plan import estimate, rates_for
+
+__all__ = ["Classification", "classify_change"]
 
 
 @dataclass(frozen=True, slots=True)
 class Classification:
     """CI mode: the seed's mechanical rule on a fixture, plus projected corpus-wide numbers."""
 
-    outcome: str  # safe | text-affecting | structural
+    outcome: str  # safe | payload-only | text-affecting | structural
     kind: str  # the plan kind the change would be
     fixture_documents: int
     chunks_base: int
@@ -37,7 +37,7 @@ class Classification:
     projection: dict | None
     explanation: tuple[str, ...]
 
-    EXIT_CODES = {"safe": 0, "text-affecting": 2, "structural": 3}
+    EXIT_CODES = {"safe": 0, "payload-only": 0, "text-affecting": 2, "structural": 3}
 
     @property
     def exit_code(self) -> int:
@@ -62,34 +62,31 @@ class Classification:
 def classify_change(
     fixture: str, base: str | Path, head: str | Path, *, scale_to: int | None = None, histogram: str | Path | None = None,
 ) -> Classification:
-    """Chunk a fixture with both configs: fingerprint set changed without the chunk count changing =
-    text-affecting; count changed = structural; neither = safe (seed 001)."""
+    """Plan ``head`` against ``base``, both over ``fixture``; the CI outcome of the plan's kind and numbers
+    (see the module docstring), with a corpus-wide projection."""
     from reindex.planner import explain_changes
 
     if scale_to is not None and histogram is not None:
         raise ConfigError("--scale-to and --histogram are alternatives; give one")
     b_cfg, h_cfg = load_resolved(base), load_resolved(head)
-    sides = []
-    for cfg in (b_cfg, h_cfg):
-        pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
-        fps: set[str] = set()
-        chunks = tokens = docs = 0
-        for doc in documents_of(fixture, cfg, ScanReport()):
-            docs += 1
-            for r in pipe.chunk_document(doc):
-                fps.add(r.fingerprint)
-                chunks += 1
-                tokens += r.tokens
-        sides.append((fps, chunks, tokens, docs))
-    (bf, bc, bt, bd), (hf, hc, ht, _) = sides
-    outcome = "structural" if bc != hc else ("text-affecting" if bf != hf else "safe")
-    b_id, h_id = identity_of(b_cfg), identity_of(h_cfg)
-    if b_id.vector_id != h_id.vector_id:
-        kind = ChangeKind.VECTOR
-    elif b_id.text_id != h_id.text_id:
-        kind = ChangeKind.TEXT
+    on_fixture = h_cfg.model_copy(update={"source": h_cfg.source.model_copy(update={"uri": str(fixture)})})
+    baseline = explicit_baseline(b_cfg, str(fixture))
+    plan = plan_change(PlanRequest(on_fixture, str(head), baseline, rates_for(on_fixture)))
+    n = plan.numbers
+    kind = plan.kind
+    bc, hc = n.chunks_old, n.chunks_new
+    bt = sum(sum(state.tokens) for state in baseline.docs.values())
+    ht = n.tokens_new
+    changed = hc - n.chunks_reused  # head chunks whose fingerprint the base did not have (same document)
+    bd = n.documents.total
+    if kind is ChangeKind.PAYLOAD:
+        outcome = "payload-only"
+    elif bc != hc:
+        outcome = "structural"
+    elif changed or kind.pipeline_scoped:
+        outcome = "text-affecting"
     else:
-        kind = ChangeKind.NONE
+        outcome = "safe"
     projection = None
     if scale_to is not None:
         f = scale_to / bd if bd else 0.0
@@ -100,7 +97,7 @@ def classify_change(
             "chunks_head": round(hc * f),
             "change_pct": round((hc - bc) / bc * 100, 1) if bc else None,
             # Upper bound: a scale-up cannot tell which texts survive, so every head token counts.
-            "tokens_to_embed_max": round((ht if outcome != "safe" else 0) * f),
+            "tokens_to_embed_max": round((ht if outcome in ("structural", "text-affecting") else 0) * f),
         }
     elif histogram is not None:
         est = estimate(histogram, chunker_spec(b_cfg.text.chunker), chunker_spec(h_cfg.text.chunker),
@@ -112,10 +109,10 @@ def classify_change(
             "chunks_base": est.chunks_old,
             "chunks_head": est.chunks_new,
             "change_pct": round((est.chunks_new - est.chunks_old) / est.chunks_old * 100, 1) if est.chunks_old else None,
-            "tokens_to_embed": est.tokens_to_embed if outcome != "safe" else 0,
+            "tokens_to_embed": est.tokens_to_embed if outcome in ("structural", "text-affecting") else 0,
             "usd": round(est.usd, 2),
             "hours": round(est.hours, 2),
             "peak_vectors": est.peak_vectors,
         }
     lines = tuple(e["line"] for e in explain_changes(b_cfg, h_cfg))
-    return Classification(outcome, kind, bd, bc, hc, bt, ht, len(hf - bf), projection, lines)
+    return Classification(outcome, kind, bd, bc, hc, bt, ht, changed, projection, lines)

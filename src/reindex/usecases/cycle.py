@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from reindex.approvals import read_approval, read_rejection
+from reindex.domain import PopulationState
 from reindex.errors import LockHeld, ReindexError
 from reindex.planner import Plan, read_plan, write_plan
 
@@ -77,6 +78,7 @@ class CycleResult:
     apply: dict | None = None
     cutover: dict | None = None
     gc: list = field(default_factory=list)
+    in_place: dict | None = None  # the document changes of a pipeline change, applied in place first
 
     @property
     def exit_code(self) -> int:
@@ -85,7 +87,7 @@ class CycleResult:
     def as_dict(self) -> dict[str, Any]:
         return {"outcome": self.outcome.value, "index": self.index, "message": self.message,
                 "plan_file": self.plan_file, "plan_hash": self.plan_hash, "kind": self.kind, "apply": self.apply,
-                "cutover": self.cutover, "gc": list(self.gc)}
+                "cutover": self.cutover, "gc": list(self.gc), "in_place": self.in_place}
 
 
 def _same_inputs(a: Plan, b: Plan) -> bool:
@@ -130,33 +132,42 @@ def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
         index.record_cursor(fresh)  # metadata that moved without content, or a full read: start there next time
         return CycleResult(CycleOutcome.NOTHING_TO_DO, name, f"nothing to do: index {name!r} matches its config and "
                            "corpus", plan_hash=fresh.plan_hash, kind=fresh.kind)
-    path = _earlier_plan(fresh, plans_dir)
-    plan = read_plan(path) if path is not None else fresh
-    if path is None:
-        from reindex.reports import write_reports
-
-        path = write_plan(fresh, plans_dir)
-        write_reports(fresh, path)
-    base = dict(plan_file=str(path), plan_hash=plan.plan_hash, kind=plan.kind)
+    in_place = None
+    if fresh.numbers.in_place_part:
+        # Seed 001's two tickets: the document changes reach the live population now, under its own config;
+        # the pipeline change is planned again against the population they leave, and waits or goes on.
+        done = _carry_out_in_place_part(index, plans_dir)
+        if isinstance(done, CycleResult):
+            return done
+        in_place = done
+        fresh, _ = index.plan(out=None)
+        if not fresh.kind.does_work:  # cannot happen while the config names another pipeline; kept honest
+            return CycleResult(CycleOutcome.APPLIED_IN_PLACE, name, "applied the document changes in place",
+                               in_place=in_place)
+    path, plan = _plan_file(fresh, plans_dir)
+    base = dict(plan_file=str(path), plan_hash=plan.plan_hash, kind=plan.kind, in_place=in_place)
+    said = (f"applied the document changes in place (plan {in_place['plan_hash'][:12]}); " if in_place else "")
     approval, rejection = read_approval(path), read_rejection(path)
     if rejection is not None and rejection.plan_hash == plan.plan_hash:
-        return CycleResult(CycleOutcome.REJECTED, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) was rejected by "
-                           f"{rejection.by}; nothing changes until the config or the corpus does", **base)
-    if index.state.exists(f"indexes/{name}/runs/{plan.plan_hash}/done.json"):
-        # Carried out before, and the live index is back where that plan started: someone rolled back. Going
-        # forward again is a person's decision, never a cron tick's.
-        return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) was "
+        return CycleResult(CycleOutcome.REJECTED, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) was rejected "
+                           f"by {rejection.by}; nothing changes until the config or the corpus does", **base)
+    if _rolled_back(index, plan):
+        # Carried out and cut over before, and the live index is back where that plan started: someone rolled
+        # back. Going forward again is a person's decision, never a cron tick's.
+        return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) was "
                            "carried out before and the index has moved back since (a rollback?): nothing is done "
                            f"automatically; run `reindex cutover {path}` to go forward again, or change the config",
                            **base)
     approved = approval is not None and approval.plan_hash == plan.plan_hash
     needs = bool(plan.body["approval"]["required"])
     if needs and not approved:
-        return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) needs "
+        approved = _carried_approval(index, plan, path, plans_dir) is not None
+    if needs and not approved:
+        return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) needs "
                            f"approval: run `reindex approve {path} --by NAME`, then `reindex sync` again", **base)
     if plan.kind.builds_population and not (approved or policy.apply_new_populations):
-        return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"plan {plan.plan_hash[:12]} ({plan.kind}) builds a "
-                           f"new population: run `reindex apply {path}`", **base)
+        return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) builds "
+                           f"a new population: run `reindex apply {path}`", **base)
     applied = index.apply(path)
     if applied.status == "failed":
         raise ReindexError(f"apply of {path} failed: {len(applied.report['failures'])} failures (see "
@@ -169,8 +180,83 @@ def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
     outcome = CycleOutcome.CUT_OVER if cut.report.get("swap") or cut.report.get("already") else CycleOutcome.GATE_FAILED
     msg = (f"alias {name} now serves {cut.report['shadow']}" if outcome is CycleOutcome.CUT_OVER else
            f"the cutover gate failed for {cut.report['shadow']}: the alias was not moved (report: {cut.report_path})")
-    return CycleResult(outcome, name, msg, apply=applied.as_dict(), cutover=cut.as_dict(),
+    return CycleResult(outcome, name, said + msg, apply=applied.as_dict(), cutover=cut.as_dict(),
                        gc=_gc(index, policy) if outcome is CycleOutcome.CUT_OVER else [], **base)
+
+
+def _plan_file(fresh: Plan, plans_dir: Path) -> tuple[Path, Plan]:
+    """The plan file of ``fresh``'s inputs: an earlier one made from the same inputs, else ``fresh`` written now
+    (with its reports). A change that needs approval is thus planned once per inputs."""
+    path = _earlier_plan(fresh, plans_dir)
+    if path is not None:
+        return path, read_plan(path)
+    from reindex.reports import write_reports
+
+    path = write_plan(fresh, plans_dir)
+    write_reports(fresh, path)
+    return path, fresh
+
+
+def _carry_out_in_place_part(index: Any, plans_dir: Path) -> dict | CycleResult:
+    """Apply the document changes of a pipeline change in place under the live population's own config (the
+    approval policy applies to them as to any in-place change). The apply's result, or the cycle's answer
+    when the part waits for approval or was rejected."""
+    got = index.plan_in_place_part(out=None)
+    if got is None:
+        return {}
+    path, part = _plan_file(got[0], plans_dir)
+    base = dict(plan_file=str(path), plan_hash=part.plan_hash, kind=part.kind)
+    approval, rejection = read_approval(path), read_rejection(path)
+    if rejection is not None and rejection.plan_hash == part.plan_hash:
+        return CycleResult(CycleOutcome.REJECTED, index.name, f"the document changes (plan {part.plan_hash[:12]} "
+                           f"({part.kind})) were rejected by {rejection.by}; nothing changes until the corpus does",
+                           **base)
+    if part.body["approval"]["required"] and not (approval is not None and approval.plan_hash == part.plan_hash):
+        return CycleResult(CycleOutcome.AWAITING_APPROVAL, index.name, f"plan {part.plan_hash[:12]} ({part.kind}) "
+                           f"needs approval: run `reindex approve {path} --by NAME`, then `reindex sync` again "
+                           "(the document changes of a pipeline change, applied in place first)", **base)
+    applied = index.apply(path)
+    if applied.status == "failed":
+        raise ReindexError(f"apply of {path} failed: {len(applied.report['failures'])} failures (see "
+                           f"{applied.report_path}); run `reindex sync` again to resume")
+    return {"plan_file": str(path), "plan_hash": part.plan_hash, "kind": part.kind.value, **applied.as_dict()}
+
+
+def _carried_approval(index: Any, plan: Plan, path: Path, plans_dir: Path):
+    """An approval of an earlier plan of the same pipeline change, carried over to ``plan`` when its numbers
+    stayed within ``approval.carry_over`` (written beside ``plan``); None when there is none to carry."""
+    from reindex.approvals import carry_over, same_change, signing_key
+
+    pol = index.config.approval
+    for other in sorted(plans_dir.glob(f"*-{plan.index}-*.json"), reverse=True):
+        if other.name.count(".") != 1 or other == path:
+            continue
+        try:
+            earlier = read_plan(other)
+            approval = read_approval(other)
+        except ReindexError:
+            continue
+        if approval is None or not same_change(plan, earlier):
+            continue
+        carried = carry_over(plan, path, earlier, approval, pol.carry_over, signing_key(pol.hmac_key_env))
+        if carried is not None:
+            return carried
+    return None
+
+
+def _rolled_back(index: Any, plan: Plan) -> bool:
+    """Whether ``plan`` was carried out and then undone: applied in place while the live index now matches the
+    state before it, or built and cut over (its population retired since) or deleted. A population built by
+    an apply and never cut over (``ready``) is not: the cycle goes on to its cutover."""
+    from reindex.manifests import read_apply_record, read_population
+
+    done = read_apply_record(index.state, index.name, plan.plan_hash)
+    if done is None:
+        return False
+    if not plan.kind.builds_population:
+        return True
+    rec = read_population(index.state, index.name, plan.body["identity"]["new"]["collection"])
+    return rec is None or rec.state is not PopulationState.READY
 
 
 def _gc(index: Any, policy: SyncPolicy) -> list:

@@ -104,6 +104,13 @@ class Index:
 
         return self._call(record_cursor, plan, self._config_arg)
 
+    def plan_in_place_part(self, *, out: str | Path | None = ..., **kwargs: Any):  # type: ignore[assignment]
+        """The document changes of a pipeline change, as a plan applied in place under the live population's own
+        config (:func:`reindex.usecases.plan.plan_in_place_part`); None when there is no such part."""
+        from reindex.usecases.plan import plan_in_place_part
+
+        return self._call(plan_in_place_part, self._config_arg, out=self.plans_dir if out is ... else out, **kwargs)
+
     def approve(self, plan_path: str | Path, by: str, note: str = "", *, reject: bool = False):
         """Record an approval (or, with ``reject``, a rejection) of a plan; resumes runs paused on it."""
         from reindex.usecases.runs import approve_and_resume, reject_and_resume
@@ -145,6 +152,12 @@ class Index:
         from reindex.usecases.query import query
 
         return self._call(query, text, self._config_arg, k=k, filters=filters, collection=collection)
+
+    def calibrate(self, **kwargs: Any) -> dict:
+        """Time the configured embedder on sampled chunks and record the rate plans use (``reindex calibrate``)."""
+        from reindex.usecases.plan import calibrate
+
+        return self._call(calibrate, self._config_arg, **kwargs)
 
     def sync(self, policy: SyncPolicy | None = None) -> CycleResult:
         """One plan → approve → apply → cutover → gc cycle (:mod:`reindex.usecases.cycle`)."""

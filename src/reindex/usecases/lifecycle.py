@@ -13,7 +13,6 @@ from pathlib import Path
 from reindex.config import (
     PipelineConfig,
     chunker_spec,
-    config_from_dict,
 )
 from reindex.errors import ConfigError, ReindexError, VectorStoreError
 from reindex.identity import identity_of
@@ -62,6 +61,7 @@ class PopulationStatus(TypedDict):
     points: int | None
     age_days: float
     chunker: str
+    model: dict[str, Any]  # provider, model, backend, precision, dimension: what answers its queries
     exists: bool
     progress: dict[str, Any] | None  # a population being built: shards_done, shards_total, run
 
@@ -116,7 +116,7 @@ def _queries_for(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list,
 def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: list, embed_new, k: int):
     """Old vs new on identical queries; each side embeds queries with its own model if the vector half changed."""
     live = read_live(state, cfg.index)
-    old_cfg = config_from_dict(live.config) if live else cfg
+    old_cfg = live.config if live else cfg
     # query_prefix is not in the vector id but decides query vectors: a change of it alone is compared too.
     same_vectors = identity_of(old_cfg).vector_id == identity_of(cfg).vector_id
     if same_vectors and old_cfg.vector.for_queries().prefix == cfg.vector.for_queries().prefix:
@@ -157,7 +157,7 @@ def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, l
     before the gate; with the config the shadow was built with. None when the shadow is current."""
     from reindex import execution
     rec = read_population(state, cfg.index, shadow)
-    built = cfg if identity_of(cfg).collection == shadow or rec is None else config_from_dict(rec.config)
+    built = cfg if identity_of(cfg).collection == shadow or rec is None else rec.config
     ident = identity_of(built)
     ctx = execution.ApplyContext(
         index=cfg.index, cfg=built, identity=ident, target=shadow, old=None, old_shards=None, run=run,
@@ -283,7 +283,7 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
     age = parse_age(older_than) if older_than else retention
     state = backends.state_store(cfg)
     if dry_run:
-        with _read_only_store(cfg) as reader:
+        with backends.read_only_store(cfg) as reader:
             found = [] if reader is None else co.gc_candidates(
                 reader, state, cfg.index, older_than_s=age, retention_s=retention, force=force, names=names)
         return [{**c, "action": "kept" if c["protected"] else "would delete"} for c in found]
@@ -311,27 +311,6 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
             store.close()
 
 
-@contextlib.contextmanager
-def _read_only_store(cfg: PipelineConfig) -> Iterator[Any]:
-    """The store opened for reading only, so that a command works while another process writes it (an apply
-    holding the embedded store's one writer slot); None when nothing has been built there yet. Local mode
-    admits one process per folder whatever the mode, so it is opened as before."""
-    from reindex.stores.vectors import NoStoreError
-
-    if cfg.store.url is None and cfg.store.backend == "local":
-        store = backends.vector_store_for(cfg)
-    else:
-        try:
-            store = backends.vector_reader_for(cfg)
-        except NoStoreError:
-            yield None
-            return
-    try:
-        yield store
-    finally:
-        store.close()
-
-
 def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[str, Any]:
     """Shards done / total of a population being built: its shard manifests in the state store (each is
     written once a shard's points are durable), for the run the lock holder names, else the furthest one."""
@@ -347,7 +326,7 @@ def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[
     run = next((r for r in done if purpose.startswith(f"apply {r[:12]}")), None) or max(done, key=done.__getitem__,
                                                                                          default=None)
     return {"shards_done": done.get(run, 0) if run else 0,
-            "shards_total": config_from_dict(rec.config).apply.shards, "run": run}
+            "shards_total": rec.config.apply.shards, "run": run}
 
 
 def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
@@ -359,7 +338,7 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
     lock = read_lock(state, cfg.index).as_status()
-    with _read_only_store(cfg) as store:
+    with backends.read_only_store(cfg) as store:
         aliases = _aliases_or_repair(cfg, store, state) if store is not None else {}
         pops = []
         for r in co.populations(state, cfg.index):
@@ -372,7 +351,7 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                     points = None
             pops.append({"collection": r.collection, "state": r.state, "points": points,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
-                         "chunker": chunker_spec(config_from_dict(r.config).text.chunker), "exists": exists,
+                         "chunker": chunker_spec(r.config.text.chunker), "model": r.model(), "exists": exists,
                          "progress": build_progress(state, cfg.index, r, lock) if r.state == "building" else None})
         return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
                 "pending": co.pending_intent(state, cfg.index)}

@@ -83,6 +83,7 @@ def make_plan(
     """Plan a change of ``config_path`` against the live population or an explicit baseline. ``verify``: read
     the whole source and compare content hashes even where its cursor would find the changes."""
     cfg = load_resolved(config_path)
+    part = None
     if sample is not None and sample < 2:
         raise PlanError(f"--sample: need at least 2 documents, got {sample}")
     if baseline_config is not None or baseline_corpus is not None:
@@ -93,19 +94,106 @@ def make_plan(
         baseline = explicit_baseline(old_cfg, corpus, only=set() if sample else None)
     else:
         state = backends.state_store(cfg)
+        _restore_live(cfg, state)
         baseline = live_baseline(state, cfg.index)
         new_pipeline = identity_of(cfg).pipeline_id
         if baseline.identity is not None and baseline.identity.pipeline_id != new_pipeline:
+            if sample is None:
+                part = _in_place_part(cfg, config_path, state, baseline, out, progress)
             attach_retained(baseline, state, cfg.index, new_pipeline)
     req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg), sample=sample, seed=seed, progress=progress,
-                      model_limit=_model_limit(cfg), verify=verify)
+                      model_limit=_model_limit(cfg), in_place_part=part, verify=verify)
     plan = plan_change(req)
+    return plan, _written(plan, out)
+
+
+def _written(plan: Plan, out: str | Path | None) -> Path | None:
+    """Write ``plan`` and its reports into ``out`` (None: nowhere); the plan file's path."""
     path = write_plan(plan, out) if out is not None else None
     if path is not None:
         from reindex.reports import write_reports
 
         write_reports(plan, path)
-    return plan, path
+    return path
+
+
+def plan_in_place_part(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, out: str | Path | None = "plans",
+                       progress=None) -> tuple[Plan, Path | None] | None:
+    """The document changes of a pipeline-scoped change as a plan of their own: the live population's own
+    config (:meth:`~reindex.manifests.Population.governs`) against the live population, applied in place now
+    while the pipeline change waits for approval and its build. None when the config names the live pipeline
+    (then :func:`make_plan` is the whole change) or the part has nothing to apply in place."""
+    from reindex.manifests import read_live
+
+    cfg = load_resolved(config_path)
+    state = backends.state_store(cfg)
+    live = read_live(state, cfg.index)
+    if live is None or identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id:
+        return None
+    part = _plan_part(cfg, config_path, live, live_baseline(state, cfg.index), progress)
+    return (part, _written(part, out)) if part is not None else None
+
+
+def _plan_part(cfg: PipelineConfig, config_path, live, baseline, progress) -> Plan | None:
+    """The plan of the document changes under ``live``'s own config, if they are anything to apply in place."""
+    part_cfg = live.governs(cfg)
+    part = plan_change(PlanRequest(part_cfg, str(config_path), baseline, rates_for(part_cfg), progress=progress,
+                                   model_limit=_model_limit(part_cfg)))
+    return part if part.kind.in_place else None
+
+
+def _in_place_part(cfg: PipelineConfig, config_path, state, baseline, out, progress) -> dict | None:
+    """Plan (and write) the in-place part of a pipeline change; its summary for the main plan."""
+    from reindex.manifests import read_live
+    from reindex.planner import plan_filename
+
+    live = read_live(state, cfg.index)
+    part = _plan_part(cfg, config_path, live, baseline, progress) if live is not None else None
+    if part is None:
+        return None
+    _written(part, out)
+    n = part.numbers
+    return {"plan_hash": part.plan_hash, "kind": part.kind.value, "file": plan_filename(part),
+            "documents": {"added": n.documents.added, "edited": n.documents.edited, "removed": n.documents.removed},
+            "chunks_to_embed": n.chunks_to_embed, "tokens_to_embed": n.tokens_to_embed,
+            "approval_required": n.approval_required}
+
+
+def config_in_force(plan: Plan, cfg: PipelineConfig, state) -> PipelineConfig:
+    """The config a plan is carried out under: the config file's, or — for the in-place part of a pipeline
+    change (:func:`plan_in_place_part`) — the live population's own config governed by it. Anything else
+    is left to the drift check, which refuses a plan made from another config."""
+    from reindex.identity import config_digest
+    from reindex.manifests import read_live
+
+    want = plan.body["inputs"]["config"]["digest"]
+    if not plan.kind.in_place or want == config_digest(cfg):
+        return cfg
+    live = read_live(state, cfg.index)
+    if live is not None:
+        governed = live.governs(cfg)
+        if config_digest(governed) == want:
+            return governed
+    return cfg
+
+
+def _restore_live(cfg: PipelineConfig, state) -> None:
+    """A missing live record while the alias serves a population (deleted as corrupt, say) is rebuilt from the
+    alias and the population records before planning: otherwise the plan would be an initial build of every
+    document while readers are served the old population."""
+    from reindex.cutover import restore_live
+    from reindex.manifests import index_prefix
+
+    if state.exists(f"{index_prefix(cfg.index)}/live.json"):
+        return
+    with backends.read_only_store(cfg) as store:
+        restored = restore_live(store, state, cfg.index) if store is not None else None
+    if restored is not None:
+        import logging
+
+        logging.getLogger("reindex").warning(
+            "indexes/%s/live.json was missing; rebuilt it from the alias, which serves %s", cfg.index,
+            restored["collection"])
 
 
 def _model_limit(cfg: PipelineConfig) -> int | None:

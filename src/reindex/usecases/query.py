@@ -1,14 +1,28 @@
-"""Query the live alias (or a named population) the way a reader would: embed the text with the vector
-half, search through a read-only store that follows alias swaps, return chunks with their scores."""
+"""Query the live alias (or a named population) the way a reader would: resolve the alias to the population
+it serves, embed the text with *that population's* vector half (query prefix included), search it through a
+read-only store that follows alias swaps, and return chunks with their scores.
+
+Invariant 14 (DESIGN.md): a reader never embeds with the config file's vector half. The config file tells a
+reader *where* the index is (its name, the state store, the vector store) and how to run the model here
+(``embed``: device, threads); the population record tells it *what* the index holds (model, dimension, query
+prefix, payload layout, metadata fields). So a config edit changes nothing a reader sees until a cutover moves
+the alias, and a cutover or a rollback is followed without a restart. Every reader path — ``reindex query``,
+``api.query``, :class:`Querier`, both retrievers and ``ReindexVectorStore`` — goes through :class:`_ReadSide`.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from reindex.errors import ConfigError, TransientError, VectorStoreError
+from reindex.errors import ConfigError, StateError, TransientError, VectorStoreError
+from reindex.identity import identity_of
 from reindex.stores.payload import filter_key, payload_metadata, payload_text
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
@@ -16,24 +30,37 @@ from reindex.usecases.configure import load_resolved
 
 __all__ = ["Querier", "QueryResult", "parse_filters", "query"]
 
-FILTERABLE = ("doc_id",)  # always; plus the config's source.metadata_fields
+FILTERABLE = ("doc_id",)  # always; plus the served population's source.metadata_fields
+# With a remote state store (S3), a population record is read again at most this often while the alias stays
+# on it (a payload-layout update in place); a move of the alias is always followed at once.
+REMOTE_RECORD_REFRESH_S = 1.0
+_log = logging.getLogger("reindex")
 
 
 @dataclass(frozen=True, slots=True)
 class QueryResult:
-    """The top-k chunks for one query text."""
+    """The top-k chunks for one query text, and what answered it: the population (collection) the alias
+    served, its vector id and model, the serving mode, and ``note`` when the config file's vector half
+    differs from the one that answered (a change planned or being built: readers keep the served model)."""
 
     index: str
     target: str  # the alias or collection asked
     results: tuple[dict, ...]
+    population: str | None = None  # the collection that answered
+    vector_id: str | None = None
+    model: dict[str, Any] = field(default_factory=dict)
+    mode: str = "old"
+    note: str | None = None
 
     def as_dict(self) -> dict:
-        return {"index": self.index, "target": self.target, "results": list(self.results)}
+        return {"index": self.index, "target": self.target, "population": self.population,
+                "vector_id": self.vector_id, "model": dict(self.model), "mode": self.mode, "note": self.note,
+                "results": list(self.results)}
 
 
 def parse_filters(items: tuple[str, ...] | list[str], metadata_fields: Sequence[str] | None = None) -> dict[str, str]:
     """``key=value`` options → a dict. ``doc_id`` and the configured metadata fields (``metadata_fields``;
-    None: keys are checked later, by :func:`query` against the config) can be filtered on."""
+    None: keys are checked later, by :func:`query` against the served population) can be filtered on."""
     allowed = (*FILTERABLE, *(f for f in metadata_fields or () if f not in FILTERABLE))
     out = {}
     for item in items:
@@ -47,16 +74,6 @@ def parse_filters(items: tuple[str, ...] | list[str], metadata_fields: Sequence[
     return out
 
 
-def query(text: str, config_path: str | Path = DEFAULT_CONFIG, *, k: int = 10, filters: dict[str, str] | None = None,
-          collection: str | None = None) -> QueryResult:
-    """Top ``k`` chunks for ``text`` from the live alias (or ``collection``), from any process: the embedded
-    store is opened read-only, so this works while `reindex apply` or `cutover` runs."""
-    _check_args(text, k, filters)
-    cfg = load_resolved(config_path)
-    embedder = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
-    return _search(cfg, embedder, text, k=k, filters=filters, collection=collection)
-
-
 def _check_args(text: str, k: int, filters: dict[str, str] | None) -> None:
     if not text.strip():
         raise ConfigError("the query text is empty")
@@ -64,33 +81,143 @@ def _check_args(text: str, k: int, filters: dict[str, str] | None) -> None:
         raise ConfigError(f"--k {k}: must be at least 1")
 
 
-def _search(cfg, embedder, text: str, *, k: int, filters: dict[str, str] | None, collection: str | None,
-            store=None) -> QueryResult:
-    """Embed ``text`` with ``embedder`` and search ``store`` (None: a read-only store opened for this call
-    and closed after it). Filters on keys the config cannot filter on are refused, never dropped silently."""
-    filters = dict(filters or {})
-    if filters:
-        parse_filters([f"{key}={v}" for key, v in filters.items()], cfg.source.metadata_fields)
-    where = {filter_key(cfg.payload, key): v for key, v in filters.items() if key != "doc_id"}
-    vector = embedder.embed([text]).vectors[0]
-    target = collection or cfg.index
-    try:
-        if store is not None:
-            hits = store.query(target, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """What answers a query now: the collection, its recorded config (None: no record, see ``note``) and
+    the query embedder for its vector half."""
+
+    collection: str
+    cfg: Any  # the population's PipelineConfig (or the config file's, when the collection has no record)
+    vector_id: str
+    model: dict[str, Any]
+    embedder: Any
+    note: str | None
+
+
+class _ReadSide:
+    """The one read path: alias → population record → that population's query embedder → search.
+
+    Caches one embedder per (query-side vector half, embed options) and one parsed population per record
+    bytes; neither is keyed on the config file. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._embedders: dict[str, Any] = {}
+        self._records: dict[str, tuple[bytes, float, Any]] = {}  # collection → (record bytes, read at, Population)
+        self._noted: set[tuple[str, str]] = set()
+
+    def close(self) -> None:
+        with self._lock:
+            for emb in self._embedders.values():
+                close = getattr(emb, "close", None)
+                if callable(close):
+                    close()
+            self._embedders.clear()
+
+    def _population(self, state, index: str, collection: str, *, fresh: bool):
+        """The population record of ``collection`` (None when it has none), parsed once per record bytes."""
+        from reindex.manifests import Population, population_prefix
+
+        with self._lock:
+            cached = self._records.get(collection)
+            if cached is not None and not fresh and getattr(state, "remote", False) \
+                    and time.monotonic() - cached[1] < REMOTE_RECORD_REFRESH_S:
+                return cached[2]
+        key = f"{population_prefix(index, collection)}/population.json"
+        data = state.get(key)
+        if data is None:
+            return None
+        with self._lock:
+            cached = self._records.get(collection)
+            if cached is not None and cached[0] == data:
+                self._records[collection] = (data, time.monotonic(), cached[2])
+                return cached[2]
+        try:
+            d = json.loads(data)
+        except ValueError as err:
+            raise StateError(f"{state.describe()}/{key}: not valid JSON ({err}); restore it or delete it") from None
+        pop = Population.from_dict(d, f"{state.describe()}/{key}")
+        with self._lock:
+            self._records[collection] = (data, time.monotonic(), pop)
+        return pop
+
+    def _embedder(self, vector, options):
+        key = vector.model_dump_json() + options.model_dump_json()
+        with self._lock:
+            emb = self._embedders.get(key)
+            if emb is None:
+                emb = self._embedders[key] = backends.make_embedder(vector, options=options)
+            return emb
+
+    def served(self, cfg, store, target: str, *, fresh: bool = False) -> _Served:
+        """What answers a query of ``target`` (the index's alias, or a collection) now."""
+        collection = target if target != cfg.index else store.get_alias(cfg.index)
+        if collection is None:
+            collection = target  # no alias: the store answers (or refuses) for the name itself
+        pop = self._population(backends.state_store(cfg), cfg.index, collection, fresh=fresh)
+        own = identity_of(cfg).vector_id
+        if pop is None:
+            note = (f"{collection} has no population record in the state store; queries are embedded with the "
+                    "config file's vector half")
+            vector, pcfg, vid = cfg.vector, cfg, own
+            model = {"provider": cfg.vector.provider, "model": cfg.vector.model, "backend": cfg.vector.backend,
+                     "precision": cfg.vector.precision, "dimension": cfg.vector.dimension}
         else:
-            store = backends.vector_reader_for(cfg)
-            try:
-                hits = store.query(target, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
-            finally:
-                store.close()
+            pcfg, vector, vid, model = pop.config, pop.config.vector, pop.vector_id, pop.model()
+            note = None
+            if vid != own or cfg.vector.for_queries().prefix != vector.for_queries().prefix:
+                note = (f"the config's vector half ({cfg.vector.model}, vector id {own[:12]}) differs from the one "
+                        f"that answered ({vector.model}, vector id {vid[:12]}, population {collection}); readers "
+                        "embed with the served population's until a cutover moves the alias")
+        if note is not None and (collection, note) not in self._noted:
+            self._noted.add((collection, note))
+            _log.warning("reindex query: %s", note)
+        return _Served(collection, pcfg, vid, model, self._embedder(vector.for_queries(), cfg.embed), note)
+
+    def search(self, cfg, store, text: str, *, k: int, filters: dict[str, str] | None,
+               collection: str | None) -> QueryResult:
+        """Embed ``text`` for the population ``collection`` (or the alias) serves and search that population.
+        Filters on keys the served population cannot filter on are refused, never dropped silently."""
+        target = collection or cfg.index
+        try:
+            served = self.served(cfg, store, target)
+            pcfg = served.cfg
+            filters = dict(filters or {})
+            if filters:
+                parse_filters([f"{key}={v}" for key, v in filters.items()], pcfg.source.metadata_fields)
+            where = {filter_key(pcfg.payload, key): v for key, v in filters.items() if key != "doc_id"}
+            vector = served.embedder.embed([text]).vectors[0]
+            hits = store.query(served.collection, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
+        except VectorStoreError as err:
+            _raise_if_never_built(cfg, collection, err)
+            raise
+        results = tuple({"doc_id": h.payload.get("doc_id"), "score": round(float(h.score), 6),
+                         "page_content": payload_text(h.payload, pcfg.payload),
+                         "metadata": payload_metadata(h.payload, pcfg.payload),
+                         "ordinal": h.payload.get("ordinal")} for h in hits)
+        return QueryResult(cfg.index, target, results, population=served.collection, vector_id=served.vector_id,
+                           model=served.model, note=served.note)
+
+
+def query(text: str, config_path: str | Path = DEFAULT_CONFIG, *, k: int = 10, filters: dict[str, str] | None = None,
+          collection: str | None = None) -> QueryResult:
+    """Top ``k`` chunks for ``text`` from the live alias (or ``collection``), from any process: the embedded
+    store is opened read-only, so this works while `reindex apply` or `cutover` runs. The text is embedded
+    with the vector half of the population that answers, never the config file's."""
+    _check_args(text, k, filters)
+    cfg = load_resolved(config_path)
+    side = _ReadSide()
+    try:
+        store = backends.vector_reader_for(cfg)
     except VectorStoreError as err:
         _raise_if_never_built(cfg, collection, err)
         raise
-    results = tuple({"doc_id": h.payload.get("doc_id"), "score": round(float(h.score), 6),
-                     "page_content": payload_text(h.payload, cfg.payload),
-                     "metadata": payload_metadata(h.payload, cfg.payload),
-                     "ordinal": h.payload.get("ordinal")} for h in hits)
-    return QueryResult(cfg.index, target, results)
+    try:
+        return side.search(cfg, store, text, k=k, filters=filters, collection=collection)
+    finally:
+        store.close()
+        if backends.lent() is None:
+            side.close()
 
 
 def _raise_if_never_built(cfg, collection: str | None, err: VectorStoreError) -> None:
@@ -104,19 +231,19 @@ def _raise_if_never_built(cfg, collection: str | None, err: VectorStoreError) ->
 
 
 class Querier:
-    """:func:`query` for a process that asks many questions (a retriever, a web handler): the embedding model
-    is loaded once and the read-only store is opened once and held, so a call costs the embedding and the
+    """:func:`query` for a process that asks many questions (a retriever, a web handler): each model is
+    loaded once and the read-only store is opened once and held, so a call costs the embedding and the
     store's search, not an open of the store.
 
-    The held reader follows the index as it moves: every call re-reads the alias and the published generation
-    (two small files) and opens new data only when they moved (a cutover, a rollback, an in-place sync
-    published by another process). A call that fails on the held reader (its generation or store gone from
-    under it) closes it, opens a fresh one and asks again, once.
+    The held reader follows the index as it moves: every call resolves the alias to the population it
+    serves and embeds with that population's recorded vector half (one embedder per vector half, kept), so a
+    cutover to another model, and a rollback from it, are followed without a restart. A call that fails on the
+    held reader (its generation or store gone from under it) closes it, opens a fresh one and asks again, once.
 
-    Each call also checks the config file: if its bytes changed, it is loaded again, the embedder is rebuilt
-    when the vector half differs (a cutover to a new model must not be queried with the old one) and the
-    reader reopened when the store's location differs. Results are exactly those of :func:`query` with the
-    same arguments. Safe to call from several threads; ``close()`` (or ``with``) releases the reader.
+    The config file is read again when its bytes change, for *where* the index is (its name, state and vector
+    store: the reader is reopened when they move) and how to run models here (``embed``); its vector half
+    decides nothing a reader sees. A config that no longer loads is reported once and the last good one kept.
+    Safe to call from several threads; ``close()`` (or ``with``) releases the reader and the models.
     """
 
     def __init__(self, config_path: str | Path = DEFAULT_CONFIG) -> None:
@@ -124,20 +251,22 @@ class Querier:
         self._lock = threading.Lock()
         self._source = self.config_path.read_bytes() if self.config_path.is_file() else None
         self._cfg = load_resolved(self.config_path)
-        self._embedder = backends.make_embedder(self._cfg.vector.for_queries(), options=self._cfg.embed)
+        self._side = _ReadSide()
         self._store = None
         self._store_at = None  # (store config, state uri) the held reader was opened for
 
     def _current(self):
-        """(config, embedder) for the config file as it is now."""
+        """The config file as it is now (the last good one if it no longer loads)."""
         with self._lock:
             source = self.config_path.read_bytes() if self.config_path.is_file() else None
             if source != self._source:
-                cfg = load_resolved(self.config_path)
-                if cfg.vector != self._cfg.vector or cfg.embed != self._cfg.embed:
-                    self._embedder = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
-                self._cfg, self._source = cfg, source
-            return self._cfg, self._embedder
+                try:
+                    self._cfg = load_resolved(self.config_path)
+                except ConfigError as err:
+                    _log.warning("%s no longer loads (%s); queries keep using the config it had", self.config_path,
+                                 err)
+                self._source = source
+            return self._cfg
 
     def _reader(self, cfg):
         """The held read-only store for ``cfg``'s store, opened on first use or when the store moved."""
@@ -158,30 +287,32 @@ class Querier:
     @property
     def index(self) -> str:
         """The alias this querier reads (the config's ``index``)."""
-        return self._current()[0].index
+        return self._current().index
 
     @property
     def distance(self) -> str:
-        """The vector distance of the index's vector half (``cosine``, ``dot`` or ``euclid``)."""
-        return self._current()[0].vector.distance
+        """The vector distance of the population the alias serves (``cosine``, ``dot`` or ``euclid``)."""
+        cfg = self._current()
+        return self._side.served(cfg, self._reader(cfg), cfg.index).cfg.vector.distance
 
     def query(self, text: str, *, k: int = 10, filters: dict[str, str] | None = None,
               collection: str | None = None) -> QueryResult:
         """Top ``k`` chunks for ``text``; see :func:`query`."""
         _check_args(text, k, filters)
-        cfg, embedder = self._current()
+        cfg = self._current()
         store = self._reader(cfg)
         try:
-            return _search(cfg, embedder, text, k=k, filters=filters, collection=collection, store=store)
+            return self._side.search(cfg, store, text, k=k, filters=filters, collection=collection)
         except (VectorStoreError, TransientError):
             with self._lock:
                 self._drop(store)
-            return _search(cfg, embedder, text, k=k, filters=filters, collection=collection, store=self._reader(cfg))
+            return self._side.search(cfg, self._reader(cfg), text, k=k, filters=filters, collection=collection)
 
     def close(self) -> None:
-        """Release the held reader (a later call opens a new one)."""
+        """Release the held reader and the models (a later call opens them again)."""
         with self._lock:
             self._drop()
+        self._side.close()
 
     def __enter__(self) -> Querier:
         return self
