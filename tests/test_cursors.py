@@ -708,3 +708,19 @@ def test_a_bad_file_is_read_and_reported_by_every_sync_and_a_broken_one_keeps_it
         assert plan.kind == "none" and ix.sync()["outcome"] == "nothing-to-do"
         opened.clear()
     assert ix.points(live)[broken.name] >= 1
+
+
+def test_the_cursor_fields_are_in_the_config_digest_only_when_set() -> None:
+    """A plan made before them still applies; a plan made with a cursor does not apply once it is removed.
+    The variable a password is read from is in no digest (rotating it plans nothing)."""
+    from reindex.config import config_from_dict
+    from reindex.identity import config_digest, legacy_config_digest
+
+    def cfg(**source: object):
+        return config_from_dict({"index": "docs", "source": {"uri": "/a/corpus", **source}, "vector": {"provider": "hash"}})
+
+    assert (config_digest(cfg()), legacy_config_digest(cfg())) == ("820406ba658d156955746de247480cf0",
+                                                                   "be3a0f8ce25431b5d2725940c33b1c2e")
+    for field in ({"cursor": "updated_at"}, {"deleted_field": "gone"}, {"kind": "changelog"}, {"table": "t"}):
+        assert config_digest(cfg(**field)) != config_digest(cfg()), field
+    assert config_digest(cfg(password_env="DB_PASSWORD")) == config_digest(cfg())

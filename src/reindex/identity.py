@@ -354,10 +354,16 @@ def config_digest(cfg: PipelineConfig) -> str:
     return digest_json(_without_default_follow(data))
 
 
+# Source fields that came after plans existed, left out at their defaults so that earlier plans' digests still
+# match (follow_symlinks; the cursor fields of issue 34). password_env is always left out: it names where a
+# secret is read from (operational, like every <name>_env).
+_LATER_SOURCE_DEFAULTS = {"follow_symlinks": False, "kind": "auto", "cursor": None, "deleted_field": None,
+                          "table": None}
+
+
 def _without_default_follow(data: dict) -> dict:
-    # source.follow_symlinks came after plans existed: left out while off, so their digests still match.
-    if not data["source"].get("follow_symlinks"):
-        data["source"] = {k: v for k, v in data["source"].items() if k != "follow_symlinks"}
+    data["source"] = {k: v for k, v in data["source"].items() if k != "password_env"
+                      and not (k in _LATER_SOURCE_DEFAULTS and v == _LATER_SOURCE_DEFAULTS[k])}
     return data
 
 
