@@ -30,7 +30,7 @@ from reindex.planner import (
 
 from reindex import execution
 from reindex.embedders import describe_embedder
-from reindex.cursors import Tracking, commit_cursor, read_committed, read_cursor, source_key
+from reindex.cursors import Committed, Tracking, commit_cursor, read_committed, read_cursor, source_key
 from reindex.manifests import (
     Population,
     read_apply_record,
@@ -111,6 +111,7 @@ def check_inputs(plan: Plan, cfg: PipelineConfig, state, *,
         problems.append(f"the config changed since the plan (digest {inputs['config']['digest'][:12]})")
     base = inputs["baseline"]
     live = read_live(state, cfg.index)
+    committed = None
     if base["kind"] == "explicit":
         problems.append("the plan was made against an explicit baseline (--baseline-config/--baseline-corpus), "
                         "not the live index")
@@ -126,9 +127,8 @@ def check_inputs(plan: Plan, cfg: PipelineConfig, state, *,
                 != base["manifest_digest"]:
             problems.append(f"the live population {live.collection} changed since the plan")
         else:
-            committed = read_committed(state, cfg.index, live.collection)
-            if base.get("cursor") is not None and committed is not None and \
-                    committed.cursor.digest != base["cursor"] and committed.run != plan.plan_hash:
+            committed = read_committed(state, cfg.index, live.collection) if base.get("cursor") is not None else None
+            if committed is not None and committed.cursor.digest != base["cursor"] and committed.run != plan.plan_hash:
                 problems.append(f"the live population {live.collection} recorded another cursor since the plan "
                                 "(another sync read the source)")
     wanted = set(plan.body["work"]["affected_documents"]) if read is not None and plan.kind.in_place else set()
@@ -136,7 +136,8 @@ def check_inputs(plan: Plan, cfg: PipelineConfig, state, *,
     if how["mode"] == "cursor":  # read from the live population's cursor: checked from the same cursor
         if problems or live is None:
             return problems, None
-        return _check_from_cursor(plan, cfg, state, live.collection, how["from"], read if wanted else None, wanted)
+        return _check_from_cursor(plan, cfg, state, live.collection, how["from"], read if wanted else None, wanted,
+                                  committed)
     source = tracker_of(open_source(cfg.source))
     position = source.position() if source is not None else None  # before the read: what it sees is at or past it
     now = corpus_digest_of(cfg, read=read if wanted else None, wanted=wanted)
@@ -147,11 +148,13 @@ def check_inputs(plan: Plan, cfg: PipelineConfig, state, *,
 
 
 def _check_from_cursor(plan: Plan, cfg: PipelineConfig, state, collection: str, since_digest: str,
-                       read: dict[str, Document] | None, wanted: set[str]) -> tuple[list[str], Tracking | None]:
+                       read: dict[str, Document] | None, wanted: set[str],
+                       committed: Committed | None = None) -> tuple[list[str], Tracking | None]:
     """The corpus check of a plan that read from the live population's cursor: the same cursor, the same
-    changes (keeping the documents the plan changes in ``read``)."""
-    since = read_cursor(state, cfg.index, collection, since_digest)
-    committed = read_committed(state, cfg.index, collection)
+    changes (keeping the documents the plan changes in ``read``). ``committed``: the population's, if read."""
+    committed = committed or read_committed(state, cfg.index, collection)
+    since = committed.cursor if committed is not None and committed.cursor.digest == since_digest else \
+        read_cursor(state, cfg.index, collection, since_digest)
     source = tracker_of(open_source(cfg.source))
     if since is None or committed is None or source is None:
         return [f"the cursor the plan read from ({since_digest[:12]}) is no longer recorded for {collection}"], None
