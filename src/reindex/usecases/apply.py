@@ -463,15 +463,13 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         if not failures and not in_place:
             lock.check()
             report_stale = execution.delete_unlisted_points(ctx)
+            _commit_tracking(ctx, summary, plan)  # the content is final here; the index build below takes long
             store.finish_bulk(target)
             _set_population_state(state, cfg, target, PopulationState.READY)
         if not failures and in_place:
             _record_payload(state, cfg, target)
-        if not failures and ctx.tracking is not None and \
-                not any(r["failures"] for r in summary["catch_up"].get("rounds", [])):
-            holds = read_document_hashes(state, cfg.index, target).keys() if ctx.tracking.full else None
             lock.check()
-            commit_cursor(state, cfg.index, target, ctx.tracking, run=plan.plan_hash, holds=holds)
+            _commit_tracking(ctx, summary, plan)
         phases["finish"] = time.perf_counter() - t
         report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
         report["runner"] = describe(runner)
@@ -486,6 +484,15 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:
         store.close()
+
+
+def _commit_tracking(ctx: execution.ApplyContext, summary: dict, plan: Plan) -> None:
+    """Record the source's cursor the run holds for its target, when its catch-up ended clean (a cursor taken
+    before a full read keeps only the documents the target holds)."""
+    if ctx.tracking is None or any(r["failures"] for r in summary["catch_up"].get("rounds", [])):
+        return
+    holds = read_document_hashes(ctx.state, ctx.index, ctx.target).keys() if ctx.tracking.full else None
+    commit_cursor(ctx.state, ctx.index, ctx.target, ctx.tracking, run=plan.plan_hash, holds=holds)
 
 
 # An apply that embedded fewer tokens than this (in the plan's tokenizer) is too short to measure throughput:
