@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "src" / "reindex" / "sample" / "corpus"
-KINDS = ("folder", "s3", "parquet", "changelog", "postgres", "jsonl")
+KINDS = ("folder", "s3", "parquet", "changelog", "postgres", "postgres-tombstone", "jsonl")
 CONFIG = """index: bench
 source: {source}
 text: {{chunker: {{kind: recursive, size: 250}}}}
@@ -69,6 +69,18 @@ class Corpus:
         self.ids = [f"d{i:06d}" for i in range(len(docs))]
         self.stamp = list(range(1, len(docs) + 1))
 
+    @classmethod
+    def reload(cls, work: Path, s3: str | None, pg: str | None) -> "Corpus":
+        """The corpus a finished run left in ``work`` (texts from the folder, ``updated_at`` from the Parquet file)."""
+        import pyarrow.parquet as pq
+
+        files = sorted((work / "corpus").glob("*.txt"))
+        corpus = cls(work, [f.read_text(encoding="utf-8") for f in files], s3, pg)
+        table = pq.read_table(work / "corpus.parquet", columns=["id", "updated_at"]).to_pydict()
+        stamp = dict(zip(table["id"], table["updated_at"]))
+        corpus.stamp = [stamp[f"{i}.txt"] for i in corpus.ids]
+        return corpus
+
     def write_all(self) -> None:
         folder = self.work / "corpus"
         folder.mkdir(parents=True, exist_ok=True)
@@ -80,17 +92,21 @@ class Corpus:
                 f.write(json.dumps({"op": "upsert", "doc_id": f"{i}.txt", "text": t}) + "\n")
         self._parquet()
         if self.pg:
-            import psycopg
-
-            with psycopg.connect(self.pg, autocommit=True) as c:
-                c.execute("DROP TABLE IF EXISTS docs")
-                c.execute("CREATE TABLE docs (id text PRIMARY KEY, text text, updated_at bigint NOT NULL)")
-                c.execute("CREATE INDEX ON docs (updated_at)")
-                with c.cursor().copy("COPY docs (id, text, updated_at) FROM STDIN") as cp:
-                    for i, t, s in zip(self.ids, self.docs, self.stamp):
-                        cp.write_row((f"{i}.txt", t, s))
+            self.write_pg()
         if self.s3:
             self._s3_put(range(len(self.docs)))
+
+    def write_pg(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.pg, autocommit=True) as c:
+            c.execute("DROP TABLE IF EXISTS docs")
+            c.execute("CREATE TABLE docs (id text PRIMARY KEY, text text, updated_at bigint NOT NULL, "
+                      "deleted boolean NOT NULL DEFAULT false)")
+            c.execute("CREATE INDEX ON docs (updated_at)")
+            with c.cursor().copy("COPY docs (id, text, updated_at) FROM STDIN") as cp:
+                for i, t, s in zip(self.ids, self.docs, self.stamp):
+                    cp.write_row((f"{i}.txt", t, s))
 
     def _jsonl(self) -> None:
         with (self.work / "corpus.jsonl").open("w", encoding="utf-8") as f:
@@ -138,6 +154,8 @@ class Corpus:
                 "changelog": {"kind": "changelog", "uri": str(w / "changes.jsonl")},
                 "parquet": {"uri": str(w / "corpus.parquet"), "cursor": "updated_at"},
                 "postgres": {"uri": f"{self.pg}&table=docs" if self.pg else "", "cursor": "updated_at"},
+                "postgres-tombstone": {"uri": f"{self.pg}&table=docs" if self.pg else "", "cursor": "updated_at",
+                                       "deleted_field": "deleted"},
                 "s3": {"uri": "s3://bench/corpus", "endpoint_url": self.s3}}[kind]
 
 
@@ -303,17 +321,21 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, required=True)
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--log", type=Path, default=None)
+    ap.add_argument("--reuse", action="store_true",
+                    help="Keep the corpus and index a finished run left in --dir (the PostgreSQL table is loaded again) "
+                         "and measure --kinds on it.")
     args = ap.parse_args()
     work = args.dir.resolve()
-    if work.exists():
+    if work.exists() and not args.reuse:
         shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
     log = args.log or work / "log.jsonl"
     kinds = [k for k in args.kinds.split(",") if k]
-    pg = start_postgres() if "postgres" in kinds else None
-    if "postgres" in kinds and pg is None:
+    wants_pg = [k for k in kinds if k.startswith("postgres")]
+    pg = start_postgres() if wants_pg else None
+    if wants_pg and pg is None:
         print("PostgreSQL binaries not found: postgres skipped", file=sys.stderr)
-        kinds.remove("postgres")
+        kinds = [k for k in kinds if not k.startswith("postgres")]
     s3 = None
     if "s3" in kinds:
         import logging
@@ -333,25 +355,35 @@ def main() -> None:
         boto3.client("s3", endpoint_url=s3).create_bucket(Bucket="bench")
     try:
         t0 = time.perf_counter()
-        corpus = Corpus(work, texts(args.docs), s3, pg[0] if pg else None)
-        corpus.write_all()
-        print(f"corpus of {args.docs:,} documents written in {time.perf_counter() - t0:.1f} s", flush=True)
         folder = work / "corpus"
-        configure(work, corpus.source("folder"))
-        out, plan_fig = run(work, folder, "plan", "--json", ok=(2,))
-        plan_file = json.loads(out)["plan_file"]
-        _, apply_fig = run(work, folder, "apply", plan_file, "--no-progress")
-        run(work, folder, "cutover", plan_file)
         from reindex.manifests import count_chunk_manifest_rows, read_live
         from reindex.stores.objects import LocalObjectStore
 
+        if args.reuse:
+            corpus = Corpus.reload(work, s3, pg[0] if pg else None)
+            if pg:
+                corpus.write_pg()
+            if s3:
+                corpus._s3_put(range(len(corpus.docs)))
+            print(f"corpus of {len(corpus.docs):,} documents reloaded in {time.perf_counter() - t0:.1f} s", flush=True)
+        else:
+            corpus = Corpus(work, texts(args.docs), s3, pg[0] if pg else None)
+            corpus.write_all()
+            print(f"corpus of {args.docs:,} documents written in {time.perf_counter() - t0:.1f} s", flush=True)
+            configure(work, corpus.source("folder"))
+            out, plan_fig = run(work, folder, "plan", "--json", ok=(2,))
+            plan_file = json.loads(out)["plan_file"]
+            _, apply_fig = run(work, folder, "apply", plan_file, "--no-progress")
+            run(work, folder, "cutover", plan_file)
+            print(f"built: plan {plan_fig}, apply {apply_fig}", flush=True)
         state = LocalObjectStore(work / "state")
         points = count_chunk_manifest_rows(state, "bench", read_live(state, "bench").collection)
-        print(f"built: {points:,} points; plan {plan_fig}, apply {apply_fig}", flush=True)
+        print(f"{points:,} points", flush=True)
+        offset = 50 if args.reuse else 0  # other documents than a first run edited
         for n, kind in enumerate(kinds):
             configure(work, corpus.source(kind))
             out, first = run(work, folder, "sync", "--json", "--plans", "plans", ok=(0,))
-            corpus.edit(n * 7 + 3)
+            corpus.edit(offset + n * 7 + 3)
             out, p = run(work, folder, "plan", "--json", ok=(2,))
             summary = json.loads(out)
             plan_file = summary["plan_file"]

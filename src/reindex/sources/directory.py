@@ -81,21 +81,25 @@ class DirectorySource:
         for n, (doc_id, path, problem) in enumerate(self._files(admission.report), 1):
             if admission.skip(doc_id, n):
                 continue
-            if problem is not None:
-                admission.reject(doc_id, problem)
-                continue
-            try:
-                data = self._read(path)
-            except _Outside as out:
-                admission.reject(doc_id, _outside(str(out)))
-                continue
-            except OSError as err:
-                admission.reject(doc_id, f"unreadable: {err.strerror or err}")
-                continue
-            meta = file_metadata(self.cfg.metadata_fields, doc_id, path, data)
-            doc = admission.admit(doc_id, data, n, metadata=meta)
+            doc = self._document(admission, n, doc_id, path, problem)
             if doc is not None:
                 yield doc
+
+    def _document(self, admission: Admission, n: int, doc_id: str, path: Path, problem: str | None) -> Document | None:
+        """The ``n``-th listed file as a document, or None after reporting why it cannot be one."""
+        if problem is not None:
+            admission.reject(doc_id, problem)
+            return None
+        try:
+            data = self._read(path)
+        except _Outside as out:
+            admission.reject(doc_id, _outside(str(out)))
+            return None
+        except OSError as err:
+            admission.reject(doc_id, f"unreadable: {err.strerror or err}")
+            return None
+        meta = file_metadata(self.cfg.metadata_fields, doc_id, path, data)
+        return admission.admit(doc_id, data, n, metadata=meta)
 
     def _read(self, path: Path) -> bytes:
         """The file's bytes, after checking where the opened file really is (Linux: /proc/self/fd)."""
@@ -179,34 +183,39 @@ class DirectorySource:
 
     def position(self) -> Cursor:
         """Every file's (size, mtime_ns), from the folder's metadata only."""
-        return Cursor.of("listing", {}, dict(self._signatures(ScanReport())))
+        files = self._listing(ScanReport())
+        return Cursor.of("listing", {}, {d: _signature(p, problem) for d, (p, problem) in files.items()})
 
     def changes(self, since: Cursor, report: ScanReport) -> Changes:
-        """Files added, or whose size or mtime moved since ``since`` (read and hashed), and files gone."""
-        return listing_changes(self._signatures(report), since, self._read_wanted, report, "files")
+        """Files added, or whose size or mtime moved since ``since`` (read and hashed), and files gone: one walk
+        of the folder; only the files whose pair moved are opened."""
+        files = self._listing(report)
 
-    def _signatures(self, report: ScanReport) -> Iterator[tuple[str, str]]:
-        for doc_id, path, problem in self._files(report):
-            if problem is not None:  # a link that is not read: the scan reports it, every time
-                yield doc_id, "unreadable"
-                continue
-            try:
-                st = path.stat()
-            except OSError:
-                yield doc_id, "unreadable"  # never "gone": it is read, and reported as unreadable
-                continue
-            yield doc_id, f"{st.st_size}:{st.st_mtime_ns}"
+        def read(wanted: set[str], into: ScanReport) -> Iterator[Document]:
+            admission = Admission(into, unit="file")
+            for n, (doc_id, (path, problem)) in enumerate(files.items(), 1):  # in the walk's order
+                if doc_id in wanted:
+                    doc = self._document(admission, n, doc_id, path, problem)
+                    if doc is not None:
+                        yield doc
 
-    def _read_wanted(self, wanted: set[str], report: ScanReport) -> Iterator[Document]:
-        """The files of ``wanted`` through :meth:`scan` (the one place files are opened), their bad ones
-        reported (the walk's own findings were reported by the listing)."""
-        scratch = ScanReport()
-        for doc in self.scan(scratch, keep=wanted.__contains__):
-            report.add(doc)
-            yield doc
-        for bad in scratch.bad:
-            if bad.doc_id in wanted:
-                report.add_bad(bad)
+        signatures = ((d, _signature(p, problem)) for d, (p, problem) in files.items())
+        return listing_changes(signatures, since, read, report, "files")
+
+    def _listing(self, report: ScanReport) -> dict[str, tuple[Path, str | None]]:
+        return {doc_id: (path, problem) for doc_id, path, problem in self._files(report)}
+
+
+def _signature(path: Path, problem: str | None) -> str:
+    """A file's (size, mtime_ns); ``unreadable`` for one that cannot be stat'ed or is not read (a link out of
+    the folder): such a file is never taken as gone, it is read (or refused) and reported every time."""
+    if problem is not None:
+        return "unreadable"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "unreadable"
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 class _Outside(Exception):
