@@ -2,7 +2,7 @@
 cursor, against a JSON Lines file that is read whole, at two corpus sizes.
 
     PYTHONPATH=src .venv/bin/python bench/cursors.py --docs 10000 --dir build/cur10k \
-        [--kinds folder,s3,parquet,changelog,postgres,jsonl] [--log build/cur10k/log.jsonl]
+        [--kinds folder,s3,parquet,changelog,postgres,postgres-tombstone,jsonl,folder-verify] [--log FILE] [--reuse]
 
 The corpus: ``--docs`` documents, each a ~1.5 KB slice of the bundled sample PEPs with its own id
 (``d000123``), written once in every form: a folder of ``.txt`` files, a JSON Lines file, a change log of
@@ -17,7 +17,9 @@ form at once (the files stay equal, so the next kind starts in step); then ``rei
 (user + sys of the child) of the plan and of the apply, and the bytes of source each read, counted in the
 child through the same seams the tests wrap (a folder source's ``_read``, the JSONL file's lines, the
 change log's lines, the Parquet column chunks read (compressed, as on disk), PostgreSQL's text and id values,
-S3 object bodies) — content and id listings, not metadata listings.
+S3 object bodies) — content and id listings, not metadata listings. ``folder-verify``: the folder with
+``reindex plan --verify`` (every file read and hashed, as every folder sync did before cursors).
+``--reuse``: measure more kinds on the index a finished run left in ``--dir``.
 """
 
 from __future__ import annotations
@@ -189,9 +191,13 @@ def start_postgres() -> tuple[str, callable] | None:
 
 def child(counts_file: str, corpus_dir: str, argv: list[str]) -> None:
     """Run ``reindex ARGV`` in this process, counting the bytes of source read through the sources' seams."""
-    from reindex.sources.changelog import ChangelogSource
     from reindex.sources.jsonl import JsonlSource
     from reindex.tables import ParquetReader
+
+    try:
+        from reindex.sources.changelog import ChangelogSource
+    except ImportError:  # a tree before cursors (--src of a same-run baseline)
+        ChangelogSource = type("NoChangelog", (), {"_lines": None, "_document": None})
 
     read = {"bytes": 0}
     folder = Path(corpus_dir)
@@ -242,7 +248,7 @@ def child(counts_file: str, corpus_dir: str, argv: list[str]) -> None:
 
     ChangelogSource._document = document  # type: ignore[method-assign]
 
-    real_group = ParquetReader.read_group
+    real_group = getattr(ParquetReader, "read_group", None)
 
     def read_group(self, group, columns):
         read["bytes"] += self.chunk_bytes(group, columns)
@@ -381,10 +387,11 @@ def main() -> None:
         print(f"{points:,} points", flush=True)
         offset = 50 if args.reuse else 0  # other documents than a first run edited
         for n, kind in enumerate(kinds):
-            configure(work, corpus.source(kind))
+            base, verify = kind.removesuffix("-verify"), kind.endswith("-verify")  # folder-verify: plan --verify
+            configure(work, corpus.source(base))
             out, first = run(work, folder, "sync", "--json", "--plans", "plans", ok=(0,))
             corpus.edit(offset + n * 7 + 3)
-            out, p = run(work, folder, "plan", "--json", ok=(2,))
+            out, p = run(work, folder, "plan", "--json", *(["--verify"] if verify else []), ok=(2,))
             summary = json.loads(out)
             plan_file = summary["plan_file"]
             body = json.loads((work / plan_file).read_text())
