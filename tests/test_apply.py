@@ -569,9 +569,9 @@ def test_an_in_place_sync_reads_only_the_edited_files_once_and_its_shards_take_t
     r = ws.apply(path)
     monkeypatch.undo()
     assert r.status == "done" and r.collection == live and r.report["actual"]["documents"] == len(edited)
-    # The drift check reads the edited files from the population's cursor (one scan keeping only them); the
-    # catch-up lists the folder and opens nothing; no shard scans the source again.
-    assert scans == [False] and sorted(opened) == sorted(edited)
+    # The drift check lists the folder and reads the edited files from the population's cursor; the catch-up
+    # lists it and opens nothing; no shard scans the source.
+    assert scans == [] and sorted(opened) == sorted(edited)
     # The writer loads the collection once: the delta generation it writes (prepare_writes before the reads).
     assert len(loads) == 1, loads
 
@@ -590,8 +590,8 @@ def test_a_sync_of_more_than_the_read_cap_has_its_shards_scan_the_source(
     r = ws.apply(path)
     monkeypatch.undo()
     assert r.status == "done" and r.report["actual"]["documents"] == len(edited)
-    # The drift check's read from the cursor, then each shard's own scan (each keeping only its documents).
-    assert scans == [False] * (1 + r.report["actual"]["shards_run"]) and r.report["actual"]["shards_run"] >= 1
+    # The drift check reads from the cursor (no scan); each shard scans, keeping only its documents.
+    assert scans == [False] * r.report["actual"]["shards_run"] and r.report["actual"]["shards_run"] >= 1
 
     clean, want = _built_from_scratch(tmp_path, ws)
     ws.snapshot(live).assert_same(clean.snapshot(want))
