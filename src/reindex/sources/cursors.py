@@ -60,12 +60,6 @@ class Cursor:
             return self
         return Cursor.of(self.kind, self.position, {d: s for d, s in self.entries.items() if d in ids})
 
-    def without(self, ids: Collection[str]) -> Cursor:
-        """This cursor forgetting ``ids`` (a listing: they are read again next time)."""
-        if self.kind != "listing" or not ids:
-            return self
-        return Cursor.of(self.kind, self.position, {d: s for d, s in self.entries.items() if d not in ids})
-
     def describe(self) -> str:
         """One line: ``listing of 703 documents``, ``mark 2026-12-01 10:00:00+00``, ``offset 1,234``."""
         if self.kind == "listing":
