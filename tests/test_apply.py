@@ -521,6 +521,22 @@ def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return scans
 
 
+def _count_reads(monkeypatch: pytest.MonkeyPatch, folder: Path) -> list[str]:
+    """Each file under ``folder`` whose bytes are read (the folder source's one reader)."""
+    from reindex.sources.directory import DirectorySource
+
+    opened: list[str] = []
+    real = DirectorySource._read
+
+    def read(self: Any, path: Path) -> bytes:
+        if path.is_relative_to(folder):
+            opened.append(path.relative_to(folder).as_posix())
+        return real(self, path)
+
+    monkeypatch.setattr(DirectorySource, "_read", read)
+    return opened
+
+
 def _live_then_edited(tmp_path: Path) -> tuple[Workspace, str, list[str], Any, Path]:
     """A live index of the sample, then the sample's edits planned: (workspace, live, edited ids, plan, path)."""
     ws = Workspace(tmp_path / "ws")
@@ -539,11 +555,12 @@ def _built_from_scratch(tmp_path: Path, ws: Workspace, *copied: str) -> tuple[Wo
     return clean, clean.build_live()
 
 
-def test_an_in_place_sync_reads_the_source_twice_and_its_shards_take_the_drift_checks_documents(
+def test_an_in_place_sync_reads_only_the_edited_files_once_and_its_shards_take_the_drift_checks_documents(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws, live, edited, plan, path = _live_then_edited(tmp_path)
     assert plan.kind == "document-scoped" and len(plan.body["work"]["affected_documents"]) == len(edited) > 1
     scans = _count_scans(monkeypatch)
+    opened = _count_reads(monkeypatch, ws.corpus)
     from reindex.stores.edge import _engine
 
     loads: list[str] = []
@@ -552,8 +569,9 @@ def test_an_in_place_sync_reads_the_source_twice_and_its_shards_take_the_drift_c
     r = ws.apply(path)
     monkeypatch.undo()
     assert r.status == "done" and r.collection == live and r.report["actual"]["documents"] == len(edited)
-    # The drift check's corpus digest and the catch-up: no shard scans the source again.
-    assert scans == [True, True]
+    # The drift check lists the folder and reads the edited files from the population's cursor; the catch-up
+    # lists it and opens nothing; no shard scans the source.
+    assert scans == [] and sorted(opened) == sorted(edited)
     # The writer loads the collection once: the delta generation it writes (prepare_writes before the reads).
     assert len(loads) == 1, loads
 
@@ -572,7 +590,8 @@ def test_a_sync_of_more_than_the_read_cap_has_its_shards_scan_the_source(
     r = ws.apply(path)
     monkeypatch.undo()
     assert r.status == "done" and r.report["actual"]["documents"] == len(edited)
-    assert scans[0] and scans[-1] and scans.count(False) == r.report["actual"]["shards_run"] >= 1
+    # The drift check reads from the cursor (no scan); each shard scans, keeping only its documents.
+    assert scans == [False] * r.report["actual"]["shards_run"] and r.report["actual"]["shards_run"] >= 1
 
     clean, want = _built_from_scratch(tmp_path, ws)
     ws.snapshot(live).assert_same(clean.snapshot(want))

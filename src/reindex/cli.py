@@ -198,6 +198,8 @@ def chunk(path: str, config_path: str | None, chunker: str | None, summary: bool
 @click.option("--out", default="plans", show_default=True, help="Folder for the plan and its reports.")
 @click.option("--sample", type=int, default=None, help="Project from a length-stratified sample of N documents.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
+@click.option("--verify", is_flag=True, help="Read the whole source and compare content hashes, even where its "
+              "cursor (listing metadata, a cursor column, a change log's offset) would find the changes.")
 @click.option("--forecast", type=int, is_flag=False, flag_value=100, default=None, metavar="[N]",
               help="What a pipeline-scoped change buys, before paying: build both sides on N sampled documents "
                    "(default 100) plus those the queries point at, in a scratch store, and evaluate them as the "
@@ -208,7 +210,8 @@ def chunk(path: str, config_path: str | None, chunker: str | None, summary: bool
 @click.option("--json", "as_json", is_flag=True, help="Print the key numbers as JSON.")
 @click.pass_context
 def plan(ctx: click.Context, config_path: str, baseline_config: str | None, baseline_corpus: str | None, out: str,
-         sample: int | None, seed: int, forecast: int | None, queries: str | None, as_json: bool) -> None:
+         sample: int | None, seed: int, verify: bool, forecast: int | None, queries: str | None,
+         as_json: bool) -> None:
     """Classify and price a change; write plans/<date>-<index>-<kind>-<hash>.json with Markdown and HTML reports.
 
     Exit codes: 0 nothing to do, 2 changes planned, 1 error (like terraform plan -detailed-exitcode), 64 usage
@@ -225,7 +228,7 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
         if queries is not None and forecast is None:
             raise click.UsageError("--queries goes with --forecast (the cutover takes its own --queries)")
         p, path = ix.plan(baseline_config=baseline_config, baseline_corpus=baseline_corpus, out=out, sample=sample,
-                          seed=seed, forecast=forecast, queries=queries)
+                          seed=seed, verify=verify, forecast=forecast, queries=queries)
     if as_json:
         _emit_json({**p.summary(), "plan_file": str(path)})
     else:
@@ -440,8 +443,11 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
               help="JSONL queries for the cutover's comparison (default: probes from the corpus).")
 @click.option("--k", type=int, default=None, help="Comparison depth of the cutover (default: cutover.k).")
 @click.option("--no-gc", is_flag=True, help="Do not delete retired populations past retention at the end.")
+@click.option("--verify", is_flag=True, help="Read the whole source and compare content hashes instead of trusting its "
+              "cursor (metadata can lie: new bytes, same size and mtime); repairs the cursor. See sync.verify_every.")
 @click.option("--json", "as_json", is_flag=True, help="Print the cycle's result as JSON.")
-def sync(config_path: str, plans_dir: str, queries: str | None, k: int | None, no_gc: bool, as_json: bool) -> None:
+def sync(config_path: str, plans_dir: str, queries: str | None, k: int | None, no_gc: bool, verify: bool,
+         as_json: bool) -> None:
     """One unattended cycle, for cron: plan; apply a change the approval policy lets through (in place, or
     built and cut over through the gate); plan a change that needs approval and stop (after `reindex
     approve`, the next `reindex sync` carries it out); then gc past retention.
@@ -450,13 +456,18 @@ def sync(config_path: str, plans_dir: str, queries: str | None, k: int | None, n
     Exit codes: 0 applied, nothing to do, or skipped; 2 a plan waits for approval (its path is printed);
     3 the cutover gate failed (alias untouched); 1 error.
 
+    A sync reads what changed, found from the source's cursor (a folder's sizes and mtimes, S3's ETags, a cursor
+    column, a change log's offset); a JSON Lines file is read whole. --verify (or sync.verify_every) reads
+    everything and compares content hashes.
+
     \b
     Example (crontab):
       0 * * * *  cd /srv/docs && reindex sync -c reindex.yaml
+      0 3 * * 0  cd /srv/docs && reindex sync -c reindex.yaml --verify
     """
 
     with api.Index.open(config_path) as ix:
-        r = ix.sync(api.SyncPolicy(plans_dir=plans_dir, queries=queries, k=k, gc=not no_gc))
+        r = ix.sync(api.SyncPolicy(plans_dir=plans_dir, queries=queries, k=k, gc=not no_gc, verify=verify))
     if as_json:
         _emit_json(r.as_dict())
     else:

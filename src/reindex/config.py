@@ -609,7 +609,8 @@ def _not_blank(value: str) -> str:
 class SourceConfig(_OpModel):
     """Where the corpus is. A plain string is accepted as ``uri``."""
 
-    uri: str = Field(description="A directory, a .jsonl or .parquet file, or s3://bucket/prefix.")
+    uri: str = Field(description="A directory, a .jsonl or .parquet file, s3://bucket/prefix, or "
+                     "postgresql://host:port/db?table=NAME.")
     id_field: str | None = Field(None, description="Id column/key (default: first of id, doc_id, _id).")
     text_field: str | None = Field(None, description="Text column/key (default: first of text, content, body).")
     metadata_fields: list[str] = Field(
@@ -629,11 +630,34 @@ class SourceConfig(_OpModel):
         description="A folder source: read symlinks that point outside the folder (and enter linked folders "
         "there). Off: such a link is a bad document, never read. Neither half: it decides which documents "
         "exist, which the corpus digest records.")
+    kind: Literal["auto", "changelog"] = Field(
+        "auto", description="What the uri holds: auto (by its scheme and suffix) or changelog (an append-only JSONL "
+        "log of {\"op\": \"upsert\"|\"delete\", \"doc_id\": …, \"text\": …} entries; a sync reads it from the "
+        "offset the population holds).")
+    cursor: str | None = Field(
+        None, description="Parquet, PostgreSQL: a monotonic column (e.g. updated_at): a sync reads only the rows at "
+        "or past the highest value the population holds (Parquet: whole row groups skipped by their statistics). "
+        "None: every sync reads the whole table.")
+    deleted_field: str | None = Field(
+        None, description="Parquet, PostgreSQL: a boolean tombstone column; its true rows are removed documents. None: "
+        "removals are found by reading the id column alone.")
+    table: str | None = Field(None, description="PostgreSQL: the table ([schema.]name), unless the uri says ?table=.")
+    password_env: str | None = Field(
+        None, description="PostgreSQL: the environment variable holding the password (default: libpq's own, "
+        "PGPASSWORD); never in the uri.")
 
     @field_validator("uri")
     @classmethod
     def _uri_given(cls, value: str, info: ValidationInfo) -> str:
+        if value.split("://", 1)[0] in ("postgresql", "postgres") and "password=" in value.split("?", 1)[-1]:
+            raise ValueError("the URL holds a password; remove it and put it in the environment (PGPASSWORD, or the "
+                             "variable source.password_env names)")
         return _no_credentials(_not_blank(value), _S3_FIX, info)
+
+    @field_validator("password_env")
+    @classmethod
+    def _password_env_name(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _env_name(value, info)
 
     @field_validator("endpoint_url")
     @classmethod
@@ -847,6 +871,37 @@ class CutoverConfig(_OpModel):
     retention_days: float = Field(7.0, ge=0.0, description="Retired populations are kept this long for rollback, then gc deletes them.")
 
 
+class SyncConfig(_OpModel):
+    """How a sync finds changes: by the source's cursor, with a full read now and then."""
+
+    verify_every: str | None = Field(
+        None, description="Read the whole source and compare content hashes (as `reindex sync --verify`) when the live "
+        "population's last full read is older than this: a duration like 30m, 12h, 7d (units s, m, h, d). Listing "
+        "metadata can lie (new bytes, same size and mtime). None: only when asked.")
+
+    @field_validator("verify_every")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            duration_seconds(value)
+        return value
+
+    @property
+    def verify_every_seconds(self) -> float | None:
+        return None if self.verify_every is None else duration_seconds(self.verify_every)
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds of a duration like ``90s``, ``30m``, ``12h``, ``7d`` (a bare number is seconds)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([smhd]?)\s*", str(text))
+    if not m:
+        raise ValueError(f"got {text!r}; expected a duration like 30m, 12h or 7d (units s, m, h, d)")
+    return float(m.group(1)) * _DURATION_UNITS[m.group(2) or "s"]
+
+
 _INDEX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
 
@@ -867,6 +922,7 @@ class PipelineConfig(_Model):
     apply: ApplyConfig = Field(default_factory=ApplyConfig, description="Apply settings.")
     embed: EmbedConfig = Field(default_factory=EmbedConfig, description="Embedding API access (provider openai).")
     cutover: CutoverConfig = Field(default_factory=CutoverConfig, description="Cutover gate and retention.")
+    sync: SyncConfig = Field(default_factory=SyncConfig, description="How syncs find changes (cursors, verification).")
 
     @model_validator(mode="after")
     def _segments_are_metadata(self, info: ValidationInfo) -> "PipelineConfig":
@@ -1036,7 +1092,7 @@ def default_config_yaml(index: str = "docs", source: str = "./corpus") -> str:
     lines.append(f"# [operational] {top['source'].description}")
     lines.append("source:")
     _emit(lines, SourceConfig, {"uri": source}, 1)
-    for name in ("text", "vector", "payload", "store", "state", "cost", "approval", "apply", "embed", "cutover"):
+    for name in ("text", "vector", "payload", "store", "state", "cost", "approval", "apply", "embed", "cutover", "sync"):
         model = top[name].annotation
         lines.append(f"# [{field_half(model)}] {top[name].description}")
         lines.append(f"{name}:")

@@ -14,6 +14,9 @@ A shard is the documents whose ``blake2b(doc id) mod N`` is ``k``. Running a sha
 
 Every step can be repeated, so a shard killed anywhere is redone from the start without embedding
 any text twice and ends with exactly the points an uninterrupted run writes.
+
+Lines: catch-up (a full compare or from the source's cursor) replays through ``run_shard`` itself; the
+argument that every step can be repeated is read in one file.
 """
 
 from __future__ import annotations
@@ -52,9 +55,10 @@ from reindex.manifests import (
     write_chunk_texts_part,
     write_shard_manifest,
 )
+from reindex.cursors import Tracking
 from reindex.pipeline import ChunkRecord, TextPipeline
 from reindex.retry import call_with_retries
-from reindex.sources import open_source
+from reindex.sources import Cursor, open_source
 from reindex.sources.base import Document, ScanReport
 from reindex.stores.objects import ObjectStore
 from reindex.stores.payload import build_payload
@@ -169,6 +173,9 @@ class ApplyContext:
     # in source order; a shard of this process takes its documents from here instead of scanning the source
     # again (a JSONL file is parsed whole to find one line). Later edits are the catch-up's. None: scan.
     documents: Mapping[str, Document] | None = None
+    # The source's cursor (reindex.cursors.Tracking): catch-up finds changes from it and advances it, apply
+    # commits it at the end. None: a source without one (changes found by a full compare).
+    tracking: Tracking | None = None
     # The CPU clock of embedding calls (shard threads register, so that one's call does not count another's
     # chunking), and how many calls this process had in flight at once (the workers a rate is per).
     cpu_clock: CpuClock = field(default_factory=CpuClock)
@@ -553,24 +560,47 @@ def delete_unlisted_points(ctx: ApplyContext) -> int:
     return len(extra)
 
 
-def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
-    """Documents whose bytes differ from the target's chunk manifest (changed or added), and
-    documents in the manifest that are gone from the source."""
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What changed against the target's chunk manifest: ids edited or added (and, from a cursor, the documents
+    as read), ids removed, where the source stands now (None: found by a full compare)."""
+
+    changed: set[str]
+    removed: set[str]
+    documents: dict[str, Document]
+    cursor: Cursor | None
+
+
+def find_changes(ctx: ApplyContext) -> Found:
+    """Documents whose content differs from the target's chunk manifest, and documents gone: from the cursor
+    ``ctx.tracking`` holds, else by reading the whole source. Unreadable now is not removed: its points stay."""
     recorded = read_document_hashes(ctx.state, ctx.index, ctx.target)
+    report = ScanReport()
+    if ctx.tracking is not None:
+        ch = ctx.tracking.source.changes(ctx.tracking.cursor, report)
+        docs = {d.doc_id: d for d in ch.documents if recorded.get(d.doc_id) != d.content_hash}
+        removed = ch.removed(recorded.keys()) - {b.doc_id for b in report.bad}
+        return Found(set(docs), removed, docs, ch.cursor)
     changed: set[str] = set()
     seen: set[str] = set()
-    report = ScanReport()
     for doc in open_source(ctx.cfg.source).scan(report):
         seen.add(doc.doc_id)
         if recorded.get(doc.doc_id) != doc.content_hash:
             changed.add(doc.doc_id)
     seen |= {b.doc_id for b in report.bad}  # unreadable now is not removed: its points stay
-    return changed, set(recorded) - seen
+    return Found(changed, set(recorded) - seen, {}, None)
+
+
+def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
+    """(changed or added, removed) ids of :func:`find_changes`."""
+    found = find_changes(ctx)
+    return found.changed, found.removed
 
 
 def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
-    """Replay documents that changed since the plan into the target, in place, until nothing
-    changed or ``rounds`` is reached. Returns counts per round."""
+    """Replay documents that changed since the plan into the target, in place, until nothing changed or
+    ``rounds`` is reached; with ``ctx.tracking``, each round reads only what moved past the cursor, replays
+    those documents as read, and advances the cursor when clean. Returns counts per round."""
     history = []
     in_place = ctx.in_place
     ctx.in_place = True  # catch-up is a document-scoped delta, whatever built the target
@@ -578,19 +608,27 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
     try:
         for n in range(rounds):
             crashpoint("catch-up")
-            changed, removed = changed_since_manifest(ctx)
-            if not changed and not removed:
+            found = find_changes(ctx)
+            if not found.changed and not found.removed:
+                if found.cursor is not None:
+                    ctx.tracking.advance(found.cursor)  # metadata that moved without content: not read again
                 break
+            changed, removed = found.changed, found.removed
+            ctx.documents = found.documents if found.cursor is not None else None
             shards = sorted({shard_of(d, ctx.shards) for d in changed | removed})
             ctx.emit(kind="catch-up", round=n + 1, documents=len(changed) + len(removed))
             results = [run_shard(ctx, s, only=changed, removed=removed, force=True) for s in shards]
+            failures = [f for r in results for f in r.failures]
             history.append({
                 "round": n + 1,
                 "changed": len(changed),
                 "removed": len(removed),
                 "embedded": sum(r.embedded for r in results),
-                "failures": [f for r in results for f in r.failures],
+                "failures": failures,
             })
+            if found.cursor is not None and not failures:
+                ctx.tracking.advance(found.cursor)
     finally:
         ctx.in_place = in_place
+        ctx.documents = None
     return {"rounds": history, "documents": sum(h["changed"] + h["removed"] for h in history)}

@@ -339,7 +339,7 @@ def digest_json(value: Any) -> str:
 
 # Config sections that only say how a run goes (prices, approval policy, parallelism, batch sizes, API
 # access, the cutover gate): a plan stays valid when they change (DESIGN invariant 10).
-RUN_ONLY_SECTIONS = ("cost", "approval", "apply", "embed", "cutover")
+RUN_ONLY_SECTIONS = ("cost", "approval", "apply", "embed", "cutover", "sync")
 
 
 # Where things live (the planner calls a change of these operational): a plan made before a workspace was
@@ -361,10 +361,16 @@ def config_digest(cfg: PipelineConfig) -> str:
     return digest_json(_without_default_follow(data))
 
 
+# Source fields that came after plans existed, left out at their defaults so that earlier plans' digests still
+# match (follow_symlinks; the cursor fields of issue 34). password_env is always left out: it names where a
+# secret is read from (operational, like every <name>_env).
+_LATER_SOURCE_DEFAULTS = {"follow_symlinks": False, "kind": "auto", "cursor": None, "deleted_field": None,
+                          "table": None}
+
+
 def _without_default_follow(data: dict) -> dict:
-    # source.follow_symlinks came after plans existed: left out while off, so their digests still match.
-    if not data["source"].get("follow_symlinks"):
-        data["source"] = {k: v for k, v in data["source"].items() if k != "follow_symlinks"}
+    data["source"] = {k: v for k, v in data["source"].items() if k != "password_env"
+                      and not (k in _LATER_SOURCE_DEFAULTS and v == _LATER_SOURCE_DEFAULTS[k])}
     return data
 
 

@@ -104,5 +104,38 @@ class ParquetReader:
         except (OSError, pa.ArrowException) as err:
             raise TableError(_one_line(err)) from None
 
+    @property
+    def row_groups(self) -> int:
+        return self._file.metadata.num_row_groups
+
+    def group_rows(self, group: int) -> int:
+        return self._file.metadata.row_group(group).num_rows
+
+    def column_range(self, group: int, column: str) -> tuple[object, object] | None:
+        """(min, max) of ``column`` in row group ``group`` from the file's statistics, None when the file has
+        none for it (or they include nulls: a null cursor is read every time)."""
+        try:
+            chunk = self._file.metadata.row_group(group).column(self._file.schema_arrow.get_field_index(column))
+            stats = chunk.statistics
+            if stats is None or not stats.has_min_max or (stats.has_null_count and stats.null_count):
+                return None
+            return stats.min, stats.max
+        except (OSError, pa.ArrowException, ValueError, IndexError):
+            return None
+
+    def chunk_bytes(self, group: int, columns: Sequence[str]) -> int:
+        """Bytes on disk (compressed) of ``columns`` in row group ``group``: what reading them costs."""
+        meta = self._file.metadata.row_group(group)
+        index = {meta.column(i).path_in_schema: i for i in range(meta.num_columns)}
+        return sum(meta.column(index[c]).total_compressed_size for c in columns if c in index)
+
+    def read_group(self, group: int, columns: Sequence[str]) -> dict[str, list]:
+        """Row group ``group``, only ``columns``, as ``{column: values}``."""
+        try:
+            table = self._file.read_row_group(group, columns=list(columns))
+        except (OSError, pa.ArrowException) as err:
+            raise TableError(_one_line(err)) from None
+        return {c: table.column(c).to_pylist() for c in columns}
+
     def close(self) -> None:
         self._file.close()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from reindex.config import PipelineConfig
+from reindex.cursors import Committed, read_committed
 from reindex.domain import PopulationState
 from reindex.identity import (
     CorpusDigest,
@@ -64,6 +65,9 @@ class Baseline:
     # doc id → the baseline's chunk texts of that document in ordinal order, None when not stored: what
     # sticky re-chunking keeps chunks from (a live population built with ``text.rechunk: sticky``).
     previous_texts: Callable[[str], list[str] | None] | None = None
+    # The live population's committed cursor (reindex.cursors): where a sync finds changes from without
+    # reading unchanged content. None: no cursor (built before cursors, or a source without one).
+    cursor: Committed | None = None
 
     @property
     def identity(self) -> Identity | None:
@@ -173,7 +177,10 @@ def live_baseline(store: ObjectStore, index: str) -> Baseline:
         "manifest_digest": manifest_digest(store, index, rec.collection),
     }
     texts = PreviousTexts(store, index, rec.collection, cfg.apply.shards, states) if cfg.text.rechunk.mode == "sticky" else None
-    return Baseline("live", cfg, states, inputs, payload_id=rec.payload_id, previous_texts=texts)
+    committed = read_committed(store, index, rec.collection)
+    if committed is not None:
+        inputs["cursor"] = committed.cursor.digest
+    return Baseline("live", cfg, states, inputs, payload_id=rec.payload_id, previous_texts=texts, cursor=committed)
 
 
 def explicit_baseline(

@@ -12,7 +12,8 @@ from reindex.domain import ChangeKind
 from reindex.errors import PlanError
 from reindex.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
-from reindex.planner._baseline import Baseline
+from reindex.cursors import Committed, source_key, verification_due
+from reindex.planner._baseline import Baseline, DocState
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes, queries_changed
 from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
 from reindex.planner._request import PlanRequest
@@ -32,7 +33,7 @@ from reindex.planner._work import (
     what_if,
     whole_doc_tokens,
 )
-from reindex.sources import open_source
+from reindex.sources import Changes, full_read_reason, open_source
 from reindex.sources.base import Document, ScanReport
 
 __all__ = ["plan_change"]
@@ -54,10 +55,22 @@ def plan_change(req: PlanRequest) -> Plan:
     seen: set[str] = set()
     started = time.perf_counter()
     projection = None
-    if req.sample is None:
+    since, why = _read_mode(req, source, ident)
+    read: dict[str, Any] = {"mode": "full", "cursor": getattr(source, "cursor_kind", None), "from": None, "why": why}
+    if since is not None:
+        changes = _scan_changes(req, source, since, report, work_for, t, seen,
+                                _apply_batches(baseline, cfg, ident, same_chunks))
+        read.update(mode="cursor", cursor=since.cursor.kind, **{"from": since.cursor.digest}, why=None,
+                    how=changes.how, documents_read=len(changes.documents), bytes_read=changes.bytes_read)
+        corpus_digest = changes.digest
+    elif req.sample is None:
         _scan_exact(req, source, report, work_for, t, digest, seen, _apply_batches(baseline, cfg, ident, same_chunks))
+        corpus_digest = digest.hexdigest()
     else:
         projection = sampled_projection(req, source, report, work_for, t, digest, seen)
+        corpus_digest = digest.hexdigest()
+    if since is None:
+        read.update(documents_read=report.documents + len(report.bad), bytes_read=report.bytes)
 
     _count_removed(baseline, seen, {b.doc_id for b in report.bad}, t)
     if req.sample is None:
@@ -72,7 +85,71 @@ def plan_change(req: PlanRequest) -> Plan:
     elif payload_changed and kind.in_place:
         t.affected = sorted(seen)  # every point's payload is rewritten
     elapsed = time.perf_counter() - started
-    return seal(_plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, digest))
+    return seal(_plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read))
+
+
+def _read_mode(req: PlanRequest, source, ident: Identity) -> tuple[Committed | None, str | None]:
+    """How this plan reads the source: from the live population's cursor (the committed cursor, None) when
+    it can, else in full (None, why). A cursor serves an in-place change of a source that has one, whose
+    cursor was recorded for this source as configured, when no verification is asked for or due."""
+    baseline, cfg = req.baseline, req.config
+    reason = full_read_reason(source)
+    if reason:
+        return None, reason
+    if req.sample is not None or req.corpus_uri is not None:
+        return None, "a sampled or what-if plan reads the source in full"
+    if baseline.kind != "live" or baseline.identity is None:
+        return None, "an initial build reads every document"
+    if baseline.identity.pipeline_id != ident.pipeline_id:
+        return None, "the pipeline changed: every document is cut again"
+    if baseline.payload_id is not None and baseline.payload_id != payload_id(cfg):
+        return None, "the payload layout changed: every document's payload is rewritten"
+    committed = baseline.cursor
+    if committed is None:
+        return None, (f"{baseline.inputs.get('collection')} has no cursor yet (built before cursors, or by a failed "
+                      "run): this sync reads everything and records one")
+    if committed.source_key != source_key(cfg.source):
+        return None, "source settings changed since the cursor was recorded: read whole, a new cursor is recorded"
+    if req.verify:
+        return None, "--verify: every document is read and its content hash compared (listing metadata can lie)"
+    every = cfg.sync.verify_every_seconds
+    if verification_due(committed, every):
+        age = (time.time() - committed.verified_at) / 3600
+        return None, (f"sync.verify_every {cfg.sync.verify_every}: the last full read was {age:,.1f} h ago; every "
+                      "document is read and its content hash compared")
+    return committed, None
+
+
+def unchanged_work(doc_id: str, old: DocState) -> DocWork:
+    """The work of a document the live population holds unchanged (same pipeline, same bytes): none."""
+    n, tokens = len(old.fingerprints), sum(old.tokens)
+    return DocWork(doc_id, "unchanged", n, n, n, 0, tokens, 0, 0, 0, tokens, 0, old.tokens)
+
+
+def _scan_changes(
+    req: PlanRequest, source, since: Committed, report: ScanReport, work_for: Callable[[Document], DocWork],
+    t: Totals, seen: set[str], batches: ApplyBatches,
+) -> Changes:
+    """The work of the documents the cursor says changed (their content read), and the live population's
+    figures for every other document (not read)."""
+    baseline = req.baseline
+    changes = source.changes(since.cursor, report)
+    read_ids: set[str] = set()
+    for doc in changes.documents:
+        read_ids.add(doc.doc_id)
+        seen.add(doc.doc_id)
+        w = work_for(doc)
+        t.add(w, req.tail_tokens)
+        batches.add(w, t)
+        if w.status != "unchanged":
+            t.affected.append(doc.doc_id)
+    skip = read_ids | changes.removed(baseline.docs.keys()) | {b.doc_id for b in report.bad}
+    for doc_id, old in baseline.docs.items():
+        if doc_id not in skip:
+            seen.add(doc_id)
+            t.add(unchanged_work(doc_id, old), req.tail_tokens)
+    batches.finish(t)
+    return changes
 
 
 def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool,
@@ -92,8 +169,7 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
         status = "added" if old is None else ("unchanged" if old.content_hash == doc.content_hash else "edited")
         if same_pipeline and status == "unchanged":
             # Same pipeline, same bytes: the same chunks. No need to cut the document again.
-            return DocWork(doc.doc_id, status, len(old.fingerprints), len(old.fingerprints), len(old.fingerprints), 0,
-                           sum(old.tokens), 0, 0, 0, sum(old.tokens), 0, old.tokens)
+            return unchanged_work(doc.doc_id, old)
         text = pipe.document_text(doc)
         if status == "edited" and same_pipeline and pipe.sticky and baseline.previous_texts is not None:
             previous = baseline.previous_texts(doc.doc_id)
@@ -172,7 +248,7 @@ def _count_old(baseline: Baseline, t: Totals) -> None:
 
 def _plan_body(
     req: PlanRequest, kind: str, documents_changed: bool, t: Totals, projection: dict | None, elapsed: float,
-    source, report: ScanReport, digest: CorpusDigest,
+    source, report: ScanReport, digest: str, read: dict[str, Any],
 ) -> dict[str, Any]:
     """The plan document, before sealing."""
     cfg, baseline = req.config, req.baseline
@@ -199,8 +275,9 @@ def _plan_body(
         "inputs": {
             "config": {"path": req.config_path, "digest": config_digest(cfg)},
             "baseline": baseline.inputs,
-            "corpus": {"uri": source.describe(), "digest": digest.hexdigest(), "documents": report.documents,
-                       "bytes": report.bytes},
+            "corpus": {"uri": source.describe(), "digest": digest,
+                       "documents": docs_total if read["mode"] == "cursor" else report.documents,
+                       "bytes": report.bytes, "read": read},
         },
         "config": cfg.model_dump(mode="json"),
         "work": {**_work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,

@@ -30,6 +30,9 @@ class PlanRequest:
     # Tokens the embedding model reads per input (vector.max_tokens, else the model's own), None if unknown:
     # the plan counts the chunks longer than this, which the model truncates.
     model_limit: int | None = None
+    # Read the whole source and compare content hashes even where a cursor would find the changes
+    # (``reindex sync --verify``): metadata can lie.
+    verify: bool = False
     # A pipeline-scoped change planned beside document changes: the summary of the in-place part (the same
     # document changes applied now to the live population under its own config; see usecases.plan).
     in_place_part: dict[str, Any] | None = None

@@ -83,6 +83,8 @@ def plan_text(plan: Any, path: Any) -> str:
             f"  documents: {d.added:,} added, {d.edited:,} edited, {d.removed:,} removed, "
             f"{d.unchanged:,} unchanged, {d.bad:,} bad"
         )
+    if (read := source_read_line(b["inputs"]["corpus"])) is not None:
+        lines.append(f"  {read}")
     bad = b["work"].get("bad_documents") or []
     lines += [f"    bad: {x['doc_id']}: {x['reason']}" for x in bad[:5]]
     if len(bad) > 5:
@@ -121,6 +123,18 @@ def plan_text(plan: Any, path: Any) -> str:
     if path is not None:
         lines.append(f"  plan: {path}")
     return "\n".join(lines)
+
+
+def source_read_line(corpus: dict) -> str | None:
+    """How the plan read the source: from its cursor (what was listed and read), or whole and why (None for
+    plans made before cursors)."""
+    read = corpus.get("read")
+    if not read:
+        return None
+    if read["mode"] == "cursor":
+        return f"source read from its cursor ({read['cursor']}): {read.get('how', '')}"
+    return (f"source read whole ({read.get('documents_read', 0):,} documents, {human_bytes(read.get('bytes_read', 0))}): "
+            f"{read.get('why') or 'a full read'}")
 
 
 def classification_text(r: Any) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
 from reindex.sources.base import BadDocument, Document, ScanReport, Source, media_type_for, special_file_kind
+from reindex.sources.cursors import Changes, Cursor, Tracked, full_read_reason, tracker_of
 from reindex.sources.directory import DirectorySource
 from reindex.sources.extract import extract_text, normalise
 from reindex.sources.jsonl import JsonlSource
@@ -17,6 +18,11 @@ from reindex.sources.s3 import S3Source
 
 __all__ = [
     "BadDocument",
+    "Changes",
+    "Cursor",
+    "Tracked",
+    "full_read_reason",
+    "tracker_of",
     "DirectorySource",
     "Document",
     "JsonlSource",
@@ -30,7 +36,8 @@ __all__ = [
     "open_source",
 ]
 
-_ACCEPTED = "a directory, a .jsonl/.ndjson(.gz) or .parquet file, or s3://bucket/prefix"
+_ACCEPTED = ("a directory, a .jsonl/.ndjson(.gz) or .parquet file, s3://bucket/prefix, or "
+             "postgresql://host/db?table=NAME")
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -40,8 +47,14 @@ def open_source(cfg: SourceConfig | str) -> Source:
     if isinstance(cfg, str):
         cfg = SourceConfig(uri=cfg)
     uri = cfg.uri
+    if cfg.kind == "changelog":
+        return _changelog(cfg)
     if uri.startswith("s3://"):
         return S3Source(cfg)
+    if uri.split("://", 1)[0].lower() in ("postgresql", "postgres") and "://" in uri:
+        from reindex.sources.postgres import PostgresSource  # psycopg is imported only by a PostgreSQL source
+
+        return PostgresSource(cfg)
     if "://" in uri:
         raise SourceError(f"source {uri!r}: unsupported scheme; expected {_ACCEPTED}")
     path = Path(os.path.expanduser(uri))
@@ -58,3 +71,13 @@ def open_source(cfg: SourceConfig | str) -> Source:
     if name.endswith(_PARQUET_SUFFIXES):
         return ParquetSource(cfg, path)
     raise SourceError(f"source {uri!r} is not a supported file type; expected {_ACCEPTED}")
+
+
+def _changelog(cfg: SourceConfig) -> Source:
+    from reindex.sources.changelog import ChangelogSource
+
+    path = Path(os.path.expanduser(cfg.uri))
+    if "://" in cfg.uri or not path.is_file():
+        raise SourceError(f"source {cfg.uri!r} (kind changelog): expected a JSON Lines file of upserts and deletes "
+                          "on this machine")
+    return ChangelogSource(cfg, path)

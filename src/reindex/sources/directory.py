@@ -15,6 +15,7 @@ from typing import Any
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
 from reindex.sources.base import Admission, BadDocument, Document, ScanReport, special_file_kind, title_of
+from reindex.sources.cursors import Changes, Cursor, listing_changes
 
 # Metadata a directory source can carry, each opt-in by naming it in ``source.metadata_fields``.
 FILE_FIELDS = ("path", "title", "modified")
@@ -80,21 +81,25 @@ class DirectorySource:
         for n, (doc_id, path, problem) in enumerate(self._files(admission.report), 1):
             if admission.skip(doc_id, n):
                 continue
-            if problem is not None:
-                admission.reject(doc_id, problem)
-                continue
-            try:
-                data = self._read(path)
-            except _Outside as out:
-                admission.reject(doc_id, _outside(str(out)))
-                continue
-            except OSError as err:
-                admission.reject(doc_id, f"unreadable: {err.strerror or err}")
-                continue
-            meta = file_metadata(self.cfg.metadata_fields, doc_id, path, data)
-            doc = admission.admit(doc_id, data, n, metadata=meta)
+            doc = self._document(admission, n, doc_id, path, problem)
             if doc is not None:
                 yield doc
+
+    def _document(self, admission: Admission, n: int, doc_id: str, path: Path, problem: str | None) -> Document | None:
+        """The ``n``-th listed file as a document, or None after reporting why it cannot be one."""
+        if problem is not None:
+            admission.reject(doc_id, problem)
+            return None
+        try:
+            data = self._read(path)
+        except _Outside as out:
+            admission.reject(doc_id, _outside(str(out)))
+            return None
+        except OSError as err:
+            admission.reject(doc_id, f"unreadable: {err.strerror or err}")
+            return None
+        meta = file_metadata(self.cfg.metadata_fields, doc_id, path, data)
+        return admission.admit(doc_id, data, n, metadata=meta)
 
     def _read(self, path: Path) -> bytes:
         """The file's bytes, after checking where the opened file really is (Linux: /proc/self/fd)."""
@@ -175,6 +180,47 @@ class DirectorySource:
         if inside or self.cfg.follow_symlinks:
             return name, path, "file", None
         return name, path, "file", _outside(str(target))
+
+
+    # -- the cursor: a listing of (size, mtime_ns) per file; only files whose pair moved are opened ----------
+
+    cursor_kind = "listing"
+
+    def position(self) -> Cursor:
+        """Every file's (size, mtime_ns), from the folder's metadata only."""
+        files = self._listing(ScanReport())
+        return Cursor.of("listing", {}, {d: _signature(p, problem) for d, (p, problem) in files.items()})
+
+    def changes(self, since: Cursor, report: ScanReport) -> Changes:
+        """Files added, or whose size or mtime moved since ``since`` (read and hashed), and files gone: one walk
+        of the folder; only the files whose pair moved are opened."""
+        files = self._listing(report)
+
+        def read(wanted: set[str], into: ScanReport) -> Iterator[Document]:
+            admission = Admission(into, unit="file")
+            for n, (doc_id, (path, problem)) in enumerate(files.items(), 1):  # in the walk's order
+                if doc_id in wanted:
+                    doc = self._document(admission, n, doc_id, path, problem)
+                    if doc is not None:
+                        yield doc
+
+        signatures = ((d, _signature(p, problem)) for d, (p, problem) in files.items())
+        return listing_changes(signatures, since, read, report, "files")
+
+    def _listing(self, report: ScanReport) -> dict[str, tuple[Path, str | None]]:
+        return {doc_id: (path, problem) for doc_id, path, problem in self._files(report)}
+
+
+def _signature(path: Path, problem: str | None) -> str:
+    """A file's (size, mtime_ns); ``unreadable`` for one that cannot be stat'ed or is not read (a link out of
+    the folder): such a file is never taken as gone, it is read (or refused) and reported every time."""
+    if problem is not None:
+        return "unreadable"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "unreadable"
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 class _Outside(Exception):

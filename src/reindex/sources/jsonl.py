@@ -31,6 +31,14 @@ class JsonlSource:
         text_f = self.cfg.text_field or "/".join(TEXT_FIELDS)
         return f"JSONL file {self.path} (id: {id_f}, text: {text_f})"
 
+    def no_cursor_reason(self) -> str:
+        try:
+            size = f" ({self.path.stat().st_size / 1e6:,.1f} MB)"
+        except OSError:
+            size = ""
+        return (f"a JSON Lines file has no cursor: every sync reads all of {self.path.name}{size}; a folder, a change "
+                "log (source.kind: changelog), or Parquet/PostgreSQL with source.cursor read only what changed")
+
     def _open(self) -> IO[bytes]:
         try:
             if self.path.name.endswith(".gz"):

@@ -12,6 +12,8 @@ from reindex.config import SourceConfig
 from reindex.errors import SourceError
 from reindex.tables import ParquetReader, TableError
 from reindex.sources.base import ID_FIELDS, TEXT_FIELDS, Admission, Document, ScanReport, encode_text, pick_field
+from reindex.sources.cursors import Changes, Cursor
+from reindex.sources.marks import decode_mark, encode_mark, ids_digest
 
 
 class ParquetSource:
@@ -35,6 +37,11 @@ class ParquetSource:
             raise SourceError(
                 f"{path}: metadata column(s) {', '.join(map(repr, missing))} not found; columns are {', '.join(names)}"
             )
+        for option in ("cursor", "deleted_field"):
+            column = getattr(cfg, option)
+            if column is not None and column not in names:
+                raise SourceError(f"{path}: source.{option} column {column!r} not found; columns are {', '.join(names)}")
+        self.cursor_kind = "mark" if cfg.cursor else None
 
     def _open(self) -> ParquetReader:
         try:
@@ -45,20 +52,31 @@ class ParquetSource:
     def describe(self) -> str:
         return f"Parquet file {self.path} (id: {self.id_column}, text: {self.text_column}, {self.num_rows} rows)"
 
+    def no_cursor_reason(self) -> str:
+        return (f"Parquet file {self.path} has no source.cursor: every sync reads all {self.num_rows:,} rows "
+                "(name a monotonic column, e.g. updated_at, to read only the rows past it)")
+
+    def _columns(self) -> list[str]:
+        meta_cols = [c for c in self.cfg.metadata_fields if c not in (self.id_column, self.text_column)]
+        return list(dict.fromkeys([self.id_column, self.text_column, *meta_cols]))
+
     def scan(self, report: ScanReport | None = None, keep: Callable[[str], bool] | None = None) -> Iterator[Document]:
         admission = Admission(report, unit="row", keep=keep)
-        meta_cols = [c for c in self.cfg.metadata_fields if c not in (self.id_column, self.text_column)]
-        columns = [self.id_column, self.text_column, *meta_cols]
+        tomb = self.cfg.deleted_field
+        columns = self._columns() + ([tomb] if tomb and tomb not in self._columns() else [])
         pf = self._open()
         row = 0
         try:
-            for batch in pf.batches(list(dict.fromkeys(columns)), self.cfg.batch_rows):
+            for batch in pf.batches(columns, self.cfg.batch_rows):
                 ids = batch[self.id_column]
                 texts = batch[self.text_column]
                 metas = {c: batch[c] for c in self.cfg.metadata_fields}
+                dead = batch[tomb] if tomb else None
                 del batch
                 for i, (doc_id, text) in enumerate(zip(ids, texts)):
                     row += 1
+                    if dead is not None and dead[i]:
+                        continue  # a tombstone: the document was removed
                     doc = self._row(admission, row, doc_id, text, {c: v[i] for c, v in metas.items()})
                     if doc is not None:
                         yield doc
@@ -91,6 +109,83 @@ class ParquetSource:
             admission.reject(doc_id, f"malformed: text column {self.text_column!r} holds {type(text).__name__}, not text")
             return None
         return admission.admit(doc_id, data, row, metadata=meta)
+
+
+    # -- the cursor: the highest value of source.cursor; row groups whose statistics end below it are skipped
+
+    def position(self) -> Cursor:
+        """The cursor column's maximum, from the row groups' statistics (a group without them is read)."""
+        pf = self._open()
+        try:
+            top = None
+            for g in range(pf.row_groups):
+                rng = pf.column_range(g, self.cfg.cursor)
+                values = [rng[1]] if rng is not None else pf.read_group(g, [self.cfg.cursor])[self.cfg.cursor]
+                top = _max(top, values)
+        except TableError as err:
+            raise SourceError(f"cannot read Parquet source {self.path}: {err}") from None
+        finally:
+            pf.close()
+        return Cursor.of("mark", {"mark": encode_mark(top)})
+
+    def changes(self, since: Cursor, report: ScanReport) -> Changes:
+        """Rows whose cursor is at or past ``since``'s mark (a row group whose maximum is below it is not
+        read); removals from the tombstone column among them, else from the id column read alone."""
+        mark = decode_mark(since.position.get("mark"))
+        col, tomb = self.cfg.cursor, self.cfg.deleted_field
+        admission = Admission(report, unit="row")
+        docs: list[Document] = []
+        deleted: set[str] = set()
+        listed: list[str] | None = None if tomb else []
+        top, size, groups_read, row0 = mark, 0, 0, 0
+        pf = self._open()
+        groups = pf.row_groups
+        try:
+            for g in range(groups):
+                n = pf.group_rows(g)
+                if listed is not None:  # removals: every id, and nothing else, of every group
+                    listed += [str(v) for v in pf.read_group(g, [self.id_column])[self.id_column] if v is not None]
+                    size += pf.chunk_bytes(g, [self.id_column])
+                rng = pf.column_range(g, col)
+                if mark is not None and rng is not None and rng[1] < mark:
+                    row0 += n
+                    continue
+                marks = pf.read_group(g, [col])[col]
+                size += pf.chunk_bytes(g, [col])
+                rows = [i for i, v in enumerate(marks) if v is None or mark is None or v >= mark]
+                if not rows:
+                    row0 += n
+                    continue
+                groups_read += 1
+                columns = self._columns() + ([tomb] if tomb and tomb not in self._columns() else [])
+                data = pf.read_group(g, columns)
+                size += pf.chunk_bytes(g, columns)
+                for i in rows:
+                    top = _max(top, [marks[i]])
+                    if tomb and data[tomb][i]:
+                        if data[self.id_column][i] is not None:
+                            deleted.add(str(data[self.id_column][i]))
+                        continue
+                    doc = self._row(admission, row0 + i + 1, data[self.id_column][i], data[self.text_column][i],
+                                    {c: data[c][i] for c in self.cfg.metadata_fields})
+                    if doc is not None:
+                        docs.append(doc)
+                row0 += n
+        except TableError as err:
+            raise SourceError(f"cannot read Parquet source {self.path}: {err}") from None
+        finally:
+            pf.close()
+        how = (f"read {groups_read:,} of {groups:,} row groups at or past {col} {since.position.get('mark')} "
+               f"({len(docs):,} rows)" + (f", the id column for removals ({len(listed):,} ids)" if listed is not None else ""))
+        return Changes.of(docs, listed, deleted, Cursor.of("mark", {"mark": encode_mark(top)}), size, how,
+                          ids_digest(listed) if listed is not None else "")
+
+
+def _max(top: Any, values: list) -> Any:
+    for v in values:
+        if v is not None and (top is None or v > top):
+            top = v
+    return top
 
 
 def _column(path: Path, names: list[str], configured: str | None, defaults: tuple[str, ...], what: str, option: str) -> str:

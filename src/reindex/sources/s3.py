@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from reindex.config import SourceConfig
 from reindex.errors import ReindexError, SourceError, StateError
 from reindex.sources.base import Admission, Document, ScanReport
+from reindex.sources.cursors import Changes, Cursor, listing_changes
 from reindex.sources.directory import matches
 from reindex.stores.objects import S3ObjectStore, split_s3_uri
 
@@ -74,18 +75,52 @@ class S3Source:
             n += 1
             if admission.skip(key, n):
                 continue
-            try:
-                got = self.store.get_with_metadata(key) if self.cfg.metadata_fields else self.store.get(key)
-            except ReindexError as err:
-                admission.reject(key, f"unreadable: {err}")
-                continue
-            if got is None:
-                admission.reject(key, "unreadable: object was deleted during the scan")
-                continue
-            meta: tuple[tuple[str, object], ...] = ()
-            if isinstance(got, tuple):
-                got, user, modified = got
-                meta = object_metadata(self.cfg.metadata_fields, key, user, modified)
-            doc = admission.admit(key, got, n, metadata=meta)
+            doc = self._read(admission, key, n)
+            if doc is not None:
+                yield doc
+
+    def _read(self, admission: Admission, key: str, n: int) -> Document | None:
+        """Object ``key`` (the ``n``-th listed) as a document, or None after reporting why it is bad."""
+        try:
+            got = self.store.get_with_metadata(key) if self.cfg.metadata_fields else self.store.get(key)
+        except ReindexError as err:
+            admission.reject(key, f"unreadable: {err}")
+            return None
+        if got is None:
+            admission.reject(key, "unreadable: object was deleted during the scan")
+            return None
+        meta: tuple[tuple[str, object], ...] = ()
+        if isinstance(got, tuple):
+            got, user, modified = got
+            meta = object_metadata(self.cfg.metadata_fields, key, user, modified)
+        return admission.admit(key, got, n, metadata=meta)
+
+    # -- the cursor: a listing of (ETag, LastModified, size) per object; only objects whose triple moved are read
+
+    cursor_kind = "listing"
+
+    def position(self) -> Cursor:
+        """Every object's (ETag, LastModified, size), from the bucket's listing only."""
+        return Cursor.of("listing", {}, dict(self._signatures(ScanReport())))
+
+    def changes(self, since: Cursor, report: ScanReport) -> Changes:
+        """Objects added, or whose ETag, LastModified or size moved since ``since`` (read), and objects gone."""
+        return listing_changes(self._signatures(report), since, self._read_wanted, report, "objects")
+
+    def _signatures(self, report: ScanReport) -> Iterator[tuple[str, str]]:
+        try:
+            for key, etag, modified, size in self.store.iter_listing():
+                if not matches(posixpath.basename(key), self.cfg.include):
+                    report.skipped += 1
+                    continue
+                yield key, f"{etag}|{modified}|{size}"
+        except StateError as err:
+            raise SourceError(f"cannot list source {self.uri}: {err}") from None
+
+    def _read_wanted(self, wanted: set[str], report: ScanReport) -> Iterator[Document]:
+        """The objects of ``wanted``, in key order, read by key (the listing named them: no second listing)."""
+        admission = Admission(report, unit="object")
+        for n, key in enumerate(sorted(wanted), 1):
+            doc = self._read(admission, key, n)
             if doc is not None:
                 yield doc

@@ -553,6 +553,12 @@ class S3ObjectStore:
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
         """Keys under ``prefix`` in S3's order (UTF-8 byte order, which equals sorted order), one
         listing page at a time; a failed page is retried on its own."""
+        for key, _, _, _ in self.iter_listing(prefix):
+            yield key
+
+    def iter_listing(self, prefix: str = "") -> Iterator[tuple[str, str, str, int]]:
+        """(key, ETag, LastModified as UTC ISO-8601, size) of each object under ``prefix``, as
+        :meth:`iter_keys` lists them: what a listing cursor compares, no object read."""
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix + prefix}
@@ -562,7 +568,9 @@ class S3ObjectStore:
             for item in page.get("Contents", ()):
                 key = item["Key"][len(self.prefix) :]
                 if key and not key.endswith("/"):
-                    yield key
+                    modified = item.get("LastModified")
+                    stamp = modified.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z") if modified else ""
+                    yield key, str(item.get("ETag", "")), stamp, int(item.get("Size", 0))
             if not page.get("IsTruncated"):
                 return
             token = page.get("NextContinuationToken")

@@ -14,7 +14,7 @@ from reindex.config import PipelineConfig
 from reindex.errors import ApprovalError, StateError
 from reindex.identity import CorpusDigest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
-from reindex.sources import open_source
+from reindex.sources import open_source, tracker_of
 from reindex.sources.base import Document, ScanReport
 
 from reindex.approvals import check_approval, check_not_rejected, read_approval, signing_key
@@ -30,7 +30,17 @@ from reindex.planner import (
 
 from reindex import execution
 from reindex.embedders import describe_embedder
-from reindex.manifests import Population, read_apply_record, read_live, read_population, write_apply_record, write_measured_rate, write_population
+from reindex.cursors import Committed, Tracking, commit_cursor, read_committed, read_cursor, source_key
+from reindex.manifests import (
+    Population,
+    read_apply_record,
+    read_document_hashes,
+    read_live,
+    read_population,
+    write_apply_record,
+    write_measured_rate,
+    write_population,
+)
 from reindex.errors import RunnerError
 from reindex.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
@@ -86,6 +96,14 @@ def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docum
     """Inputs of the plan that no longer match: config, live population, corpus. With ``read`` (an in-place
     plan), the documents the plan changes are kept there as the corpus scan reads them (see
     :func:`corpus_digest_of`), for the shards of this process."""
+    return check_inputs(plan, cfg, state, read=read)[0]
+
+
+def check_inputs(plan: Plan, cfg: PipelineConfig, state, *,
+                 read: dict[str, Document] | None = None) -> tuple[list[str], Tracking | None]:
+    """:func:`check_drift`, and the source's cursor as this check found it (None: a source without one): a
+    plan that read from a cursor is checked from the same cursor (only what moved past it is read again);
+    a plan that read the whole source is checked by reading it whole, its cursor taken just before."""
     from reindex.identity import config_digest, legacy_config_digest
     from reindex.manifests import check_chunk_manifest, manifest_digest, read_live, run_rewrites
 
@@ -95,6 +113,7 @@ def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docum
         problems.append(f"the config changed since the plan (digest {inputs['config']['digest'][:12]})")
     base = inputs["baseline"]
     live = read_live(state, cfg.index)
+    committed = None
     if base["kind"] == "explicit":
         problems.append("the plan was made against an explicit baseline (--baseline-config/--baseline-corpus), "
                         "not the live index")
@@ -110,20 +129,57 @@ def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docum
                 != base["manifest_digest"]:
             check_chunk_manifest(state, cfg.index, live.collection)  # a corrupt file is no change: say which
             problems.append(f"the live population {live.collection} changed since the plan")
-    wanted = set(plan.body["work"]["affected_documents"]) if read is not None and plan.kind.in_place else ()
+        else:
+            committed = read_committed(state, cfg.index, live.collection) if base.get("cursor") is not None else None
+            if committed is not None and committed.cursor.digest != base["cursor"] and committed.run != plan.plan_hash:
+                problems.append(f"the live population {live.collection} recorded another cursor since the plan "
+                                "(another sync read the source)")
+    wanted = set(plan.body["work"]["affected_documents"]) if read is not None and plan.kind.in_place else set()
+    how = inputs["corpus"].get("read") or {"mode": "full"}
+    if how["mode"] == "cursor":  # read from the live population's cursor: checked from the same cursor
+        if problems or live is None:
+            return problems, None
+        return _check_from_cursor(plan, cfg, state, live.collection, how["from"], read if wanted else None, wanted,
+                                  committed)
+    source = tracker_of(open_source(cfg.source))
+    position = source.position() if source is not None else None  # before the read: what it sees is at or past it
     now = corpus_digest_of(cfg, read=read if wanted else None, wanted=wanted)
     if now != inputs["corpus"]["digest"]:
         problems.append(f"the corpus was {inputs['corpus']['digest'][:12]} at planning but is now {now[:12]}")
-    return problems
+    tracking = Tracking(source, position, source_key(cfg.source), time.time(), full=True) if source else None
+    return problems, tracking
+
+
+def _check_from_cursor(plan: Plan, cfg: PipelineConfig, state, collection: str, since_digest: str,
+                       read: dict[str, Document] | None, wanted: set[str],
+                       committed: Committed | None = None) -> tuple[list[str], Tracking | None]:
+    """The corpus check of a plan that read from the live population's cursor: the same cursor, the same
+    changes (keeping the documents the plan changes in ``read``). ``committed``: the population's, if read."""
+    committed = committed or read_committed(state, cfg.index, collection)
+    since = committed.cursor if committed is not None and committed.cursor.digest == since_digest else \
+        read_cursor(state, cfg.index, collection, since_digest)
+    source = tracker_of(open_source(cfg.source))
+    if since is None or committed is None or source is None:
+        return [f"the cursor the plan read from ({since_digest[:12]}) is no longer recorded for {collection}"], None
+    changes = source.changes(since, ScanReport())
+    if changes.digest != plan.body["inputs"]["corpus"]["digest"]:
+        return [f"the source moved since the plan (read from its cursor: {plan.body['inputs']['corpus']['digest'][:12]} "
+                f"at planning, now {changes.digest[:12]})"], None
+    if read is not None:
+        kept = [d for d in changes.documents if d.doc_id in wanted]
+        if sum(d.size for d in kept) <= READ_CAP_BYTES:
+            read.update((d.doc_id, d) for d in kept)
+    return [], Tracking(source, changes.cursor, committed.source_key, committed.verified_at, started_from=since.digest)
 
 
 def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, config_path: str | Path, state,
                       replan: bool, read: dict[str, Document] | None = None, *,
-                      governed: bool = False) -> tuple[Plan, str | Path]:
+                      governed: bool = False) -> tuple[Plan, str | Path, Tracking | None]:
     """The plan to apply: this one if its inputs still hold, a fresh one with ``--replan``, else refuse.
     ``read``: see :func:`check_drift` (emptied for a fresh plan). ``governed``: the plan is the in-place part
-    of a pipeline change, carried out under the live population's own config (``cfg``)."""
-    problems = check_drift(plan, cfg, state, read=read)
+    of a pipeline change, carried out under the live population's own config (``cfg``). Also returns the
+    source's cursor as the check found it."""
+    problems, tracking = check_inputs(plan, cfg, state, read=read)
     if problems:
         if read is not None:
             read.clear()
@@ -139,6 +195,10 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
             plan, plan_path = fresh
         else:
             plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
+        problems, tracking = check_inputs(plan, cfg, state, read=read)
+        if problems:
+            raise PlanError(f"{plan_path}: " + "; ".join(problems) + " (the source is changing while it is planned); "
+                            "run `reindex apply --replan` again")
     kind = kind_in_force(plan, cfg, state)
     check_not_rejected(plan, plan_path)  # final, with or without an approval on record (the UI's form writes it)
     check_approval(plan, read_approval(plan_path, signing_key(cfg.approval.hmac_key_env)),
@@ -146,7 +206,35 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
     refused = forecast_refusal(plan.body, cfg, kind)
     if refused is not None:
         raise ApprovalError(f"{plan_path}: not applied: {refused}")
-    return plan, plan_path
+    return plan, plan_path, tracking
+
+
+def record_cursor(plan: Plan, config_path: str | Path = DEFAULT_CONFIG) -> bool:
+    """A plan with nothing to do whose read moved the source's cursor (metadata that moved without the content,
+    a first or verifying full read): record that cursor for the live population, under the index lock, so
+    that the next sync starts from it. Nothing when the source moved since the plan. Returns whether a
+    cursor was recorded."""
+    how = plan.body["inputs"]["corpus"].get("read") or {}
+    if plan.kind.does_work or not how.get("cursor") or (how.get("mode") == "cursor" and not how.get("documents_read")):
+        return False  # a source without a cursor; or nothing was read past the cursor: it stands where it was
+    cfg = load_resolved(config_path)
+    state = backends.state_store(cfg)
+    problems, tracking = check_inputs(plan, cfg, state)
+    return not problems and _record_unchanged(plan, cfg, state, tracking)
+
+
+def _record_unchanged(plan: Plan, cfg: PipelineConfig, state, tracking: Tracking | None) -> bool:
+    live = read_live(state, cfg.index)
+    if tracking is None or live is None:
+        return False
+    committed = read_committed(state, cfg.index, live.collection)
+    if committed is not None and committed.cursor.digest == tracking.cursor.digest and not tracking.full:
+        return False
+    with holding_index_lock(state, cfg.index, f"record the cursor of plan {plan.plan_hash[:12]}") as lock:
+        holds = read_document_hashes(state, cfg.index, live.collection).keys() if tracking.full else None
+        lock.check()
+        commit_cursor(state, cfg.index, live.collection, tracking, run=plan.plan_hash, holds=holds)
+    return True
 
 
 def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> ChangeKind:
@@ -300,19 +388,21 @@ def apply_plan(
     if prev is not None:
         return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
     read: dict[str, Document] = {}  # the documents an in-place plan changes, read by the drift check
-    plan, plan_path = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan, read,
-                                        governed=cfg is not file_cfg)
+    plan, plan_path, tracking = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan, read,
+                                                  governed=cfg is not file_cfg)
     if not plan.kind.does_work:
+        _record_unchanged(plan, cfg, state, tracking)
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
     check_free_disk(plan, cfg)
     runner = runner or backends.shard_runner(prefect if prefect is not None else use_prefect, task_runner)
     with holding_index_lock(state, cfg.index, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
-        return _run(plan, Path(plan_path), cfg, state, runner, progress, lock, read)
+        return _run(plan, Path(plan_path), cfg, state, runner, progress, lock, read, tracking)
 
 
 def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardRunner, progress, lock,
-         read: dict[str, Document] | None = None) -> ApplyReport:
-    """Build or sync under the lock and write the run report (``read``: see :func:`check_drift`)."""
+         read: dict[str, Document] | None = None, tracking: Tracking | None = None) -> ApplyReport:
+    """Build or sync under the lock and write the run report (``read``: see :func:`check_drift`; ``tracking``:
+    the source's cursor, committed for the target when the run and its catch-up end clean)."""
     phases: dict[str, float] = {}
     t0 = t = time.perf_counter()
     store = backends.vector_store_for(cfg)
@@ -332,7 +422,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, confirm=lambda: lock.check(confirm=True), token_budget=_token_budget(plan, plan_path, cfg),
             lease=Fence.of(lock), store_path=backends.store_backend(cfg).folder,
-            documents=read if in_place and read else None,
+            documents=read if in_place and read else None, tracking=tracking,
         )
         if ctx.token_budget is not None:  # one count for this process and every shard worker
             ctx.budget_counter = SharedTokenCounter(state, budget_key(cfg.index, plan.plan_hash, ctx.lease),
@@ -355,11 +445,14 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         if not failures and not in_place:
             lock.check()
             report_stale = execution.delete_unlisted_points(ctx)
+            _commit_tracking(ctx, summary, plan)  # the content is final here; the index build below takes long
             store.finish_bulk(target)
             lock.check(confirm=True)
             _set_population_state(state, cfg, target, PopulationState.READY)
         if not failures and in_place:
             _record_payload(state, cfg, target, lambda: lock.check(confirm=True))
+            lock.check()
+            _commit_tracking(ctx, summary, plan)
         phases["finish"] = time.perf_counter() - t
         report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
         report["runner"] = describe(runner)
@@ -375,6 +468,15 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:
         store.close()
+
+
+def _commit_tracking(ctx: execution.ApplyContext, summary: dict, plan: Plan) -> None:
+    """Record the source's cursor the run holds for its target, when its catch-up ended clean (a cursor taken
+    before a full read keeps only the documents the target holds)."""
+    if ctx.tracking is None or any(r["failures"] for r in summary["catch_up"].get("rounds", [])):
+        return
+    holds = read_document_hashes(ctx.state, ctx.index, ctx.target).keys() if ctx.tracking.full else None
+    commit_cursor(ctx.state, ctx.index, ctx.target, ctx.tracking, run=plan.plan_hash, holds=holds)
 
 
 # An apply that embedded fewer tokens than this (in the plan's tokenizer) is too short to measure throughput:

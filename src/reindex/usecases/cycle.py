@@ -54,7 +54,8 @@ class SyncPolicy:
     ``plans/`` beside the config); ``queries``/``k``/``force``: the cutover's (see ``reindex cutover``);
     ``gc``: delete retired populations past ``cutover.retention_days`` at the end (never a live one, never one
     inside the rollback window); ``apply_new_populations``: build and cut over a change that needs no approval
-    (False: leave every population-building change for an explicit ``reindex apply``/``cutover``)."""
+    (False: leave every population-building change for an explicit ``reindex apply``/``cutover``); ``verify``: read
+    the whole source and compare content hashes instead of trusting the source's cursor (metadata can lie)."""
 
     plans_dir: str | Path | None = None
     queries: str | Path | None = None
@@ -62,6 +63,7 @@ class SyncPolicy:
     force: bool = False
     gc: bool = True
     apply_new_populations: bool = True
+    verify: bool = False  # read the whole source and compare content hashes (``reindex sync --verify``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +128,9 @@ def run_cycle(index: Any, policy: SyncPolicy) -> CycleResult:
 def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
     name = index.name
     plans_dir = Path(policy.plans_dir) if policy.plans_dir else index.plans_dir
-    fresh, _ = index.plan(out=None)
+    fresh, _ = index.plan(out=None, verify=policy.verify)
     if not fresh.kind.does_work:
+        index.record_cursor(fresh)  # metadata that moved without content, or a full read: start there next time
         return CycleResult(CycleOutcome.NOTHING_TO_DO, name, f"nothing to do: index {name!r} matches its config and "
                            "corpus", plan_hash=fresh.plan_hash, kind=fresh.kind)
     in_place = None

@@ -24,6 +24,7 @@ from reindex.sources.extract import normalise
 from reindex import cutover as co
 from reindex.domain import PopulationState
 from reindex import evaluation as ev
+from reindex.cursors import commit_cursor, resume_tracking
 from reindex.manifests import read_live, read_population
 from reindex.approvals import check_not_rejected, read_approval, signing_key
 from reindex.planner import (
@@ -175,12 +176,16 @@ def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, l
         shards=built.apply.shards, state=state, store=store, embedder=None,  # type: ignore[arg-type]
         pipeline=TextPipeline(built.text, ident.vector_id), in_place=False, fence=lock.check,
         confirm=lambda: lock.check(confirm=True),
+        tracking=resume_tracking(state, cfg.index, shadow, built.source),  # only what moved past its cursor is read
     )
     if not any(execution.changed_since_manifest(ctx)):
         return None
     ctx.embedder = backends.make_embedder(built.vector, batch_size=built.apply.embed_batch_size, options=built.embed)
     result = execution.catch_up(ctx)
     failed = [f for r in result["rounds"] for f in r["failures"]]
+    if not failed and ctx.tracking is not None:
+        lock.check()
+        commit_cursor(state, cfg.index, shadow, ctx.tracking, run=run)
     if failed:
         raise co.CutoverError(
             f"{shadow} could not be caught up with the corpus ({len({f.get('doc_id') for f in failed})} "

@@ -116,11 +116,13 @@ def make_plan(
     progress=None,
     forecast: int | None = None,
     queries: str | Path | None = None,
+    verify: bool = False,
 ) -> tuple[Plan, Path | None]:
     """Plan a change of ``config_path`` against the live population or an explicit baseline. ``forecast``: build
     both sides on a sample of that many documents (plus the documents ``queries`` — the cutover's labelled
     queries file — point at, or the cutover's probes) and put what the change buys into the plan
-    (:mod:`reindex.forecast`); asked for automatically when ``approval.require_forecast`` is set."""
+    (:mod:`reindex.forecast`); asked for automatically when ``approval.require_forecast`` is set. ``verify``: read the whole source and compare content hashes even where its cursor would find the
+    changes."""
     cfg = load_resolved(config_path)
     part = None
     if forecast is not None and (baseline_config is not None or baseline_corpus is not None):
@@ -152,7 +154,8 @@ def make_plan(
 
         outlook = forecast_change(cfg, n, queries=queries)
     req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg, measure=new_vectors), sample=sample, seed=seed,
-                      progress=progress, model_limit=_model_limit(cfg), in_place_part=part, forecast=outlook)
+                      progress=progress, model_limit=_model_limit(cfg), in_place_part=part, forecast=outlook,
+                      verify=verify)
     plan = plan_change(req)
     return plan, _written(plan, out)
 
