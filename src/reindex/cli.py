@@ -445,9 +445,14 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
 @click.option("--no-gc", is_flag=True, help="Do not delete retired populations past retention at the end.")
 @click.option("--verify", is_flag=True, help="Read the whole source and compare content hashes instead of trusting its "
               "cursor (metadata can lie: new bytes, same size and mtime); repairs the cursor. See sync.verify_every.")
+@click.option("--watch", is_flag=True, help="Live mode: hold the lock and the writer and sync each change as it "
+              "arrives (read through the source's cursor), until SIGTERM or Ctrl-C; prints one line (or JSON document) "
+              "per cycle that did something.")
+@click.option("--interval", type=float, default=2.0, show_default=True, help="With --watch: seconds between looks "
+              "at the source when nothing changed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the cycle's result as JSON.")
 def sync(config_path: str, plans_dir: str, queries: str | None, k: int | None, no_gc: bool, verify: bool,
-         as_json: bool) -> None:
+         watch: bool, interval: float, as_json: bool) -> None:
     """One unattended cycle, for cron: plan; apply a change the approval policy lets through (in place, or
     built and cut over through the gate); plan a change that needs approval and stop (after `reindex
     approve`, the next `reindex sync` carries it out); then gc past retention.
@@ -466,8 +471,12 @@ def sync(config_path: str, plans_dir: str, queries: str | None, k: int | None, n
       0 3 * * 0  cd /srv/docs && reindex sync -c reindex.yaml --verify
     """
 
+    policy = api.SyncPolicy(plans_dir=plans_dir, queries=queries, k=k, gc=not no_gc, verify=verify)
+    if watch:
+        _watch(config_path, policy, interval, as_json)
+        return
     with api.Index.open(config_path) as ix:
-        r = ix.sync(api.SyncPolicy(plans_dir=plans_dir, queries=queries, k=k, gc=not no_gc, verify=verify))
+        r = ix.sync(policy)
     if as_json:
         _emit_json(r.as_dict())
     else:
@@ -476,6 +485,35 @@ def sync(config_path: str, plans_dir: str, queries: str | None, k: int | None, n
         raise click.exceptions.Exit(r.exit_code)
 
 
+
+
+def _watch(config_path: str, policy: Any, interval: float, as_json: bool) -> None:
+    """`reindex sync --watch`: cycles until SIGTERM or SIGINT; a line per cycle that did something."""
+    import signal
+    import threading
+    import time
+
+    if interval <= 0:
+        raise click.UsageError("--interval must be a positive number of seconds")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    def said(r: Any) -> None:
+        if r.outcome.value == "nothing-to-do" and not r.in_place:
+            return
+        if as_json:
+            click.echo(json.dumps(r.as_dict(), ensure_ascii=False, default=str), nl=True)
+        else:
+            click.echo(f"{time.strftime('%H:%M:%S')} {reports.sync_text(r)}")
+        sys.stdout.flush()
+
+    with api.Index.open(config_path) as ix:
+        if not as_json:
+            click.echo(f"watching {ix.name} (every {interval:g} s when nothing changes); SIGTERM or Ctrl-C stops")
+        summary = ix.watch(policy, interval=interval, stop=stop, on_cycle=said)
+    if not as_json:
+        click.echo(f"stopped after {summary.ticks} cycles ({summary.applied} changed the index)")
 
 
 @main.command()

@@ -549,6 +549,32 @@ def _after_cycle(r: Any, config: str, index: str, plans_dir: str, approval_timeo
     return out
 
 
+@flow(name="reindex-watch", persist_result=False, log_prints=False)
+def watch_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir: str | None = None,
+               interval_s: float = 2.0, duration_s: float = 3600.0) -> dict:
+    """The live mode as a Prefect run (``reindex sync --watch``): for ``duration_s`` seconds, apply each change
+    of the source as it arrives, under one index lock and one writer (the index's concurrency slot held
+    throughout); changes that need approval are planned and left for ``reindex approve``. Serve or schedule it
+    back to back (e.g. hourly for an hour) for a watch that survives a worker restart."""
+    import threading
+
+    config, index, plans_dir = _resolve(config, index, plans_dir)
+    stop = threading.Event()
+    timer = threading.Timer(duration_s, stop.set)
+    logger = get_run_logger()
+    with index_slot(index):
+        timer.start()
+        try:
+            with api.Index.open(config) as ix:
+                summary = ix.watch(api.SyncPolicy(plans_dir=plans_dir, gc=False), interval=interval_s, stop=stop,
+                                   on_cycle=lambda r: r.outcome.value != "nothing-to-do" and logger.info(r.message))
+        finally:
+            timer.cancel()
+    _result_artifact(index, f"watch: {summary.ticks} cycles, {summary.applied} changed the index "
+                            f"({', '.join(f'{k} {v}' for k, v in sorted(summary.outcomes.items()))})")
+    return summary.as_dict()
+
+
 @flow(name="reindex-gc", persist_result=False, log_prints=False)
 def gc_flow(config: str = "reindex.yaml", index: str | None = None, plans_dir: str | None = None,
             older_than: str | None = None, dry_run: bool = False) -> list[dict]:

@@ -499,6 +499,9 @@ class QdrantStore:
         with self._lock, _translate(f"delete alias `{alias}`"):
             self._client.update_collection_aliases(change_aliases_operations=[op])
 
+    def publish(self, name: str) -> None:
+        """Nothing to do: a server's (and local mode's) writes are visible when they return."""
+
     def close(self) -> None:
         with self._lock:
             if not self._closed:

@@ -450,6 +450,8 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             lock.check(confirm=True)
             _set_population_state(state, cfg, target, PopulationState.READY)
         if not failures and in_place:
+            lock.check()
+            store.publish(target)  # readers see the sync now, also when the writer stays open (the live mode)
             _record_payload(state, cfg, target, lambda: lock.check(confirm=True))
             lock.check()
             _commit_tracking(ctx, summary, plan)

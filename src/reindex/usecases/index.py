@@ -167,6 +167,17 @@ class Index:
 
         return self._call(run_cycle, self, policy or SyncPolicy())
 
+    def watch(self, policy: SyncPolicy | None = None, **kwargs: Any):
+        """The live mode (``reindex sync --watch``): cycles under one lock and one writer until stopped
+        (:func:`reindex.usecases.watch.watch`: ``interval``, ``stop``, ``ticks``, ``on_cycle``)."""
+        from reindex.usecases.cycle import SyncPolicy
+        from reindex.usecases.watch import watch
+
+        if self._closed:
+            raise ReindexError(f"the Index handle of {self.name!r} is closed; open a new one")
+        with backends.lending(self._lent):
+            return watch(self, policy or SyncPolicy(), **kwargs)
+
     # -- lifetime -------------------------------------------------------------------------------------
 
     def close(self) -> None:
