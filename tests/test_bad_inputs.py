@@ -150,7 +150,7 @@ def test_a_fifo_as_the_source_is_refused_without_opening_it(tmp_path: Path) -> N
         assert r.returncode == 1, (command, r.stderr)
         assert r.stderr.splitlines()[-1] == (
             f"error: source '{ws.root}/feed.jsonl' is a FIFO (named pipe), not a regular file; expected a directory, "
-            "a .jsonl/.ndjson(.gz) or .parquet file, or s3://bucket/prefix"), command
+            "a .jsonl/.ndjson(.gz) or .parquet file, s3://bucket/prefix, or postgresql://host/db?table=NAME"), command
 
 
 def test_a_fifo_inside_a_folder_source_is_a_bad_document_never_opened(tmp_path: Path) -> None:

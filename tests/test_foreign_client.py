@@ -49,4 +49,6 @@ def test_a_stock_client_footprint_is_ignored_and_its_collections_refused(tmp_pat
         "collection/ out of the folder (give qdrant-client a folder of its own) and run again; readers of this index "
         "use reindex's retrievers (reindex.retrievers).\n")
     q = CliRunner().invoke(main, ["query", "style guide", "-c", str(ws.config), "--k", "2"])
-    assert q.exit_code == 0 and len(q.stdout.splitlines()) == 2  # readers keep answering from the alias
+    lines = q.stdout.splitlines()  # readers keep answering from the alias: the population line, then two hits
+    assert q.exit_code == 0 and len(lines) == 3 and lines[0].startswith("docs__"), q.stdout
+    assert [line.split()[0] for line in lines[1:]] == ["1.", "2."]

@@ -143,7 +143,7 @@ def test_fixed_chunks_serves_final_chunks_and_falls_back() -> None:
     assert fixed.chunk("p q r s") == chunker.chunk("p q r s")
     # It plugs into measure's retrieval evaluation unchanged.
     corpus = {"d": "X " + OLD}
-    q = m.Query("q1", "en", "g h i", "d", "g h i")
+    q = m.Query("q1", "g h i", frozenset({"d"}), ("g h i",), lang="en")
 
     def embed(texts):
         return np.asarray([[1.0, float(len(t))] for t in texts], dtype=np.float32)

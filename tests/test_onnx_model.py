@@ -67,8 +67,9 @@ def test_float32_torch_to_int8_onnx_is_a_real_vector_change(workspace: Path) -> 
     api.approve_plan(path, by="test")
     run = api.apply_plan(path, new, prefect=False)
     assert run.status == "done" and run.report["actual"]["embedded"] == 24
-    assert run.report["embedder"] == {"provider": "sentence-transformers", "backend": "onnx", "precision": "int8",
-                                      "device": "cpu"}
+    emb = dict(run.report["embedder"])
+    assert emb.pop("threads") >= 1  # torch's CPU threads, beside the rate they explain
+    assert emb == {"provider": "sentence-transformers", "backend": "onnx", "precision": "int8", "device": "cpu"}
     cut = api.cutover(path, new)
     assert cut.report["swap"] is not None, cut.report
 

@@ -233,7 +233,9 @@ def test_a_plan_assumes_the_cpus_of_the_workers_measured_capped_by_this_machine(
 def test_two_dask_worker_processes_record_two_workers_and_the_per_cpu_second_rate_of_one(tmp_path: Path) -> None:
     recorded = {}
     for spec in ("threads:1", "dask-processes:2"):
-        ws = Workspace(tmp_path / spec.replace(":", "-"))
+        # One shard per unit (apply.unit_seconds 0): the sample's few milliseconds of hash embedding would be one
+        # unit of work sized by its planned seconds, and one worker process would run every shard.
+        ws = Workspace(tmp_path / spec.replace(":", "-"), extra="apply: {unit_seconds: 0}")
         _, path = ws.plan()
         r = api.apply_plan(path, ws.config, task_runner=spec, use_prefect=False)
         assert r.status == "done", r.report

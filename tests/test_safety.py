@@ -3,6 +3,8 @@ is recoverable after a kill, re-running a finished step is a no-op, gc is carefu
 
 from __future__ import annotations
 
+import os
+
 import json
 import signal
 import subprocess
@@ -188,6 +190,8 @@ def test_an_unreadable_empty_or_binary_document_keeps_its_live_points(
     (ws.corpus / empty).write_bytes(b"")
     (ws.corpus / binary).write_bytes(b"\x00\x01\x02binary\x00" * 10)
     edited = ws.edit_documents()  # a real change beside them, so the plan is applied in place
+    st = (ws.corpus / eio).stat()  # its listing moved (the folder cursor reads only files whose pair moved)
+    os.utime(ws.corpus / eio, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     real = Path.open
 
     def open_(self: Path, *a, **kw):  # the folder source reads through Path.open (then checks where it is)
@@ -288,12 +292,13 @@ def test_a_plan_made_before_the_workspace_moved_still_applies(tmp_path: Path) ->
     path = moved.plans / path.name
     # What lives at the locations still binds the plan: against another corpus it is refused ...
     doc = moved.corpus / sorted(p.name for p in moved.corpus.iterdir())[0]
-    original = doc.read_bytes()
+    original, st = doc.read_bytes(), doc.stat()
     doc.write_text("changed\n", encoding="utf-8")
-    with pytest.raises(PlanError, match="the corpus was .* at planning but is now") as info:
+    with pytest.raises(PlanError, match=r"the source moved since the plan \(read from its cursor: .* at planning, now") as info:
         moved.apply(path)
     assert "config changed" not in str(info.value)
     doc.write_bytes(original)
+    os.utime(doc, ns=(st.st_atime_ns, st.st_mtime_ns))  # the bytes and the listing as they were at planning
     r = moved.apply(path)  # ... and the moved workspace itself is the same inputs
     assert r.status == "done", r.report
     assert moved.plan()[0].kind == "none"

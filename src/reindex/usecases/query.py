@@ -165,7 +165,11 @@ class _ReadSide:
         else:
             pcfg, vector, vid, model = pop.config, pop.config.vector, pop.vector_id, pop.model()
             note = None
-            if vid != own or cfg.vector.for_queries().prefix != vector.for_queries().prefix:
+            if vid == own and cfg.vector.for_queries().prefix == vector.for_queries().prefix:
+                # The same vectors and queries: the config's half differs at most in what is in no id (the
+                # name of a key's environment variable, a rotated key), which is how to reach the model now.
+                vector = cfg.vector
+            else:
                 note = (f"the config's vector half ({cfg.vector.model}, vector id {own[:12]}) differs from the one "
                         f"that answered ({vector.model}, vector id {vid[:12]}, population {collection}); readers "
                         "embed with the served population's until a cutover moves the alias")

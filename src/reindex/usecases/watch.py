@@ -49,8 +49,8 @@ def watch(index: Any, policy: Any, *, interval: float = DEFAULT_INTERVAL_S, stop
     ``stop`` is set (or ``ticks`` cycles ran): right after a cycle that changed something, else every
     ``interval`` seconds. ``on_cycle`` sees every cycle's result (the CLI prints those that did something)."""
     from reindex.usecases.cycle import CycleOutcome
-    from reindex.usecases.index import Index
 
+    Index = type(index)  # the handle's own class: this module sits below it (index.watch imports it)
     stop = stop or threading.Event()
     summary = WatchSummary()
     config_path = index._lent.config_path
