@@ -54,6 +54,31 @@ def _no_python_children_under_mutation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
 
 
+@pytest.fixture(autouse=True)
+def _checkout_untouched(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test must not write plans into the checkout's ``plans/`` (the checked-in examples): a plan written
+    by a command or handle run with the repository as its working directory fails the test that wrote it."""
+    plans = REPO / "plans"
+    before = set(plans.iterdir()) if plans.is_dir() else set()
+    yield
+    # make test runs four pytest processes, each with its own base temp folder: a plan names its corpus, so a
+    # file is this process's when it names this process's base temp folder.
+    mine = str(request.config._tmp_path_factory.getbasetemp())  # noqa: SLF001 - pytest's own factory
+
+    def ours(p: Path) -> bool:
+        try:
+            return mine in p.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+
+    new = sorted(p.name for p in (set(plans.iterdir()) if plans.is_dir() else set()) - before if ours(p))
+    if new:
+        for name in new:
+            (plans / name).unlink(missing_ok=True)
+        pytest.fail(f"{request.node.nodeid} wrote into the checkout's plans/: {', '.join(new)} (give it --out or "
+                    "a working directory of its own)")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _offline_env() -> Iterator[None]:
     """No model downloads, no telemetry, no tokenizer thread pools fighting pytest."""

@@ -17,7 +17,8 @@ from reindex.cli import main
 
 
 def _cli(ws: Workspace, *args: str):
-    return CliRunner().invoke(main, [*args, "-c", str(ws.config)])
+    out = ["--out", str(ws.plans)] if args[0] == "plan" else []  # never into the checkout's plans/
+    return CliRunner().invoke(main, [*args, "-c", str(ws.config), *out])
 
 
 @pytest.fixture(scope="module")

@@ -235,7 +235,7 @@ if crash_in_batch:
     # A crash point inside the next batch: the engine has taken the points, the commit has not happened.
     if backend == "edge":
         from reindex.stores.edge import EdgeStore
-        def _apply(self, o, op, action):
+        def _apply(self, o, op, action, size=0):
             o.shard.update(op)
             os.kill(os.getpid(), signal.SIGKILL)
         EdgeStore._apply = _apply

@@ -157,12 +157,19 @@ def busy() -> Iterator[int]:
 def test_calibrate_under_busy_loops_records_the_idle_rate_per_cpu_second(tmp_path: Path, tiny: Path,
                                                                           request: pytest.FixtureRequest) -> None:
     ws = _tiny_workspace(tmp_path / "ws", tiny)
-    idle = api.calibrate(ws.config, chunks=128)
+    import math
+
+    idle = api.calibrate(ws.config, chunks=256)
     request.getfixturevalue("busy")
-    loaded = api.calibrate(ws.config, chunks=128)
+    loaded = api.calibrate(ws.config, chunks=256)
     assert idle["tokens"] == loaded["tokens"]
-    ratio = loaded["tokens_per_cpu_second"] / idle["tokens_per_cpu_second"]
-    assert 0.67 < ratio < 1.5, (idle, loaded)
+    # "Idle" is whatever else the box runs (the rest of the suite, in make test); the busy loops add two per core.
+    # The wall rate falls with the share of the cores the calibration gets; the rate per CPU-second does not
+    # (cache and frequency effects aside): it stays near the first figure, and nearer to it than the wall rate.
+    cpu = loaded["tokens_per_cpu_second"] / idle["tokens_per_cpu_second"]
+    wall = loaded["tokens_per_second"] / idle["tokens_per_second"]
+    assert 0.4 < cpu < 2.5, (idle, loaded)
+    assert abs(math.log(cpu)) < abs(math.log(wall)), (cpu, wall, idle, loaded)
     stored = read_calibration(ws.state(), identity_of(ws.cfg()).vector_id)
     assert stored["tokens_per_cpu_second"] == loaded["tokens_per_cpu_second"]
     assert {"workers", "threads", "load", "cpus", "cpu_seconds", "seconds"} <= stored.keys()

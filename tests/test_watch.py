@@ -83,6 +83,7 @@ def test_an_index_watch_holds_one_lock_and_one_writer_for_all_its_cycles(tmp_pat
 
     ws = Workspace(tmp_path / "ws")
     ws.build_live()
+    monkeypatch.chdir(ws.root)  # the handle's plans go to plans/ of the working directory
     opened = []  # writers opened on the store's folder
     real = EdgeStore.__init__
     monkeypatch.setattr(EdgeStore, "__init__", lambda self, *a, **kw: opened.append(1) or real(self, *a, **kw))
