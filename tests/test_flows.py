@@ -355,7 +355,19 @@ def _approve_in_the_ui(b: Browser, base_url: str, ui: str, fr: Any, index: str, 
         field = labelled_control(dialog, label)
         b.type_into(field, text, f"{ui}: the {label.lower()} field")
         b.wait_until(f"({field}).value === {json.dumps(text)}", f"{ui}: the {label.lower()} field reads {text!r}")
-    b.click(by_text(f"{dialog} button", send), f"{ui}: the {send} button of the dialog")
+    button = by_text(f"{dialog} button", send)
+    b.wait_until(f"!({button}).disabled", f"{ui}: the {send} button is enabled", timeout=60)
+    b.click(button, f"{ui}: the {send} button of the dialog")
+    # The dialog closes once the UI has sent the resume. On a loaded box a click can land while the page is still
+    # busy re-rendering and do nothing: while the dialog stays open with its button, click it again.
+    deadline = time.monotonic() + 180
+    while b.js(f"!!document.querySelector('{dialog}')"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{ui}: the Resume dialog did not close within 180 s of sending; the page shows:\n"
+                                 + b.text()[-3000:])
+        time.sleep(0.5)
+        if b.js(f"!!({button}) && !({button}).disabled") and time.monotonic() > deadline - 160:
+            b.click(button, f"{ui}: the {send} button of the dialog (again)")
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (`.ci/run` installs Debian's package)")
@@ -384,7 +396,7 @@ def test_approval_in_the_prefect_ui_resume_approve_approver_submit_applies_and_r
                                    f"alice-{ui}", f"read the plan in the {ui} UI")
                 # Keep the page open until the resume reached the server (the dialog sends it asynchronously).
                 _wait(fr.id, lambda c, r: r if not r.state.is_paused() else None, f"resumed by the {ui} form", log,
-                      timeout=60)
+                      timeout=180)
                 sent[ui] = {"run": fr, "keys": keys}
         for ui, (cfg, log, proc) in runs.items():
             sent[ui]["done"] = _wait(sent[ui]["run"].id, _final, f"finished after the {ui} form was sent", log,

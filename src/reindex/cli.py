@@ -20,6 +20,8 @@ from reindex.orphans import stop_orphans
 from reindex.progress import ApplyProgress
 from reindex.settings import apply_offline_defaults, temporary_server_failure
 
+__all__ = ["main"]
+
 apply_offline_defaults()
 
 

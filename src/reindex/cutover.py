@@ -30,6 +30,12 @@ from reindex.manifests import (
 )
 from reindex.stores.objects import ObjectStore
 
+__all__ = [
+    "CutoverInputs", "Rule", "SERVABLE", "VERIFY_SAMPLE", "check_names", "delete_population", "evidence_rule",
+    "gate", "gc_candidates", "pending_intent", "populations", "reconcile", "require_verified", "restore_live",
+    "rollback", "run_cutover", "segment_rules", "swap", "verify_population",
+]
+
 
 
 

@@ -20,6 +20,14 @@ from reindex.errors import EvaluationError
 from reindex.stats import holm_bootstrap, paired_bootstrap, percentile
 from reindex.stores.payload import payload_metadata, payload_text
 
+__all__ = [
+    "BUDGET_TOKENS", "Candidate", "MAX_CANDIDATES", "NO_SEGMENT", "Query", "RBO_P", "SideResult", "VERDICTS",
+    "aggregate", "dedupe", "evaluate", "evaluate_alone", "evidence_recalled", "first_rank", "gate_metrics",
+    "metadata_lookup", "metric_verdict", "mrr", "ndcg_at_k", "overlap_at_k", "pack", "passage_rank",
+    "probe_queries", "rank_changes", "rbo", "read_queries", "recall_at_k", "run_side", "score_query", "segment_of",
+    "segment_results", "sentences", "verdict",
+]
+
 BUDGET_TOKENS = 2048
 MAX_CANDIDATES = 100
 RBO_P = 0.9

@@ -65,6 +65,12 @@ from reindex.stores.payload import build_payload
 from reindex.stores.vectors import Point, VectorStore
 from reindex.throughput import CpuClock
 
+__all__ = [
+    "ApplyContext", "Found", "RETRY_ATTEMPTS", "ShardResult", "catch_up", "changed_since_manifest", "crashpoint",
+    "delete_unlisted_points", "find_changes", "over_budget", "point_payload", "retry_transient", "run_shard",
+    "worker_name", "write_shard_outputs",
+]
+
 RETRY_ATTEMPTS = 5
 
 

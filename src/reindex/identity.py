@@ -42,6 +42,15 @@ from reindex.config import (
 from reindex.errors import ConfigError
 from reindex.models import digest_path, find_tokenizer_file, is_static_folder, resolve_model_path
 
+__all__ = [
+    "CorpusDigest", "DOCUMENT_HASH_VERSION", "Identity", "LEGACY_PAYLOAD_ID", "LOCATION_FIELDS",
+    "PAYLOAD_ID_VERSION", "PIPELINE_ID_VERSION", "POINT_ID_VERSION", "RUN_ONLY_SECTIONS", "SHORT",
+    "TEXT_ID_VERSION", "VECTOR_ID_VERSION", "canonical_json", "collection_name", "config_digest", "content_hash",
+    "corpus_digest", "digest_json", "document_hash", "fingerprint", "identity_of", "jsonable",
+    "legacy_config_digest", "payload_id", "payload_id_of_record", "pipeline_id", "point_id", "point_ids",
+    "resolve_config", "splitter_version", "text_id", "vector_id",
+]
+
 TEXT_ID_VERSION = "reindex/text/v1"
 VECTOR_ID_VERSION = "reindex/vector/v1"
 PIPELINE_ID_VERSION = "reindex/pipeline/v1"

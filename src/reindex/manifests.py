@@ -484,3 +484,15 @@ from reindex.locks import (  # noqa: F401 - re-exported so `from reindex.manifes
     acquire_lock,
     read_lock,
 )
+
+__all__ = [
+    "CHUNK_COLUMNS", "CHUNK_TEXT_COLUMNS", "DOC_BATCH", "ManifestRow", "Population", "apply_record_key",
+    "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_texts_key",
+    "count_chunk_manifest_rows", "digest_json", "index_prefix", "manifest_digest", "part_digest",
+    "population_prefix", "read_apply_record", "read_calibration", "read_chunk_manifest",
+    "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
+    "read_document_hashes", "read_json", "read_live", "read_measured_rate", "read_population",
+    "read_shard_manifest", "rewrite_chunk_manifest_part", "run_rewrites", "shard_manifest_key", "shard_name",
+    "shard_of", "write_apply_record", "write_calibration", "write_chunk_manifest_part", "write_chunk_texts_part",
+    "write_json", "write_live", "write_measured_rate", "write_population", "write_shard_manifest",
+]

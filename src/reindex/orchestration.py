@@ -70,6 +70,16 @@ from reindex.config import PersonName  # noqa: E402
 
 from reindex.runners.prefect import APPROVAL_REQUEST_KEY  # noqa: E402
 
+__all__ = [
+    "APPROVAL_AUTOMATION", "APPROVAL_BODY", "APPROVAL_EVENT", "APPROVAL_SUBJECT", "ApprovalInput",
+    "DEFAULT_APPROVAL_TIMEOUT_S", "DeployResult", "GATES", "GC_CRON", "INDEX_LIMIT_PREFIX", "REINDEX_CRON",
+    "SYNC_CRON", "approval_description", "approval_form", "deploy", "deploy_flows", "deploy_shards",
+    "deployment_specs", "ensure_index_limit", "gc_flow", "gc_task", "index_limit_name", "index_slot",
+    "notify_on_approval_requests", "plan_numbers", "plan_task", "publish_task", "record_approval_task",
+    "record_rejection_task", "reindex_flow", "serve", "serve_flows", "serve_plan", "shard_deployment_spec",
+    "sync_flow", "watch_flow",
+]
+
 INDEX_LIMIT_PREFIX = "reindex-index-"
 APPROVAL_EVENT = "reindex.approval.requested"
 GATES = ("enforce", "force")

@@ -36,6 +36,8 @@ from reindex.models import (
 )
 from reindex.tokenizers import load_tokenizer
 
+__all__ = ["DISTILL_RECIPE", "StaticEmbedder", "distill_cache_key", "distilled", "model_files", "require_model2vec"]
+
 # Bump when the distillation recipe changes: a new recipe is a new cache folder (and a new vector id).
 DISTILL_RECIPE = "reindex/model2vec/v1"
 _MARK = "distill.json"  # written last: a cache folder holding it is complete

@@ -17,6 +17,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from reindex.identity import document_hash
 
+__all__ = [
+    "Admission", "BadDocument", "DEFAULT_MEDIA_TYPE", "Document", "ID_FIELDS", "MEDIA_TYPES", "ScanReport",
+    "Source", "TEXT_FIELDS", "check_data", "encode_text", "media_type_for", "pick_field", "special_file_kind",
+    "title_of",
+]
+
 # Media types a document can have, chosen from its name's suffix.
 MEDIA_TYPES = {
     ".md": "text/markdown",

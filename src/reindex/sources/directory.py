@@ -17,6 +17,8 @@ from reindex.errors import SourceError
 from reindex.sources.base import Admission, BadDocument, Document, ScanReport, special_file_kind, title_of
 from reindex.sources.cursors import Changes, Cursor, listing_changes
 
+__all__ = ["DirectorySource", "FILE_FIELDS", "check_file_fields", "file_metadata", "matches"]
+
 # Metadata a directory source can carry, each opt-in by naming it in ``source.metadata_fields``.
 FILE_FIELDS = ("path", "title", "modified")
 

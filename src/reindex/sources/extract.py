@@ -10,6 +10,8 @@ from html.parser import HTMLParser
 from reindex.config import NormaliserConfig
 from reindex.sources.base import Document
 
+__all__ = ["HTML_MEDIA_TYPES", "extract_text", "html_to_text", "normalise"]
+
 HTML_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 

@@ -15,6 +15,8 @@ from reindex.config import SourceConfig
 from reindex.errors import SourceError
 from reindex.sources.base import ID_FIELDS, TEXT_FIELDS, Admission, Document, ScanReport, encode_text, pick_field
 
+__all__ = ["JsonlSource"]
+
 
 class JsonlSource:
     """Each line is an object with an id key (``id_field`` or the first of id, doc_id, _id), a text

@@ -15,6 +15,8 @@ from reindex.sources.base import ID_FIELDS, TEXT_FIELDS, Admission, Document, Sc
 from reindex.sources.cursors import Changes, Cursor
 from reindex.sources.marks import decode_mark, encode_mark, ids_digest
 
+__all__ = ["ParquetSource"]
+
 
 class ParquetSource:
     """Rows with an id column (``id_field`` or the first of id, doc_id, _id), a text column

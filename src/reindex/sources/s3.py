@@ -19,6 +19,8 @@ from reindex.sources.cursors import Changes, Cursor, listing_changes
 from reindex.sources.directory import matches
 from reindex.stores.objects import S3ObjectStore, split_s3_uri
 
+__all__ = ["S3Source", "object_metadata"]
+
 
 def object_metadata(fields: list[str], key: str, user: dict[str, str], modified: str) -> tuple[tuple[str, object], ...]:
     """The configured object attributes: ``key`` (relative to the prefix: the doc id), ``last_modified``

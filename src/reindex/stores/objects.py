@@ -29,6 +29,11 @@ from reindex.atomic import TMP_PREFIX, atomic_write, fsync_dir, make_folders, wr
 from reindex.errors import StateError, TransientError
 from reindex.retry import RetriesExhausted, call_with_retries
 
+__all__ = [
+    "LocalObjectStore", "ObjectStore", "S3ObjectStore", "check_key", "is_transient", "open_object_store",
+    "split_s3_uri",
+]
+
 T = TypeVar("T")
 
 # Temporary files of atomic local writes start with this; list() never returns them.

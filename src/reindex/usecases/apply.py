@@ -54,6 +54,11 @@ from reindex.usecases.disk import check_free_disk
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
 
+__all__ = [
+    "ApplyReport", "MIN_TOKENS_TO_MEASURE", "READ_CAP_BYTES", "SHARD_FIELDS", "apply_plan", "check_drift",
+    "check_inputs", "corpus_digest_of", "job_of", "kind_in_force", "record_cursor",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class ApplyReport:

@@ -42,6 +42,11 @@ from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.queries import comparison_queries
 from reindex.usecases.plan import check_plan_index
 
+__all__ = [
+    "CutoverReport", "GcAction", "IndexStatus", "PopulationStatus", "build_progress", "cutover", "gc", "parse_age",
+    "rollback", "status",
+]
+
 
 # The dict results of rollback, gc and status, typed for callers (the CLI prints them as they are with --json).
 RollbackRecord = TypedDict("RollbackRecord", {"index": str, "from": str | None, "to": str, "at": float})

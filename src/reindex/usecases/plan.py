@@ -42,6 +42,11 @@ from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved, resolve
 
+__all__ = [
+    "LOCAL_PROVIDERS", "SAMPLED_CHUNKS", "approval_status", "approve_plan", "calibrate", "check_plan_index",
+    "config_in_force", "estimate", "make_plan", "plan_in_place_part", "rates_for", "sampled_rate", "show_plan",
+]
+
 
 #: Chunks a plan encodes to measure a local model it has no rate for (a new vector id): drawn (seeded) from
 #: the first ``8 ×`` as many chunks of the source, like `reindex calibrate`'s 256.
