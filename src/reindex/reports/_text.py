@@ -17,6 +17,7 @@ __all__ = [
     "chunk_summary_text",
     "classification_text",
     "cutover_text",
+    "doctor_text",
     "estimate_json",
     "estimate_text",
     "forecast_lines",
@@ -453,3 +454,22 @@ def sync_text(r: Any) -> str:
     for g in r.gc:
         lines.append(f"  gc: deleted {g['collection']} (retired {g['age_days']} days ago)")
     return "\n".join(lines)
+
+
+def doctor_text(r: Any) -> str:
+    """What ``reindex doctor`` prints: one line per finding, then what to do (a :class:`DoctorReport`)."""
+    looked = "; ".join(f"{p['collection']}: {p['checked']:,} of {p['listed']:,} listed points, {p['scanned']:,} stored "
+                       f"points, {p['embedded']:,} vectors re-embedded" for p in r.populations) or "no population to read"
+    mode = "every point" if r.mode == "full" else "a sample (`--full` checks every point)"
+    head = f"index {r.index}: {'healthy' if r.healthy else f'{len(r.findings)} finding(s)'} ({mode}; {looked}; " \
+           f"{r.seconds:.1f} s)"
+    lines = [head]
+    for f in r.findings:
+        eg = f"  e.g. {', '.join(f.examples[:3])}" if f.examples and f.kind not in ("count-mismatch",) else ""
+        lines.append(f"  {f.kind:<24} {f.population or '-'}  {f.count:,}: {f.detail}{eg}")
+    for line in r.advice:
+        lines.append(f"  do: {line}")
+    for line in r.notes:
+        lines.append(f"  note: {line}")
+    return "\n".join(lines)
+

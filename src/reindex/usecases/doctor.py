@@ -20,12 +20,13 @@ from typing import Any, Callable
 from reindex import cutover as co
 from reindex.config import PipelineConfig
 from reindex.drift import PLAN_FIXES, Books, Finding, PopulationCheck, check_books, check_population
-from reindex.errors import ConfigError, ReindexError
+from reindex.errors import ConfigError, ReindexError, VectorStoreError
 from reindex.locks import lock_key, parse_lock
 from reindex.manifests import Population, count_chunk_manifest_rows, index_prefix, read_json
 from reindex.planner import Repair
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
+from reindex.stores.vectors import one_line
 from reindex.usecases.configure import load_resolved
 
 __all__ = ["DoctorReport", "doctor"]
@@ -77,6 +78,7 @@ def doctor(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, full: b
     live_name = (read_json(state, f"{index_prefix(cfg.index)}/live.json") or {}).get("collection")
     findings: list[Finding] = []
     checks: dict[str, PopulationCheck] = {}
+    unread: list[str] = []
     with backends.read_only_store(cfg) as store:
         alias = store.get_alias(cfg.index) if store is not None else None
         collections = tuple(store.list_collections()) if store is not None else ()
@@ -89,12 +91,18 @@ def doctor(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, full: b
                                         f"{rec.collection} is {rec.state} but its collection is gone ({listed:,} "
                                         "points listed)", listed))
                 continue
-            checks[rec.collection] = check_population(store, state, rec, full=full, sample=sample,
-                                                      embed_sample=embed_sample, embed=_embedder(rec, cfg), seed=seed)
+            try:
+                checks[rec.collection] = check_population(store, state, rec, full=full, sample=sample,
+                                                          embed_sample=embed_sample, embed=_embedder(rec, cfg),
+                                                          seed=seed)
+            except VectorStoreError as err:  # a shadow before its cutover: readers of this store cannot see it
+                unread.append(f"{rec.collection} ({rec.state}) was not checked: {one_line(err)}")
+                continue
             findings += checks[rec.collection].findings
     books, notes = check_books(state, cfg.index, records, Books(alias, collections, lock, got[2] if got else 0.0, gone))
     findings += books
-    advice = _advice(findings, cfg, state, live_name, full, repair)
+    notes = unread + notes
+    advice = _advice(findings, cfg, state, live_name, full, repair, Path(out) if out is not None else Path("plans"))
     fix = None
     if repair:
         fix = _repair(config_path, checks.get(live_name or ""), out)
@@ -144,8 +152,8 @@ def _repair(config_path: str | Path | PipelineConfig, check: PopulationCheck | N
 
 
 def _advice(findings: list[Finding], cfg: PipelineConfig, state: Any, live: str | None, full: bool,
-            repair: bool) -> list[str]:
-    """One line per thing to do, each naming the command."""
+            repair: bool, plans: Path) -> list[str]:
+    """One line per thing to do, each naming the command (a half-done run's plan file is looked for in ``plans``)."""
     out: list[str] = []
     fixable = sorted({f.population for f in findings if f.kind in PLAN_FIXES and f.population})
     for pop in fixable:
@@ -157,7 +165,6 @@ def _advice(findings: list[Finding], cfg: PipelineConfig, state: Any, live: str 
                        f"it (`reindex gc {pop} --yes`)")
     if fixable and not full:
         out.append("a sample found these: `reindex doctor --full` finds every one (`--full --repair` repairs them all)")
-    plans = Path("plans")
     for f in findings:
         if f.kind in ("half-done-apply", "stuck-building"):
             run = f.examples[0] if f.kind == "half-done-apply" else None

@@ -151,13 +151,13 @@ class Index:
         return self._call(status, self._config_arg)
 
     def doctor(self, *, full: bool = False, sample: int = 256, embed_sample: int = 32, repair: bool = False,
-               seed: int = 0):
+               seed: int = 0, out: str | Path | None = ...):  # type: ignore[assignment]
         """The store against the books (:func:`reindex.usecases.doctor.doctor`): a :class:`DoctorReport`; with
-        ``repair``, the plan that fixes the live population is written to :attr:`plans_dir`."""
+        ``repair``, the plan that fixes the live population is written to ``out`` (default :attr:`plans_dir`)."""
         from reindex.usecases.doctor import doctor
 
         return self._call(doctor, self._config_arg, full=full, sample=sample, embed_sample=embed_sample,
-                          repair=repair, out=self.plans_dir, seed=seed)
+                          repair=repair, out=self.plans_dir if out is ... else out, seed=seed)
 
     def query(self, text: str, *, k: int = 10, filters: dict[str, str] | None = None, collection: str | None = None):
         """Top ``k`` chunks for ``text`` from the live alias (:func:`reindex.api.query`)."""
