@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("errors", ("reindex.errors",)),
     ("foundation", ("reindex.domain", "reindex.settings", "reindex.orphans", "reindex.processes", "reindex.atomic", "reindex.stats", "reindex.retry", "reindex.tables",
-                    "reindex.throughput",
+                    "reindex.throughput", "reindex.eta",
                     "reindex.__init__")),
     ("config", ("reindex.config",)),
     ("identity", ("reindex.identity", "reindex.models")),

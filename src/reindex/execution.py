@@ -179,6 +179,9 @@ class ApplyContext:
     # In place: documents written afresh (a repair, ``reindex doctor --repair``): every chunk embedded again, no
     # vector taken from the target and no payload-only shortcut (the target's points of them are not trusted).
     fresh: frozenset[str] = frozenset()
+    # The coordinator's reindex.eta.ProgressCounts of this apply, fed its events (what the Prefect progress
+    # artifact shows); None: nobody counts.
+    meter: Any = None
     # The CPU clock of embedding calls (shard threads register, so that one's call does not count another's
     # chunking), and how many calls this process had in flight at once (the workers a rate is per).
     cpu_clock: CpuClock = field(default_factory=CpuClock)
@@ -464,7 +467,8 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     if done is not None:
         result.skipped = True
         # A resumed run's finished shard: its documents count as done for the progress bar.
-        ctx.emit(kind="shard-skipped", shard=shard, documents=done.get("documents", 0), chunks=done.get("chunks", 0))
+        ctx.emit(kind="shard-skipped", shard=shard, documents=done.get("documents", 0), chunks=done.get("chunks", 0),
+                 tokens=done.get("tokens_embedded", 0))
         return result
     # In place (and in catch-up), the target's own manifest part is the "old" state of these documents.
     part_rows = _old_rows(ctx, ctx.target, shard, ctx.shards) if ctx.in_place else {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from reindex.domain import ChangeKind
+from reindex.eta import format_eta
 from reindex.reports._format import human_bytes
 from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line, throughput_text
 
@@ -385,6 +386,9 @@ def status_text(st: dict[str, Any]) -> str:
         prog = p.get("progress")
         if prog:
             pts = f"shards {prog['shards_done']}/{prog['shards_total']} done"
+            if prog.get("tokens_planned"):
+                pts += (f", {prog.get('tokens_done') or 0:,}/{prog['tokens_planned']:,} tokens, "
+                        f"{prog.get('tokens_per_second') or 0:,.0f} tok/s, ETA {format_eta(prog.get('eta_seconds'))}")
         elif p["points"] is not None:
             pts = f"{p['points']:,} points"
         else:
