@@ -253,14 +253,17 @@ def _findings(tally: Tally, name: str, points: int, listed: int, checked: int, s
     if points != listed:
         out.append(Finding("count-mismatch", name, abs(points - listed), (f"store {points}", f"manifest {listed}"),
                            f"{name} holds {points:,} points, its chunk manifest lists {listed:,}"))
-    seen = {"missing-points": checked, "stale-points": checked, "payload-text-mismatch": checked,
-            "wrong-dimension": checked, "unlisted-points": scanned, "mixed-vector-ids": checked + scanned,
-            "vector-mismatch": embedded}
+    listed_s, stored_s = f"{checked:,} listed points", f"{scanned:,} stored points"
+    seen = {"missing-points": (checked, listed_s), "stale-points": (checked, listed_s),
+            "payload-text-mismatch": (checked, listed_s), "wrong-dimension": (checked, listed_s),
+            "unlisted-points": (scanned, stored_s), "mixed-vector-ids": (checked + scanned, f"{checked:,} listed and {stored_s}"),
+            "vector-mismatch": (embedded, f"{embedded:,} vectors re-embedded")}
     for kind in KINDS:
         ids = tally.ids.get(kind)
         if ids:
+            n, what = seen[kind]
             out.append(Finding(kind, name, len(ids), tuple(islice(ids, EXAMPLES)),
-                               f"{len(ids):,} of {seen[kind]:,} points looked at: {KINDS[kind]}", seen[kind]))
+                               f"{len(ids):,} of {what} in {name}: {KINDS[kind]}", n))
     return out
 
 

@@ -460,17 +460,26 @@ def sync_text(r: Any) -> str:
     return "\n".join(lines)
 
 
+_POINT_KINDS = ("missing-points", "unlisted-points", "stale-points", "mixed-vector-ids", "payload-text-mismatch",
+                "wrong-dimension", "vector-mismatch")
+
+
 def doctor_text(r: Any) -> str:
     """What ``reindex doctor`` prints: one line per finding, then what to do (a :class:`DoctorReport`)."""
-    looked = "; ".join(f"{p['collection']}: {p['checked']:,} of {p['listed']:,} listed points, {p['scanned']:,} stored "
-                       f"points, {p['embedded']:,} vectors re-embedded" for p in r.populations) or "no population to read"
+    def stored(p: dict) -> str:
+        if r.mode == "full" and not p["scanned"]:
+            return "its count agrees: no stored point to scroll"
+        return f"{p['scanned']:,} stored points"
+
+    looked = "; ".join(f"{p['collection']}: {p['checked']:,} of {p['listed']:,} listed points, {stored(p)}, "
+                       f"{p['embedded']:,} vectors re-embedded" for p in r.populations) or "no population to read"
     mode = "every point" if r.mode == "full" else "a sample (`--full` checks every point)"
     head = f"index {r.index}: {'healthy' if r.healthy else f'{len(r.findings)} finding(s)'} ({mode}; {looked}; " \
            f"{r.seconds:.1f} s)"
     lines = [head]
     for f in r.findings:
-        eg = f"  e.g. {', '.join(f.examples[:3])}" if f.examples and f.kind not in ("count-mismatch",) else ""
-        lines.append(f"  {f.kind:<24} {f.population or '-'}  {f.count:,}: {f.detail}{eg}")
+        eg = f" (e.g. {', '.join(f.examples[:2])})" if f.examples and f.kind in _POINT_KINDS else ""
+        lines.append(f"  {f.kind:<24} {f.detail}{eg}")
     for line in r.advice:
         lines.append(f"  do: {line}")
     for line in r.notes:
