@@ -167,3 +167,27 @@ def test_eta_from_tokens_is_the_tokens_left_at_the_rate_measured_after_the_first
     assert (snap["tokens_done"], snap["tokens_planned"], snap["documents_done"], snap["shards_done"]) == (5_000, 10_000, 20, 1)
     assert snap["tokens_per_second"] == pytest.approx(2_000 / 3, abs=0.1)
     assert progress_line({**snap, "eta_seconds": 7.5}) == "5,000 / 10,000 tokens · 667 tok/s · ETA 0:00:08 · shards 1/4"
+
+
+def test_the_prefect_progress_artifact_follows_tokens_and_says_the_rate_and_eta(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    import re
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterType
+
+    from helpers_index import prefect_api_url
+
+    prefect_api_url(request.config)  # the session's Prefect test server, in this process
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    plan, path = ws.planned_change(size=120)
+    planned = plan.body["work"]["tokens_to_embed"]
+    r = ws.apply(path, use_prefect=True)
+    assert r.status == "done" and r.report["actual"]["tokens_embedded"] == planned > 0
+    with get_client(sync_client=True) as c:
+        arts = c.read_artifacts(artifact_filter=ArtifactFilter(type=ArtifactFilterType(any_=["progress"])))
+    line = re.compile(rf"reindex apply: {planned:,} / {planned:,} tokens · [\d,]+ tok/s · ETA \d+:\d\d:\d\d · shards 4/4")
+    ours = [a for a in arts if line.fullmatch(a.description or "")]
+    assert len(ours) == 1 and float(ours[0].data) == 100.0, [(a.description, a.data) for a in arts]
