@@ -60,10 +60,20 @@ def build(work: Path) -> dict:
             plan, path = ix.plan()
             if plan.body["approval"]["required"]:
                 ix.approve(path, by="bench")
-            r = ix.apply(path, prefect=False)
+            resumed = 0
+            while True:
+                try:
+                    r = ix.apply(path, prefect=False)
+                    break
+                except api.ReindexError as err:  # LockLost after a long index build on a busy box: resume once
+                    if resumed or "lost the lock" not in str(err):
+                        raise
+                    print(f"apply stopped ({str(err)[:160]}…); resuming it", flush=True)
+                    resumed += 1
             assert r.status == "done", r.report["failures"]
             ix.cutover(path)
-        return {"build_s": round(time.perf_counter() - t0, 1), "points": r.report["actual"]["points_in_collection"]}
+        return {"build_s": round(time.perf_counter() - t0, 1), "points": r.report["actual"]["points_in_collection"],
+                "apply_resumed": resumed}
     finally:
         os.chdir(cwd)
 

@@ -20,10 +20,9 @@ from typing import Any, Callable
 from reindex import cutover as co
 from reindex.config import PipelineConfig
 from reindex.drift import PLAN_FIXES, Books, Finding, PopulationCheck, check_books, check_population
-from reindex.errors import ConfigError, ReindexError, VectorStoreError
+from reindex.errors import ConfigError, ReindexError, StateError, VectorStoreError
 from reindex.locks import lock_key, parse_lock
 from reindex.manifests import Population, count_chunk_manifest_rows, index_prefix, read_json
-from reindex.planner import Repair
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.stores.vectors import one_line
@@ -75,7 +74,10 @@ def doctor(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, full: b
     got = state.get_versioned_aged(lock_key(cfg.index))
     lock = parse_lock(got[0] if got is not None else None)
     gone = lock.held and lock.process is not None and lock.process.gone()
-    live_name = (read_json(state, f"{index_prefix(cfg.index)}/live.json") or {}).get("collection")
+    try:
+        live_name = (read_json(state, f"{index_prefix(cfg.index)}/live.json") or {}).get("collection")
+    except StateError:  # named by the records' check (state-contradicts-alias)
+        live_name = None
     findings: list[Finding] = []
     checks: dict[str, PopulationCheck] = {}
     unread: list[str] = []
@@ -133,6 +135,7 @@ def _repair(config_path: str | Path | PipelineConfig, check: PopulationCheck | N
     if check is None or not (check.resync or check.delete):
         return None
     kinds = tuple((f.kind, f.count) for f in check.findings if f.kind in PLAN_FIXES)
+    from reindex.planner import Repair  # the planner is loaded only to repair
     from reindex.usecases.plan import plan_repair
 
     try:
