@@ -11,7 +11,10 @@ Each check is one ``reindex doctor --json`` child process (``--repeat`` times; t
 CPU seconds of the child (imports and opening the store's reader included), the doctor's own ``seconds`` (its
 work after the imports), and what it looked at per population (listed rows, points checked, points scanned,
 vectors re-embedded). The sampled check uses the defaults (``--sample 256 --embed-sample 32``); ``--full``
-checks every listed point and re-embeds the default 32 vectors. Both must report ``healthy``.
+checks every listed point and re-embeds the default 32 vectors. Both must report ``healthy``. Then a copy of one
+point of the large index is upserted under a new id behind reindex's back: ``--full`` (its count disagrees, so it
+scrolls the collection),
+``--full --repair``, ``reindex apply`` of the repair plan, and ``--full`` again (healthy), once each.
 """
 
 from __future__ import annotations
@@ -78,19 +81,63 @@ def build(work: Path) -> dict:
         os.chdir(cwd)
 
 
-def doctor(work: Path, *args: str) -> dict:
+def drifted(work: Path) -> dict:
+    """One unlisted point upserted behind reindex's back: ``--full`` now scrolls the collection (its count leaves
+    room for it); then
+    ``--full --repair`` and ``reindex apply`` of the plan it wrote, timed as child processes, and healthy again."""
+    from reindex import api
+    from reindex.manifests import read_chunk_manifest_columns
+
+    cfg = api.load_resolved(work / "reindex.yaml")
+    with api.Index.open(work / "reindex.yaml") as ix:
+        live = ix.status()["aliases"][cfg.index]
+        first = next(read_chunk_manifest_columns(ix.state, cfg.index, live, ["point_id"]))["point_id"][0]
+    import uuid
+
+    from reindex.stores.vectors import Point
+
+    store = api.vector_store_for(cfg)
+    try:
+        store.prepare_writes(live)
+        p = store.retrieve(live, [first], with_vectors=True)[0]
+        store.upsert(live, [Point(str(uuid.uuid4()), p.vector, p.payload)])  # a copy under an id nobody lists
+        store.publish(live)
+    finally:
+        store.close()
+    out = {"full_scroll": doctor(work, "--full", healthy=False)}
+    out["full_repair"] = doctor(work, "--full", "--repair", healthy=False)
+    plan = out["full_repair"].pop("repair")["plan"]
+    out["apply"] = _child(work, "apply", plan, "--no-progress", "--no-prefect")
+    out["after"] = doctor(work, "--full")
+    return out
+
+
+def _child(work: Path, *args: str) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "reindex", *args, "-c", str(work / "reindex.yaml")], cwd=work, env=_env(),
+                       capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise SystemExit(f"reindex {' '.join(args)} exited {p.returncode}:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
+    return {"wall_s": round(time.perf_counter() - t0, 2),
+            "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 2)}
+
+
+def doctor(work: Path, *args: str, healthy: bool = True) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "reindex", "doctor", "--json", "-c", str(work / "reindex.yaml"), *args],
                        cwd=work, env=_env(), capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if p.returncode != 0:
+    if p.returncode != (0 if healthy else 1):
         raise SystemExit(f"reindex doctor {' '.join(args)} exited {p.returncode}:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
     body = json.loads(p.stdout)
-    assert body["healthy"], body["findings"]
+    assert body["healthy"] is healthy, body["findings"]
     return {"wall_s": wall, "cpu_s": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
-            "doctor_s": body["seconds"], "populations": body["populations"]}
+            "doctor_s": body["seconds"], "populations": body["populations"], "repair": body["repair"],
+            "findings": [(f["kind"], f["count"]) for f in body["findings"]]}
 
 
 def measure(work: Path, repeat: int) -> dict:
@@ -127,6 +174,8 @@ def main() -> None:
             built.write_text(json.dumps(build(work)))
         results[name] = {**json.loads(built.read_text()), **measure(work, args.repeat)}
         print(json.dumps({name: results[name]}), flush=True)
+    drift = drifted(args.dir / "large")
+    print(json.dumps({"large, one unlisted point": drift}), flush=True)
     print("| index | points | check | wall s | CPU s | doctor's own s | looked at |")
     print("| --- | ---: | --- | ---: | ---: | ---: | --- |")
     for name, r in results.items():
@@ -135,6 +184,12 @@ def main() -> None:
             p = m["looked_at"][0]
             looked = f"{p['checked']:,} listed, {p['scanned']:,} stored, {p['embedded']} re-embedded"
             print(f"| {name} | {r['points']:,} | {check} | {m['wall_s']} | {m['cpu_s']} | {m['doctor_s']} | {looked} |")
+    for step in ("full_scroll", "full_repair", "apply", "after"):
+        m = drift[step]
+        looked = (f"{m['populations'][0]['checked']:,} listed, {m['populations'][0]['scanned']:,} stored; "
+                  f"{m['findings'] or 'healthy'}") if "populations" in m else "the repair plan"
+        print(f"| large, one unlisted point | {results['large']['points']:,} | {step} | {m['wall_s']:.2f} | "
+              f"{m['cpu_s']:.2f} | {m.get('doctor_s', '')} | {looked} |")
 
 
 if __name__ == "__main__":

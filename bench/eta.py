@@ -5,8 +5,8 @@ tokens, against when the build's shards (and the whole apply) really ended.
 
 The corpus is the first ``--docs`` PEPs of the shared snapshot (``../shared/corpus/snapshot_new.parquet``) as JSONL,
 ``recursive:size=200``, 4 shards, the in-process runner. ``--embedder model``: the real all-MiniLM-L6-v2 on the CPU
-(the default); ``throttled``: the hash embedder held to ``--rate`` words per second (a rate that does not vary,
-so what is left of the error is apply's own overhead).
+(the default); ``throttled``: the hash embedder held to ``--rate`` tokens per second of the plan's tokenizer (a
+rate that does not vary, so what is left of the error is apply's own work around the embedding).
 
 An initial build is planned and applied in this process; a second thread polls what ``reindex status`` shows of
 the building population every 0.5 s (``reindex.usecases.lifecycle.build_progress``: the progress record the apply
@@ -42,10 +42,11 @@ approval: {{pipeline_scoped: false, max_tokens: null, max_usd: null}}
 
 
 class Throttled:
-    """The hash embedder at a fixed rate of words per second (it sleeps what the batch would take)."""
+    """The hash embedder at a fixed rate of tokens per second, counted by the plan's tokenizer (it sleeps what the
+    batch would take at that rate)."""
 
-    def __init__(self, inner, rate: float) -> None:
-        self.inner, self.rate = inner, rate
+    def __init__(self, inner, rate: float, count) -> None:
+        self.inner, self.rate, self.count = inner, rate, count
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
@@ -53,7 +54,7 @@ class Throttled:
     def embed(self, texts):
         t0 = time.perf_counter()
         out = self.inner.embed(texts)
-        time.sleep(max(0.0, sum(len(t.split()) for t in texts) / self.rate - (time.perf_counter() - t0)))
+        time.sleep(max(0.0, sum(self.count(texts)) / self.rate - (time.perf_counter() - t0)))
         return out
 
 
@@ -62,7 +63,7 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=40)
     ap.add_argument("--dir", type=Path, default=ROOT / "build" / "eta")
     ap.add_argument("--embedder", choices=("model", "throttled"), default="model")
-    ap.add_argument("--rate", type=float, default=2_000.0, help="throttled: words per second")
+    ap.add_argument("--rate", type=float, default=2_000.0, help="throttled: tokens per second")
     args = ap.parse_args()
     args.dir = args.dir.resolve()
     import pyarrow.parquet as pq
@@ -83,7 +84,13 @@ def main() -> None:
     (work / "reindex.yaml").write_text(CONFIG.format(vector=vector), encoding="utf-8")
     os.chdir(work)
     cfg = api.load_resolved("reindex.yaml")
-    embedder = Throttled(api.make_embedder(cfg.vector), args.rate) if args.embedder == "throttled" else None
+    embedder = None
+    if args.embedder == "throttled":
+        from reindex.identity import identity_of
+        from reindex.pipeline import TextPipeline
+
+        tokenizer = TextPipeline(cfg.text, identity_of(cfg).vector_id).tokenizer
+        embedder = Throttled(api.make_embedder(cfg.vector), args.rate, tokenizer.count_batch)
     polls: list[dict] = []
     events: list[tuple[float, dict]] = []
     stop = threading.Event()
@@ -109,6 +116,11 @@ def main() -> None:
         stop.set()
         poller.join()
     assert r.status == "done", r.report["failures"]
+    with (work / "events.jsonl").open("w") as f:  # for a look at other estimators
+        for t, e in events:
+            f.write(json.dumps({"t": t - t0, **{k: v for k, v in e.items() if k != "result"}}) + "\n")
+        for p in polls:
+            f.write(json.dumps({"poll": True, **p, "t": p["t"] - t0}) + "\n")
     t_shards = max(t for t, e in events if e["kind"] == "shard-done")
     planned = plan.body["work"]["tokens_to_embed"]
     out = {"embedder": args.embedder, "docs": args.docs, "chunks": plan.body["work"]["chunks_to_embed"],
