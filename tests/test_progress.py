@@ -122,7 +122,9 @@ def _recorded_apply(ws: Workspace, path: Path, monkeypatch: pytest.MonkeyPatch, 
 def test_recorded_events_of_a_failed_retried_and_resumed_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = Workspace(tmp_path / "ws")
     ws.build_live()
-    plan, path = ws.planned_change(size=100)  # a recut: some chunks reused, others embedded
+    # A recut: some chunks reused, others embedded; small embedding batches, so that the resumed run embeds more
+    # than one (its ETA starts with its second).
+    plan, path = ws.planned_change(size=100, extra="apply: {shards: 4, embed_batch_size: 8}")
     first, ev1 = _recorded_apply(ws, path, monkeypatch, fail_at=3)
     assert first.status == "failed"
     second, ev2 = _recorded_apply(ws, path, monkeypatch, fail_at=None)

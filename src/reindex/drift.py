@@ -44,8 +44,18 @@ from reindex.manifests import (
 from reindex.stores.objects import ObjectStore
 from reindex.stores.payload import payload_text
 
-__all__ = ["KINDS", "PLAN_FIXES", "Books", "Finding", "PopulationCheck", "Tally", "VECTOR_MATCH", "check_books",
-           "check_population", "id_keys"]
+__all__ = [
+    "KINDS",
+    "PLAN_FIXES",
+    "VECTOR_MATCH",
+    "Books",
+    "Finding",
+    "PopulationCheck",
+    "Tally",
+    "check_books",
+    "check_population",
+    "id_keys",
+]
 
 #: Every kind of drift, with what it means (the doctor's docs and ``--help`` list them from here).
 KINDS: dict[str, str] = {
@@ -384,7 +394,7 @@ def _staged_findings(state: ObjectStore, index: str) -> list[Finding]:
     prefix = f"{index_prefix(index)}/runs/"
     for key in state.list(prefix):
         run, _, rest = key[len(prefix):].partition("/")
-        if rest.startswith("staging/") or rest.startswith("results-"):
+        if rest.startswith(("staging/", "results-")):
             left.setdefault(run, []).append(key)
     return [Finding("staged-results", None, len(keys), (run,),
                     f"run {run[:12]} left {len(keys)} staged object(s) under {prefix}{run}/")

@@ -43,8 +43,8 @@ def repair_kind(repair: Repair, baseline: Baseline, ident: Identity, kind: Chang
 def repair_section(repair: Repair, documents: list[str]) -> tuple[dict[str, Any], list[str]]:
     """The plan's ``repair`` section (what apply does besides syncing the documents) and its explanation lines."""
     found = ", ".join(f"{kind} {n:,}" for kind, n in repair.findings) or "nothing"
-    lines = [f"repair found by `reindex doctor` ({found}): {len(documents):,} document(s) written again (every chunk "
-             f"embedded afresh), {len(repair.delete_points):,} point(s) the chunk manifest does not list deleted"]
+    lines = [(f"repair found by `reindex doctor` ({found}): {len(documents):,} document(s) written again (every chunk "
+              f"embedded afresh), {len(repair.delete_points):,} point(s) the chunk manifest does not list deleted")]
     section = {"found_by": "reindex doctor", "documents": documents, "delete_points": sorted(repair.delete_points),
                "findings": [{"kind": k, "count": n} for k, n in repair.findings]}
     return section, lines

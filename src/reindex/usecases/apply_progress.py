@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from reindex.errors import ReindexError
 from reindex.eta import ProgressCounts

@@ -13,19 +13,32 @@ command that fixes it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from reindex import cutover as co
 from reindex.config import PipelineConfig
-from reindex.drift import PLAN_FIXES, Books, Finding, PopulationCheck, check_books, check_population
+from reindex.drift import (
+    PLAN_FIXES,
+    Books,
+    Finding,
+    PopulationCheck,
+    check_books,
+    check_population,
+)
 from reindex.errors import ConfigError, ReindexError, StateError, VectorStoreError
 from reindex.locks import lock_key, parse_lock
-from reindex.manifests import Population, count_chunk_manifest_rows, index_prefix, read_json
+from reindex.manifests import (
+    Population,
+    count_chunk_manifest_rows,
+    index_prefix,
+    read_json,
+)
+from reindex.stores.vectors import one_line
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
-from reindex.stores.vectors import one_line
 from reindex.usecases.configure import load_resolved
 
 __all__ = ["DoctorReport", "doctor"]
