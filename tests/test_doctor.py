@@ -1,7 +1,7 @@
 """``reindex doctor`` (DESIGN.md invariant 17): the store against the books.
 
 Drift is injected behind reindex's back with the real store and state (points deleted, foreign points upserted,
-vectors overwritten with another model's, a payload edited, an apply SIGKILLed at a crash point, staged results
+vectors overwritten with another model's, a payload edited, a point given another chunk's payload, an apply SIGKILLed at a crash point, staged results
 and an orphaned collection left, the alias moved), and the doctor must name each kind with its exact count; a
 healthy index reports healthy; ``--repair`` writes a plan that ``reindex apply`` carries out, after which the
 collection equals what it was before the drift, point for point."""
@@ -36,27 +36,29 @@ def _kinds(body: dict) -> dict[tuple[str, str | None], int]:
 
 
 def _inject(ws: Workspace, live: str) -> dict:
-    """Four kinds of drift in the live collection, written through the store itself; what was done, by id."""
+    """Five kinds of drift in the live collection, written through the store itself; what was done, by id."""
     rows = ws.manifest_rows(live)
     docs = sorted({r.doc_id for r in rows})
     by_doc = {d: [r for r in rows if r.doc_id == d] for d in docs}
     deleted = [r.point_id for r in by_doc[docs[0]][:3]]
     overwritten = [r.point_id for r in by_doc[docs[1]][:2]]
     edited = by_doc[docs[2]][0].point_id
+    swapped, other_text = by_doc[docs[3]][0].point_id, by_doc[docs[3]][1].point_id  # one chunk's payload on another
     other_model = api.make_embedder(ws.cfg().vector.model_copy(update={"prefix": "another model: "}))
     foreign = [str(uuid.uuid4()) for _ in range(2)]
     with ws.store() as s:
         s.prepare_writes(live)
         s.delete_points(live, deleted)
-        pts = {p.id: p for p in s.retrieve(live, overwritten + [edited], with_vectors=True)}
+        pts = {p.id: p for p in s.retrieve(live, overwritten + [edited, other_text], with_vectors=True)}
         vecs = other_model.embed([pts[i].payload["page_content"] for i in overwritten]).vectors
         s.upsert(live, [Point(i, v, pts[i].payload) for i, v in zip(overwritten, vecs)])
-        s.overwrite_payload(live, {edited: {**pts[edited].payload, "page_content": "edited behind reindex's back"}})
+        s.overwrite_payload(live, {edited: {**pts[edited].payload, "page_content": "edited behind reindex's back"},
+                                   swapped: pts[other_text].payload})
         s.upsert(live, [Point(f, vecs[0], {**pts[overwritten[0]].payload, "pipeline_id": "someone-else"})
                         for f in foreign])
         s.publish(live)
-    return {"deleted": deleted, "overwritten": overwritten, "edited": edited, "foreign": foreign,
-            "docs": {docs[0], docs[1], docs[2]}}
+    return {"deleted": deleted, "overwritten": overwritten, "edited": edited, "foreign": foreign, "swapped": swapped,
+            "docs": {docs[0], docs[1], docs[2], docs[3]}}
 
 
 def test_a_healthy_index_is_healthy_and_every_injected_drift_is_found_with_its_count(tmp_path: Path) -> None:
@@ -69,7 +71,8 @@ def test_a_healthy_index_is_healthy_and_every_injected_drift_is_found_with_its_c
     did = _inject(ws, live)
 
     expected = {("count-mismatch", live): 1, ("missing-points", live): 3, ("unlisted-points", live): 2,
-                ("mixed-vector-ids", live): 2, ("payload-text-mismatch", live): 1, ("vector-mismatch", live): 2}
+                ("mixed-vector-ids", live): 2, ("payload-text-mismatch", live): 1, ("vector-mismatch", live): 2,
+                ("stale-points", live): 1}
     for args in (["--full", *EVERY], EVERY):
         code, body = _doctor(ws, *args)
         assert code == 1 and body["healthy"] is False
@@ -78,7 +81,7 @@ def test_a_healthy_index_is_healthy_and_every_injected_drift_is_found_with_its_c
         assert found["missing-points"] == set(did["deleted"])
         assert found["unlisted-points"] == found["mixed-vector-ids"] == set(did["foreign"])
         assert found["vector-mismatch"] == set(did["overwritten"])
-        assert found["payload-text-mismatch"] == {did["edited"]}
+        assert found["payload-text-mismatch"] == {did["edited"]} and found["stale-points"] == {did["swapped"]}
 
     # The sampled check looks at its sample, not the whole collection: 16 rows of the manifest, 16 stored points.
     _code, body = _doctor(ws, "--sample", "16", "--embed-sample", "4")
@@ -90,7 +93,7 @@ def test_a_healthy_index_is_healthy_and_every_injected_drift_is_found_with_its_c
     # were before the drift.
     code, body = _doctor(ws, "--full", "--repair", *EVERY)
     fix = body["repair"]
-    assert code == 1 and fix["kind"] == "document-scoped" and fix["documents"] == 3 and fix["delete_points"] == 2
+    assert code == 1 and fix["kind"] == "document-scoped" and fix["documents"] == 4 and fix["delete_points"] == 2
     assert fix["approval_required"] is False and Path(fix["plan"]).parent == ws.plans
     plan = api.show_plan(fix["plan"])
     assert set(plan.body["work"]["affected_documents"]) == did["docs"]
