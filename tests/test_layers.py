@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("errors", ("reindex.errors",)),
     ("foundation", ("reindex.domain", "reindex.settings", "reindex.orphans", "reindex.processes", "reindex.atomic", "reindex.stats", "reindex.retry", "reindex.tables",
-                    "reindex.throughput",
+                    "reindex.throughput", "reindex.eta",
                     "reindex.__init__")),
     ("config", ("reindex.config",)),
     ("identity", ("reindex.identity", "reindex.models")),
@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("reindex.histogram", "reindex.pipeline", "reindex.locks", "reindex.manifests", "reindex.cursors",
                "reindex.approvals", "reindex.cost", "reindex.planner")),
     ("engine", ("reindex.execution", "reindex.evaluation", "reindex.forecast", "reindex.cutover", "reindex.measure",
-                "reindex.reports", "reindex.reports_cutover", "reindex.measure_sticky", "reindex.workers")),
+                "reindex.reports", "reindex.reports_cutover", "reindex.measure_sticky", "reindex.workers", "reindex.drift")),
     ("runners", ("reindex.runners",)),
     ("usecases", ("reindex.usecases",)),
     ("api", ("reindex.api",)),

@@ -682,6 +682,47 @@ def status(config_path: str, as_json: bool) -> None:
 
 
 @main.command()
+@CONFIG_OPTION
+@click.option("--full", is_flag=True, help="Check every point instead of a sample (reads the whole collection, "
+              "streaming); vectors are still re-embedded for --embed-sample points only.")
+@click.option("--sample", type=int, default=256, show_default=True,
+              help="Manifest rows and stored points looked at per population (also where --full draws the "
+                   "re-embedded vectors from).")
+@click.option("--embed-sample", type=int, default=32, show_default=True,
+              help="Vectors re-embedded with the population's own model and compared with what is stored (0: none).")
+@click.option("--repair", is_flag=True, help="Write the plan that fixes the live population's points (approve it "
+              "per policy, carry it out with `reindex apply`); other findings get the command that fixes them.")
+@click.option("--plans", "plans_dir", default="plans", show_default=True,
+              help="Folder the repair plan is written to (and where half-done runs' plan files are looked for).")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print JSON: {"healthy": bool, "findings": [{"kind", "population", "count", "examples", ...}], '
+                   '"advice", "repair", ...}.')
+def doctor(config_path: str, full: bool, sample: int, embed_sample: int, repair: bool, plans_dir: str,
+           as_json: bool) -> None:
+    """Check that the store holds what the books say: each population against its chunk manifest (counts,
+    then a sample of points: ids, fingerprints, dimension, payload text hash, vectors re-embedded; every
+    point with --full), points of another pipeline, the alias against the population records, half-done
+    applies, orphaned collections, staged results left behind, a stale lock. Reads only.
+
+    Exit 0 healthy, 1 drift found (or an error).
+
+    \b
+    Examples:
+      reindex doctor -c reindex.yaml
+      reindex doctor --full --repair && reindex apply plans/2026-11-29-docs-document-scoped-1a2b3c4d.json
+    """
+
+    with api.Index.open(config_path) as ix:
+        r = ix.doctor(full=full, sample=sample, embed_sample=embed_sample, repair=repair, out=plans_dir)
+    if as_json:
+        _emit_json(r.as_dict())
+    else:
+        click.echo(reports.doctor_text(r))
+    if not r.healthy:
+        raise click.exceptions.Exit(1)
+
+
+@main.command()
 @click.option("--pairs", "pairs", default=None, type=click.Path(dir_okay=False),
               help="Revision pairs: .parquet or .jsonl with pair_id, lang, doc_path, old_text, new_text[, edit_fraction].")
 @click.option("--from-git", "from_git", default=None, type=click.Path(file_okay=False), metavar="REPO",

@@ -182,6 +182,12 @@ class ApplyContext:
     # The source's cursor (reindex.cursors.Tracking): catch-up finds changes from it and advances it, apply
     # commits it at the end. None: a source without one (changes found by a full compare).
     tracking: Tracking | None = None
+    # In place: documents written afresh (a repair, ``reindex doctor --repair``): every chunk embedded again, no
+    # vector taken from the target and no payload-only shortcut (the target's points of them are not trusted).
+    fresh: frozenset[str] = frozenset()
+    # The coordinator's reindex.eta.ProgressCounts of this apply, fed its events (what the Prefect progress
+    # artifact shows); None: nobody counts.
+    meter: Any = None
     # The CPU clock of embedding calls (shard threads register, so that one's call does not count another's
     # chunking), and how many calls this process had in flight at once (the workers a rate is per).
     cpu_clock: CpuClock = field(default_factory=CpuClock)
@@ -374,12 +380,13 @@ def _sync_batch(
     metas = {doc.doc_id: doc.meta() for doc in docs}
     if new_texts is not None:
         new_texts.update((r.fingerprint, r.text) for recs in records.values() for r in recs)
-    rewritten = _rewrite_payloads(ctx, records, old_rows, metas, result) if ctx.in_place else {}
+    fresh = ctx.fresh.intersection(records)
+    rewritten = _rewrite_payloads(ctx, records, old_rows, metas, result, fresh) if ctx.in_place else {}
     new_ids = [r.point_id for recs in records.values() for r in recs]
     vectors: dict[str, Any] = {}  # fingerprint → vector
     if ctx.in_place and records:  # it writes the target below: open it once, to write (see prepare_writes)
         ctx.store.prepare_writes(ctx.target)
-    if new_ids:
+    if new_ids and not fresh:  # a batch with a document written afresh takes no vector from the target
         for p in retry_transient(ctx.store.retrieve, ctx.target, new_ids, with_vectors=True):
             vectors[p.payload["fingerprint"]] = p.vector
     result.reused_target += sum(1 for recs in records.values() for r in recs if r.fingerprint in vectors)
@@ -432,14 +439,16 @@ def _sync_batch(
 
 
 def _rewrite_payloads(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], old_rows: dict[str, list[ManifestRow]],
-                      metas: dict[str, dict[str, Any]], result: ShardResult) -> dict[str, list[ChunkRecord]]:
+                      metas: dict[str, dict[str, Any]], result: ShardResult,
+                      fresh: set[str] | frozenset[str] = frozenset()) -> dict[str, list[ChunkRecord]]:
     """In place, a document whose chunks are the ones its points already hold (same point ids, in order:
     only its metadata, or the payload layout, changed) gets its payloads overwritten, vectors untouched.
-    Such documents are taken out of ``records`` (nothing to embed, upsert or delete) and returned."""
+    Such documents are taken out of ``records`` (nothing to embed, upsert or delete) and returned; never one
+    written ``fresh`` (a repair)."""
     done: dict[str, list[ChunkRecord]] = {}
     for doc_id, recs in list(records.items()):
         old = sorted(old_rows.get(doc_id, ()), key=lambda r: r.ordinal)
-        if recs and [r.point_id for r in recs] == [r.point_id for r in old]:
+        if doc_id not in fresh and recs and [r.point_id for r in recs] == [r.point_id for r in old]:
             done[doc_id] = records.pop(doc_id)
     if not done:
         return done
@@ -464,7 +473,8 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     if done is not None:
         result.skipped = True
         # A resumed run's finished shard: its documents count as done for the progress bar.
-        ctx.emit(kind="shard-skipped", shard=shard, documents=done.get("documents", 0), chunks=done.get("chunks", 0))
+        ctx.emit(kind="shard-skipped", shard=shard, documents=done.get("documents", 0), chunks=done.get("chunks", 0),
+                 tokens=done.get("tokens_embedded", 0))
         return result
     # In place (and in catch-up), the target's own manifest part is the "old" state of these documents.
     part_rows = _old_rows(ctx, ctx.target, shard, ctx.shards) if ctx.in_place else {}
@@ -564,6 +574,19 @@ def delete_unlisted_points(ctx: ApplyContext) -> int:
         ctx.fence()
         retry_transient(ctx.store.delete_points, ctx.target, extra[i : i + 1024])
     return len(extra)
+
+
+def delete_points_by_id(ctx: ApplyContext, ids: Iterable[str]) -> int:
+    """Delete the points ``ids`` from the target (a repair's points the chunk manifest does not list), fenced,
+    1,024 a call; repeatable. Returns how many ids were sent."""
+    ids = sorted(ids)
+    if ids:
+        ctx.store.prepare_writes(ctx.target)
+    for i in range(0, len(ids), 1024):
+        crashpoint("before-delete")
+        ctx.fence()
+        retry_transient(ctx.store.delete_points, ctx.target, ids[i : i + 1024])
+    return len(ids)
 
 
 @dataclass(frozen=True, slots=True)

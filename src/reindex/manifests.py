@@ -9,6 +9,8 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
                                                            (sticky re-chunking only)
     indexes/<index>/populations/<collection>/rewrites/<run>/<part>.json  digests of a manifest part
                                                            before and after an in-place run rewrote it
+    indexes/<index>/populations/<collection>/runs/<run>/shard-<k>.json   shard manifests (presence = done)
+    indexes/<index>/populations/<collection>/runs/<run>/progress.json    how far a running apply is (reindex status)
     calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
     calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
 
@@ -417,6 +419,25 @@ def shard_name(shard: int) -> str:
 
 def shard_manifest_key(index: str, collection: str, run: str, shard: int) -> str:
     return f"{population_prefix(index, collection)}/runs/{run}/{shard_name(shard)}.json"
+
+
+def run_progress_key(index: str, collection: str, run: str) -> str:
+    """Where a running apply of plan ``run`` records how far it is (``reindex status`` reads it)."""
+    return f"{population_prefix(index, collection)}/runs/{run}/progress.json"
+
+
+def write_run_progress(store: ObjectStore, index: str, collection: str, run: str, snapshot: dict) -> None:
+    """Record a running apply's progress (a :meth:`reindex.eta.ProgressCounts.snapshot`, stamped now)."""
+    write_json(store, run_progress_key(index, collection, run), {**snapshot, "run": run, "updated_at": time.time()})
+
+
+def read_run_progress(store: ObjectStore, index: str, collection: str, run: str) -> dict | None:
+    """The last progress record of a run of plan ``run`` into ``collection`` (None: none, or unreadable)."""
+    try:
+        rec = read_json(store, run_progress_key(index, collection, run))
+    except StateError:
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def read_shard_manifest(store: ObjectStore, index: str, collection: str, run: str, shard: int) -> dict | None:

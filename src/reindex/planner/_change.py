@@ -16,6 +16,7 @@ from reindex.cursors import Committed, source_key, verification_due
 from reindex.planner._baseline import Baseline, DocState
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes, queries_changed
 from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
+from reindex.planner._repair import repair_kind, repair_section
 from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import sampled_projection
 from reindex.planner._work import (
@@ -84,8 +85,16 @@ def plan_change(req: PlanRequest) -> Plan:
         t.affected = []
     elif payload_changed and kind.in_place:
         t.affected = sorted(seen)  # every point's payload is rewritten
+    if req.repair is not None:
+        if req.sample is not None:
+            raise PlanError("a repair plan is exact; it cannot be sampled")
+        kind = repair_kind(req.repair, baseline, ident, kind, t)
     elapsed = time.perf_counter() - started
-    return seal(_plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read))
+    body = _plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read)
+    if req.repair is not None:
+        body["repair"], lines = repair_section(req.repair, sorted(t.affected))
+        body["explanation"] = lines + body["explanation"]
+    return seal(body)
 
 
 def _read_mode(req: PlanRequest, source, ident: Identity) -> tuple[Committed | None, str | None]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from reindex.domain import ChangeKind
+from reindex.eta import format_eta
 from reindex.reports._format import human_bytes
 from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line, throughput_text
 
@@ -17,6 +18,7 @@ __all__ = [
     "chunk_summary_text",
     "classification_text",
     "cutover_text",
+    "doctor_text",
     "estimate_json",
     "estimate_text",
     "forecast_lines",
@@ -384,6 +386,9 @@ def status_text(st: dict[str, Any]) -> str:
         prog = p.get("progress")
         if prog:
             pts = f"shards {prog['shards_done']}/{prog['shards_total']} done"
+            if prog.get("tokens_planned"):
+                pts += (f", {prog.get('tokens_done') or 0:,}/{prog['tokens_planned']:,} tokens, "
+                        f"{prog.get('tokens_per_second') or 0:,.0f} tok/s, ETA {format_eta(prog.get('eta_seconds'))}")
         elif p["points"] is not None:
             pts = f"{p['points']:,} points"
         else:
@@ -453,3 +458,31 @@ def sync_text(r: Any) -> str:
     for g in r.gc:
         lines.append(f"  gc: deleted {g['collection']} (retired {g['age_days']} days ago)")
     return "\n".join(lines)
+
+
+_POINT_KINDS = ("missing-points", "unlisted-points", "stale-points", "mixed-vector-ids", "payload-text-mismatch",
+                "wrong-dimension", "vector-mismatch")
+
+
+def doctor_text(r: Any) -> str:
+    """What ``reindex doctor`` prints: one line per finding, then what to do (a :class:`DoctorReport`)."""
+    def stored(p: dict) -> str:
+        if r.mode == "full" and not p["scanned"]:
+            return "its count agrees: no stored point to scroll"
+        return f"{p['scanned']:,} stored points"
+
+    looked = "; ".join(f"{p['collection']}: {p['checked']:,} of {p['listed']:,} listed points, {stored(p)}, "
+                       f"{p['embedded']:,} vectors re-embedded" for p in r.populations) or "no population to read"
+    mode = "every point" if r.mode == "full" else "a sample (`--full` checks every point)"
+    head = f"index {r.index}: {'healthy' if r.healthy else f'{len(r.findings)} finding(s)'} ({mode}; {looked}; " \
+           f"{r.seconds:.1f} s)"
+    lines = [head]
+    for f in r.findings:
+        eg = f" (e.g. {', '.join(f.examples[:2])})" if f.examples and f.kind in _POINT_KINDS else ""
+        lines.append(f"  {f.kind:<24} {f.detail}{eg}")
+    for line in r.advice:
+        lines.append(f"  do: {line}")
+    for line in r.notes:
+        lines.append(f"  note: {line}")
+    return "\n".join(lines)
+

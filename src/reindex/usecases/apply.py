@@ -50,6 +50,7 @@ from reindex.throughput import rate_record
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
+from reindex.usecases.apply_progress import ProgressRecord
 from reindex.usecases.disk import check_free_disk
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
@@ -428,19 +429,24 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             fence=lock.check, confirm=lambda: lock.check(confirm=True), token_budget=_token_budget(plan, plan_path, cfg),
             lease=Fence.of(lock), store_path=backends.store_backend(cfg).folder,
             documents=read if in_place and read else None, tracking=tracking,
+            fresh=frozenset((plan.body.get("repair") or {}).get("documents", ())),
         )
+        recorder = ProgressRecord(state, cfg.index, target, plan.plan_hash, progress, lock.check)
+        ctx.progress, ctx.meter = recorder, recorder.counts
         if ctx.token_budget is not None:  # one count for this process and every shard worker
             ctx.budget_counter = SharedTokenCounter(state, budget_key(cfg.index, plan.plan_hash, ctx.lease),
                                                     ctx.token_budget, lock.check)
         phases["setup"] = time.perf_counter() - t
         job = job_of(plan, cfg, shards)
         w = plan.body["work"]
-        if progress:
-            progress({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
-                      "chunks_planned": w["chunks_new"] if not in_place else None,
-                      "tokens_planned": w["tokens_to_embed"],
-                      "documents_planned": w["documents"]["total"] if not in_place else len(job.only or ())})
+        recorder({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
+                  "chunks_planned": w["chunks_new"] if not in_place else None,
+                  "tokens_planned": w["tokens_to_embed"],
+                  "documents_planned": w["documents"]["total"] if not in_place else len(job.only or ())})
         t = time.perf_counter()
+        # A repair (reindex doctor): points the chunk manifest does not list go first (listed at planning, and
+        # the drift check saw the same manifest: none of them is listed now). Repeatable after a kill.
+        repaired = execution.delete_points_by_id(ctx, (plan.body.get("repair") or {}).get("delete_points", ()))
         summary = runner.run(ctx, job)
         phases["shards+catch-up"] = time.perf_counter() - t
         failures = summary["failed_shards"] + [
@@ -466,12 +472,13 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         report["embedder"] = describe_embedder(ctx.embedder)  # the device it resolved to on this machine
         if not failures and not in_place:
             report["actual"]["deleted"] += report_stale
+        report["actual"]["deleted"] += repaired
         report["throughput"]["recorded"] = _record_rate(state, cfg, ident.vector_id, plan, report, describe(runner))
         report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
             lock.check(confirm=True)
-            write_apply_record(state, cfg.index, plan.plan_hash, {**report, "collection": target})
+            write_apply_record(state, cfg.index, plan.plan_hash, {**report, "collection": target, "at": time.time()})
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:
         store.close()

@@ -11,6 +11,7 @@
         ix.cutover(path)                             # gate, swap the alias
         result = ix.sync()                           # or all of it as one cycle (what `reindex sync` runs)
         print(ix.status()["aliases"], ix.query("how are sockets closed?", k=3).results[0])
+        assert ix.doctor().healthy                   # the store holds what the books say
 
 A caller passes what it has (``state``, ``store``, ``reader``, ``embedder``, ``runner``: a service's own
 clients, a test's fakes, a shard worker's cached model) and everything else has defaults. What the handle
@@ -148,6 +149,15 @@ class Index:
         from reindex.usecases.lifecycle import status
 
         return self._call(status, self._config_arg)
+
+    def doctor(self, *, full: bool = False, sample: int = 256, embed_sample: int = 32, repair: bool = False,
+               seed: int = 0, out: str | Path | None = ...):  # type: ignore[assignment]
+        """The store against the books (:func:`reindex.usecases.doctor.doctor`): a :class:`DoctorReport`; with
+        ``repair``, the plan that fixes the live population is written to ``out`` (default :attr:`plans_dir`)."""
+        from reindex.usecases.doctor import doctor
+
+        return self._call(doctor, self._config_arg, full=full, sample=sample, embed_sample=embed_sample,
+                          repair=repair, out=self.plans_dir if out is ... else out, seed=seed)
 
     def query(self, text: str, *, k: int = 10, filters: dict[str, str] | None = None, collection: str | None = None):
         """Top ``k`` chunks for ``text`` from the live alias (:func:`reindex.api.query`)."""

@@ -70,7 +70,10 @@ class PopulationStatus(TypedDict):
     chunker: str
     model: dict[str, Any]  # provider, model, backend, precision, dimension: what answers its queries
     exists: bool
-    progress: dict[str, Any] | None  # a population being built: shards_done, shards_total, run
+    progress: dict[str, Any] | None  # a population being built: shards_done, shards_total, run, tokens_done,
+    # tokens_planned, tokens_per_second, eta_seconds, updated_at (the last four null until the apply measured a rate)
+    tokens_done: int | None  # a population being built: tokens embedded so far (null otherwise)
+    eta_seconds: float | None  # a population being built: seconds left to the end of its shards (null: unknown)
 
 
 class IndexStatus(TypedDict):
@@ -332,9 +335,13 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
 
 
 def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[str, Any]:
-    """Shards done / total of a population being built: its shard manifests in the state store (each is
-    written once a shard's points are durable), for the run the lock holder names, else the furthest one."""
-    from reindex.manifests import population_prefix
+    """How far the build of a population is: shards done / total (its shard manifests in the state store, each
+    written once a shard's points are durable) and, from the progress record the apply keeps (every few seconds),
+    tokens done / planned, the measured rate and the seconds left (the record's ETA less the time since it was
+    written; null until the apply has measured a rate). For the run the lock holder names, else the latest one."""
+    import time
+
+    from reindex.manifests import population_prefix, read_run_progress
 
     prefix = f"{population_prefix(index, rec.collection)}/runs/"
     done: dict[str, int] = {}
@@ -342,16 +349,28 @@ def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[
         run, _, name = key[len(prefix):].partition("/")
         if name.startswith("shard-") and name.endswith(".json"):
             done[run] = done.get(run, 0) + 1
+        elif name == "progress.json":
+            done.setdefault(run, 0)
     purpose = (lock or {}).get("purpose") or ""
     run = next((r for r in done if purpose.startswith(f"apply {r[:12]}")), None) or max(done, key=done.__getitem__,
                                                                                          default=None)
-    return {"shards_done": done.get(run, 0) if run else 0,
-            "shards_total": rec.config.apply.shards, "run": run}
+    out: dict[str, Any] = {"shards_done": done.get(run, 0) if run else 0, "shards_total": rec.config.apply.shards,
+                           "run": run, "tokens_done": None, "tokens_planned": None, "tokens_per_second": None,
+                           "eta_seconds": None, "updated_at": None}
+    record = read_run_progress(state, index, rec.collection, run) if run else None
+    if record is not None:
+        age = max(0.0, time.time() - float(record.get("updated_at") or time.time()))
+        eta = record.get("eta_seconds")
+        out.update(tokens_done=record.get("tokens_done"), tokens_planned=record.get("tokens_planned"),
+                   tokens_per_second=record.get("tokens_per_second"), updated_at=record.get("updated_at"),
+                   eta_seconds=round(max(0.0, float(eta) - age), 1) if eta is not None else None)
+    return out
 
 
 def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
-    """Aliases, populations (live, shadow, retired with age; one being built with its shards done / total)
-    and the lock holder, read without taking the store's writer slot: works while an apply runs."""
+    """Aliases, populations (live, shadow, retired with age; one being built with its shards done / total, tokens
+    done / planned, rate and ETA) and the lock holder, read without taking the store's writer slot: works while an
+    apply runs."""
     import time
 
 
@@ -369,10 +388,13 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                     points = store.count(r.collection)
                 except VectorStoreError:  # not published yet: a build readers cannot see
                     points = None
+            progress = build_progress(state, cfg.index, r, lock) if r.state == "building" else None
             pops.append({"collection": r.collection, "state": r.state, "points": points,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
                          "chunker": chunker_spec(r.config.text.chunker), "model": r.model(), "exists": exists,
-                         "progress": build_progress(state, cfg.index, r, lock) if r.state == "building" else None})
+                         "progress": progress,
+                         "tokens_done": progress["tokens_done"] if progress else None,
+                         "eta_seconds": progress["eta_seconds"] if progress else None})
         return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
                 "pending": co.pending_intent(state, cfg.index)}
 

@@ -27,6 +27,7 @@ from reindex.planner import (
     PlanError,
     PlanRequest,
     Rates,
+    Repair,
     explicit_baseline,
     attach_retained,
     live_baseline,
@@ -188,6 +189,26 @@ def plan_in_place_part(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG
         return None
     part = _plan_part(cfg, config_path, live, live_baseline(state, cfg.index), progress)
     return (part, _written(part, out)) if part is not None else None
+
+
+def plan_repair(config_path: str | Path | PipelineConfig, repair: Repair, *,
+                out: str | Path | None = "plans") -> tuple[Plan, Path | None]:
+    """The plan that repairs what ``reindex doctor`` found in the live population (:class:`~reindex.planner.Repair`):
+    document-scoped, in place, under the live population's own config (governed by the config file, as the
+    in-place part of a pipeline change is), approved and applied like any plan. PlanError when there is no live
+    population or the source changed as well (a sync comes first)."""
+    from reindex.manifests import read_live
+
+    cfg = load_resolved(config_path)
+    state = backends.state_store(cfg)
+    live = read_live(state, cfg.index)
+    if live is None:
+        raise PlanError(f"index {cfg.index!r} has no live population to repair; build one with `reindex plan` and "
+                        "`reindex apply`")
+    own = cfg if identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id else live.governs(cfg)
+    plan = plan_change(PlanRequest(own, str(config_path), live_baseline(state, cfg.index), rates_for(own),
+                                   model_limit=_model_limit(own), repair=repair))
+    return plan, _written(plan, out)
 
 
 def _plan_part(cfg: PipelineConfig, config_path, live, baseline, progress) -> Plan | None:
