@@ -39,3 +39,6 @@ class PlanRequest:
     # The forecast of a pipeline-scoped change (``plan --forecast N``): what it buys, measured on a sample of both
     # sides (see reindex.forecast); None when none was asked for or there is nothing to compare.
     forecast: dict[str, Any] | None = None
+    # The state store the plan's exact chunks are written to for apply (reindex.carried: its shards read them
+    # instead of chunking again); None: nothing is carried (what-if plans, classify, tests of the planner).
+    carry_to: Any = None
