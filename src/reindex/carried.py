@@ -146,8 +146,8 @@ class CarryWriter:
     def finish(self) -> dict[str, Any] | None:
         """Write what is still held and the index; the plan's ``carried`` section (its id names the index),
         or None when nothing was carried."""
-        for k in sorted(self._held):
-            self._flush(k)
+        while self._held and self.failed is None:
+            self._flush(min(self._held))
         if self.failed is not None or not self._parts:
             return None
         body = {"v": CARRY_VERSION, "index": self.index, "pipeline_id": self.pipeline_id, "shards": self.shards,
