@@ -362,16 +362,18 @@ def _chunks(ctx: ApplyContext, doc: Document, old_rows: dict[str, list[ManifestR
             previous_texts: dict[str, str] | None, carry: ShardCarry | None) -> list[ChunkRecord]:
     """The chunk records of ``doc``: the plan's (carried, for these very bytes), else cut here — against its
     previous chunks with ``previous_texts`` (in place, sticky), as the plan did."""
-    text = ctx.pipeline.document_text(doc)
-    recs = carry.records(ctx.pipeline, doc, text) if carry is not None else None
-    if recs is not None:
-        result.carried += 1
-        return recs
+    text = None
+    if carry is not None:
+        text = ctx.pipeline.document_text(doc)
+        recs = carry.records(ctx.pipeline, doc, text)
+        if recs is not None:
+            result.carried += 1
+            return recs
     result.chunked += 1
     if previous_texts is None:
-        return ctx.pipeline.chunk_text(doc.doc_id, text)
+        return ctx.pipeline.chunk_document(doc) if text is None else ctx.pipeline.chunk_text(doc.doc_id, text)
     prev = _previous_chunks(old_rows.get(doc.doc_id, ()), previous_texts)
-    return ctx.pipeline.rechunk_text(doc.doc_id, text, prev)
+    return ctx.pipeline.rechunk_text(doc.doc_id, ctx.pipeline.document_text(doc) if text is None else text, prev)
 
 
 def _sync_batch(
