@@ -100,6 +100,7 @@ def build_live(ws: Path, docs: int) -> int:
     e = env()
     plan_and_apply(ws, e)
     plan = sorted((ws / "plans").glob("*-initial-*.json"))[0]
+    run([str(REINDEX), "approve", str(plan), "--by", "bench"], ws, e)
     out, _, _ = run([str(REINDEX), "cutover", str(plan), "-c", "reindex.yaml", "--force", "--json"], ws, e)
     assert json.loads(out)["swap"], out
     (ws / "reindex.yaml").write_text(CONFIG.format(size=200), encoding="utf-8")

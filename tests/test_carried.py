@@ -368,3 +368,29 @@ def test_a_carry_that_cannot_be_written_plans_without_one(tmp_path: Path, caplog
 
 def test_the_sample_corpus_is_what_these_tests_count_on() -> None:
     assert len(list((SAMPLE / "corpus").glob("*.rst"))) == 24
+
+
+def test_gc_deletes_what_plans_carried_once_older_than_the_retention(tmp_path: Path, reference: dict[str, Any]) -> None:
+    """A plan nobody applied leaves its carry; gc deletes it once it is older than ``cutover.retention_days`` (and
+    parts no index names, left by a plan that stopped half-way); the plan, applied after all, chunks."""
+    ws = Workspace(tmp_path / "ws", extra="cutover: {retention_days: 0.5}")
+    plan, path = ws.plan()
+    state = ws.state()
+    stray = carried_part_key("docs", "0" * 32)
+    state.put(stray, b"a part of a plan that never finished")
+    keys = _carry_keys(ws)
+    assert len(keys) == 1 + 4 + 1
+    api.gc(ws.config)
+    assert _carry_keys(ws) == keys  # younger than the retention: kept
+    import os
+    import time
+
+    old = time.time() - 0.6 * 86400
+    for key in keys:
+        os.utime(ws.root / ".reindex" / key, (old, old))
+    api.gc(ws.config)
+    assert _carry_keys(ws) == []
+    ws.approve(path)
+    r = _applied(ws, path)
+    assert r.report["carried"]["chunked"] == 24 and "are gone" in r.report["carried"]["problems"][0]
+    _same(_exact(ws, r.collection), reference["initial"])

@@ -46,7 +46,7 @@ from reindex.stores.objects import ObjectStore
 from reindex.tables import TableError, columns_from_parquet, parquet_from_columns
 
 __all__ = ["CARRY_COLUMNS", "CARRY_VERSION", "HELD_ROWS", "PART_ROWS", "CarriedRef", "CarryWriter", "ShardCarry",
-           "carried_index_key", "carried_part_key", "delete_carried", "read_shard_carry"]
+           "carried_index_key", "carried_part_key", "delete_carried", "prune_carried", "read_shard_carry"]
 
 CARRY_VERSION = 1
 #: Column → Parquet type of a carried part (``text`` is null where the chunk is ``document[start:end]``).
@@ -276,3 +276,40 @@ def delete_carried(state: ObjectStore, ref: CarriedRef) -> int:
     except (ReindexError, OSError) as err:
         _log.warning("the carried chunks %s were not deleted: %s", ref.id[:12], err)
         return n
+
+
+def prune_carried(state: ObjectStore, index: str, older_than_s: float) -> int:
+    """Delete what plans carried and no apply deleted (plans never applied, or superseded) once it is older than
+    ``older_than_s`` as the state store's clock tells (a re-plan of the same change rewrites it, so its age is the
+    last plan's): each such index with its parts, then parts no index names (a plan that stopped half-way).
+    Returns the objects deleted. A plan applied after its carry was pruned chunks its documents."""
+    prefix = f"{index_prefix(index)}/carried/"
+    keys = state.list(prefix)
+    named: set[str] = set()
+    n = 0
+    for key in keys:
+        if key.startswith(prefix + "parts/") or not key.endswith(".json"):
+            continue
+        got = state.get_versioned_aged(key)
+        if got is None:
+            continue
+        data, _, age = got
+        try:
+            parts = {p[1] for p in json.loads(data).get("parts", [])}
+        except (ValueError, AttributeError, TypeError, IndexError):
+            parts = set()
+        if age > older_than_s:
+            n += delete_carried(state, CarriedRef(index, key[len(prefix):-len(".json")]))
+        else:
+            named |= parts
+    for key in keys:
+        if not key.startswith(prefix + "parts/"):
+            continue
+        digest = key[len(prefix + "parts/"):].removesuffix(".parquet")
+        if digest in named:
+            continue
+        got = state.get_versioned_aged(key)
+        if got is not None and got[2] > older_than_s:
+            state.delete(key)
+            n += 1
+    return n
