@@ -13,7 +13,12 @@ shards chunk every document again, as before), side by side in one run.
   apply, through the ``tokenizers`` library's object (its ``Tokenizer`` wrapped), divided by the characters of the
   corpus' normalised texts: tokenizer passes per document.
 
+With ``--scale ROWS`` it measures the carry alone at that many chunks (synthetic documents of 3 chunks, a folder
+state): the planner's writer (CPU-seconds, growth of the process's peak RSS, parts and bytes written) and one
+shard's read of its rows (of 16), which is what each apply shard holds.
+
     nice .venv/bin/python bench/tokenize_once.py [--docs 150] [--repeat 3]
+    nice .venv/bin/python bench/tokenize_once.py --scale 1000000
 """
 
 from __future__ import annotations
@@ -174,12 +179,69 @@ def count_passes(base: Path, work: Path) -> dict[str, dict[str, float]]:
     return out
 
 
+def scale(rows: int, work: Path) -> None:
+    """The carry alone at ``rows`` chunks: writer and one shard's read."""
+    sys.path.insert(0, str(REPO / "src"))
+    from reindex.carried import CarriedRef, CarryWriter, read_shard_carry
+    from reindex.identity import fingerprint, point_ids
+    from reindex.pipeline import ChunkRecord
+    from reindex.sources.base import Document
+    from reindex.stores.objects import open_object_store
+
+    def peak_mb() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    shutil.rmtree(work, ignore_errors=True)
+    state = open_object_store(str(work / "state"))
+    text = ("lorem ipsum dolor sit amet " * 40)[:900]
+    per_doc, shards = 3, 16
+    from reindex.tables import parquet_from_columns
+
+    parquet_from_columns({"a": ["x"]}, {"a": "string"})  # pyarrow loaded before the baseline: its import is not the carry
+    base, t0, c0 = peak_mb(), time.perf_counter(), time.process_time()
+    writer = CarryWriter(state, "docs", shards, "p" * 64)
+    for d in range(rows // per_doc):
+        doc_id = f"doc-{d:08d}"
+        doc = Document.of(doc_id, f"{doc_id} {text}".encode())
+        fps = [fingerprint("v", f"{d}:{i}") for i in range(per_doc)]
+        recs = [ChunkRecord(doc_id, i, i * 300, i * 300 + 300, 60, text[i * 300:i * 300 + 300], fp, pid)
+                for i, (fp, pid) in enumerate(zip(fps, point_ids(doc_id, fps)))]
+        writer.add(doc, text, recs)
+    summary = writer.finish()
+    write_cpu, write_wall, write_peak = time.process_time() - c0, time.perf_counter() - t0, peak_mb() - base
+    # What building the records themselves costs (the planner does it anyway), to take out of the writer's CPU.
+    c0 = time.process_time()
+    for d in range(rows // per_doc):
+        doc_id = f"doc-{d:08d}"
+        Document.of(doc_id, f"{doc_id} {text}".encode())
+        fps = [fingerprint("v", f"{d}:{i}") for i in range(per_doc)]
+        [ChunkRecord(doc_id, i, i * 300, i * 300 + 300, 60, text[i * 300:i * 300 + 300], fp, pid)
+         for i, (fp, pid) in enumerate(zip(fps, point_ids(doc_id, fps)))]
+    making = time.process_time() - c0
+    print(f"writer: {summary['chunks']:,} chunks of {summary['documents']:,} documents in {summary['parts']} parts, "
+          f"{summary['bytes'] / 2**20:.1f} MiB; {write_cpu - making:.2f} CPU-s beyond making the records "
+          f"({write_cpu:.2f} with them, {write_wall:.1f} s wall); peak RSS grew {write_peak:.0f} MiB", flush=True)
+    base, c0 = peak_mb(), time.process_time()
+    carry = read_shard_carry(state, CarriedRef("docs", summary["id"]), 0, shards, "p" * 64)
+    got = sum(len(r) for _, r in carry.docs.values())
+    print(f"one shard's read (1 of {shards}): {got:,} rows of {len(carry.docs):,} documents, "
+          f"{time.process_time() - c0:.2f} CPU-s, peak RSS grew {peak_mb() - base:.0f} MiB; problems: {carry.problems}")
+    c0 = time.process_time()
+    carry = read_shard_carry(state, CarriedRef("docs", summary["id"]), 0, shards - 1, "p" * 64)
+    print(f"the same shard read with another shard count (every part, filtered): "
+          f"{sum(len(r) for _, r in carry.docs.values()):,} rows, {time.process_time() - c0:.2f} CPU-s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--docs", type=int, default=150)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", type=Path, default=REPO / "build" / "bench_tokenize_once")
+    ap.add_argument("--scale", type=int, default=0, help="measure the carry alone at this many chunks")
     args = ap.parse_args()
+    if args.scale:
+        scale(args.scale, args.work / "scale")
+        return
     shutil.rmtree(args.work, ignore_errors=True)
     base = args.work / "live"
     t = time.perf_counter()

@@ -9,6 +9,8 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
                                                            (sticky re-chunking only)
     indexes/<index>/populations/<collection>/rewrites/<run>/<part>.json  digests of a manifest part
                                                            before and after an in-place run rewrote it
+    indexes/<index>/carried/<carry id>.json                 the chunks a plan cut, carried to its apply's shards
+    indexes/<index>/carried/parts/<digest>.parquet           (reindex.carried)
     calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
     calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
 
