@@ -331,6 +331,10 @@ def test_the_planner_holds_a_bounded_number_of_rows_and_a_shard_reads_back_exact
     w2.add(doc, text, trimmed)
     back = read_shard_carry(state, CarriedRef("docs", w2.finish()["id"]), 0, 1, ident.pipeline_id)
     assert back.records(pipe, doc, text) == trimmed
+    # A chunk text Parquet cannot hold (a lone surrogate) is not carried, nor its document: it is cut at apply.
+    w3 = CarryWriter(state, "docs", 1, ident.pipeline_id)
+    w3.add(doc, text, pipe.records(doc.doc_id, [Chunk(0, 0, 4, 1, "te\udce9")]))
+    assert w3.finish() is None and w3.failed is None and w3.documents == 0
     # Another pipeline's shard never takes them.
     other = read_shard_carry(state, ref, 0, 3, "another-pipeline")
     assert not other.docs and "another pipeline" in other.problems[0]

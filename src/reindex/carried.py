@@ -102,11 +102,17 @@ class CarryWriter:
         """Carry ``records``, the chunks of ``doc`` cut from its normalised ``text``."""
         if self.failed is not None or not records:
             return  # a document without chunks is cut again at apply (nothing to tokenize there)
+        own = [None if text[r.start:r.end] == r.text else r.text for r in records]
+        try:
+            for value in (doc.doc_id, *(t for t in own if t is not None)):
+                value.encode("utf-8")
+        except UnicodeEncodeError:
+            return  # a name or text Parquet cannot hold (a lone surrogate from undecodable bytes): cut at apply
         k = shard_of(doc.doc_id, self.shards)
         cols = self._held.get(k)
         if cols is None:
             cols = self._held[k] = {name: [] for name in CARRY_COLUMNS}
-        for r in records:
+        for r, own_text in zip(records, own):
             cols["doc_id"].append(doc.doc_id)
             cols["content_hash"].append(doc.content_hash)
             cols["ordinal"].append(r.ordinal)
@@ -114,7 +120,7 @@ class CarryWriter:
             cols["end"].append(r.end)
             cols["tokens"].append(r.tokens)
             cols["fingerprint"].append(r.fingerprint)
-            cols["text"].append(None if text[r.start:r.end] == r.text else r.text)
+            cols["text"].append(own_text)
         self.documents += 1
         self.chunks += len(records)
         self._rows_held += len(records)
@@ -127,11 +133,12 @@ class CarryWriter:
         cols = self._held.pop(k)
         n = len(cols["doc_id"])
         self._rows_held -= n
-        data = parquet_from_columns(cols, CARRY_COLUMNS)
-        digest = _digest(data)
         try:
+            data = parquet_from_columns(cols, CARRY_COLUMNS)
+            digest = _digest(data)
             self.state.put(carried_part_key(self.index, digest), data)
-        except (ReindexError, OSError) as err:
+        except Exception as err:  # noqa: BLE001 - a value Parquet cannot hold (a lone surrogate), a refused write:
+            # carrying saves work, it must never stop a plan
             self._fail(f"{type(err).__name__}: {err}")
             return
         self._parts.append([k, digest, n, len(data)])
