@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("identity", ("reindex.identity", "reindex.models")),
     ("adapters", ("reindex.sources", "reindex.chunkers", "reindex.tokenizers", "reindex.embedders",
                   "reindex.stores")),
-    ("model", ("reindex.histogram", "reindex.pipeline", "reindex.locks", "reindex.manifests", "reindex.cursors",
+    ("model", ("reindex.histogram", "reindex.pipeline", "reindex.locks", "reindex.manifests", "reindex.cursors", "reindex.carried",
                "reindex.approvals", "reindex.cost", "reindex.planner")),
     ("engine", ("reindex.execution", "reindex.evaluation", "reindex.forecast", "reindex.cutover", "reindex.measure",
                 "reindex.reports", "reindex.reports_cutover", "reindex.measure_sticky", "reindex.workers", "reindex.drift")),

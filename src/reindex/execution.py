@@ -2,7 +2,8 @@
 
 A shard is the documents whose ``blake2b(doc id) mod N`` is ``k``. Running a shard:
 
-1. chunk and fingerprint its documents (the plan's text half);
+1. chunk and fingerprint its documents (the plan's text half): the plan's own chunks where it carried them
+   (:mod:`reindex.carried`) and the document's bytes are those it planned, else cut here;
 2. take vectors that already exist: first the target collection itself (a resumed shard wrote them
    before it died), then the old population's points of the *same document* with the same
    fingerprint, found by point id from the old chunk manifest (``retrieve``, never a filtered scan);
@@ -35,6 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from reindex import settings
+from reindex.carried import CarriedRef, ShardCarry, read_shard_carry
 from reindex.config import PipelineConfig
 from reindex.embedders import Embedder
 from reindex.errors import ApprovalError, ReindexError, TransientError
@@ -127,6 +129,9 @@ class ShardResult:
     truncated: int = 0
     deleted: int = 0
     payload_updated: int = 0  # points whose payload was overwritten in place (vectors untouched)
+    carried: int = 0  # documents whose chunks were the plan's (reindex.carried): not tokenized here
+    chunked: int = 0  # documents chunked here (not carried, edited since the plan, or the carry unusable)
+    carry_problems: list[str] = field(default_factory=list)  # why carried chunks could not be used
     removed_documents: int = 0
     bad: list[dict] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
@@ -188,6 +193,9 @@ class ApplyContext:
     # The coordinator's reindex.eta.ProgressCounts of this apply, fed its events (what the Prefect progress
     # artifact shows); None: nobody counts.
     meter: Any = None
+    # The plan's carried chunks (reindex.carried): a shard reads its documents' chunks from there instead of
+    # tokenizing them again. None: every document is chunked (nothing carried, or catch-up).
+    carried: CarriedRef | None = None
     # The CPU clock of embedding calls (shard threads register, so that one's call does not count another's
     # chunking), and how many calls this process had in flight at once (the workers a rate is per).
     cpu_clock: CpuClock = field(default_factory=CpuClock)
@@ -356,22 +364,38 @@ def _sticky_texts(ctx: ApplyContext, shard: int, part_rows: dict[str, list[Manif
     return texts
 
 
+def _chunks(ctx: ApplyContext, doc: Document, old_rows: dict[str, list[ManifestRow]], result: ShardResult,
+            previous_texts: dict[str, str] | None, carry: ShardCarry | None) -> list[ChunkRecord]:
+    """The chunk records of ``doc``: the plan's (carried, for these very bytes), else cut here — against its
+    previous chunks with ``previous_texts`` (in place, sticky), as the plan did."""
+    text = None
+    if carry is not None:
+        text = ctx.pipeline.document_text(doc)
+        recs = carry.records(ctx.pipeline, doc, text)
+        if recs is not None:
+            result.carried += 1
+            return recs
+    result.chunked += 1
+    if previous_texts is None:
+        return ctx.pipeline.chunk_document(doc) if text is None else ctx.pipeline.chunk_text(doc.doc_id, text)
+    prev = _previous_chunks(old_rows.get(doc.doc_id, ()), previous_texts)
+    return ctx.pipeline.rechunk_text(doc.doc_id, ctx.pipeline.document_text(doc) if text is None else text, prev)
+
+
 def _sync_batch(
     ctx: ApplyContext, docs: list[Document], old_rows: dict[str, list[ManifestRow]], result: ShardResult,
     previous_texts: dict[str, str] | None = None, new_texts: dict[str, str] | None = None,
+    carry: ShardCarry | None = None,
 ) -> list[ManifestRow]:
     """Write the points of ``docs`` into the target (reuse → embed → upsert → delete stale). With
     ``previous_texts`` (in place, sticky) each document is re-chunked against its previous chunks;
-    ``new_texts`` collects fingerprint → text of every chunk written (for the chunk-text part)."""
+    ``new_texts`` collects fingerprint → text of every chunk written (for the chunk-text part); ``carry``:
+    the plan's chunks of this shard's documents."""
     records: dict[str, list[ChunkRecord]] = {}
     hashes: dict[str, str] = {}
     for doc in docs:
         try:
-            if previous_texts is None:
-                records[doc.doc_id] = ctx.pipeline.chunk_document(doc)
-            else:
-                prev = _previous_chunks(old_rows.get(doc.doc_id, ()), previous_texts)
-                records[doc.doc_id] = ctx.pipeline.rechunk_text(doc.doc_id, ctx.pipeline.document_text(doc), prev)
+            records[doc.doc_id] = _chunks(ctx, doc, old_rows, result, previous_texts, carry)
             hashes[doc.doc_id] = doc.content_hash
         except ReindexError:
             raise
@@ -486,15 +510,18 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     sticky = ctx.pipeline.sticky
     previous_texts = _sticky_texts(ctx, shard, part_rows) if sticky and ctx.in_place else None
     new_texts: dict[str, str] | None = {} if sticky else None
+    carry = _shard_carry(ctx, shard, result)
     rows: list[ManifestRow] = []
     batch: list[Document] = []
     for doc in _shard_docs(ctx, shard, only, result):
         batch.append(doc)
         if len(batch) >= DOC_BATCH:
-            rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts)
+            rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts, carry)
             batch = []
     if batch:
-        rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts)
+        rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts, carry)
+    if carry is not None:
+        result.carry_problems += carry.problems
     if ctx.in_place:
         # Documents that are gone from the source: delete all their points.
         gone = [pid for d in removed if shard_of(d, ctx.shards) == shard for pid in (r.point_id for r in part_rows.get(d, ()))]
@@ -535,6 +562,18 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     result.seconds = time.perf_counter() - t0
     ctx.emit(kind="shard-done", shard=shard, result=result.as_dict())
     return result
+
+
+def _shard_carry(ctx: ApplyContext, shard: int, result: ShardResult) -> ShardCarry | None:
+    """The plan's carried chunks of this shard's documents (None: nothing carried); a carry that cannot be used
+    is said once in ``result`` and its documents are chunked."""
+    if ctx.carried is None:
+        return None
+    carry = read_shard_carry(ctx.state, ctx.carried, shard, ctx.shards, ctx.identity.pipeline_id)
+    if not carry.docs and carry.problems:
+        result.carry_problems += carry.problems
+        return None
+    return carry
 
 
 def worker_name() -> str:
@@ -631,9 +670,12 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
     ``rounds`` is reached; with ``ctx.tracking``, each round reads only what moved past the cursor, replays
     those documents as read, and advances the cursor when clean. Returns counts per round."""
     history = []
-    in_place = ctx.in_place
+    in_place, carried = ctx.in_place, ctx.carried
     ctx.in_place = True  # catch-up is a document-scoped delta, whatever built the target
     ctx.documents = None  # it replays what the source holds now, never the copies the drift check read
+    # Documents changed since the plan: cut here (in place, a sticky config re-chunks them against what the
+    # shards just wrote, not what the plan cut).
+    ctx.carried = None
     try:
         for n in range(rounds):
             crashpoint("catch-up")
@@ -658,6 +700,6 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
             if found.cursor is not None and not failures:
                 ctx.tracking.advance(found.cursor)
     finally:
-        ctx.in_place = in_place
+        ctx.in_place, ctx.carried = in_place, carried
         ctx.documents = None
     return {"rounds": history, "documents": sum(h["changed"] + h["removed"] for h in history)}

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from reindex.config import PipelineConfig
-from reindex.evaluation import Query, evaluate, gate_metrics
+from reindex.evaluation import Query, gate_metrics
 from reindex.execution import point_payload
 from reindex.identity import identity_of
 from reindex.manifests import Population, read_chunk_manifest_columns

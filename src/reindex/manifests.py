@@ -11,6 +11,8 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
                                                            before and after an in-place run rewrote it
     indexes/<index>/populations/<collection>/runs/<run>/shard-<k>.json   shard manifests (presence = done)
     indexes/<index>/populations/<collection>/runs/<run>/progress.json    how far a running apply is (reindex status)
+    indexes/<index>/carried/<carry id>.json                 the chunks a plan cut, carried to its apply's shards
+    indexes/<index>/carried/parts/<digest>.parquet           (reindex.carried)
     calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
     calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
 

@@ -54,3 +54,6 @@ class PlanRequest:
     # A repair of the live population found by ``reindex doctor`` (see Repair): the plan is document-scoped, in
     # place, and does nothing else (a source that changed as well is refused: sync first).
     repair: Repair | None = None
+    # The state store the plan's exact chunks are written to for apply (reindex.carried: its shards read them
+    # instead of chunking again); None: nothing is carried (what-if plans, classify, tests of the planner).
+    carry_to: Any = None

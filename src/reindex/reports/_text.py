@@ -190,6 +190,12 @@ def apply_text(r: Any) -> str:
         f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
         f"skipped {a['shards_skipped']}",
     ]
+    carried = rep.get("carried") or {}
+    if carried.get("id"):
+        lines.append(f"  chunks of {_docs(carried['documents'])} taken from the plan (not tokenized again), "
+                     f"{_docs(carried['chunked'])} chunked here")
+    for problem in (carried.get("problems") or [])[:3]:
+        lines.append(f"  carried chunks not used: {problem}")
     if a.get("payload_updated") and r.kind != ChangeKind.PAYLOAD:
         lines.append(f"  payloads overwritten in place: {a['payload_updated']:,} points (no vector written)")
     if a["truncated"]:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import time
 import uuid
 from typing import Any

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from reindex.atomic import atomic_write_text
 from reindex.config import PipelineConfig
-from reindex.errors import ApprovalError, StateError
+from reindex.errors import ApprovalError
 from reindex.identity import CorpusDigest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source, tracker_of
@@ -19,16 +19,13 @@ from reindex.sources.base import Document, ScanReport
 
 from reindex.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain import ChangeKind, PopulationState
-from reindex.planner import Baseline, approval_of_plan, classify, forecast_refusal, queries_changed
-from reindex.planner import (
-    Plan,
-    PlanError,
-    read_plan,
-)
+from reindex.planner import (Baseline, Plan, PlanError, approval_of_plan, classify, forecast_refusal, queries_changed,
+                             read_plan)
 
 
 
-from reindex import execution
+from reindex import execution, settings
+from reindex.carried import CarriedRef, delete_carried
 from reindex.embedders import describe_embedder
 from reindex.cursors import Committed, Tracking, commit_cursor, read_committed, read_cursor, source_key
 from reindex.manifests import (
@@ -428,7 +425,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, confirm=lambda: lock.check(confirm=True), token_budget=_token_budget(plan, plan_path, cfg),
             lease=Fence.of(lock), store_path=backends.store_backend(cfg).folder,
-            documents=read if in_place and read else None, tracking=tracking,
+            documents=read if in_place and read else None, tracking=tracking, carried=carried_ref(plan),
             fresh=frozenset((plan.body.get("repair") or {}).get("documents", ())),
         )
         recorder = ProgressRecord(state, cfg.index, target, plan.plan_hash, progress, lock.check)
@@ -479,9 +476,20 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         if not failures:
             lock.check(confirm=True)
             write_apply_record(state, cfg.index, plan.plan_hash, {**report, "collection": target, "at": time.time()})
+            if ctx.carried is not None:
+                delete_carried(state, ctx.carried)  # done: nothing reads it again (a resumed run reads done.json)
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:
         store.close()
+
+
+def carried_ref(plan: Plan) -> CarriedRef | None:
+    """The plan's carried chunks (:mod:`reindex.carried`) for its shards, None when it carries none or carrying is
+    switched off (``REINDEX_CARRY_CHUNKS=0``)."""
+    carried = plan.body.get("carried")
+    if not carried or not settings.carry_chunks():
+        return None
+    return CarriedRef(plan.index, carried["id"])
 
 
 def _commit_tracking(ctx: execution.ApplyContext, summary: dict, plan: Plan) -> None:
@@ -568,6 +576,10 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
             "shards_skipped": sum(1 for r in shards if r["skipped"]),
         },
         "catch_up": catch,
+        # Documents whose chunks the plan carried (not tokenized again) and documents chunked by the shards, with
+        # why a carry could not be used (reindex.carried).
+        "carried": {"id": (plan.body.get("carried") or {}).get("id"), "documents": sum(r.get("carried", 0) for r in shards),
+                    "chunked": sum(r.get("chunked", 0) for r in shards), "problems": [p for r in shards for p in r.get("carry_problems", [])]},
         # Wall and CPU seconds inside successful embedding calls, summed over workers, and the workers that
         # embedded at once (timing, like "seconds"; "recorded": see _record_rate).
         "throughput": {"tokens_embedded": total("tokens_embedded"),
@@ -583,4 +595,4 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
 
 
 SHARD_FIELDS = ("shard", "worker", "skipped", "seconds", "embed_seconds", "embed_cpu_seconds", "commit_seconds", "documents", "chunks",
-                "reused_old", "reused_target", "embedded", "tokens_embedded", "deleted")
+                "reused_old", "reused_target", "embedded", "tokens_embedded", "deleted", "carried", "chunked")

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 from functools import partial
-from collections.abc import Iterator
 from typing import Any, Callable, TypedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +21,7 @@ from reindex.sources.extract import normalise
 from reindex import cutover as co
 from reindex.domain import PopulationState
 from reindex import evaluation as ev
+from reindex.carried import prune_carried
 from reindex.cursors import commit_cursor, resume_tracking
 from reindex.manifests import read_live, read_population
 from reindex.approvals import check_not_rejected, read_approval, signing_key
@@ -329,6 +327,11 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
                 else:
                     action = "not confirmed"
                 actions.append({**c, "action": action})
+            lock.check(confirm=True)
+            pruned = prune_carried(state, cfg.index, older_than_s=retention)  # plans' chunks no apply took
+            if pruned:
+                logging.getLogger("reindex").info("deleted %d objects of chunks carried by plans older than %s days "
+                                                  "that no apply used", pruned, cfg.cutover.retention_days)
             return actions
         finally:
             store.close()

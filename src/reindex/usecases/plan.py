@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from reindex import reports
+from reindex import reports, settings
 from reindex.config import (
     PipelineConfig,
     load_config,
@@ -159,11 +159,18 @@ def make_plan(
         from reindex.usecases.forecast import forecast_change
 
         outlook = forecast_change(cfg, n, queries=queries)
+    explicit = baseline_config is not None or baseline_corpus is not None  # a what-if: apply refuses it
     req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg, measure=new_vectors), sample=sample, seed=seed,
                       progress=progress, model_limit=_model_limit(cfg), in_place_part=part, forecast=outlook,
-                      verify=verify)
+                      verify=verify, carry_to=None if explicit else _carry_to(cfg))
     plan = plan_change(req)
     return plan, _written(plan, out)
+
+
+def _carry_to(cfg: PipelineConfig):
+    """The state store a plan's chunks are carried to apply in (:mod:`reindex.carried`), or None when carrying is
+    switched off (``REINDEX_CARRY_CHUNKS=0``)."""
+    return backends.state_store(cfg) if settings.carry_chunks() else None
 
 
 def _written(plan: Plan, out: str | Path | None) -> Path | None:
@@ -215,7 +222,7 @@ def _plan_part(cfg: PipelineConfig, config_path, live, baseline, progress) -> Pl
     """The plan of the document changes under ``live``'s own config, if they are anything to apply in place."""
     part_cfg = live.governs(cfg)
     part = plan_change(PlanRequest(part_cfg, str(config_path), baseline, rates_for(part_cfg), progress=progress,
-                                   model_limit=_model_limit(part_cfg)))
+                                   model_limit=_model_limit(part_cfg), carry_to=_carry_to(part_cfg)))
     return part if part.kind.in_place else None
 
 
