@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                   "reindex.stores")),
     ("model", ("reindex.histogram", "reindex.pipeline", "reindex.locks", "reindex.manifests", "reindex.cursors",
                "reindex.approvals", "reindex.cost", "reindex.planner")),
-    ("engine", ("reindex.execution", "reindex.evaluation", "reindex.forecast", "reindex.cutover", "reindex.measure",
+    ("engine", ("reindex.execution", "reindex.pairs", "reindex.evaluation", "reindex.serving", "reindex.forecast", "reindex.cutover", "reindex.measure",
                 "reindex.reports", "reindex.reports_cutover", "reindex.measure_sticky", "reindex.workers")),
     ("runners", ("reindex.runners",)),
     ("usecases", ("reindex.usecases",)),

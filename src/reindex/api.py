@@ -36,6 +36,7 @@ _HOMES = {
     "reindex.usecases.lifecycle": ("CutoverReport", "GcAction", "IndexStatus", "PopulationStatus", "RollbackRecord",
                                    "cutover", "gc", "rollback", "status"),
     "reindex.usecases.query": ("Querier", "QueryResult", "parse_filters", "query"),
+    "reindex.usecases.serve": ("ServingReport", "serving"),
     "reindex.usecases.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
     "reindex.usecases.chunk": ("ChunkSummary", "chunk_path", "summarize_chunks"),
     "reindex.usecases.classify": ("Classification", "classify_change"),
@@ -65,6 +66,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from reindex.usecases.plan import estimate, show_plan
     from reindex.usecases.query import Querier, QueryResult, parse_filters
     from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
+    from reindex.usecases.serve import ServingReport
 
 
 def __getattr__(name: str) -> Any:
@@ -96,6 +98,7 @@ __all__ = [
     "PopulationStatus",
     "Querier",
     "QueryResult",
+    "ServingReport",
     "ReindexError",
     "ConfigError",
     "PlanError",

@@ -871,6 +871,33 @@ class CutoverConfig(_OpModel):
     retention_days: float = Field(7.0, ge=0.0, description="Retired populations are kept this long for rollback, then gc deletes them.")
 
 
+class ServingConfig(_OpModel):
+    """What readers may be served while a vector-half change builds (docs/design-notes.md, "Serving across a
+    model change"): the live population as it is (``old``), new-model queries mapped into its space by a bridge
+    fitted on the build's free pairs (``bridge``), or old-space recall reranked by the new model (``cascade``).
+    A mode goes live only when its evaluation on the cutover's queries beats ``old``."""
+
+    mode: Literal["auto", "old", "bridge", "cascade"] = Field(
+        "auto", description="auto: the best mode that passes its gate; old: never switch; bridge / cascade: only "
+        "that mode, still gated.")
+    metric: Literal["ndcg", "recall", "mrr"] = Field(
+        "ndcg", description="The metric (at cutover.k) whose paired lower bound (mode − old) must beat min_delta.")
+    min_delta: float = Field(0.0, description="A mode goes live when its lower 95 % bound of metric − old's is above "
+                             "this (and no segment of cutover.segments is hurt past cutover.min_recall_delta).")
+    candidates: int = Field(50, gt=0, strict=True, description="Cascade: candidates recalled from the live population "
+                            "and reranked by the new model.")
+    min_pairs: int = Field(500, gt=0, strict=True, description="Bridge: free pairs needed before one is fitted.")
+    pairs: int = Field(4096, ge=0, strict=True, description="Free (old vector, new vector) pairs the build keeps, "
+                       "spread over its shards (each keeps ceil(pairs / shards)); 0 keeps none.")
+    bridge: Literal["auto", "procrustes", "ridge"] = Field(
+        "auto", description="The map of a bridge: centred orthogonal Procrustes (semi-orthogonal between "
+        "dimensions), ridge regression, or auto: both fitted, the one the evaluation ranks higher kept.")
+    every_shards: int = Field(0, ge=0, strict=True, description="During an apply, re-evaluate the modes after "
+                              "every this many committed shards (0: only `reindex serve --evaluate`).")
+    queries: str | None = Field(None, description="Labelled queries file (JSONL, as `reindex cutover --queries`) the "
+                                "modes are evaluated on; None: the cutover's probes.")
+
+
 class SyncConfig(_OpModel):
     """How a sync finds changes: by the source's cursor, with a full read now and then."""
 
@@ -923,6 +950,8 @@ class PipelineConfig(_Model):
     embed: EmbedConfig = Field(default_factory=EmbedConfig, description="Embedding API access (provider openai).")
     cutover: CutoverConfig = Field(default_factory=CutoverConfig, description="Cutover gate and retention.")
     sync: SyncConfig = Field(default_factory=SyncConfig, description="How syncs find changes (cursors, verification).")
+    serving: ServingConfig = Field(default_factory=ServingConfig,
+                                   description="What readers are served while a vector-half change builds.")
 
     @model_validator(mode="after")
     def _segments_are_metadata(self, info: ValidationInfo) -> "PipelineConfig":
@@ -1058,7 +1087,8 @@ def absolutize(cfg: PipelineConfig, base: Path) -> PipelineConfig:
     source = cfg.source.model_copy(update={"uri": fix(cfg.source.uri)})
     state = cfg.state.model_copy(update={"uri": fix(cfg.state.uri)})
     store = cfg.store.model_copy(update={"path": fix(cfg.store.path)})
-    return cfg.model_copy(update={"source": source, "state": state, "store": store})
+    serving = cfg.serving.model_copy(update={"queries": fix(cfg.serving.queries)})
+    return cfg.model_copy(update={"source": source, "state": state, "store": store, "serving": serving})
 
 
 def with_chunker(cfg: PipelineConfig, chunker: _ChunkerModel) -> PipelineConfig:

@@ -40,6 +40,7 @@ from reindex.usecases.configure import load_resolved
 from reindex.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.queries import comparison_queries
+from reindex.usecases.serve import serving_view
 from reindex.usecases.plan import check_plan_index
 
 
@@ -74,6 +75,7 @@ class IndexStatus(TypedDict):
     populations: list[PopulationStatus]
     lock: dict[str, Any] | None
     pending: dict[str, Any] | None
+    serving: dict[str, Any]  # mode (old | bridge | cascade), since, evidence, shadow, stale, reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,8 +370,10 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
                          "chunker": chunker_spec(r.config.text.chunker), "model": r.model(), "exists": exists,
                          "progress": build_progress(state, cfg.index, r, lock) if r.state == "building" else None})
+        view = serving_view(state, cfg.index, aliases.get(cfg.index)).as_dict()
+        serving = {key: view[key] for key in ("mode", "since", "evidence", "shadow", "stale", "reason")}
         return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
-                "pending": co.pending_intent(state, cfg.index)}
+                "pending": co.pending_intent(state, cfg.index), "serving": serving}
 
 
 def _aliases_or_repair(cfg: PipelineConfig, store, state) -> dict[str, str]:
