@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -190,9 +190,8 @@ def serving(config_path: str | Path = DEFAULT_CONFIG, *, evaluate: bool = False,
     with backends.read_only_store(cfg) as store:
         if store is None:
             return serving_view(state, cfg.index, None)
-        if evaluate:
-            evaluate_serving(cfg, state, store, queries=queries)
-        return serving_view(state, cfg.index, store.get_alias(cfg.index))
+        changed = evaluate_serving(cfg, state, store, queries=queries).changed if evaluate else False
+        return replace(serving_view(state, cfg.index, store.get_alias(cfg.index)), changed=changed)
 
 
 class ServingWatch:
