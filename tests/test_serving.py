@@ -25,7 +25,7 @@ from helpers_serving import CLEAN, NOISY, LatentEmbeddings, vector_line
 from reindex import api, execution
 from reindex.api import Index
 from reindex.evaluation import sentences
-from reindex.manifests import read_serving
+from reindex.manifests import read_serving, write_serving
 from reindex.pairs import PairSet, read_pairs, runs_with_pairs
 from reindex.serving import fit_procrustes, fit_ridge
 
@@ -107,6 +107,41 @@ def test_a_bridge_fitted_on_a_known_linear_map_recovers_it_and_not_one_that_is_n
     assert np.abs(r.map(x) - unrelated).mean() > 0.5
     nearest = np.argmax(fit_procrustes(PairSet(unrelated, x, (), (), (), "o", "n")).map(x) @ unrelated.T, axis=1)
     assert (nearest == np.arange(600)).mean() < 0.2
+
+
+def test_the_gate_needs_the_lower_bound_above_the_margin_and_never_passes_by_ceiling() -> None:
+    from types import SimpleNamespace
+
+    from reindex.evaluation import aggregate
+    from reindex.serving import choose_mode, mode_rules
+
+    serving = SimpleNamespace(metric="ndcg", min_delta=0.0, min_pairs=100)
+    cutover = SimpleNamespace(min_recall_delta=-0.02)
+
+    def rows(diffs: list[float], base: float = 0.5) -> dict:
+        return {"aggregate": aggregate([{"query_id": f"q{i}", "overlap_at_10": 1.0, "rbo": 1.0, "latency_old_ms": 1.0,
+                                         "latency_new_ms": 1.0, "ndcg_at_10_old": base, "ndcg_at_10_new": base + d}
+                                        for i, d in enumerate(diffs)], 10)}
+
+    def passed(evaluation: dict, **kw) -> bool:
+        return all(r.passed for r in mode_rules(evaluation, SimpleNamespace(**{**vars(serving), **kw}), cutover, 10))
+
+    clear = rows([0.1, 0.2, 0.15, 0.1, 0.2, 0.12, 0.18, 0.1] * 4)
+    assert passed(clear)
+    assert not passed(clear, min_delta=0.5)  # the margin is the gate's, not a suggestion
+    wobbly = rows([0.3, -0.2, 0.25, -0.15, 0.3, -0.25, 0.2, -0.1] * 4)  # a positive mean whose interval spans 0
+    assert wobbly["aggregate"]["ndcg_at_10_diff"]["mean"] > 0 and not passed(wobbly)
+    assert not passed(rows([-0.1] * 8 + [-0.2] * 8))
+    ceiling = rows([0.0] * 16, base=1.0)  # every query at the maximum on both sides: cannot tell, never a pass
+    rules = mode_rules(ceiling, serving, cutover, 10)
+    assert not all(r.passed for r in rules) and any("cannot tell" in r.detail for r in rules)
+    assert not all(r.passed for r in mode_rules(None, serving, cutover, 10, pairs=99))  # too few pairs
+    assert choose_mode({"bridge": {"passed": True, "gate": {"low": 0.1}}, "cascade": {"passed": True, "gate": {"low": 0.2}}},
+                       "auto") == "cascade"
+    assert choose_mode({"bridge": {"passed": True, "gate": {"low": 0.1}}, "cascade": {"passed": True, "gate": {"low": 0.2}}},
+                       "bridge") == "bridge"
+    assert choose_mode({"bridge": {"passed": False}, "cascade": {"passed": False}}, "auto") == "old"
+    assert choose_mode({"bridge": {"passed": True, "gate": {"low": 0.1}}}, "old") == "old"
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,14 +259,21 @@ def test_a_mode_that_wins_goes_live_for_a_reader_made_before_and_readers_go_nati
             assert ix.serving(evaluate=True).mode == "bridge"
         assert querier.query(text, k=3).mode == "bridge"
 
+        bridged_record = read_serving(ws.state(), "docs")
         ws.cutover(path)  # the new population serves natively
         after = querier.query(text, k=3)
         assert after.mode == "old" and after.population == shadow and after.serving == {}
         assert read_serving(ws.state(), "docs")["mode"] == "old"
+        # Even a record that still names the bridge (a crash before the bookkeeping) is not followed: the alias
+        # serves another population than the one it was evaluated for, and the shadow is live, not a shadow.
+        write_serving(ws.state(), "docs", bridged_record)
+        assert querier.query(text, k=3).mode == "old" and _cli(ws, "status")["serving"]["mode"] == "old"
         api.rollback(ws.config)  # and the old one again, natively, although its record named a bridge before
         back = querier.query(text, k=3)
         assert back.mode == "old" and back.population == live
         assert _cli(ws, "status")["serving"]["mode"] == "old"
+        write_serving(ws.state(), "docs", bridged_record)  # the alias is back on its population; its shadow retired
+        assert querier.query(text, k=3).mode == "old" and _cli(ws, "status")["serving"]["mode"] == "old"
     finally:
         querier.close()
 
@@ -278,8 +320,6 @@ def test_a_cascade_reads_built_vectors_from_the_shadow_and_evidence_goes_stale_a
 
     # Evidence of fewer shards than are built is stale (status says so) until it is evaluated again.
     rec["evidence"]["shards_done"] = 2
-    from reindex.manifests import write_serving
-
     write_serving(ws.state(), "docs", rec)
     with Index.open(ws.config) as ix:
         assert ix.status()["serving"]["stale"] is True
