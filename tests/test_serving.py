@@ -245,6 +245,12 @@ def test_a_mode_that_wins_goes_live_for_a_reader_made_before_and_readers_go_nati
         assert got["mode"] == "bridge" and got["population"] == live and got["serving"]["bridge"] == e["bridge"]["id"]
         st = _cli(ws, "status")["serving"]
         assert st["mode"] == "bridge" and st["since"] and st["evidence"]["modes"]["bridge"]["passed"] is True
+        # A mode is followed only for the population it was evaluated for (its shadow still a shadow here).
+        record = read_serving(ws.state(), "docs")
+        write_serving(ws.state(), "docs", {**record, "live": "docs__elsewhere"})
+        assert querier.query(text, k=3).mode == "old" and _cli(ws, "status")["serving"]["mode"] == "old"
+        write_serving(ws.state(), "docs", record)
+        assert querier.query(text, k=3).mode == "bridge"
 
         # The margin is the gate's: the same evidence with a margin it does not clear falls back to old.
         ws.config.write_text(ws.config.read_text().replace(", mode: bridge", ", mode: bridge, min_delta: 0.9"))
@@ -312,6 +318,7 @@ def test_a_cascade_reads_built_vectors_from_the_shadow_and_evidence_goes_stale_a
     assert ws.apply(path).status == "done"
     rec = read_serving(ws.state(), "docs")
     assert rec["evidence"]["shards_done"] == 4
+    assert [h["shards_done"] for h in rec["history"]] == [2, 4]  # by hand at 2, then the apply after its 2 shards
     cost = rec["evidence"]["modes"]["cascade"]["cost"]
     assert cost["shadow_readable"] is True and cost["from_shadow_per_query"] == 20 and cost["embedded_per_query"] == 0
     assert rec["mode"] == "cascade" and first in ("cascade", "old")

@@ -39,6 +39,7 @@ __all__ = ["SHADOW_STATES", "ServingReport", "ServingWatch", "building_shadow", 
 #: A shadow readers may be served through (a bridge to its model, a cascade over its vectors): being built, or
 #: built and waiting for its cutover.
 SHADOW_STATES = (PopulationState.BUILDING, PopulationState.READY)
+HISTORY = 64  # evaluations of one build kept in the serving record
 _log = logging.getLogger("reindex")
 
 
@@ -170,10 +171,15 @@ def evaluate_serving(cfg: PipelineConfig, state, store, *, queries: str | Path |
     failed = "; ".join(f"{m}: " + ", ".join(r["rule"] for r in e.get("rules", []) if not r["passed"])
                        for m, e in modes.items() if not e.get("passed"))
     reason = (f"{mode} passed its gate" if mode != "old" else f"no mode passed its gate ({failed})")
+    # One line per evaluation of this shadow's build (the last HISTORY): after how many shards each mode passed.
+    history = [h for h in prev.get("history") or [] if prev.get("shadow") == shadow.collection][-(HISTORY - 1):]
+    history.append({"at": now, "shards_done": done, "pairs": evidence["pairs"], "mode": mode,
+                    "passed": {m: bool(e.get("passed")) for m, e in modes.items()},
+                    "low": {m: (e.get("gate") or {}).get("low") for m, e in modes.items()}})
     rec = {**base, "mode": mode, "since": prev.get("since", now) if same else now, "run": run,
            "vector_ids": {"live": live.vector_id, "shadow": shadow.vector_id},
            "bridge": bridge.describe() if mode == "bridge" and bridge is not None else None,
-           "evidence": evidence, "reason": reason}
+           "evidence": evidence, "reason": reason, "history": history}
     _record(state, cfg, rec, fence)
     if not same:
         _log.info("serving mode of %s: %s → %s (%s)", index, prev.get("mode", "old"), mode, reason)
