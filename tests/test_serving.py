@@ -64,11 +64,14 @@ def _build_change(ws: Workspace, new_model: tuple):
     return plan, path
 
 
+def _env() -> dict[str, str]:
+    """The CLI's environment, with this folder importable (the test models are imported by path)."""
+    return subprocess_env(PYTHONPATH=os.pathsep.join(filter(None, (os.environ.get("PYTHONPATH"), str(TESTS)))))
+
+
 def _cli(ws: Workspace, *args: str) -> dict:
     r = subprocess.run([str(REINDEX_BIN), *args, "-c", str(ws.config), "--json"], capture_output=True, text=True,
-                       env=subprocess_env(PYTHONPATH=os.pathsep.join(filter(None, (os.environ.get("PYTHONPATH"),
-                                                                                    str(TESTS))))),
-                       cwd=ws.root, timeout=300)
+                       env=_env(), cwd=ws.root, timeout=300)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -213,6 +216,12 @@ def test_a_mode_that_loses_is_refused_readers_stay_on_old_and_the_forecast_says_
         assert answer.mode == "old" and answer.population == live and answer.serving == {}
     st = _cli(ws, "status")["serving"]
     assert st["mode"] == "old" and st["evidence"]["modes"]["bridge"]["passed"] is False
+    text = subprocess.run([str(REINDEX_BIN), "serving", "-c", str(ws.config)], capture_output=True, text=True,
+                          env=_env(), cwd=ws.root, timeout=300)
+    assert text.returncode == 0, text.stderr
+    first = text.stdout.splitlines()[0]
+    assert first.startswith("index docs: serving old") and "bridge ndcg_at_10 -" in first and "refused" in first
+    assert "FAIL ndcg_at_10 beats old" in text.stdout and "evaluated at 4/4 shards" in first
 
 
 def test_a_mode_that_wins_goes_live_for_a_reader_made_before_and_readers_go_native_at_cutover_and_rollback(

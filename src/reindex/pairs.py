@@ -15,8 +15,8 @@ Nothing is embedded. The draw is deterministic (the chunks whose point ids hash 
 crash writes the same pairs. Pairs are stored in the state store beside the run's shard manifests
 (``runs/<run>/pairs/<shard>.npz``), so any process can read them during the build — a reader of the embedded
 store cannot see an unpublished shadow, but it can read the state store. Cost per shard: two ``retrieve`` calls of
-``per_shard`` points and one state write of ``per_shard × (d_old + d_new) × 4`` bytes (1 MB at 4,096 pairs in
-16 shards, 384 + 256 dimensions); a bridge evaluation reads all parts (``pairs`` × that, once).
+``per_shard`` points and one state write of ``per_shard × (d_old + d_new) × 4`` bytes (655 KB a shard at 4,096
+pairs in 16 shards, 384 + 256 dimensions); a bridge evaluation reads every part once.
 """
 
 from __future__ import annotations
