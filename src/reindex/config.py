@@ -889,9 +889,10 @@ class ServingConfig(_OpModel):
     min_pairs: int = Field(500, gt=0, strict=True, description="Bridge: free pairs needed before one is fitted.")
     pairs: int = Field(4096, ge=0, strict=True, description="Free (old vector, new vector) pairs the build keeps, "
                        "spread over its shards (each keeps ceil(pairs / shards)); 0 keeps none.")
-    bridge: Literal["auto", "procrustes", "ridge"] = Field(
-        "auto", description="The map of a bridge: centred orthogonal Procrustes (semi-orthogonal between "
-        "dimensions), ridge regression, or auto: both fitted, the one the evaluation ranks higher kept.")
+    bridge: Literal["auto", "procrustes", "procrustes-uncentred", "ridge"] = Field(
+        "auto", description="The map of a bridge: orthogonal Procrustes, centred or through the origin "
+        "(semi-orthogonal between dimensions), ridge regression, or auto: all fitted, the one the evaluation ranks "
+        "higher kept.")
     every_shards: int = Field(0, ge=0, strict=True, description="During an apply, re-evaluate the modes after "
                               "every this many committed shards (0: only `reindex serve --evaluate`).")
     queries: str | None = Field(None, description="Labelled queries file (JSONL, as `reindex cutover --queries`) the "
