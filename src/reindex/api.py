@@ -38,6 +38,7 @@ _HOMES = {
     "reindex.usecases.doctor": ("DoctorReport",),
     "reindex.drift": ("Finding",),
     "reindex.usecases.query": ("Querier", "QueryResult", "parse_filters", "query"),
+    "reindex.usecases.serve": ("ServingReport", "serving"),
     "reindex.usecases.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
     "reindex.usecases.chunk": ("ChunkSummary", "chunk_path", "summarize_chunks"),
     "reindex.usecases.classify": ("Classification", "classify_change"),
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from reindex.usecases.plan import estimate, show_plan
     from reindex.usecases.query import Querier, QueryResult, parse_filters
     from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
+    from reindex.usecases.serve import ServingReport
 
 
 def __getattr__(name: str) -> Any:
@@ -102,6 +104,7 @@ __all__ = [
     "Finding",
     "Querier",
     "QueryResult",
+    "ServingReport",
     "ReindexError",
     "ConfigError",
     "PlanError",

@@ -647,7 +647,7 @@ def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collect
         r = ix.query(text, k=k, filters=api.parse_filters(filters), collection=collection)
     if as_json:
         _emit_json({"population": r.population, "vector_id": r.vector_id, "model": r.model, "mode": r.mode,
-                    "note": r.note, "results": list(r.results)})
+                    "serving": r.serving, "note": r.note, "results": list(r.results)})
         return
     m = r.model
     click.echo(f"{r.population} ({m.get('provider')} {m.get('model')}, {m.get('backend')}/{m.get('precision')}, "
@@ -659,6 +659,31 @@ def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collect
         click.echo(f"{n:2d}. {hit['score']:.3f}  {hit['doc_id']}#{hit['ordinal']}  {snippet}")
     if not r.results:
         click.echo(f"no results from {r.target}")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--evaluate", is_flag=True, help="Evaluate the modes again on the cutover's queries and gate them first.")
+@click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="With --evaluate: a labelled queries file (as `reindex cutover --queries`); default: "
+                   "serving.queries, else the cutover's probes.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: mode, since, live, shadow, stale, reason, evidence.")
+def serving(config_path: str, evaluate: bool, queries: str | None, as_json: bool) -> None:
+    """Show what readers are served while a model change builds: old, bridge (new-model queries mapped into the
+    live space) or cascade (live recall, new-model rerank), with each mode's gate. Reads only, beside an apply.
+
+    \b
+    Example:
+      reindex serving -c reindex.yaml --evaluate --queries queries.jsonl
+    """
+    if queries is not None and not evaluate:
+        raise click.UsageError("--queries goes with --evaluate")
+    with api.Index.open(config_path) as ix:
+        r = ix.serving(evaluate=evaluate, queries=queries)
+    if as_json:
+        _emit_json(r.as_dict())
+        return
+    click.echo(reports.serving_text(r.as_dict()))
 
 
 @main.command()

@@ -11,7 +11,8 @@ A shard is the documents whose ``blake2b(doc id) mod N`` is ``k``. Running a sha
 4. upsert with deterministic point ids, then (in place) delete the document's stale points; in place, a
    document whose chunks are exactly the points it has (only its metadata or the payload layout changed)
    gets its payloads overwritten instead: no vector read, embedded or written;
-5. write the shard's chunk-manifest part, then the shard manifest, last.
+5. write the shard's chunk-manifest part, then the shard manifest, last (a vector-half change first keeps a
+   few of the shard's (old vector, new vector) pairs, read back by id: :mod:`reindex.pairs`).
 
 Every step can be repeated, so a shard killed anywhere is redone from the start without embedding
 any text twice and ends with exactly the points an uninterrupted run writes.
@@ -49,6 +50,7 @@ from reindex.manifests import (
     read_chunk_texts,
     read_chunk_texts_part,
     read_document_hashes,
+    read_population,
     read_shard_manifest,
     rewrite_chunk_manifest_part,
     shard_name,
@@ -58,6 +60,7 @@ from reindex.manifests import (
     write_shard_manifest,
 )
 from reindex.cursors import Tracking
+from reindex.pairs import per_shard, record_shard_pairs
 from reindex.pipeline import ChunkRecord, TextPipeline
 from reindex.retry import call_with_retries
 from reindex.sources import Cursor, open_source
@@ -202,6 +205,18 @@ class ApplyContext:
     embedding_now: int = 0
     embedding_most: int = 0
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
+    _old_vid: list = field(default_factory=list)  # [the old population's vector id], read once (free pairs)
+
+    def pairs_source(self) -> str | None:
+        """The vector id of the old population when this build is a vector-half change that keeps free pairs
+        (``serving.pairs``; :mod:`reindex.pairs`), else None. One state read per context."""
+        if self.in_place or self.old is None or not self.cfg.serving.pairs:
+            return None
+        if not self._old_vid:
+            rec = read_population(self.state, self.index, self.old)
+            self._old_vid.append(rec.vector_id if rec is not None else None)
+        vid = self._old_vid[0]
+        return vid if vid is not None and vid != self.identity.vector_id else None
 
     def confirm_lock(self) -> None:
         """Raise LockLost unless this writer still holds the index lock, as the state store says now."""
@@ -589,6 +604,12 @@ def write_shard_outputs(ctx: ApplyContext, shard: int, rows: list[ManifestRow], 
         crashpoint("before-chunk-texts")
         ctx.fence()
         write_chunk_texts_part(ctx.state, ctx.index, ctx.target, shard_name(shard), texts)
+    old_vid = ctx.pairs_source()
+    if old_vid is not None:  # free pairs of a model change: read back by id, nothing embedded (reindex.pairs)
+        ctx.fence()
+        record_shard_pairs(ctx.state, ctx.store, index=ctx.index, target=ctx.target, old=ctx.old, run=ctx.run,
+                           shard=shard, rows=rows, m=per_shard(ctx.cfg.serving.pairs, ctx.shards),
+                           old_vector_id=old_vid, new_vector_id=ctx.identity.vector_id, payload=ctx.cfg.payload)
     crashpoint("before-manifest")
     ctx.confirm_lock()  # the two commit points of a shard: each confirmed against the stored lock
     if ctx.in_place:  # recorded first, so that a resumed run knows this part's change for its own

@@ -1,4 +1,8 @@
-"""Apply a plan: refuse drifted or unapproved plans, take the index lock, run the shards."""
+"""Apply a plan: refuse drifted or unapproved plans, take the index lock, run the shards.
+
+Lines: one use case, from the check of a plan's inputs (the same cursor, digest and live population the plan
+recorded) through the run to its report and recorded rates; the checks are also what ``record_cursor`` and the
+mutation bench (bench/mutations.py) address here."""
 
 from __future__ import annotations
 
@@ -435,6 +439,13 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
                                                     ctx.token_budget, lock.check)
         phases["setup"] = time.perf_counter() - t
         job = job_of(plan, cfg, shards)
+        if (not in_place and old_cfg is not None and cfg.serving.every_shards and cfg.serving.mode != "old"
+                and identity_of(old_cfg).vector_id != ident.vector_id):
+            # A model change: readers may be served a bridge or a cascade while it builds, re-evaluated as it goes.
+            from reindex.usecases.serve import ServingWatch
+
+            ctx.progress = ServingWatch(cfg, state, store, plan.plan_hash, len(job.shards),
+                                        lambda: lock.check(confirm=True), progress)
         w = plan.body["work"]
         recorder({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
                   "chunks_planned": w["chunks_new"] if not in_place else None,

@@ -38,6 +38,7 @@ from reindex.usecases.configure import load_resolved
 from reindex.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.queries import comparison_queries
+from reindex.usecases.serve import serving_view
 from reindex.usecases.plan import check_plan_index
 
 __all__ = [
@@ -80,6 +81,7 @@ class IndexStatus(TypedDict):
     populations: list[PopulationStatus]
     lock: dict[str, Any] | None
     pending: dict[str, Any] | None
+    serving: dict[str, Any]  # mode (old | bridge | cascade), since, evidence, shadow, stale, reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,8 +400,10 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                          "progress": progress,
                          "tokens_done": progress["tokens_done"] if progress else None,
                          "eta_seconds": progress["eta_seconds"] if progress else None})
+        view = serving_view(state, cfg.index, aliases.get(cfg.index)).as_dict()
+        serving = {key: view[key] for key in ("mode", "since", "evidence", "shadow", "stale", "reason")}
         return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
-                "pending": co.pending_intent(state, cfg.index)}
+                "pending": co.pending_intent(state, cfg.index), "serving": serving}
 
 
 def _aliases_or_repair(cfg: PipelineConfig, store, state) -> dict[str, str]:
