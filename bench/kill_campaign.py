@@ -54,7 +54,7 @@ CONFIG = """\
 index: docs
 source: {source}
 text: {{chunker: {{kind: recursive, size: {size}}}{rechunk}}}
-vector: {{provider: hash}}
+vector: {{provider: hash{vector}}}
 apply: {{shards: 4, embed_batch_size: {batch}}}
 store: {{path: {root}/qdrant}}
 state: {state}
@@ -82,6 +82,9 @@ POINTS = {
     # The live mode: `reindex sync --watch` with the eight edits waiting, killed inside its apply or at a random
     # moment (often idle, between looks); then one `reindex sync` carries out whatever is left.
     "watch": ["before-upsert:1", "after-upsert:1", "before-manifest:1", "timer"],
+    # A serving-mode switch: `reindex serving --evaluate` while a vector-half change's shadow is built (the hash
+    # embedder's modes are refused: what is killed is the evaluation and the write of the serving record).
+    "serving": ["timer"],
 }
 APPLY_STEPS = ("apply", "sync", "payload", "sticky", "watch")  # compared with an uninterrupted reference
 REFERENCE = {"watch": "sync"}  # the live mode applies the same edits in place as the sync step
@@ -133,10 +136,12 @@ def plan_file(r: subprocess.CompletedProcess) -> str:
     return json.loads(r.stdout)["plan_file"]
 
 
-def write_config(root: Path, env: Env, size: int, name: str, *, title: bool = False, sticky: bool = False) -> None:
+def write_config(root: Path, env: Env, size: int, name: str, *, title: bool = False, sticky: bool = False,
+                 dimension: int | None = None) -> None:
     source = f"{{uri: {root}/corpus, metadata_fields: [title]}}" if title else f"{root}/corpus"
     (root / "reindex.yaml").write_text(CONFIG.format(root=root, size=size, batch=BATCH, state=env.state(root, name),
-                                                     source=source, rechunk=", rechunk: sticky" if sticky else ""))
+                                                     source=source, rechunk=", rechunk: sticky" if sticky else "",
+                                                     vector=f", dimension: {dimension}" if dimension else ""))
 
 
 def edit_corpus(root: Path) -> None:
@@ -247,6 +252,12 @@ def stages(trial: Path, saved: Path, env: Env) -> dict:
     run(trial, env, "apply", (trial / "sync-plan.txt").read_text(), "--no-progress")
     write_config(trial, env, 120, "trial")  # back to B's config; plan.txt is still B's plan
     save(trial, saved, env, "stale-cutover")
+    restore(trial, saved, env, "live")  # serving: a vector-half change (another dimension) built, not cut over
+    write_config(trial, env, 150, "trial", dimension=64)
+    p = plan_file(run(trial, env, "plan", "--json"))
+    run(trial, env, "approve", p, "--by", "campaign")
+    run(trial, env, "apply", p, "--no-progress")
+    save(trial, saved, env, "serving")
     restore(trial, saved, env, "live")  # sync: eight documents edited upstream
     edit_corpus(trial)
     (trial / "plan.txt").write_text(approved(trial, env, plan_file(run(trial, env, "plan", "--json"))))
@@ -271,7 +282,7 @@ def stages(trial: Path, saved: Path, env: Env) -> dict:
         refs[step] = {"collection": coll, "snapshot": snapshot(trial, coll), "log": read_log(log)}
     return {"stage": {"plan": "sync", "apply": "apply", "sync": "sync", "payload": "payload", "sticky": "sticky",
                       "cutover": "cutover", "stale-cutover": "stale-cutover", "rollback": "rollback",
-                      "gc": "rollback", "watch": "sync"}, "refs": refs}
+                      "gc": "rollback", "watch": "sync", "serving": "serving"}, "refs": refs}
 
 
 def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, env: Env) -> dict:
@@ -282,7 +293,8 @@ def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, en
     applying = ("apply", plan, "--no-progress")
     args = {"plan": ("plan", "--json"), "apply": applying, "sync": applying, "payload": applying, "sticky": applying,
             "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan), "rollback": ("rollback",),
-            "gc": ("gc", "--yes", "--force"), "watch": ("sync", "--watch", "--interval", "0.2")}[step]
+            "gc": ("gc", "--yes", "--force"), "watch": ("sync", "--watch", "--interval", "0.2"),
+            "serving": ("serving", "--evaluate")}[step]
     k = run(root, env, *args, crash=point, log=killed_log)
     killed = k.returncode == -signal.SIGKILL
     problems: list[str] = []
@@ -291,10 +303,18 @@ def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, en
     reapply = ("apply", plan, "--no-progress", "--json")
     again = {"plan": ("plan", "--json"), "apply": reapply, "sync": reapply, "payload": reapply, "sticky": reapply,
              "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan),
-             "rollback": ("status", "--json"), "gc": ("gc", "--yes", "--force"), "watch": ("sync", "--json")}[step]
+             "rollback": ("status", "--json"), "gc": ("gc", "--yes", "--force"), "watch": ("sync", "--json"),
+             "serving": ("serving", "--evaluate", "--json")}[step]
     try:
         r = run(root, env, *again, log=resumed_log)
-        if step == "watch":
+        if step == "serving":
+            rep = json.loads(r.stdout)
+            if rep.get("mode") not in ("old", "bridge", "cascade"):
+                problems.append(f"the serving record after the killed evaluation: {rep.get('mode')!r}")
+            hits = json.loads(run(root, env, "query", "the garbage collector", "--json").stdout)
+            if not hits.get("results"):
+                problems.append("a query after the killed evaluation found nothing")
+        elif step == "watch":
             rep = json.loads(r.stdout)
             if rep["outcome"] not in ("applied-in-place", "nothing-to-do"):
                 problems.append(f"the sync after the killed watch: {rep['outcome']}")
