@@ -22,6 +22,13 @@ from helpers_index import REINDEX_BIN, Snapshot, Workspace, prefect_api_url, rea
 from reindex.manifests import read_population
 
 
+def _shard_manifests(state, target: str, run: str = "") -> list[str]:
+    """The shard manifests under a population's runs (``run``: one plan's), not the running apply's progress record
+    beside them."""
+    prefix = f"indexes/docs/populations/{target}/runs/{run + '/' if run else ''}"
+    return [k for k in state.list(prefix) if k.rsplit("/", 1)[-1].startswith("shard-")]
+
+
 @pytest.fixture(scope="module")
 def prefect_url(request: pytest.FixtureRequest) -> str:
     return prefect_api_url(request.config)
@@ -85,7 +92,7 @@ def test_killed_apply_resumes_to_the_uninterrupted_build(
     state = ws.state()
     assert not state.exists(f"indexes/docs/runs/{plan.plan_hash}/done.json")
     assert read_population(state, "docs", target).state == "building"
-    manifests = [k for k in state.list(f"indexes/docs/populations/{target}/runs/{plan.plan_hash}/")]
+    manifests = _shard_manifests(state, target, plan.plan_hash)
     assert len(manifests) == manifests_before_kill, manifests
     assert ws.alias() == old
 
@@ -160,7 +167,7 @@ def test_a_kill_inside_a_shard_wastes_at_most_one_embedding_batch(
     assert sum(crashed.values()) >= 4 * 8, "the kill came after several batches"
     state = ws.state()
     target = reference["collection"]
-    assert not state.list(f"indexes/docs/populations/{target}/runs/"), "killed inside the first shard"
+    assert not _shard_manifests(state, target), "killed inside the first shard"
     monkeypatch.setenv("REINDEX_EMBED_LOG", str(resume_log))
     r = ws.apply(path)
     assert r.status == "done", r.report["failures"]
@@ -215,7 +222,7 @@ def test_an_in_place_apply_killed_after_its_first_shard_resumes_with_its_plan(
                             text=True, timeout=240)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     st = ws.state()
-    done = st.list(f"indexes/docs/populations/{live}/runs/{plan.plan_hash}/")
+    done = _shard_manifests(st, live, plan.plan_hash)
     assert len(done) >= 1, "the kill came after the first shard finished"
     resumed = subprocess.run(cmd, cwd=ws.root, env=env, capture_output=True, text=True, timeout=240)
     assert resumed.returncode == 0, resumed.stderr[-2000:]

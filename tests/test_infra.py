@@ -24,7 +24,8 @@ TEST_HOOKS = {"REINDEX_EMBED_LOG", "REINDEX_CRASH_AT", "REINDEX_PAUSE_AT", "REIN
 OPTIONAL = {"REINDEX_TASK_RUNNER", "REINDEX_INDEX_LEASE_S", "PREFECT_PROFILE", "PREFECT_HOME", "PREFECT_PROFILES_PATH",
             "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",  # only named in a message
             "REINDEX_CACHE_DIR", "XDG_CACHE_HOME",  # where ONNX exports are cached (a default that works)
-            "REINDEX_POOL_START_TIMEOUT_S"}  # prefect-pool applies: a default that works
+            "REINDEX_POOL_START_TIMEOUT_S",  # prefect-pool applies: a default that works
+            "REINDEX_CARRY_CHUNKS"}  # plans carry their chunks to the shards unless switched off: a default that works
 # What the worker needs that third-party libraries read (boto3, Prefect).
 THIRD_PARTY_REQUIRED = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "PREFECT_API_URL"}
 SECRETS = {"QDRANT_API_KEY", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "POSTGRES_PASSWORD",

@@ -250,5 +250,7 @@ def test_two_dask_worker_processes_record_two_workers_and_the_per_cpu_second_rat
     one, two = recorded["threads:1"], recorded["dask-processes:2"]
     assert (one["workers"], two["workers"]) == (1, 2)  # one model call at a time in each of two processes
     assert one["tokens"] == two["tokens"]
-    # The hash embedder costs microseconds per text: a loose bound, its CPU-seconds are a few hundredths.
-    assert 0.5 < two["tokens_per_cpu_second"] / one["tokens_per_cpu_second"] < 2.0, (one, two)
+    # The hash embedder costs microseconds per text: a loose bound, its CPU-seconds are a few hundredths and a Dask
+    # process adds its own per-task CPU (0.48 seen in CI beside another test group). Lost remote CPU-seconds (only
+    # the client's counted) read as a rate many times one thread's; None when none came back.
+    assert 0.3 < two["tokens_per_cpu_second"] / one["tokens_per_cpu_second"] < 2.0, (one, two)

@@ -163,6 +163,30 @@ def test_shard_job_of_an_in_place_plan_touches_only_affected_shards(tmp_path: Pa
     assert isinstance(job, ShardJob)
 
 
+def test_units_are_sized_by_what_one_cpu_does_when_the_plan_measured_it(tmp_path: Path) -> None:
+    # A remote worker runs one shard at a time on one CPU: the plan's tokens per minute are the whole machine's
+    # (every CPU), so a shard's planned seconds come from the measured rate per CPU-second when the plan has one.
+    import copy
+
+    from reindex.planner import Plan
+    from reindex.usecases.apply import job_of
+
+    ws = Workspace(tmp_path / "ws")
+    plan, _ = ws.plan()
+    body = copy.deepcopy(dict(plan.body))
+    tokens = body["work"]["tokens_to_embed"]
+    assert tokens > 0
+    body["cost"] = {**body["cost"], "tokens_per_minute": 60_000.0, "rate_assumes": None}
+    by_machine = job_of(Plan(body), ws.cfg(), shards=4)
+    assert by_machine.seconds_per_shard == pytest.approx(tokens / 4 / 1_000.0)
+    body["cost"]["rate_assumes"] = {"tokens_per_cpu_second": 250.0, "cpus": 4}
+    by_cpu = job_of(Plan(body), ws.cfg(), shards=4)
+    assert by_cpu.seconds_per_shard == pytest.approx(tokens / 4 / 250.0)
+    assert by_cpu.shards == by_machine.shards == (0, 1, 2, 3)
+    body["cost"] = {**body["cost"], "tokens_per_minute": 0, "rate_assumes": None}  # no rate known: not sized
+    assert job_of(Plan(body), ws.cfg(), shards=4).seconds_per_shard == 0.0
+
+
 def test_a_resumed_apply_skips_the_shards_that_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Found by the sampled mutmut run: only the kill tests (child processes) showed that a shard with a
     # manifest is not run again. In process: shard 2 fails, the re-apply runs shard 2 alone and embeds only

@@ -358,7 +358,13 @@ def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJ
     (``shards``: the layout to use, default ``apply.shards``)."""
     w = plan.body["work"]
     n = shards or cfg.apply.shards
-    rate = float(plan.body["cost"].get("tokens_per_minute") or 0) / 60  # tokens per second, the plan's
+    # Planned seconds of work per shard, as one remote worker spends them: one shard at a time on one CPU (the
+    # Dask runner starts one thread per worker process). The plan's tokens per minute assume every CPU of the
+    # machine; a measured rate per CPU-second says what one CPU does (sized by the machine's rate instead, a
+    # MiniLM unit measured 2.5× the planned work: bench/RESULTS.md, "Work units").
+    cost = plan.body["cost"]
+    per_cpu = (cost.get("rate_assumes") or {}).get("tokens_per_cpu_second")
+    rate = float(per_cpu) if per_cpu else float(cost.get("tokens_per_minute") or 0) / 60
     sized = lambda count: {"seconds_per_shard": (w["tokens_to_embed"] / count / rate) if rate and count else 0.0,  # noqa: E731
                            "unit_seconds": cfg.apply.unit_seconds}
     if not plan.kind.in_place:
