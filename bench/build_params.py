@@ -1,18 +1,28 @@
-"""The index build (issue 24 part 4): qdrant-edge's bulk path for a new population, CPU-seconds and recall.
+"""The index build (issue 24 part 4, issue 35 item 3): qdrant-edge's bulk path for a new population, CPU-seconds and recall.
 
-    .venv/bin/python bench/build_params.py [--points 20000] [--queries 200] [--dir FOLDER]
+    .venv/bin/python bench/build_params.py [--points 20000] [--queries 200] [--data lowrank] [--only NAMES]
+        [--dir FOLDER] [--json-out FILE]
 
-One set of N random 384-dim vectors (what the hash embedder gives; ~200-byte payloads with a doc_id),
-upserted in batches of 1,000 into a fresh edge shard per variant, then ``optimize()`` (the HNSW build that
-``EdgeStore.finish_bulk`` runs). Per variant: upsert points per CPU-second, build points per CPU-second
-and wall, and top-10 recall against exact search (``SearchParams(exact=True)``) over the same queries.
-CPU is the process's (all engine threads). Variants: Qdrant's defaults (m 16, ef_construct 100, threads
-auto), a lower ef_construct, a lower m, one indexing thread, and the optimiser's segment target.
+One set of N 384-dim vectors (``random``: i.i.d. Gaussian, what the hash embedder gives; ``lowrank``: a 32-dim
+Gaussian projected to 384 dims plus 5 % noise, closer to a text model's embeddings; ~200-byte payloads with a
+doc_id), upserted in batches of 1,000 into a fresh edge shard per variant, then ``optimize()`` (the HNSW build
+that ``EdgeStore.finish_bulk`` runs). Per variant: upsert points per CPU-second, build CPU-seconds (per point
+and points per CPU-second) and wall, the segments it left, top-10 recall against exact search
+(``SearchParams(exact=True)``) over the same queries, and the p50 of those searches. CPU is the process's
+(all engine threads).
+
+Every variant starts from the shard reindex creates (``reindex.stores.edge._engine``: indexing threshold
+2,000 KB, segment target 8, Qdrant's HNSW defaults m 16 / ef_construct 100 / threads auto) and changes one or
+two things: ``m``, ``ef_construct``, the indexing threads, the segment target, the largest segment, int8
+scalar quantisation; one variant goes through reindex's own writer (``EdgeStore.upsert`` + ``finish_bulk``),
+one uses Qdrant's optimiser defaults (no segment target).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import tempfile
 import time
@@ -25,16 +35,28 @@ import qdrant_edge as qe
 DIM = 384
 
 
+# reindex's shard (reindex.stores.edge._engine.create_shard): what every variant starts from.
+BASE = {"m": 16, "ef": 100, "threads": 0, "segments": 8, "threshold_kb": 2_000}
+
+
 def variants() -> dict[str, dict]:
     return {
-        "defaults (m16 ef100, threads auto)": {},
-        "ef_construct 64": {"hnsw": (16, 64, 0)},
-        "ef_construct 32": {"hnsw": (16, 32, 0)},
-        "m 8, ef_construct 64": {"hnsw": (8, 64, 0)},
-        "1 indexing thread": {"hnsw": (16, 100, 1)},
-        "segment target 8 (reindex's)": {"segments": 8},
-        "reindex EdgeStore.upsert + finish_bulk": {"reindex": True},
+        "today (m 16, ef_construct 100, segment target 8)": {},
+        "ef_construct 80": {"ef": 80},
+        "ef_construct 64": {"ef": 64},
+        "ef_construct 32": {"ef": 32},
+        "m 12": {"m": 12},
+        "m 12, ef_construct 80": {"m": 12, "ef": 80},
+        "m 8": {"m": 8},
+        "m 8, ef_construct 64": {"m": 8, "ef": 64},
+        "m 24, ef_construct 64": {"m": 24, "ef": 64},
+        "1 indexing thread": {"threads": 1},
+        "segment target 2": {"segments": 2},
+        "segment target 16": {"segments": 16},
+        "largest segment 50 k points": {"max_segment_kb": 50_000 * 384 * 4 // 1024},
+        "Qdrant's optimiser defaults (no segment target)": {"segments": None},
         "int8 scalar quantisation, originals on disk": {"int8": True},
+        "reindex EdgeStore.upsert + finish_bulk": {"reindex": True},
     }
 
 
@@ -60,11 +82,13 @@ def build_through_reindex(folder: Path, vecs: np.ndarray, ids: list[str]) -> dic
 def build(folder: Path, vecs: np.ndarray, ids: list[str], v: dict) -> dict:
     if v.get("reindex"):
         return build_through_reindex(folder, vecs, ids)
-    hnsw = qe.HnswIndexConfig(m=v["hnsw"][0], ef_construct=v["hnsw"][1], full_scan_threshold=10_000,
-                              max_indexing_threads=v["hnsw"][2]) if "hnsw" in v else None
-    optimizers = qe.EdgeOptimizersConfig(indexing_threshold=2_000, default_segment_number=v.get("segments"))
+    p = {**BASE, **v}
+    hnsw = qe.HnswIndexConfig(m=p["m"], ef_construct=p["ef"], full_scan_threshold=10_000,
+                              max_indexing_threads=p["threads"])
+    optimizers = qe.EdgeOptimizersConfig(indexing_threshold=p["threshold_kb"], default_segment_number=p["segments"],
+                                         max_segment_size=p.get("max_segment_kb"))
     quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True) \
-        if v.get("int8") else None
+        if p.get("int8") else None
     cfg = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=DIM, distance=qe.Distance.Cosine, on_disk=True if quantization else None),
                         wal_enabled=False, hnsw_config=hnsw, optimizers=optimizers, quantization_config=quantization)
     shard = qe.EdgeShard.create(str(folder), cfg)
@@ -81,14 +105,20 @@ def build(folder: Path, vecs: np.ndarray, ids: list[str], v: dict) -> dict:
     return {"shard": shard, "upsert_cpu": c1 - c0, "build_cpu": c2 - c1, "build_wall": w2 - w1}
 
 
-def recall(shard, queries: np.ndarray, k: int = 10) -> float:
-    hit = 0
-    for q in queries:
+def exact_top(shard, queries: np.ndarray, k: int = 10) -> list[set]:
+    return [{p.id for p in shard.query(qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist()),
+                                                       params=qe.SearchParams(exact=True)))} for q in queries]
+
+
+def recall(shard, queries: np.ndarray, truth: list[set], k: int = 10) -> tuple[float, float]:
+    """(recall@k of the default search against ``truth``, p50 ms of those searches)."""
+    hit, times = 0, []
+    for q, exact in zip(queries, truth):
+        t0 = time.perf_counter()
         approx = {p.id for p in shard.query(qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist())))}
-        exact = {p.id for p in shard.query(qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist()),
-                                                           params=qe.SearchParams(exact=True)))}
+        times.append((time.perf_counter() - t0) * 1000)
         hit += len(approx & exact)
-    return hit / (k * len(queries))
+    return hit / (k * len(queries)), float(np.percentile(times, 50))
 
 
 #: Search-time variants for an int8 population (``--rescore``): qdrant-edge's QuantizationSearchParams.
@@ -126,6 +156,7 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=20_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--json-out", type=Path, default=None, help="write the rows as JSON here too (after each variant)")
     ap.add_argument("--only", default="", help="comma-separated: run the variants whose name contains one of these (default: all)")
     ap.add_argument("--data", choices=("random", "lowrank"), default="random",
                     help="random: i.i.d. Gaussian (the hash embedder; the hardest case for HNSW); lowrank: a 32-dim "
@@ -156,22 +187,36 @@ def main() -> None:
         finally:
             shutil.rmtree(base, ignore_errors=True)
         return
-    print(f"| variant ({args.points:,} {args.data} points, 384 dims) | upsert points/CPU-s | build points/CPU-s | build wall s | "
-          "recall@10 | build CPU vs defaults |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print(f"load {os.getloadavg()[0]:.1f} at start, {os.cpu_count()} CPUs")
+    print(f"| variant ({args.points:,} {args.data} points, 384 dims) | upsert points/CPU-s | build CPU-s | "
+          "build ms CPU/point | build wall s | segments | recall@10 | search p50 ms | build CPU vs first row |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    rows, truth = [], None
     try:
         for i, (name, v) in enumerate(variants().items()):
             if not any(part in name for part in args.only.split(",")):
                 continue
             r = build(base / str(i), vecs, ids, v)
-            rec = recall(r["shard"], queries)
+            if truth is None:  # exact search is the same on every variant's points (float32 originals)
+                truth = exact_top(r["shard"], queries)
+            rec, p50 = recall(r["shard"], queries, truth)
+            segments = int(r["shard"].info().segments_count)
             r["shard"].close()
             shutil.rmtree(base / str(i), ignore_errors=True)
             first = first or r["build_cpu"]
-            print(f"| {name} | {args.points / r['upsert_cpu']:,.0f} | {args.points / r['build_cpu']:,.0f} | "
-                  f"{r['build_wall']:.1f} | {rec:.3f} | {r['build_cpu'] / first:.2f}x |", flush=True)
+            row = {"variant": name, "points": args.points, "data": args.data, "params": {**BASE, **v},
+                   "upsert_cpu": round(r["upsert_cpu"], 3), "build_cpu": round(r["build_cpu"], 3),
+                   "build_wall": round(r["build_wall"], 3), "segments": segments, "recall_at_10": round(rec, 4),
+                   "search_p50_ms": round(p50, 3), "load": round(os.getloadavg()[0], 2)}
+            rows.append(row)
+            print(f"| {name} | {args.points / r['upsert_cpu']:,.0f} | {r['build_cpu']:,.1f} | "
+                  f"{1000 * r['build_cpu'] / args.points:.3f} | {r['build_wall']:.1f} | {segments} | {rec:.3f} | "
+                  f"{p50:.2f} | {r['build_cpu'] / first:.2f}x |", flush=True)
+            if args.json_out:
+                args.json_out.write_text(json.dumps(rows, indent=1) + "\n")
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    print(f"load {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":

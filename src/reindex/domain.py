@@ -17,7 +17,26 @@ from enum import StrEnum
 
 from reindex.errors import StateError
 
-__all__ = ["ChangeKind", "IllegalTransition", "PopulationState", "TRANSITIONS", "check_transition"]
+__all__ = ["ChangeKind", "HNSW_DEFAULTS", "HNSW_LIMITS", "IllegalTransition", "PopulationState", "TRANSITIONS",
+           "check_transition", "hnsw_problem"]
+
+#: The HNSW graph a population is built with when nothing says otherwise: Qdrant's defaults (its server and
+#: qdrant-edge alike). bench/RESULTS.md ("The index build at the engine's floor") has why they stay.
+HNSW_DEFAULTS = {"m": 16, "ef_construct": 100}
+#: The values a graph parameter may take, each (lowest, highest): below, a graph is not navigable (m under 4
+#: links a point to too few neighbours; Qdrant itself refuses ef_construct under 4); above, a build costs more
+#: than any index here should pay (its CPU grows about linearly with each).
+HNSW_LIMITS = {"m": (4, 128), "ef_construct": (4, 4096)}
+
+
+def hnsw_problem(name: str, value: object) -> str | None:
+    """Why ``value`` cannot be the graph parameter ``name`` (``m`` or ``ef_construct``), or None."""
+    low, high = HNSW_LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"got {value!r}; expected a whole number from {low} to {high}"
+    if not low <= value <= high:
+        return f"got {value}; expected a whole number from {low} to {high}"
+    return None
 
 
 def _member(cls: type[StrEnum], value: str, what: str):

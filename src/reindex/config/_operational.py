@@ -9,10 +9,11 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from reindex.config._base import OPERATIONAL, ConfigModel
+from reindex.domain import HNSW_DEFAULTS, hnsw_problem
 from reindex.config._secrets import env_name, no_credentials
 
 __all__ = [
-    "ApplyConfig", "ApprovalConfig", "CostConfig", "CutoverConfig", "EmbedConfig", "PayloadConfig",
+    "ApplyConfig", "ApprovalConfig", "CostConfig", "CutoverConfig", "EmbedConfig", "HnswConfig", "PayloadConfig",
     "RESERVED_PAYLOAD_KEYS", "SourceConfig", "StateConfig", "StoreConfig", "SyncConfig", "duration_seconds",
 ]
 
@@ -126,6 +127,30 @@ class PayloadConfig(_OpModel):
         return self
 
 
+class HnswConfig(_OpModel):
+    """The HNSW graph of the populations created from now on (edge store and server; Qdrant's defaults)."""
+
+    m: int = Field(HNSW_DEFAULTS["m"], strict=True, description="Links per point in the graph (4-128; Qdrant's default 16). Fewer: "
+                   "a cheaper build and a smaller index, lower recall. Changes recall, not the vectors: in no id.")
+    ef_construct: int = Field(
+        HNSW_DEFAULTS["ef_construct"], strict=True, description="Candidates considered per point while the graph is built (4-4096; Qdrant's "
+        "default 100). Lower: a cheaper build (the plan prices it), lower recall. Changes recall, not the vectors: "
+        "in no id.")
+
+    @field_validator("m", "ef_construct")
+    @classmethod
+    def _in_range(cls, value: int, info: ValidationInfo) -> int:
+        problem = hnsw_problem(str(info.field_name), value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @property
+    def key(self) -> str:
+        """The parameters as one name (``m16-ef100``): what a measured build rate is recorded under."""
+        return f"m{self.m}-ef{self.ef_construct}"
+
+
 class StoreConfig(_OpModel):
     """The vector store. Default: embedded Qdrant in the state folder."""
 
@@ -151,6 +176,11 @@ class StoreConfig(_OpModel):
         "cost: bench/RESULTS.md, a million points on one box); None: the engine's default (k candidates). Search "
         "time only: readers pick it up, nothing is rebuilt; ignored by unquantised populations and store.backend local.",
     )
+    hnsw: HnswConfig = Field(
+        default_factory=HnswConfig,
+        description="The HNSW graph built for populations created from now on: {m, ef_construct}. Neither half: "
+        "it changes recall and the build's cost (the plan prices the build with it), not the vectors; a live "
+        "population keeps the graph it was built with. Ignored by store.backend local (brute-force search).")
     shard_number: int = Field(1, gt=0, strict=True, description="Collection shards (server/cluster only).")
     replication_factor: int = Field(1, gt=0, strict=True, description="Replicas per shard (cluster only).")
 

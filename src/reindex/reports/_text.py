@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from reindex.domain import ChangeKind
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import over_limit_line, rate_note, rechunk_line, throughput_text
+from reindex.reports._plan_facts import build_line, over_limit_line, rate_note, rechunk_line, throughput_text
 
 __all__ = [
     "apply_text",
@@ -95,6 +95,8 @@ def plan_text(plan: Any, path: Any) -> str:
         f"  tokens to embed: {n.tokens_to_embed:,}  ·  ${n.usd:,.2f}  ·  {n.hours:.2f} h at "
         f"{n.tokens_per_minute:,.0f} tokens/min ({rate_note(b['cost'])})"
     )
+    if (build := build_line(b["cost"])) is not None:
+        lines.append(f"  index build: {build}")
     lines += [f"  {ln}" for ln in forecast_lines(n.forecast)]
     if (rc := rechunk_line(b["work"])) is not None:
         lines.append(f"  {rc}")

@@ -12,10 +12,25 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from reindex.domain import HNSW_DEFAULTS, hnsw_problem
 from reindex.errors import VectorStoreError
 
 __all__ = ["DOC_ID_FIELD", "Hit", "NoStoreError", "Point", "VectorStore", "VectorStoreError", "equality_conditions",
-           "one_line"]
+           "hnsw_params", "one_line"]
+
+def hnsw_params(hnsw: Mapping[str, int] | None) -> dict[str, int]:
+    """The graph parameters ``{m, ef_construct}`` a store builds new collections with (None or a missing key:
+    Qdrant's defaults), checked: a bad value is a one-line :class:`VectorStoreError` naming the option."""
+    params = {**HNSW_DEFAULTS, **(hnsw or {})}
+    unknown = sorted(set(params) - set(HNSW_DEFAULTS))
+    if unknown:
+        raise VectorStoreError(f"store.hnsw.{unknown[0]}: unknown field; use {' and '.join(HNSW_DEFAULTS)}")
+    for name, value in params.items():
+        problem = hnsw_problem(name, value)
+        if problem:
+            raise VectorStoreError(f"store.hnsw.{name}: {problem}")
+    return params
+
 
 class NoStoreError(VectorStoreError):
     """A read-only open found no store where the config points: nothing has been built there yet."""

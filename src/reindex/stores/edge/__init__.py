@@ -88,6 +88,7 @@ ignored; once it has created collections there the writer refuses the folder
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from reindex.stores.edge._generations import (
@@ -117,12 +118,13 @@ __all__ = [
 
 
 def open_edge_store(folder: str | os.PathLike[str], *, quantization: str = "none",
-                    oversampling: float | None = None) -> EdgeStore:
+                    oversampling: float | None = None, hnsw: Mapping[str, int] | None = None) -> EdgeStore:
     """The writer's store in ``folder`` (created if missing); one writer process per folder. ``quantization``
     ``int8``: collections it creates search int8 copies (in RAM) and keep the float32 originals on disk.
     ``oversampling``: searches of quantised segments take k × oversampling int8 candidates and rescore them
-    with the originals."""
-    return EdgeStore(Path(folder), quantization=quantization, oversampling=oversampling)
+    with the originals. ``hnsw``: ``{m, ef_construct}`` of the graphs of the collections it creates (missing:
+    Qdrant's defaults, 16 and 100)."""
+    return EdgeStore(Path(folder), quantization=quantization, oversampling=oversampling, hnsw=hnsw)
 
 
 def open_reader(folder: str | os.PathLike[str], *, oversampling: float | None = None) -> EdgeReader:

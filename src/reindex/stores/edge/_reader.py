@@ -344,7 +344,7 @@ class EdgeReader:
     def collection_info(self, name: str) -> dict[str, Any]:
         with self._lock, engine.edge_errors(f"describe collection `{name}`"):
             held = self._current(name)
-            return engine.describe(held.shard, held.record)
+            return engine.describe(held.shard, held.record, gen_dir(self._root / COLLECTIONS / held.name, held.gen))
 
     def query(
         self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
