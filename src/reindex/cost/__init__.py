@@ -18,6 +18,8 @@ arithmetic can be checked by hand. Four parts, one private module each:
 from reindex.cost._build import (
     BUILD_EXPONENT,
     BUILD_FORMULA,
+    EF_EXPONENT,
+    M_EXPONENT,
     MAX_INDEXING_THREADS,
     BuildPrice,
     build_threads,
@@ -72,6 +74,8 @@ __all__ = [
     "BUILD_FORMULA",
     "Backend",
     "BuildPrice",
+    "EF_EXPONENT",
+    "M_EXPONENT",
     "MAX_INDEXING_THREADS",
     "build_threads",
     "default_build_cpu",

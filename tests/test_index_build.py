@@ -1,0 +1,301 @@
+"""The index build (issue 35, item 3): ``store.hnsw`` reaches the engine on the edge store and on a server and is
+read back from the collection's config; bad values are refused in one line; the plan prices the build (points ×
+CPU-seconds per point for the chosen parameters, growing as n^b), from the rate the last apply with the same
+parameters measured, else from the bench's figures, and says where it runs."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from helpers_index import Workspace
+from reindex import cost as costmod
+from reindex.config import load_config
+from reindex.errors import ConfigError
+from reindex.manifests import read_build_rate, write_build_rate
+from reindex.planner import build_rate_name
+from reindex.reports import plan_markdown, plan_text
+from reindex.stores.edge import open_reader
+from reindex.stores.opening import open_vector_store
+from reindex.stores.vectors import Point, VectorStoreError
+from reindex.usecases import backends, rates
+
+# 128 dims: a segment is sealed (and its graph built) past the engine's 2,000 KB indexing threshold, ~4,000 points.
+DIM = 128
+
+
+def _points(n: int) -> list[Point]:
+    vecs = np.random.default_rng(0).standard_normal((n, DIM)).astype(np.float32)
+    return [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, str(i))), vecs[i], {"doc_id": f"d{i // 10}"}) for i in range(n)]
+
+
+def _segment_graphs(folder: Path) -> set[tuple[int, int]]:
+    """(m, ef_construct) of every sealed segment's HNSW index, as the engine wrote its segment.json."""
+    out = set()
+    for seg in folder.glob("collections/c/gen-*/segments/*/segment.json"):
+        index = json.loads(seg.read_text())["config"]["vector_data"][""]["index"]
+        if index["type"] == "hnsw":
+            out.add((index["options"]["m"], index["options"]["ef_construct"]))
+    return out
+
+
+def test_store_hnsw_reaches_the_edge_engine_and_the_collection_reports_it(tmp_path: Path) -> None:
+    cfg_path = tmp_path / "reindex.yaml"
+    cfg_path.write_text(f"index: docs\nsource: ./c\nstore: {{path: {tmp_path / 'q'}, hnsw: {{m: 8, ef_construct: 40}}}}\n")
+    store = backends.vector_store_for(load_config(cfg_path))  # the config's way to the engine
+    store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
+    store.upsert("c", _points(6_000))
+    store.finish_bulk("c")
+    assert store.collection_info("c")["hnsw"] == {"m": 8, "ef_construct": 40}
+    store.swap_alias("docs", "c", None)
+    store.close()
+    # The graph the engine built: every sealed segment's index was made with these parameters.
+    assert _segment_graphs(tmp_path / "q") == {(8, 40)}
+    reader = open_reader(tmp_path / "q")
+    try:
+        assert reader.collection_info("docs")["hnsw"] == {"m": 8, "ef_construct": 40}
+    finally:
+        reader.close()
+    # Without the option: Qdrant's defaults, reported as such.
+    plain = open_vector_store(None, str(tmp_path / "plain"))
+    plain.create_collection("c", dimension=DIM, distance="cosine")
+    assert plain.collection_info("c")["hnsw"] == {"m": 16, "ef_construct": 100}
+    plain.close()
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("store: {hnsw: {m: 2}}", "reindex.yaml: store.hnsw.m: Value error, got 2; expected a whole number from 4 to 128"),
+    ("store: {hnsw: {m: 129}}", "reindex.yaml: store.hnsw.m: Value error, got 129; expected a whole number from 4 to 128"),
+    ("store: {hnsw: {ef_construct: 3}}",
+     "reindex.yaml: store.hnsw.ef_construct: Value error, got 3; expected a whole number from 4 to 4096"),
+    ("store: {hnsw: {ef_construct: 5000}}",
+     "reindex.yaml: store.hnsw.ef_construct: Value error, got 5000; expected a whole number from 4 to 4096"),
+    ("store: {hnsw: {m: 8.5}}", "reindex.yaml: store.hnsw.m: got 8.5; expected a whole number"),
+    ("store: {hnsw: {m: true}}", "reindex.yaml: store.hnsw.m: got true; expected a whole number"),
+    ("store: {hnsw: {ef: 64}}", "reindex.yaml: store.hnsw.ef: unknown field"),
+])
+def test_bad_hnsw_options_are_refused_in_one_line(tmp_path: Path, body: str, message: str) -> None:
+    p = tmp_path / "reindex.yaml"
+    p.write_text(f"index: docs\nsource: ./c\n{body}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(p)
+    assert str(info.value).replace(str(tmp_path) + "/", "") == message
+
+
+@pytest.mark.parametrize(("hnsw", "message"), [
+    ({"m": 2}, "store.hnsw.m: got 2; expected a whole number from 4 to 128"),
+    ({"ef_construct": "64"}, "store.hnsw.ef_construct: got '64'; expected a whole number from 4 to 4096"),
+    ({"m": 16, "ef": 64}, "store.hnsw.ef: unknown field; use m and ef_construct"),
+])
+def test_a_store_opened_without_a_config_checks_the_graph_parameters_too(tmp_path: Path, hnsw: dict,
+                                                                          message: str) -> None:
+    from qdrant_client import QdrantClient
+
+    from reindex.stores.qdrant import QdrantStore
+
+    with pytest.raises(VectorStoreError) as edge:
+        open_vector_store(None, str(tmp_path / "q"), hnsw=hnsw)
+    with pytest.raises(VectorStoreError) as server:
+        QdrantStore(QdrantClient(":memory:"), where="http://qdrant:6333", hnsw=hnsw)
+    assert str(edge.value) == str(server.value) == message
+
+
+# A server: qdrant-client over HTTP to a loopback server that keeps what each collection was created with and
+# reports it back in its collection info, as Qdrant does (no Qdrant server can run here; local mode ignores HNSW).
+
+
+class _Qdrant(http.server.BaseHTTPRequestHandler):
+    created: dict[str, dict] = {}
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _send(self, result: Any) -> None:
+        body = json.dumps({"result": result, "status": "ok", "time": 0.0}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_PUT(self) -> None:
+        name = self.path.split("?")[0].rsplit("/", 1)[-1]
+        self.created[name] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self._send(True)
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path == "/":
+            self._reply_raw({"title": "qdrant", "version": "1.20.0"})
+            return
+        if path == "/aliases":
+            self._send({"aliases": []})
+            return
+        if path == "/collections":
+            self._send({"collections": [{"name": n} for n in self.created]})
+            return
+        body = self.created[path.rsplit("/", 1)[-1]]
+        graph = {"m": 16, "ef_construct": 100, "full_scan_threshold": 10000, "max_indexing_threads": 0,
+                 **(body.get("hnsw_config") or {})}
+        self._send({
+            "status": "green", "optimizer_status": "ok", "indexed_vectors_count": 0, "points_count": 0,
+            "segments_count": 1, "payload_schema": {},
+            "config": {"params": {"vectors": body["vectors"], "shard_number": 1, "replication_factor": 1},
+                       "hnsw_config": graph,
+                       "optimizer_config": {"deleted_threshold": 0.2, "vacuum_min_vector_number": 1000,
+                                            "default_segment_number": 0, "indexing_threshold": 0,
+                                            "flush_interval_sec": 5, "max_optimization_threads": 1},
+                       "wal_config": {"wal_capacity_mb": 32, "wal_segments_ahead": 0}}})
+
+    def _reply_raw(self, value: dict) -> None:
+        body = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def qdrant_url() -> Iterator[str]:
+    _Qdrant.created = {}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Qdrant)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_store_hnsw_reaches_a_server_at_collection_creation_and_its_config_reports_it(tmp_path: Path,
+                                                                                      qdrant_url: str) -> None:
+    cfg_path = tmp_path / "reindex.yaml"
+    cfg_path.write_text(f"index: docs\nsource: ./c\nstore: {{url: '{qdrant_url}', hnsw: {{m: 24, ef_construct: 64}}}}\n")
+    store = backends.vector_store_for(load_config(cfg_path))
+    store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
+    assert _Qdrant.created["c"]["hnsw_config"] == {"m": 24, "ef_construct": 64}  # what went over the wire
+    assert store.collection_info("c")["hnsw"] == {"m": 24, "ef_construct": 64}
+    store.close()
+    plain = open_vector_store(qdrant_url, None)
+    plain.create_collection("d", dimension=DIM, distance="cosine")
+    assert "hnsw_config" not in _Qdrant.created["d"] or _Qdrant.created["d"]["hnsw_config"] == {"m": 16,
+                                                                                                "ef_construct": 100}
+    assert plain.collection_info("d")["hnsw"] == {"m": 16, "ef_construct": 100}
+    plain.close()
+
+
+# The price
+
+
+def test_the_build_price_grows_as_the_fitted_power_of_the_points_and_with_the_graph() -> None:
+    b = costmod.BUILD_EXPONENT
+    one = costmod.price_build(100_000, m=16, ef_construct=100, dimension=384, cpus=2)
+    two = costmod.price_build(200_000, m=16, ef_construct=100, dimension=384, cpus=2)
+    assert one.source == two.source == "default" and one.threads == 2
+    assert two.cpu_seconds / one.cpu_seconds == pytest.approx(2 ** b)
+    assert two.cpu_seconds_per_point > one.cpu_seconds_per_point  # faster than linearly
+    assert one.seconds == pytest.approx(one.cpu_seconds / 2)
+    assert costmod.price_build(100_000, m=16, ef_construct=100, dimension=384, cpus=64).threads == 8
+    cheaper = costmod.price_build(100_000, m=8, ef_construct=50, dimension=384)
+    assert cheaper.cpu_seconds == pytest.approx(one.cpu_seconds * 0.5 ** costmod.EF_EXPONENT * 0.5 ** costmod.M_EXPONENT)
+    assert costmod.price_build(100_000, m=16, ef_construct=100, dimension=768).cpu_seconds == \
+        pytest.approx(2 * one.cpu_seconds)
+    int8 = costmod.price_build(100_000, m=16, ef_construct=100, dimension=384, precision="int8")
+    assert int8.cpu_seconds < one.cpu_seconds
+    # From a measured build: its own CPU-seconds at its own size, grown by the same power.
+    rec = {"points": 50_000, "cpu_seconds": 40.0}
+    at = costmod.price_build(50_000, m=16, ef_construct=100, dimension=384, measured=rec)
+    assert (at.source, at.cpu_seconds) == ("apply", 40.0)
+    assert costmod.price_build(200_000, m=16, ef_construct=100, dimension=384, measured=rec).cpu_seconds == \
+        pytest.approx(40.0 * 4 ** b)
+    assert costmod.price_build(0, m=16, ef_construct=100, dimension=384).cpu_seconds == 0.0
+
+
+def _build(plan) -> dict:
+    return plan.body["cost"]["index_build"]
+
+
+def test_the_plan_prices_the_build_from_the_recorded_rate_of_the_same_parameters(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    first = _build(ws.plan()[0])
+    points = first["points"]
+    assert points == ws.plan()[0].body["work"]["chunks_new"] > 0
+    assert first["source"] == "default" and first["runs"] == "apply" and first["measured"] is None
+    assert first["params"] == {"m": 16, "ef_construct": 100, "precision": "float32", "dimension": 384}
+    assert first["cpu_seconds"] == pytest.approx(
+        costmod.default_build_cpu(points, m=16, ef_construct=100, dimension=384), abs=1e-3)
+    # A build measured with these parameters: the plan follows it, grown from its size to the plan's.
+    name = build_rate_name(ws.cfg())
+    assert name == "edge-384d-float32-m16-ef100"
+    write_build_rate(ws.state(), name, {"points": 1_000, "cpu_seconds": 3.0, "seconds": 2.0, "at": 1_790_000_000.0,
+                                        "plan_hash": "f" * 32, "load": 1.5, "cpus": 2})
+    measured = _build(ws.plan()[0])
+    assert measured["source"] == "apply" and measured["measured"]["points"] == 1_000
+    assert measured["cpu_seconds"] == pytest.approx(3.0 * (points / 1_000) ** costmod.BUILD_EXPONENT, abs=1e-3)
+    assert measured["cpu_seconds"] != pytest.approx(first["cpu_seconds"], rel=0.05)
+    # Other graph parameters: that record is not theirs; the bench's figures for m 8, priced lower.
+    ws.write_config(extra="store: {hnsw: {m: 8, ef_construct: 64}}\n")
+    other = _build(ws.plan()[0])
+    assert other["source"] == "default" and other["params"]["m"] == 8 and other["params"]["ef_construct"] == 64
+    assert other["cpu_seconds"] == pytest.approx(
+        costmod.default_build_cpu(points, m=8, ef_construct=64, dimension=384), abs=1e-3)
+    assert other["cpu_seconds"] < first["cpu_seconds"]
+
+
+def test_an_apply_records_its_build_and_the_next_plan_prices_with_it(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rates, "MIN_POINTS_TO_MEASURE_BUILD", 10)  # the sample's 186 points are enough here
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    r = ws.apply(path)
+    build = r.report["index_build"]
+    assert build["points"] == plan.body["work"]["chunks_new"] and build["cpu_seconds"] > 0
+    rec = read_build_rate(ws.state(), "edge-384d-float32-m16-ef100")
+    assert rec == build["recorded"] and rec["points"] == build["points"] and rec["cpu_seconds"] == build["cpu_seconds"]
+    assert {"load", "cpus", "machine", "at", "seconds"} <= rec.keys()
+    again = _build(ws.plan()[0])
+    assert again["source"] == "apply" and again["measured"]["plan_hash"] == plan.plan_hash
+    assert again["cpu_seconds"] == pytest.approx(rec["cpu_seconds"] * (again["points"] / rec["points"])
+                                                 ** costmod.BUILD_EXPONENT, abs=1e-3)
+
+
+def test_a_small_apply_records_no_build_rate(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    _, path = ws.plan()
+    r = ws.apply(path)
+    assert r.report["index_build"]["recorded"] is None  # 186 points: below MIN_POINTS_TO_MEASURE_BUILD
+    assert read_build_rate(ws.state(), "edge-384d-float32-m16-ef100") is None
+
+
+def test_a_server_store_prices_the_build_on_the_server_and_local_mode_builds_none(tmp_path: Path,
+                                                                                qdrant_url: str) -> None:
+    ws = Workspace(tmp_path / "ws", extra=f"store: {{url: '{qdrant_url}'}}\n")
+    b = _build(ws.plan()[0])
+    assert (b["runs"], b["source"], b["threads"]) == ("server", "default", costmod.MAX_INDEXING_THREADS)
+    assert b["cpu_seconds"] > 0 and b["seconds"] == pytest.approx(b["cpu_seconds"] / 8, abs=1e-3)
+    local = Workspace(tmp_path / "local", extra="store: {backend: local}\n")
+    assert (_build(local.plan()[0])["source"], _build(local.plan()[0])["cpu_seconds"]) == ("none", 0.0)
+
+
+def test_every_form_of_the_plan_shows_the_build_beside_the_embedding_hours(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    b = _build(plan)
+    text = plan_text(plan, str(path))
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("index build:"))
+    assert f"{b['points']:,} points ×" in line and "in apply" in line and "m 16, ef_construct 100" in line
+    assert "the bench's figures" in line
+    assert text.index("tokens to embed:") < text.index("index build:")
+    md = plan_markdown(plan)
+    assert "| Index build |" in md and md.index("| Wall clock |") < md.index("| Index build |")
+    assert plan.summary()["index_build"] == b
+    assert any(k == "index build hours" for k, _ in plan.numbers.rows())
