@@ -50,6 +50,8 @@ def variants() -> dict[str, dict]:
         "m 8": {"m": 8},
         "m 8, ef_construct 64": {"m": 8, "ef": 64},
         "m 24, ef_construct 64": {"m": 24, "ef": 64},
+        "m 24, ef_construct 48": {"m": 24, "ef": 48},
+        "m 32, ef_construct 64": {"m": 32, "ef": 64},
         "1 indexing thread": {"threads": 1},
         "segment target 2": {"segments": 2},
         "segment target 16": {"segments": 16},
@@ -110,12 +112,14 @@ def exact_top(shard, queries: np.ndarray, k: int = 10) -> list[set]:
                                                        params=qe.SearchParams(exact=True)))} for q in queries]
 
 
-def recall(shard, queries: np.ndarray, truth: list[set], k: int = 10) -> tuple[float, float]:
-    """(recall@k of the default search against ``truth``, p50 ms of those searches)."""
+def recall(shard, queries: np.ndarray, truth: list[set], k: int = 10, ef: int | None = None) -> tuple[float, float]:
+    """(recall@k against ``truth`` of the search with ``hnsw_ef`` ``ef`` (None: the engine's default, which is the
+    graph's ef_construct), p50 ms of those searches)."""
     hit, times = 0, []
+    params = qe.SearchParams(hnsw_ef=ef) if ef is not None else None
     for q, exact in zip(queries, truth):
         t0 = time.perf_counter()
-        approx = {p.id for p in shard.query(qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist())))}
+        approx = {p.id for p in shard.query(qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist()), params=params))}
         times.append((time.perf_counter() - t0) * 1000)
         hit += len(approx & exact)
     return hit / (k * len(queries)), float(np.percentile(times, 50))
@@ -157,7 +161,10 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--json-out", type=Path, default=None, help="write the rows as JSON here too (after each variant)")
-    ap.add_argument("--only", default="", help="comma-separated: run the variants whose name contains one of these (default: all)")
+    ap.add_argument("--search-ef", default="", help="comma-separated hnsw_ef values: each variant's recall and p50 "
+                    "are also measured searching with them (the default search uses ef = the graph's ef_construct)")
+    ap.add_argument("--only", default="", help="semicolon-separated: run the variants named so, or whose name contains "
+                    "one of these (default: all)")
     ap.add_argument("--data", choices=("random", "lowrank"), default="random",
                     help="random: i.i.d. Gaussian (the hash embedder; the hardest case for HNSW); lowrank: a 32-dim "
                     "Gaussian projected to 384 dims plus 5 %% noise (closer to a text model's embeddings)")
@@ -194,12 +201,13 @@ def main() -> None:
     rows, truth = [], None
     try:
         for i, (name, v) in enumerate(variants().items()):
-            if not any(part in name for part in args.only.split(",")):
+            if not any(part == name or (part not in variants() and part in name) for part in args.only.split(";")):
                 continue
             r = build(base / str(i), vecs, ids, v)
             if truth is None:  # exact search is the same on every variant's points (float32 originals)
                 truth = exact_top(r["shard"], queries)
             rec, p50 = recall(r["shard"], queries, truth)
+            by_ef = {int(ef): recall(r["shard"], queries, truth, ef=int(ef)) for ef in args.search_ef.split(",") if ef}
             segments = int(r["shard"].info().segments_count)
             r["shard"].close()
             shutil.rmtree(base / str(i), ignore_errors=True)
@@ -207,11 +215,14 @@ def main() -> None:
             row = {"variant": name, "points": args.points, "data": args.data, "params": {**BASE, **v},
                    "upsert_cpu": round(r["upsert_cpu"], 3), "build_cpu": round(r["build_cpu"], 3),
                    "build_wall": round(r["build_wall"], 3), "segments": segments, "recall_at_10": round(rec, 4),
-                   "search_p50_ms": round(p50, 3), "load": round(os.getloadavg()[0], 2)}
+                   "search_p50_ms": round(p50, 3), "load": round(os.getloadavg()[0], 2),
+                   "search_ef": {ef: {"recall_at_10": round(a, 4), "p50_ms": round(b, 3)} for ef, (a, b) in by_ef.items()}}
             rows.append(row)
             print(f"| {name} | {args.points / r['upsert_cpu']:,.0f} | {r['build_cpu']:,.1f} | "
                   f"{1000 * r['build_cpu'] / args.points:.3f} | {r['build_wall']:.1f} | {segments} | {rec:.3f} | "
-                  f"{p50:.2f} | {r['build_cpu'] / first:.2f}x |", flush=True)
+                  f"{p50:.2f} | {r['build_cpu'] / first:.2f}x |"
+                  + "".join(f" search ef {ef}: recall {a:.3f}, p50 {b:.2f} ms |" for ef, (a, b) in by_ef.items()),
+                  flush=True)
             if args.json_out:
                 args.json_out.write_text(json.dumps(rows, indent=1) + "\n")
     finally:

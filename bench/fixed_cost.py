@@ -7,7 +7,7 @@ Builds one workspace with this tree (plan, apply, cutover), then runs each comma
 each ``--src`` tree on PYTHONPATH (default: this tree's ``src``; pass ``/work/main/src`` too to compare),
 each tree copied into the bench's folder and byte-compiled there first, as an installed package is
 (``compileall``; ``--source-only``: no bytecode and ``PYTHONDONTWRITEBYTECODE=1``, every module compiled from
-source in every run: ~0.2 CPU-s more, measured here; our machines set that variable, so a bare run of a
+source in every run: 0.06–0.14 CPU-s more per command, measured here; our machines set that variable, so a bare run of a
 checkout pays it),
 interleaved, and prints the median CPU-s per command and tree, with the 1-minute load average before and after
 each command (CPU-seconds move less with the load than wall seconds, but not nothing: caches, frequency). Target

@@ -197,6 +197,11 @@ def apply_text(r: Any) -> str:
     m = (rep.get("throughput") or {}).get("recorded")
     if m:
         lines.append(f"  embedding throughput {throughput_text(m)}: recorded, the next plan of this model uses it")
+    b = rep.get("index_build")
+    if b:
+        kept = ("recorded, the next plan with these graph parameters prices its build from it" if b.get("recorded")
+                else "too small to record as the build's rate")
+        lines.append(f"  index build: {b['points']:,} points in {b['cpu_seconds']:g} CPU-s ({b['seconds']:g} s): {kept}")
     if rep["catch_up"]["documents"]:
         lines.append(f"  catch-up replayed {rep['catch_up']['documents']} documents that changed during the build")
     for f in rep["failures"][:10]:
