@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -112,17 +113,21 @@ def exact_top(shard, queries: np.ndarray, k: int = 10) -> list[set]:
                                                        params=qe.SearchParams(exact=True)))} for q in queries]
 
 
-def recall(shard, queries: np.ndarray, truth: list[set], k: int = 10, ef: int | None = None) -> tuple[float, float]:
+def recall(shard, queries: np.ndarray, truth: list[set], k: int = 10, ef: int | None = None) -> tuple[float, float, float]:
     """(recall@k against ``truth`` of the search with ``hnsw_ef`` ``ef`` (None: the engine's default, which is the
-    graph's ef_construct), p50 ms of those searches)."""
+    graph's ef_construct), p50 ms of those searches, CPU ms per search: the process's CPU over all of them, which
+    a loaded box moves less than the wall p50)."""
     hit, times = 0, []
     params = qe.SearchParams(hnsw_ef=ef) if ef is not None else None
-    for q, exact in zip(queries, truth):
+    requests = [qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist()), params=params) for q in queries]
+    c0 = time.process_time()
+    for request, exact in zip(requests, truth):
         t0 = time.perf_counter()
-        approx = {p.id for p in shard.query(qe.QueryRequest(limit=k, query=qe.Query.Nearest(q.tolist()), params=params))}
+        approx = {p.id for p in shard.query(request)}
         times.append((time.perf_counter() - t0) * 1000)
         hit += len(approx & exact)
-    return hit / (k * len(queries)), float(np.percentile(times, 50))
+    cpu_ms = (time.process_time() - c0) * 1000 / len(requests)
+    return hit / (k * len(queries)), float(np.percentile(times, 50)), cpu_ms
 
 
 #: Search-time variants for an int8 population (``--rescore``): qdrant-edge's QuantizationSearchParams.
@@ -157,7 +162,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rescore", action="store_true",
                     help="build the int8 variant only and compare its search-time parameters (rescore, oversampling)")
-    ap.add_argument("--points", type=int, default=20_000)
+    ap.add_argument("--points", default="20000", help="points per build; comma-separated sizes run every variant at "
+                    "each (smaller sets are prefixes of the largest) and fit the build's growth exponent")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--json-out", type=Path, default=None, help="write the rows as JSON here too (after each variant)")
@@ -169,6 +175,8 @@ def main() -> None:
                     help="random: i.i.d. Gaussian (the hash embedder; the hardest case for HNSW); lowrank: a 32-dim "
                     "Gaussian projected to 384 dims plus 5 %% noise (closer to a text model's embeddings)")
     args = ap.parse_args()
+    sizes = sorted(int(x) for x in str(args.points).split(","))
+    args.points = sizes[-1]
     rng = np.random.default_rng(0)
     if args.data == "random":
         vecs = rng.standard_normal((args.points, DIM)).astype(np.float32)
@@ -180,7 +188,6 @@ def main() -> None:
         vecs, queries = both[:args.points].astype(np.float32), both[args.points:].astype(np.float32)
     ids = [str(uuid.uuid5(uuid.NAMESPACE_URL, str(i))) for i in range(args.points)]
     base = Path(tempfile.mkdtemp(prefix="build-params-", dir=args.dir))
-    first = None
     if args.rescore:
         folder = base / "int8"
         try:
@@ -194,39 +201,64 @@ def main() -> None:
         finally:
             shutil.rmtree(base, ignore_errors=True)
         return
-    print(f"load {os.getloadavg()[0]:.1f} at start, {os.cpu_count()} CPUs")
-    print(f"| variant ({args.points:,} {args.data} points, 384 dims) | upsert points/CPU-s | build CPU-s | "
-          "build ms CPU/point | build wall s | segments | recall@10 | search p50 ms | build CPU vs first row |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    rows, truth = [], None
+    rows: list[dict] = []
     try:
-        for i, (name, v) in enumerate(variants().items()):
-            if not any(part == name or (part not in variants() and part in name) for part in args.only.split(";")):
-                continue
-            r = build(base / str(i), vecs, ids, v)
-            if truth is None:  # exact search is the same on every variant's points (float32 originals)
-                truth = exact_top(r["shard"], queries)
-            rec, p50 = recall(r["shard"], queries, truth)
-            by_ef = {int(ef): recall(r["shard"], queries, truth, ef=int(ef)) for ef in args.search_ef.split(",") if ef}
-            segments = int(r["shard"].info().segments_count)
-            r["shard"].close()
-            shutil.rmtree(base / str(i), ignore_errors=True)
-            first = first or r["build_cpu"]
-            row = {"variant": name, "points": args.points, "data": args.data, "params": {**BASE, **v},
-                   "upsert_cpu": round(r["upsert_cpu"], 3), "build_cpu": round(r["build_cpu"], 3),
-                   "build_wall": round(r["build_wall"], 3), "segments": segments, "recall_at_10": round(rec, 4),
-                   "search_p50_ms": round(p50, 3), "load": round(os.getloadavg()[0], 2),
-                   "search_ef": {ef: {"recall_at_10": round(a, 4), "p50_ms": round(b, 3)} for ef, (a, b) in by_ef.items()}}
-            rows.append(row)
-            print(f"| {name} | {args.points / r['upsert_cpu']:,.0f} | {r['build_cpu']:,.1f} | "
-                  f"{1000 * r['build_cpu'] / args.points:.3f} | {r['build_wall']:.1f} | {segments} | {rec:.3f} | "
-                  f"{p50:.2f} | {r['build_cpu'] / first:.2f}x |"
-                  + "".join(f" search ef {ef}: recall {a:.3f}, p50 {b:.2f} ms |" for ef, (a, b) in by_ef.items()),
-                  flush=True)
-            if args.json_out:
-                args.json_out.write_text(json.dumps(rows, indent=1) + "\n")
+        for points in sizes:  # smaller sets are prefixes of the largest: one distribution, one set of queries
+            table(points, vecs[:points], ids[:points], queries, base, args, rows)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+    if len(sizes) > 1:
+        print("\nGrowth of the build's CPU between sizes, per variant: cpu(n2) / cpu(n1) = (n2 / n1)^b")
+        print("| variant | sizes | b |")
+        print("| --- | --- | ---: |")
+        for name in dict.fromkeys(r["variant"] for r in rows):
+            mine = [r for r in rows if r["variant"] == name]
+            for r1, r2 in zip(mine, mine[1:]):
+                b = math.log(r2["build_cpu"] / r1["build_cpu"]) / math.log(r2["points"] / r1["points"])
+                print(f"| {name} | {r1['points']:,} → {r2['points']:,} | {b:.3f} |")
+            if len(mine) > 2:
+                xs = [math.log(r["points"]) for r in mine]
+                ys = [math.log(r["build_cpu"]) for r in mine]
+                mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+                b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+                print(f"| {name} | least squares over {len(mine)} sizes | {b:.3f} |")
+
+
+def table(points: int, vecs: np.ndarray, ids: list[str], queries: np.ndarray, base: Path, args: argparse.Namespace,
+          rows: list[dict]) -> None:
+    """Build every selected variant on ``points`` points and print its row (and add it to ``rows``)."""
+    print(f"load {os.getloadavg()[0]:.1f} at start, {os.cpu_count()} CPUs")
+    print(f"| variant ({points:,} {args.data} points, 384 dims) | upsert points/CPU-s | build CPU-s | "
+          "build ms CPU/point | build wall s | segments | recall@10 | search p50 ms (CPU ms) | build CPU vs first row |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    truth, first = None, None
+    for i, (name, v) in enumerate(variants().items()):
+        if not any(part == name or (part not in variants() and part in name) for part in args.only.split(";")):
+            continue
+        r = build(base / str(i), vecs, ids, v)
+        if truth is None:  # exact search is the same on every variant's points (float32 originals)
+            truth = exact_top(r["shard"], queries)
+        rec, p50, cpu_ms = recall(r["shard"], queries, truth)
+        by_ef = {int(ef): recall(r["shard"], queries, truth, ef=int(ef)) for ef in args.search_ef.split(",") if ef}
+        segments = int(r["shard"].info().segments_count)
+        r["shard"].close()
+        shutil.rmtree(base / str(i), ignore_errors=True)
+        first = first or r["build_cpu"]
+        row = {"variant": name, "points": points, "data": args.data, "params": {**BASE, **v},
+               "upsert_cpu": round(r["upsert_cpu"], 3), "build_cpu": round(r["build_cpu"], 3),
+               "build_wall": round(r["build_wall"], 3), "segments": segments, "recall_at_10": round(rec, 4),
+               "search_p50_ms": round(p50, 3), "search_cpu_ms": round(cpu_ms, 3), "load": round(os.getloadavg()[0], 2),
+               "search_ef": {ef: {"recall_at_10": round(a, 4), "p50_ms": round(b, 3), "cpu_ms": round(c, 3)}
+                             for ef, (a, b, c) in by_ef.items()}}
+        rows.append(row)
+        print(f"| {name} | {points / r['upsert_cpu']:,.0f} | {r['build_cpu']:,.1f} | "
+              f"{1000 * r['build_cpu'] / points:.3f} | {r['build_wall']:.1f} | {segments} | {rec:.3f} | "
+              f"{p50:.2f} ({cpu_ms:.2f} CPU) | {r['build_cpu'] / first:.2f}x |"
+              + "".join(f" search ef {ef}: recall {a:.3f}, p50 {b:.2f} ms ({c:.2f} ms CPU) |"
+                        for ef, (a, b, c) in by_ef.items()),
+              flush=True)
+        if args.json_out:
+            args.json_out.write_text(json.dumps(rows, indent=1) + "\n")
     print(f"load {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -18,6 +18,7 @@ import pytest
 from helpers_index import Workspace
 from reindex import cost as costmod
 from reindex.config import load_config
+from reindex.domain import HNSW_DEFAULTS
 from reindex.errors import ConfigError
 from reindex.manifests import read_build_rate, write_build_rate
 from reindex.planner import build_rate_name
@@ -79,7 +80,8 @@ def test_store_hnsw_reaches_the_edge_engine_and_the_collection_reports_it(tmp_pa
      "reindex.yaml: store.hnsw.ef_construct: Value error, got 5000; expected a whole number from 4 to 4096"),
     ("store: {hnsw: {m: 8.5}}", "reindex.yaml: store.hnsw.m: got 8.5; expected a whole number"),
     ("store: {hnsw: {m: true}}", "reindex.yaml: store.hnsw.m: got true; expected a whole number"),
-    ("store: {hnsw: {ef: 64}}", "reindex.yaml: store.hnsw.ef: unknown field"),
+    ("store: {hnsw: {ef: 2}}", "reindex.yaml: store.hnsw.ef: Value error, got 2; expected a whole number from 4 to 4096"),
+    ("store: {hnsw: {efconstruct: 64}}", "reindex.yaml: store.hnsw.efconstruct: unknown field"),
 ])
 def test_bad_hnsw_options_are_refused_in_one_line(tmp_path: Path, body: str, message: str) -> None:
     p = tmp_path / "reindex.yaml"
@@ -92,7 +94,8 @@ def test_bad_hnsw_options_are_refused_in_one_line(tmp_path: Path, body: str, mes
 @pytest.mark.parametrize(("hnsw", "message"), [
     ({"m": 2}, "store.hnsw.m: got 2; expected a whole number from 4 to 128"),
     ({"ef_construct": "64"}, "store.hnsw.ef_construct: got '64'; expected a whole number from 4 to 4096"),
-    ({"m": 16, "ef": 64}, "store.hnsw.ef: unknown field; use m and ef_construct"),
+    ({"ef": 5000}, "store.hnsw.ef: got 5000; expected a whole number from 4 to 4096"),
+    ({"m": 16, "efconstruct": 64}, "store.hnsw.efconstruct: unknown field; use m, ef_construct and ef"),
 ])
 def test_a_store_opened_without_a_config_checks_the_graph_parameters_too(tmp_path: Path, hnsw: dict,
                                                                           message: str) -> None:
@@ -113,6 +116,7 @@ def test_a_store_opened_without_a_config_checks_the_graph_parameters_too(tmp_pat
 
 class _Qdrant(http.server.BaseHTTPRequestHandler):
     created: dict[str, dict] = {}
+    searched: list[dict] = []
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -124,6 +128,10 @@ class _Qdrant(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def do_POST(self) -> None:  # a query: recorded, answered with no points
+        self.searched.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self._send({"points": []})
 
     def do_PUT(self) -> None:
         name = self.path.split("?")[0].rsplit("/", 1)[-1]
@@ -165,7 +173,7 @@ class _Qdrant(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def qdrant_url() -> Iterator[str]:
-    _Qdrant.created = {}
+    _Qdrant.created, _Qdrant.searched = {}, []
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Qdrant)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -179,18 +187,56 @@ def qdrant_url() -> Iterator[str]:
 def test_store_hnsw_reaches_a_server_at_collection_creation_and_its_config_reports_it(tmp_path: Path,
                                                                                       qdrant_url: str) -> None:
     cfg_path = tmp_path / "reindex.yaml"
-    cfg_path.write_text(f"index: docs\nsource: ./c\nstore: {{url: '{qdrant_url}', hnsw: {{m: 24, ef_construct: 64}}}}\n")
+    cfg_path.write_text(f"index: docs\nsource: ./c\nstore: {{url: '{qdrant_url}', hnsw: {{m: 24, ef_construct: 64, "
+                        "ef: 80}}\n")
     store = backends.vector_store_for(load_config(cfg_path))
     store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
     assert _Qdrant.created["c"]["hnsw_config"] == {"m": 24, "ef_construct": 64}  # what went over the wire
     assert store.collection_info("c")["hnsw"] == {"m": 24, "ef_construct": 64}
+    store.query("c", np.ones(DIM, np.float32), limit=3)
+    assert _Qdrant.searched[-1]["params"]["hnsw_ef"] == 80  # every search asks for store.hnsw.ef candidates
     store.close()
-    plain = open_vector_store(qdrant_url, None)
+    plain = open_vector_store(qdrant_url, None)  # no config: reindex's defaults, sent as such
     plain.create_collection("d", dimension=DIM, distance="cosine")
-    assert "hnsw_config" not in _Qdrant.created["d"] or _Qdrant.created["d"]["hnsw_config"] == {"m": 16,
-                                                                                                "ef_construct": 100}
-    assert plain.collection_info("d")["hnsw"] == {"m": 16, "ef_construct": 100}
+    want = {k: HNSW_DEFAULTS[k] for k in ("m", "ef_construct")}
+    assert _Qdrant.created["d"]["hnsw_config"] == want and plain.collection_info("d")["hnsw"] == want
+    plain.query("d", np.ones(DIM, np.float32), limit=3)
+    assert _Qdrant.searched[-1]["params"]["hnsw_ef"] == HNSW_DEFAULTS["ef"]
     plain.close()
+
+
+def test_store_hnsw_ef_is_what_every_search_considers(tmp_path: Path) -> None:
+    """A poor graph (m 4, ef_construct 8) on 25,000 random 128-dim points, one segment over the engine's full-scan
+    threshold (10 MB), searched by a writer and by readers with 4 and 256 candidates: more candidates find more of
+    the exact top 10; null searches with the graph's ef_construct."""
+    n = 25_000
+    rng = np.random.default_rng(1)
+    vecs = rng.standard_normal((n, DIM)).astype(np.float32)
+    ids = [str(uuid.uuid5(uuid.NAMESPACE_URL, str(i))) for i in range(n)]
+    queries = rng.standard_normal((30, DIM)).astype(np.float32)
+    unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    truth = [{ids[i] for i in np.argsort(-(unit @ q))[:10]} for q in queries]
+
+    def recall(store: Any, name: str) -> float:
+        return sum(len(t & {h.id for h in store.query(name, q, limit=10)}) for q, t in zip(queries, truth)) / 300
+
+    writer = open_vector_store(None, str(tmp_path / "q"), hnsw={"m": 4, "ef_construct": 8, "ef": 4})
+    writer.create_collection("c", dimension=DIM, distance="cosine", bulk=True)
+    writer.upsert("c", [Point(ids[i], vecs[i], {"doc_id": "d"}) for i in range(n)])
+    writer.finish_bulk("c")
+    writer.swap_alias("a", "c", None)
+    few = recall(writer, "a")
+    writer.close()
+    got = {}
+    for ef in (4, 256, None):
+        reader = open_reader(tmp_path / "q", ef=ef)
+        try:
+            got[ef] = recall(reader, "a")
+        finally:
+            reader.close()
+    assert got[4] == few
+    assert got[256] > got[4] + 0.05, got
+    assert got[None] < got[256] - 0.05, got  # the engine's default: ef_construct 8
 
 
 # The price

@@ -128,27 +128,28 @@ class PayloadConfig(_OpModel):
 
 
 class HnswConfig(_OpModel):
-    """The HNSW graph of the populations created from now on (edge store and server; Qdrant's defaults)."""
+    """The HNSW index of the populations created from now on, and of every search (edge store and server)."""
 
-    m: int = Field(HNSW_DEFAULTS["m"], strict=True, description="Links per point in the graph (4-128; Qdrant's default 16). Fewer: "
-                   "a cheaper build and a smaller index, lower recall. Changes recall, not the vectors: in no id.")
+    m: int = Field(HNSW_DEFAULTS["m"], strict=True, description="Links per point in the graph (4-128; Qdrant's "
+                   "default 16). More: a larger graph, more CPU per search, higher recall. Changes recall and "
+                   "cost, not the vectors: in no id; a live population keeps the graph it was built with.")
     ef_construct: int = Field(
-        HNSW_DEFAULTS["ef_construct"], strict=True, description="Candidates considered per point while the graph is built (4-4096; Qdrant's "
-        "default 100). Lower: a cheaper build (the plan prices it), lower recall. Changes recall, not the vectors: "
-        "in no id.")
+        HNSW_DEFAULTS["ef_construct"], strict=True, description="Candidates considered per point while the graph is "
+        "built (4-4096; Qdrant's default 100). Lower: a cheaper build (the plan prices it), lower recall. Changes "
+        "recall and cost, not the vectors: in no id; a live population keeps the graph it was built with.")
+    ef: int | None = Field(
+        HNSW_DEFAULTS["ef"], strict=True, description="Candidates each search considers (4-4096; hnsw_ef): readers, "
+        "`reindex query` and the cutover's evaluation search with it, whatever graph a population has. Higher: "
+        "higher recall, more CPU per search. null: the engine's default, the graph's own ef_construct. Search time "
+        "only: nothing is rebuilt.")
 
-    @field_validator("m", "ef_construct")
+    @field_validator("m", "ef_construct", "ef")
     @classmethod
-    def _in_range(cls, value: int, info: ValidationInfo) -> int:
-        problem = hnsw_problem(str(info.field_name), value)
+    def _in_range(cls, value: int | None, info: ValidationInfo) -> int | None:
+        problem = None if value is None else hnsw_problem(str(info.field_name), value)
         if problem:
             raise ValueError(problem)
         return value
-
-    @property
-    def key(self) -> str:
-        """The parameters as one name (``m16-ef100``): what a measured build rate is recorded under."""
-        return f"m{self.m}-ef{self.ef_construct}"
 
 
 class StoreConfig(_OpModel):
@@ -178,9 +179,10 @@ class StoreConfig(_OpModel):
     )
     hnsw: HnswConfig = Field(
         default_factory=HnswConfig,
-        description="The HNSW graph built for populations created from now on: {m, ef_construct}. Neither half: "
-        "it changes recall and the build's cost (the plan prices the build with it), not the vectors; a live "
-        "population keeps the graph it was built with. Ignored by store.backend local (brute-force search).")
+        description="The HNSW index: {m, ef_construct} of the graph built for populations created from now on, ef of "
+        "every search. Neither half: it changes recall and cost (the plan prices the build with m and ef_construct), "
+        "not the vectors; a live population keeps the graph it was built with. Ignored by store.backend local "
+        "(brute-force search).")
     shard_number: int = Field(1, gt=0, strict=True, description="Collection shards (server/cluster only).")
     replication_factor: int = Field(1, gt=0, strict=True, description="Replicas per shard (cluster only).")
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from reindex.domain import HNSW_DEFAULTS
 from reindex.stores.vectors import VectorStore, VectorStoreError
 
 __all__ = ["BACKENDS", "QUANTIZATIONS", "REGISTRY", "Capabilities", "StoreBackend", "backend_for",
@@ -95,19 +96,20 @@ def _edge(store: Any, folder: str | None) -> VectorStore:
                            hnsw=_hnsw(store))
 
 
-def _hnsw(store: Any) -> dict[str, int] | None:
-    """``store.hnsw`` as the backends take it: ``{m, ef_construct}`` (a config's section or a plain mapping), or
-    None (the engine's defaults)."""
+def _hnsw(store: Any) -> dict[str, int | None] | None:
+    """``store.hnsw`` as the backends take it: ``{m, ef_construct, ef}`` (a config's section or a plain mapping), or
+    None (reindex's defaults)."""
     hnsw = getattr(store, "hnsw", None)
     if hnsw is None or isinstance(hnsw, dict):
         return hnsw
-    return {"m": hnsw.m, "ef_construct": hnsw.ef_construct}
+    return {"m": hnsw.m, "ef_construct": hnsw.ef_construct, "ef": hnsw.ef}
 
 
 def _edge_reader(store: Any, folder: str | None) -> VectorStore:
     from reindex.stores.edge import open_reader
 
-    return open_reader(_folder(folder), oversampling=store.oversampling)  # type: ignore[return-value]
+    return open_reader(_folder(folder), oversampling=store.oversampling,  # type: ignore[return-value]
+                       ef=(_hnsw(store) or {}).get("ef", HNSW_DEFAULTS["ef"]))
 
 
 def _local(store: Any, folder: str | None) -> VectorStore:
@@ -185,23 +187,24 @@ class _Store:
     backend: str = "edge"
     quantization: str = "none"
     oversampling: float | None = None
-    hnsw: dict[str, int] | None = None
+    hnsw: dict[str, int | None] | None = None
 
 
 def open_vector_store(
     url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge", *,
-    quantization: str = "none", oversampling: float | None = None, hnsw: dict[str, int] | None = None,
+    quantization: str = "none", oversampling: float | None = None, hnsw: dict[str, int | None] | None = None,
 ) -> VectorStore:
     """A store on the Qdrant server at ``url``; else embedded in the folder ``path`` (created if missing):
     ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode). ``hnsw``:
-    ``{m, ef_construct}`` of the graphs of the collections it creates (None: Qdrant's defaults)."""
+    ``{m, ef_construct}`` of the graphs of the collections it creates and ``ef`` of its searches (None or a missing
+    key: reindex's defaults, :data:`reindex.domain.HNSW_DEFAULTS`)."""
     return backend_for(_Store(url, path, api_key_env, backend, quantization, oversampling, hnsw)).open()
 
 
 def open_vector_reader(
     url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge", *,
-    oversampling: float | None = None,
+    oversampling: float | None = None, ef: int | None = HNSW_DEFAULTS["ef"],
 ) -> VectorStore:
     """A store for a process that only reads (search by alias) while another process may write; refused for a
     backend without readers beside a writer (local mode), saying what to do instead."""
-    return backend_for(_Store(url, path, api_key_env, backend, "none", oversampling)).open_reader()
+    return backend_for(_Store(url, path, api_key_env, backend, "none", oversampling, {"ef": ef})).open_reader()

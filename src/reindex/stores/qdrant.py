@@ -46,7 +46,7 @@ from qdrant_client.local.persistence import CollectionPersistence
 from qdrant_client.local.qdrant_local import QdrantLocal
 
 from reindex.atomic import fsync_dir
-from reindex.domain import HNSW_DEFAULTS
+from reindex.domain import QDRANT_HNSW
 from reindex.errors import TransientError
 from reindex.stores.vectors import (
     DOC_ID_FIELD,
@@ -100,11 +100,11 @@ _QUIET = (
 
 
 def server_store(url: str, api_key_env: str = "QDRANT_API_KEY", *, quantization: str = "none",
-                 oversampling: float | None = None, hnsw: Mapping[str, int] | None = None) -> QdrantStore:
+                 oversampling: float | None = None, hnsw: Mapping[str, int | None] | None = None) -> QdrantStore:
     """The store on the Qdrant server (or cluster) at ``url``; the API key from ``api_key_env`` if set;
     ``quantization`` ``int8``: new collections get scalar quantisation, originals on disk; ``oversampling``:
     searches rescore k × oversampling quantised candidates with the originals; ``hnsw``: ``{m, ef_construct}``
-    of the collections it creates (missing: the server's defaults)."""
+    of the collections it creates and ``ef`` of its searches (missing: reindex's defaults)."""
     client = QdrantClient(url=url, api_key=os.environ.get(api_key_env) or None, timeout=60)
     return QdrantStore(client, where=url, quantization=quantization, oversampling=oversampling, hnsw=hnsw)
 
@@ -290,10 +290,13 @@ class QdrantStore:
 
     def __init__(self, client: QdrantClient, *, where: str, folder: Path | None = None,
                  quantization: str = "none", oversampling: float | None = None,
-                 hnsw: Mapping[str, int] | None = None) -> None:
+                 hnsw: Mapping[str, int | None] | None = None) -> None:
         self._client = client
-        # The graph of the collections a server builds (local mode searches by brute force: none is sent).
-        self._hnsw = hnsw_params(hnsw) if hnsw is not None and folder is None else None
+        # The graph of the collections a server builds and the ef of its searches (local mode searches by brute force:
+        # none is sent).
+        graph = hnsw_params(hnsw)
+        self._hnsw = None if folder is not None else {"m": graph["m"], "ef_construct": graph["ef_construct"]}
+        self._ef = None if folder is not None else graph["ef"]
         self._oversampling = oversampling
         self._where = where
         self._int8 = quantization == "int8" and folder is None  # local mode has no quantisation
@@ -389,7 +392,7 @@ class QdrantStore:
             "replication_factor": info.config.params.replication_factor or 1,
             "status": str(getattr(info.status, "value", info.status)),
             "payload_indexes": sorted(info.payload_schema or {}),  # local mode ignores payload indexes: []
-            "hnsw": {"m": graph.m, "ef_construct": graph.ef_construct} if graph is not None else dict(HNSW_DEFAULTS),
+            "hnsw": {"m": graph.m, "ef_construct": graph.ef_construct} if graph is not None else dict(QDRANT_HNSW),
         }
 
     # points -----------------------------------------------------------------------------------
@@ -461,8 +464,9 @@ class QdrantStore:
         (payload path → value) are equality filters."""
         query = vector.tolist() if isinstance(vector, np.ndarray) else list(vector)
         with self._lock, _translate(f"query `{name}`"):
-            params = None if self._oversampling is None else models.SearchParams(
-                quantization=models.QuantizationSearchParams(rescore=True, oversampling=self._oversampling))
+            params = None if self._oversampling is None and self._ef is None else models.SearchParams(
+                hnsw_ef=self._ef, quantization=None if self._oversampling is None else models.QuantizationSearchParams(
+                    rescore=True, oversampling=self._oversampling))
             result = self._client.query_points(name, query=query, limit=limit, with_payload=True,
                                                query_filter=_equality_filter(doc_id, where), search_params=params)
         return [Hit(id=str(p.id), score=float(p.score), payload=p.payload or {}) for p in result.points]

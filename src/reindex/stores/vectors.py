@@ -18,15 +18,17 @@ from reindex.errors import VectorStoreError
 __all__ = ["DOC_ID_FIELD", "Hit", "NoStoreError", "Point", "VectorStore", "VectorStoreError", "equality_conditions",
            "hnsw_params", "one_line"]
 
-def hnsw_params(hnsw: Mapping[str, int] | None) -> dict[str, int]:
-    """The graph parameters ``{m, ef_construct}`` a store builds new collections with (None or a missing key:
-    Qdrant's defaults), checked: a bad value is a one-line :class:`VectorStoreError` naming the option."""
-    params = {**HNSW_DEFAULTS, **(hnsw or {})}
+def hnsw_params(hnsw: Mapping[str, int | None] | None) -> dict[str, int | None]:
+    """The HNSW parameters a store builds new collections with (``m``, ``ef_construct``) and searches with (``ef``;
+    None: the engine's default, the graph's ef_construct); a missing key (or ``hnsw`` None) takes reindex's default
+    (:data:`reindex.domain.HNSW_DEFAULTS`). Checked: a bad value is a one-line :class:`VectorStoreError` naming the
+    option."""
+    params: dict[str, int | None] = {**HNSW_DEFAULTS, **(hnsw or {})}
     unknown = sorted(set(params) - set(HNSW_DEFAULTS))
     if unknown:
-        raise VectorStoreError(f"store.hnsw.{unknown[0]}: unknown field; use {' and '.join(HNSW_DEFAULTS)}")
+        raise VectorStoreError(f"store.hnsw.{unknown[0]}: unknown field; use m, ef_construct and ef")
     for name, value in params.items():
-        problem = hnsw_problem(name, value)
+        problem = None if name == "ef" and value is None else hnsw_problem(name, value)
         if problem:
             raise VectorStoreError(f"store.hnsw.{name}: {problem}")
     return params

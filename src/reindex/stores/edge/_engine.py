@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from reindex.domain import HNSW_DEFAULTS
+from reindex.domain import QDRANT_HNSW
 from reindex.errors import TransientError
 from reindex.stores.edge._generations import Record
 from reindex.stores.vectors import Hit, Point, VectorStoreError, equality_conditions, hnsw_params, one_line
@@ -98,17 +98,17 @@ def load(path: Path) -> Any:
 
 
 def hnsw_of(folder: Path) -> dict[str, int]:
-    """The graph parameters the engine builds the shard in ``folder`` with, as it recorded them
-    (``edge_config.json``; a shard created without them uses Qdrant's defaults)."""
+    """The graph parameters (``m``, ``ef_construct``) the engine builds the shard in ``folder`` with, as it recorded
+    them (``edge_config.json``; a shard created without them, by an older reindex, has Qdrant's defaults)."""
     try:
         config = json.loads((folder / "edge_config.json").read_bytes()).get("hnsw_config") or {}
     except (OSError, ValueError):
         config = {}
-    return {name: int(config.get(name, default)) for name, default in HNSW_DEFAULTS.items()}
+    return {name: int(config.get(name, default)) for name, default in QDRANT_HNSW.items()}
 
 
 def create_shard(path: Path, *, dimension: int, distance: str, int8: bool,
-                 hnsw: Mapping[str, int] | None = None) -> Any:
+                 hnsw: Mapping[str, int | None] | None = None) -> Any:
     """A new, empty shard in ``path`` (WAL off: durable at each flush; readers in other processes may load it).
     ``int8``: the optimiser builds a 1-byte-per-dimension copy of each sealed segment's vectors, kept in RAM and
     searched first; the float32 originals stay on disk (mapped) and rescore the candidates. ``hnsw``: the graph's
@@ -116,6 +116,7 @@ def create_shard(path: Path, *, dimension: int, distance: str, int8: bool,
     quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True) \
         if int8 else None
     graph = hnsw_params(hnsw)
+    assert graph["m"] is not None and graph["ef_construct"] is not None
     config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=DISTANCES[distance],
                                                        on_disk=True if int8 else None),
                            quantization_config=quantization,
@@ -180,15 +181,18 @@ def count_points(shard: Any, doc_id: str | None) -> int:
     return int(shard.count(qe.CountRequest(exact=True, filter=_doc_filter(doc_id))))
 
 
-def search_params(oversampling: float | None) -> Any:
-    """Search parameters for ``oversampling`` (None: the engine's defaults). Quantised segments take
-    ``limit × oversampling`` candidates by their int8 copy and rescore them with the float32 originals;
-    unquantised segments ignore it."""
-    if oversampling is None:
+def search_params(oversampling: float | None, ef: int | None = None) -> Any:
+    """Search parameters for ``oversampling`` and the HNSW search's ``ef`` (None, None: the engine's defaults).
+    Quantised segments take ``limit × oversampling`` candidates by their int8 copy and rescore them with the float32
+    originals; unquantised segments ignore it. ``ef``: candidates an HNSW search considers (the engine's default is
+    the graph's ef_construct); segments searched by a full scan ignore it."""
+    if oversampling is None and ef is None:
         return None
-    if not oversampling >= 1.0:
+    if oversampling is not None and not oversampling >= 1.0:
         raise VectorStoreError(f"store.oversampling {oversampling!r}: must be at least 1")
-    return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=float(oversampling)))
+    quantization = None if oversampling is None else qe.QuantizationSearchParams(rescore=True,
+                                                                                 oversampling=float(oversampling))
+    return qe.SearchParams(hnsw_ef=ef, quantization=quantization)
 
 
 def query_points(shard: Any, vector: Sequence[float] | np.ndarray, limit: int, doc_id: str | None,

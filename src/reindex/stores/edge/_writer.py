@@ -83,11 +83,11 @@ class EdgeStore:
     embedded = True
 
     def __init__(self, root: Path, *, quantization: str = "none", oversampling: float | None = None,
-                 hnsw: Mapping[str, int] | None = None) -> None:
+                 hnsw: Mapping[str, int | None] | None = None) -> None:
         self._root = root
         self._int8 = quantization == "int8"
         self._hnsw = hnsw_params(hnsw)
-        self._params = engine.search_params(oversampling)
+        self._params = engine.search_params(oversampling, self._hnsw["ef"])
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
