@@ -1,21 +1,24 @@
 """The index build (issue 24 part 4, issue 35 item 3): qdrant-edge's bulk path for a new population, CPU-seconds and recall.
 
-    .venv/bin/python bench/build_params.py [--points 20000] [--queries 200] [--data lowrank] [--only NAMES]
-        [--dir FOLDER] [--json-out FILE]
+    .venv/bin/python bench/build_params.py [--points 20000[,100000,...]] [--queries 200] [--data lowrank]
+        [--only "NAME;NAME"] [--search-ef 100,128] [--dir FOLDER] [--json-out FILE]
 
 One set of N 384-dim vectors (``random``: i.i.d. Gaussian, what the hash embedder gives; ``lowrank``: a 32-dim
 Gaussian projected to 384 dims plus 5 % noise, closer to a text model's embeddings; ~200-byte payloads with a
 doc_id), upserted in batches of 1,000 into a fresh edge shard per variant, then ``optimize()`` (the HNSW build
 that ``EdgeStore.finish_bulk`` runs). Per variant: upsert points per CPU-second, build CPU-seconds (per point
 and points per CPU-second) and wall, the segments it left, top-10 recall against exact search
-(``SearchParams(exact=True)``) over the same queries, and the p50 of those searches. CPU is the process's
-(all engine threads).
+(``SearchParams(exact=True)``) over the same queries, and the p50 and CPU per search of those searches (Qdrant's
+default search considers ef = the graph's ef_construct candidates; ``--search-ef`` measures other values too).
+CPU is the process's (all engine threads). Several ``--points`` build every variant at each size (the smaller
+sets are prefixes of the largest) and print the build's growth exponent between sizes.
 
-Every variant starts from the shard reindex creates (``reindex.stores.edge._engine``: indexing threshold
-2,000 KB, segment target 8, Qdrant's HNSW defaults m 16 / ef_construct 100 / threads auto) and changes one or
-two things: ``m``, ``ef_construct``, the indexing threads, the segment target, the largest segment, int8
-scalar quantisation; one variant goes through reindex's own writer (``EdgeStore.upsert`` + ``finish_bulk``),
-one uses Qdrant's optimiser defaults (no segment target).
+Every variant starts from the shard reindex created until issue 35 (``reindex.stores.edge._engine``: indexing
+threshold 2,000 KB, segment target 8, Qdrant's HNSW defaults m 16 / ef_construct 100 / threads auto; the row
+"today") and changes one or two things: ``m``, ``ef_construct``, the indexing threads, the segment target, the
+largest segment, int8 scalar quantisation; one variant goes through reindex's own writer (``EdgeStore.upsert`` +
+``finish_bulk``, with reindex's defaults of the day: m 24, ef_construct 48 since issue 35), one uses Qdrant's
+optimiser defaults (no segment target).
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ import qdrant_edge as qe
 DIM = 384
 
 
-# reindex's shard (reindex.stores.edge._engine.create_shard): what every variant starts from.
+# The shard reindex created until issue 35 (reindex.stores.edge._engine.create_shard with Qdrant's graph, m 16 and
+# ef_construct 100): what every variant changes. reindex's defaults since are the variant "m 24, ef_construct 48"
+# searched with ef 100 (``--search-ef 100``).
 BASE = {"m": 16, "ef": 100, "threads": 0, "segments": 8, "threshold_kb": 2_000}
 
 
 def variants() -> dict[str, dict]:
     return {
-        "today (m 16, ef_construct 100, segment target 8)": {},
+        "today (m 16, ef_construct 100, segment target 8)": {},  # "today": before issue 35
         "ef_construct 80": {"ef": 80},
         "ef_construct 64": {"ef": 64},
         "ef_construct 32": {"ef": 32},
@@ -59,7 +64,8 @@ def variants() -> dict[str, dict]:
         "largest segment 50 k points": {"max_segment_kb": 50_000 * 384 * 4 // 1024},
         "Qdrant's optimiser defaults (no segment target)": {"segments": None},
         "int8 scalar quantisation, originals on disk": {"int8": True},
-        "reindex EdgeStore.upsert + finish_bulk": {"reindex": True},
+        "int8, m 24, ef_construct 48": {"int8": True, "m": 24, "ef": 48},
+        "reindex EdgeStore.upsert + finish_bulk": {"reindex": True},  # with reindex's defaults of the day
     }
 
 

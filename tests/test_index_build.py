@@ -64,10 +64,10 @@ def test_store_hnsw_reaches_the_edge_engine_and_the_collection_reports_it(tmp_pa
         assert reader.collection_info("docs")["hnsw"] == {"m": 8, "ef_construct": 40}
     finally:
         reader.close()
-    # Without the option: Qdrant's defaults, reported as such.
+    # Without the option: reindex's defaults, reported as the engine recorded them.
     plain = open_vector_store(None, str(tmp_path / "plain"))
     plain.create_collection("c", dimension=DIM, distance="cosine")
-    assert plain.collection_info("c")["hnsw"] == {"m": 16, "ef_construct": 100}
+    assert plain.collection_info("c")["hnsw"] == {"m": HNSW_DEFAULTS["m"], "ef_construct": HNSW_DEFAULTS["ef_construct"]}
     plain.close()
 
 
@@ -242,32 +242,44 @@ def test_store_hnsw_ef_is_what_every_search_considers(tmp_path: Path) -> None:
 # The price
 
 
-def test_the_build_price_grows_as_the_fitted_power_of_the_points_and_with_the_graph() -> None:
-    b = costmod.BUILD_EXPONENT
-    one = costmod.price_build(100_000, m=16, ef_construct=100, dimension=384, cpus=2)
-    two = costmod.price_build(200_000, m=16, ef_construct=100, dimension=384, cpus=2)
+def test_the_build_price_follows_the_bench_curve_and_the_graph() -> None:
+    d = HNSW_DEFAULTS
+    graph = {"m": d["m"], "ef_construct": d["ef_construct"], "dimension": 384}
+    # Through the bench's per-size figures exactly, faster than linearly between them.
+    for n, per_point in costmod.BUILD_CURVE:
+        assert costmod.price_build(n, **graph).cpu_seconds == pytest.approx(n * per_point)
+    one = costmod.price_build(100_000, **graph, cpus=2)
+    two = costmod.price_build(200_000, **graph, cpus=2)
     assert one.source == two.source == "default" and one.threads == 2
-    assert two.cpu_seconds / one.cpu_seconds == pytest.approx(2 ** b)
-    assert two.cpu_seconds_per_point > one.cpu_seconds_per_point  # faster than linearly
+    b = costmod.growth_exponent(200_000)
+    assert 1.1 < b < 1.4 and two.cpu_seconds / one.cpu_seconds == pytest.approx(2 ** b)
+    assert two.cpu_seconds_per_point > one.cpu_seconds_per_point
+    assert costmod.price_build(1_000_000, **graph).cpu_seconds == pytest.approx(
+        400_000 * costmod.BUILD_CURVE[-1][1] * 2.5 ** costmod.growth_exponent(400_000))  # past the curve: its last power
     assert one.seconds == pytest.approx(one.cpu_seconds / 2)
-    assert costmod.price_build(100_000, m=16, ef_construct=100, dimension=384, cpus=64).threads == 8
-    cheaper = costmod.price_build(100_000, m=8, ef_construct=50, dimension=384)
+    assert costmod.price_build(100_000, **graph, cpus=64).threads == 8
+    # The graph: cheaper with fewer links or candidates, by the fitted powers; int8 and the dimension.
+    cheaper = costmod.price_build(100_000, m=d["m"] // 2, ef_construct=d["ef_construct"] // 2, dimension=384)
     assert cheaper.cpu_seconds == pytest.approx(one.cpu_seconds * 0.5 ** costmod.EF_EXPONENT * 0.5 ** costmod.M_EXPONENT)
-    assert costmod.price_build(100_000, m=16, ef_construct=100, dimension=768).cpu_seconds == \
+    assert costmod.price_build(100_000, m=d["m"], ef_construct=d["ef_construct"], dimension=768).cpu_seconds == \
         pytest.approx(2 * one.cpu_seconds)
-    int8 = costmod.price_build(100_000, m=16, ef_construct=100, dimension=384, precision="int8")
-    assert int8.cpu_seconds < one.cpu_seconds
-    # From a measured build: its own CPU-seconds at its own size, grown by the same power.
+    int8 = costmod.price_build(100_000, **graph, precision="int8")
+    assert int8.cpu_seconds == pytest.approx(costmod.INT8_FACTOR * one.cpu_seconds)
+    # From a measured build: its own CPU-seconds at its own size, grown along the same curve.
     rec = {"points": 50_000, "cpu_seconds": 40.0}
-    at = costmod.price_build(50_000, m=16, ef_construct=100, dimension=384, measured=rec)
+    at = costmod.price_build(50_000, **graph, measured=rec)
     assert (at.source, at.cpu_seconds) == ("apply", 40.0)
-    assert costmod.price_build(200_000, m=16, ef_construct=100, dimension=384, measured=rec).cpu_seconds == \
-        pytest.approx(40.0 * 4 ** b)
-    assert costmod.price_build(0, m=16, ef_construct=100, dimension=384).cpu_seconds == 0.0
+    assert costmod.price_build(200_000, **graph, measured=rec).cpu_seconds == pytest.approx(
+        40.0 * costmod.curve_cpu(200_000) / costmod.curve_cpu(50_000))
+    assert costmod.price_build(0, **graph).cpu_seconds == 0.0
 
 
 def _build(plan) -> dict:
     return plan.body["cost"]["index_build"]
+
+
+def _key(m: int = HNSW_DEFAULTS["m"], ef_construct: int = HNSW_DEFAULTS["ef_construct"]) -> str:
+    return f"edge-384d-float32-m{m}-ef{ef_construct}"
 
 
 def test_the_plan_prices_the_build_from_the_recorded_rate_of_the_same_parameters(tmp_path: Path) -> None:
@@ -276,25 +288,25 @@ def test_the_plan_prices_the_build_from_the_recorded_rate_of_the_same_parameters
     points = first["points"]
     assert points == ws.plan()[0].body["work"]["chunks_new"] > 0
     assert first["source"] == "default" and first["runs"] == "apply" and first["measured"] is None
-    assert first["params"] == {"m": 16, "ef_construct": 100, "precision": "float32", "dimension": 384}
-    assert first["cpu_seconds"] == pytest.approx(
-        costmod.default_build_cpu(points, m=16, ef_construct=100, dimension=384), abs=1e-3)
-    # A build measured with these parameters: the plan follows it, grown from its size to the plan's.
+    d = HNSW_DEFAULTS
+    assert first["params"] == {"m": d["m"], "ef_construct": d["ef_construct"], "precision": "float32", "dimension": 384}
+    assert first["cpu_seconds_per_point"] == pytest.approx(costmod.default_build_cpu(
+        points, m=d["m"], ef_construct=d["ef_construct"], dimension=384) / points, rel=0.01)
+    # A build measured with these parameters: the plan follows it, grown along the curve from its size to the plan's.
     name = build_rate_name(ws.cfg())
-    assert name == "edge-384d-float32-m16-ef100"
-    write_build_rate(ws.state(), name, {"points": 1_000, "cpu_seconds": 3.0, "seconds": 2.0, "at": 1_790_000_000.0,
+    assert name == _key()
+    write_build_rate(ws.state(), name, {"points": 100, "cpu_seconds": 30.0, "seconds": 20.0, "at": 1_790_000_000.0,
                                         "plan_hash": "f" * 32, "load": 1.5, "cpus": 2})
     measured = _build(ws.plan()[0])
-    assert measured["source"] == "apply" and measured["measured"]["points"] == 1_000
-    assert measured["cpu_seconds"] == pytest.approx(3.0 * (points / 1_000) ** costmod.BUILD_EXPONENT, abs=1e-3)
-    assert measured["cpu_seconds"] != pytest.approx(first["cpu_seconds"], rel=0.05)
-    # Other graph parameters: that record is not theirs; the bench's figures for m 8, priced lower.
+    assert measured["source"] == "apply" and measured["measured"]["points"] == 100
+    assert measured["cpu_seconds"] == pytest.approx(30.0 * costmod.curve_cpu(points) / costmod.curve_cpu(100), rel=1e-3)
+    # Other graph parameters: that record is not theirs; the bench's figures for them, priced lower.
     ws.write_config(extra="store: {hnsw: {m: 8, ef_construct: 64}}\n")
     other = _build(ws.plan()[0])
     assert other["source"] == "default" and other["params"]["m"] == 8 and other["params"]["ef_construct"] == 64
-    assert other["cpu_seconds"] == pytest.approx(
-        costmod.default_build_cpu(points, m=8, ef_construct=64, dimension=384), abs=1e-3)
-    assert other["cpu_seconds"] < first["cpu_seconds"]
+    assert other["cpu_seconds_per_point"] == pytest.approx(
+        costmod.default_build_cpu(points, m=8, ef_construct=64, dimension=384) / points, rel=0.01)
+    assert other["cpu_seconds_per_point"] < 0.9 * first["cpu_seconds_per_point"]
 
 
 def test_an_apply_records_its_build_and_the_next_plan_prices_with_it(tmp_path: Path,
@@ -305,13 +317,16 @@ def test_an_apply_records_its_build_and_the_next_plan_prices_with_it(tmp_path: P
     r = ws.apply(path)
     build = r.report["index_build"]
     assert build["points"] == plan.body["work"]["chunks_new"] and build["cpu_seconds"] > 0
-    rec = read_build_rate(ws.state(), "edge-384d-float32-m16-ef100")
+    rec = read_build_rate(ws.state(), _key())
     assert rec == build["recorded"] and rec["points"] == build["points"] and rec["cpu_seconds"] == build["cpu_seconds"]
-    assert {"load", "cpus", "machine", "at", "seconds"} <= rec.keys()
+    assert {"load", "cpus", "machine", "at", "seconds", "m", "ef_construct"} <= rec.keys()
+    # A copy of the index twice the size: the next plan prices its build from the record, along the curve.
+    for f in sorted(ws.corpus.iterdir()):
+        (ws.corpus / f"copy-{f.name}").write_text(f.read_text() + "\ncopy\n")
     again = _build(ws.plan()[0])
     assert again["source"] == "apply" and again["measured"]["plan_hash"] == plan.plan_hash
-    assert again["cpu_seconds"] == pytest.approx(rec["cpu_seconds"] * (again["points"] / rec["points"])
-                                                 ** costmod.BUILD_EXPONENT, abs=1e-3)
+    assert again["cpu_seconds"] == pytest.approx(round(rec["cpu_seconds"] * costmod.curve_cpu(again["points"])
+                                                       / costmod.curve_cpu(rec["points"]), 3), abs=2e-3)
 
 
 def test_a_small_apply_records_no_build_rate(tmp_path: Path) -> None:
@@ -319,7 +334,7 @@ def test_a_small_apply_records_no_build_rate(tmp_path: Path) -> None:
     _, path = ws.plan()
     r = ws.apply(path)
     assert r.report["index_build"]["recorded"] is None  # 186 points: below MIN_POINTS_TO_MEASURE_BUILD
-    assert read_build_rate(ws.state(), "edge-384d-float32-m16-ef100") is None
+    assert read_build_rate(ws.state(), _key()) is None
 
 
 def test_a_server_store_prices_the_build_on_the_server_and_local_mode_builds_none(tmp_path: Path,
@@ -338,7 +353,7 @@ def test_every_form_of_the_plan_shows_the_build_beside_the_embedding_hours(tmp_p
     b = _build(plan)
     text = plan_text(plan, str(path))
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("index build:"))
-    assert f"{b['points']:,} points ×" in line and "in apply" in line and "m 16, ef_construct 100" in line
+    assert f"{b['points']:,} points ×" in line and "in apply" in line and "m 24, ef_construct 48" in line
     assert "the bench's figures" in line
     assert text.index("tokens to embed:") < text.index("index build:")
     md = plan_markdown(plan)

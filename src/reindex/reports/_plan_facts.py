@@ -70,7 +70,7 @@ def build_line(cost: Mapping[str, Any]) -> str | None:
         when = f" at {m['at'].replace('T', ' ').replace('+00:00', ' UTC')}" if m.get("at") else ""
         load = f", load {m['load']:g} on {m['cpus']} CPUs" if m.get("load") is not None and m.get("cpus") else ""
         source = (f"rate measured by the apply of plan {str(m.get('plan_hash') or '')[:12]}{when}: "
-                  f"{num(m['points'])} points in {m['cpu_seconds']:g} CPU-s{load}; grown as n^{_exponent(b)}")
+                  f"{num(m['points'])} points in {m['cpu_seconds']:g} CPU-s{load}, grown along the bench's curve")
     else:
         source = "rate: the bench's figures (bench/RESULTS.md); the next apply with these parameters measures it"
     return (f"{num(b['points'])} points × {1000 * b['cpu_seconds_per_point']:.3f} ms of CPU = "
@@ -80,11 +80,6 @@ def build_line(cost: Mapping[str, Any]) -> str | None:
 def _wall(seconds: float) -> str:
     """Wall time of a build: under a second as such (``duration`` rounds up to whole seconds)."""
     return "under 1 s" if seconds < 1 else duration(seconds / 3600)
-
-
-def _exponent(b: Mapping[str, Any]) -> str:
-    formula = str(b.get("formula", ""))
-    return formula.split("(n / N)^", 1)[1].split(":", 1)[0] if "(n / N)^" in formula else "?"
 
 
 def throughput_text(m: Mapping[str, Any]) -> str:
