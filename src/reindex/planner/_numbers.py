@@ -107,8 +107,9 @@ class KeyNumbers:
             ("chunks reused", f"{self.chunks_reused:,}"), ("chunks to embed", f"{self.chunks_to_embed:,}"),
             ("tokens to embed", f"{self.tokens_to_embed:,}"), ("cost (USD)", f"{self.usd:.4f}"),
             ("hours", f"{self.hours:.3f}{self.hours_assume}"),
-        ] + ([("index build hours", f"{self.index_build['hours']:.3f} ({self.index_build['source']}; "
-                                    f"{'on the server' if self.index_build['runs'] == 'server' else 'in apply'})")]
+        ] + ([("index build", f"{self.index_build['cpu_seconds']:,.1f} CPU-s, {self.index_build['hours']:.3f} h "
+                                f"({self.index_build['source']} rate; "
+                                f"{'on the server' if self.index_build['runs'] == 'server' else 'in apply'})")]
              if self.index_build and self.index_build.get("source") != "none" else []) + [
             ("peak vectors", f"{self.peak_vectors:,}"),
             ("peak disk bytes", f"{self.peak_disk_bytes:,}"), ("peak RAM bytes", f"{self.peak_ram_bytes:,}"),
