@@ -24,13 +24,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m reindex.demo
 
-# Four pytest processes side by side (tests/run_suite.py): tests/test_flows.py and tests/test_scale_out.py,
-# one each (real Prefect server and workers, Dask clusters; the headline flow test waits ~4 minutes past
-# Prefect's lease renewal, mostly asleep) beside the rest dealt into two CPU-bound groups, so the waits overlap work
-# and both cores stay busy. Each has its own base temp folder, server ports and Prefect home.
+# Five pytest processes side by side (tests/run_suite.py): three waiting groups (the soak tests of
+# tests/test_flows.py, the rest of it, tests/test_scale_out.py: real Prefect servers and workers, Dask clusters)
+# beside the rest dealt into two CPU-bound groups of equal recorded seconds (tests/durations.json), so the
+# waits overlap work and both cores stay busy. Each has its own base temp folder, server ports and Prefect home.
 # pytest exits 5 when it ran no test: that must fail, not pass silently.
 # Each group prints its 15 slowest tests. `make test` (and CI, .ci/run) runs the soak tests too (marked `soak`:
 # minutes of waiting, e.g. a run paused past Prefect's lease renewal); `make test-fast` skips them.
+# `REINDEX_RECORD_DURATIONS=1 make test` records each file's seconds again.
 test: $(STAMP)
 	@$(BIN)/python tests/run_suite.py
 

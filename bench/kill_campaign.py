@@ -24,6 +24,7 @@ require the next ``reindex plan`` to be ``none``.
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/kill_campaign.py --trials 24 --seed 1
     HF_HUB_OFFLINE=1 .venv/bin/python bench/kill_campaign.py --every-point
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/kill_campaign.py --trials 120 --random-moments --seed 33
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ CONFIG = """\
 index: docs
 source: {source}
 text: {{chunker: {{kind: recursive, size: {size}}}{rechunk}}}
-vector: {{provider: hash}}
+vector: {{provider: hash{vector}}}
 apply: {{shards: 4, embed_batch_size: {batch}}}
 store: {{path: {root}/qdrant}}
 state: {state}
@@ -78,9 +79,16 @@ POINTS = {
                       "cutover-after-swap", "timer"],
     "rollback": ["rollback-before-swap", "rollback-after-swap", "timer"],
     "gc": ["gc-marked", "gc-collection-deleted", "timer"],
+    # The live mode: `reindex sync --watch` with the eight edits waiting, killed inside its apply or at a random
+    # moment (often idle, between looks); then one `reindex sync` carries out whatever is left.
+    "watch": ["before-upsert:1", "after-upsert:1", "before-manifest:1", "timer"],
+    # A serving-mode switch: `reindex serving --evaluate` while a vector-half change's shadow is built (the hash
+    # embedder's modes are refused: what is killed is the evaluation and the write of the serving record).
+    "serving": ["timer"],
 }
-APPLY_STEPS = ("apply", "sync", "payload", "sticky")  # compared with an uninterrupted reference
-NEXT_PLAN_NONE = ("sync", "payload", "sticky", "cutover", "stale-cutover", "gc")  # after them the next plan is `none`
+APPLY_STEPS = ("apply", "sync", "payload", "sticky", "watch")  # compared with an uninterrupted reference
+REFERENCE = {"watch": "sync"}  # the live mode applies the same edits in place as the sync step
+NEXT_PLAN_NONE = ("sync", "payload", "sticky", "cutover", "stale-cutover", "gc", "watch")  # next plan is `none`
 
 
 class Env:
@@ -109,6 +117,8 @@ def run(root: Path, env: Env, *args: str, crash: str | None = None, log: Path | 
         e["REINDEX_CRASH_AT"] = crash
     elif crash == "timer":
         timer = random.uniform(0.5, 6.0)
+    elif "--watch" in args:
+        timer = 60.0  # a watch never ends by itself: killed at its crash point, or here if it never reaches it
     cmd = [str(REINDEX), *args, "-c", str(root / "reindex.yaml")]
     p = subprocess.Popen(cmd, cwd=root, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -126,10 +136,12 @@ def plan_file(r: subprocess.CompletedProcess) -> str:
     return json.loads(r.stdout)["plan_file"]
 
 
-def write_config(root: Path, env: Env, size: int, name: str, *, title: bool = False, sticky: bool = False) -> None:
+def write_config(root: Path, env: Env, size: int, name: str, *, title: bool = False, sticky: bool = False,
+                 dimension: int | None = None) -> None:
     source = f"{{uri: {root}/corpus, metadata_fields: [title]}}" if title else f"{root}/corpus"
     (root / "reindex.yaml").write_text(CONFIG.format(root=root, size=size, batch=BATCH, state=env.state(root, name),
-                                                     source=source, rechunk=", rechunk: sticky" if sticky else ""))
+                                                     source=source, rechunk=", rechunk: sticky" if sticky else "",
+                                                     vector=f", dimension: {dimension}" if dimension else ""))
 
 
 def edit_corpus(root: Path) -> None:
@@ -240,6 +252,12 @@ def stages(trial: Path, saved: Path, env: Env) -> dict:
     run(trial, env, "apply", (trial / "sync-plan.txt").read_text(), "--no-progress")
     write_config(trial, env, 120, "trial")  # back to B's config; plan.txt is still B's plan
     save(trial, saved, env, "stale-cutover")
+    restore(trial, saved, env, "live")  # serving: a vector-half change (another dimension) built, not cut over
+    write_config(trial, env, 150, "trial", dimension=64)
+    p = plan_file(run(trial, env, "plan", "--json"))
+    run(trial, env, "approve", p, "--by", "campaign")
+    run(trial, env, "apply", p, "--no-progress")
+    save(trial, saved, env, "serving")
     restore(trial, saved, env, "live")  # sync: eight documents edited upstream
     edit_corpus(trial)
     (trial / "plan.txt").write_text(approved(trial, env, plan_file(run(trial, env, "plan", "--json"))))
@@ -256,7 +274,7 @@ def stages(trial: Path, saved: Path, env: Env) -> dict:
     (trial / "plan.txt").write_text(approved(trial, env, plan_file(run(trial, env, "plan", "--json"))))
     save(trial, saved, env, "sticky")
     refs = {}
-    for step in APPLY_STEPS:
+    for step in (s for s in APPLY_STEPS if s not in REFERENCE):
         restore(trial, saved, env, step)
         log = saved / f"{step}-ref.log"
         r = run(trial, env, "apply", (trial / "plan.txt").read_text(), "--no-progress", "--json", log=log)
@@ -264,7 +282,7 @@ def stages(trial: Path, saved: Path, env: Env) -> dict:
         refs[step] = {"collection": coll, "snapshot": snapshot(trial, coll), "log": read_log(log)}
     return {"stage": {"plan": "sync", "apply": "apply", "sync": "sync", "payload": "payload", "sticky": "sticky",
                       "cutover": "cutover", "stale-cutover": "stale-cutover", "rollback": "rollback",
-                      "gc": "rollback"}, "refs": refs}
+                      "gc": "rollback", "watch": "sync", "serving": "serving"}, "refs": refs}
 
 
 def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, env: Env) -> dict:
@@ -275,7 +293,8 @@ def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, en
     applying = ("apply", plan, "--no-progress")
     args = {"plan": ("plan", "--json"), "apply": applying, "sync": applying, "payload": applying, "sticky": applying,
             "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan), "rollback": ("rollback",),
-            "gc": ("gc", "--yes", "--force")}[step]
+            "gc": ("gc", "--yes", "--force"), "watch": ("sync", "--watch", "--interval", "0.2"),
+            "serving": ("serving", "--evaluate")}[step]
     k = run(root, env, *args, crash=point, log=killed_log)
     killed = k.returncode == -signal.SIGKILL
     problems: list[str] = []
@@ -284,10 +303,22 @@ def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, en
     reapply = ("apply", plan, "--no-progress", "--json")
     again = {"plan": ("plan", "--json"), "apply": reapply, "sync": reapply, "payload": reapply, "sticky": reapply,
              "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan),
-             "rollback": ("status", "--json"), "gc": ("gc", "--yes", "--force")}[step]
+             "rollback": ("status", "--json"), "gc": ("gc", "--yes", "--force"), "watch": ("sync", "--json"),
+             "serving": ("serving", "--evaluate", "--json")}[step]
     try:
         r = run(root, env, *again, log=resumed_log)
-        if step in APPLY_STEPS:
+        if step == "serving":
+            rep = json.loads(r.stdout)
+            if rep.get("mode") not in ("old", "bridge", "cascade"):
+                problems.append(f"the serving record after the killed evaluation: {rep.get('mode')!r}")
+            hits = json.loads(run(root, env, "query", "the garbage collector", "--json").stdout)
+            if not hits.get("results"):
+                problems.append("a query after the killed evaluation found nothing")
+        elif step == "watch":
+            rep = json.loads(r.stdout)
+            if rep["outcome"] not in ("applied-in-place", "nothing-to-do"):
+                problems.append(f"the sync after the killed watch: {rep['outcome']}")
+        elif step in APPLY_STEPS:
             rep = json.loads(r.stdout)
             if rep["status"] not in ("done", "already-applied"):
                 problems.append(f"resumed apply {rep['status']}")
@@ -301,7 +332,7 @@ def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, en
     problems += verify
     extra = None
     if step in APPLY_STEPS and not problems:
-        ref = prep["refs"][step]
+        ref = prep["refs"][REFERENCE.get(step, step)]
         if snapshot(root, ref["collection"]) != ref["snapshot"]:
             problems.append("population differs from the uninterrupted reference")
         both = read_log(killed_log) + read_log(resumed_log)
@@ -325,6 +356,8 @@ def main() -> None:
     ap.add_argument("--only", default=None, help="with --every-point: the steps to run, comma-separated")
     ap.add_argument("--backends", default="folder,s3", help="folder, s3 or both (comma-separated)")
     ap.add_argument("--points", default=None, help="with --every-point: only these crash points (comma-separated)")
+    ap.add_argument("--random-moments", action="store_true",
+                    help="with --trials: every kill after a random delay (no named crash points)")
     args = ap.parse_args()
     random.seed(args.seed)
     # the checks run in this process too (verify, snapshots): the same loopback credentials as the commands
@@ -357,7 +390,7 @@ def main() -> None:
                 todo = [(step, point) for step in steps for point in POINTS[step]
                         if args.points is None or point in args.points.split(",")]
             else:
-                todo = [(step, random.choice(POINTS[step])) for step in
+                todo = [(step, "timer" if args.random_moments else random.choice(POINTS[step])) for step in
                         (random.choice(list(POINTS)) for _ in range(args.trials // 2))]
             for n, (step, point) in enumerate(todo):
                 res = trial(n, step, point, root, saved, prep, env)

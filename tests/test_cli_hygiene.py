@@ -110,6 +110,8 @@ def test_every_command_takes_json_and_prints_one_document(tmp_path: Path, no_pre
     assert "moved back since" in run("sync", "-c", cfg, "--plans", str(plan_dir), "--no-gc", code=2)["message"]
     run("gc", "-c", cfg, "--dry-run")
     run("status", "-c", cfg)
+    assert run("doctor", "-c", cfg, "--plans", str(plan_dir))["healthy"] is True
+    run("serving", "-c", cfg)
     run("query", "PEP", "-c", cfg, "--k", "2")
     run("runs")
     run("estimate", "--histogram", str(CASES / "seed001_buckets.csv"), "--from", "sliding:size=512,overlap=0.1",

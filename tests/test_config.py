@@ -118,7 +118,7 @@ def test_default_config_is_valid_commented_and_tags_every_field(tmp_path: Path) 
 def test_every_model_declares_its_half() -> None:
     assert field_half(PipelineConfig.model_fields["text"].annotation) == "text"
     assert field_half(PipelineConfig.model_fields["vector"].annotation) == "vector"
-    for name in ("source", "store", "state", "cost", "approval", "apply", "embed", "cutover", "sync"):
+    for name in ("source", "store", "state", "cost", "approval", "apply", "embed", "cutover", "sync", "serving"):
         assert field_half(PipelineConfig.model_fields[name].annotation) == "operational"
     for model in CHUNKER_KINDS.values():
         assert field_half(model) == "text"

@@ -358,16 +358,26 @@ def _approve_in_the_ui(b: Browser, base_url: str, ui: str, fr: Any, index: str, 
     button = by_text(f"{dialog} button", send)
     b.wait_until(f"!({button}).disabled", f"{ui}: the {send} button is enabled", timeout=60)
     b.click(button, f"{ui}: the {send} button of the dialog")
-    # The dialog closes once the UI has sent the resume. On a loaded box a click can land while the page is still
-    # busy re-rendering and do nothing: while the dialog stays open with its button, click it again.
-    deadline = time.monotonic() + 180
-    while b.js(f"!!document.querySelector('{dialog}')"):
+
+
+def _wait_resumed(b: Browser, ui: str, fr: Any, log: Path, timeout: float = 180) -> None:
+    """Wait until the run has left its paused state, which is what sending the form means. On a loaded box a
+    click can land while the page is still busy and do nothing: while the run is still paused and the dialog
+    still offers its enabled send button a minute later, press it again."""
+    button = by_text("[role=dialog] button", _UIS[ui][2])
+    deadline = last = time.monotonic()
+    deadline += timeout
+    while True:
+        with _client() as c:
+            if not c.read_flow_run(fr.id).state.is_paused():
+                return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{ui}: the Resume dialog did not close within 180 s of sending; the page shows:\n"
-                                 + b.text()[-3000:])
+            raise AssertionError(f"{ui}: flow run {fr.id} not resumed by the form within {timeout} s; worker log:\n"
+                                 + log.read_text()[-3000:] + "\npage:\n" + b.text()[-2000:])
+        if time.monotonic() - last > 60 and b.js(f"(() => {{ const e = {button}; return !!e && !e.disabled; }})()"):
+            b.js(f"({button}).click()")
+            last = time.monotonic()
         time.sleep(0.5)
-        if b.js(f"!!({button}) && !({button}).disabled") and time.monotonic() > deadline - 160:
-            b.click(button, f"{ui}: the {send} button of the dialog (again)")
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (`.ci/run` installs Debian's package)")
@@ -395,8 +405,7 @@ def test_approval_in_the_prefect_ui_resume_approve_approver_submit_applies_and_r
                 _approve_in_the_ui(b, prefect_server["url"].removesuffix("/api"), ui, fr, f"ui{ui}",
                                    f"alice-{ui}", f"read the plan in the {ui} UI")
                 # Keep the page open until the resume reached the server (the dialog sends it asynchronously).
-                _wait(fr.id, lambda c, r: r if not r.state.is_paused() else None, f"resumed by the {ui} form", log,
-                      timeout=180)
+                _wait_resumed(b, ui, fr, log)
                 sent[ui] = {"run": fr, "keys": keys}
         for ui, (cfg, log, proc) in runs.items():
             sent[ui]["done"] = _wait(sent[ui]["run"].id, _final, f"finished after the {ui} form was sent", log,

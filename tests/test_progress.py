@@ -11,6 +11,7 @@ import pytest
 from helpers_index import Workspace
 
 from reindex.errors import ModelError, TransientError
+from reindex.eta import progress_line
 from reindex.progress import ProgressCounts, format_eta
 from reindex import api
 
@@ -121,7 +122,9 @@ def _recorded_apply(ws: Workspace, path: Path, monkeypatch: pytest.MonkeyPatch, 
 def test_recorded_events_of_a_failed_retried_and_resumed_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = Workspace(tmp_path / "ws")
     ws.build_live()
-    plan, path = ws.planned_change(size=100)  # a recut: some chunks reused, others embedded
+    # A recut: some chunks reused, others embedded; small embedding batches, so that the resumed run embeds more
+    # than one (its ETA starts with its second).
+    plan, path = ws.planned_change(size=100, extra="apply: {shards: 4, embed_batch_size: 8}")
     first, ev1 = _recorded_apply(ws, path, monkeypatch, fail_at=3)
     assert first.status == "failed"
     second, ev2 = _recorded_apply(ws, path, monkeypatch, fail_at=None)
@@ -135,7 +138,58 @@ def test_recorded_events_of_a_failed_retried_and_resumed_apply(tmp_path: Path, m
         assert c.tokens == actual["tokens_embedded"]
         assert c.shards_skipped == actual["shards_skipped"]
     c, shown = _feed(ev2)
-    assert c.shards_skipped >= 1 and c.resumed_documents > 0
+    assert c.shards_skipped >= 1 and c.resumed_documents > 0 and c.resumed_tokens > 0
     assert c.completed == plan.body["work"]["documents"]["total"]  # resumed shards count as done
-    first_done = next(i for i, e in enumerate(ev2) if e["kind"] == "shard-done")
-    assert all(s[4] is None for s in shown[:first_done]) and shown[first_done][4] is not None
+    # With tokens to embed the ETA comes from the measured rate, from this run's second embedding batch on
+    # (not from the first finished shard: shards run side by side and the first ends near the end).
+    batches = [i for i, e in enumerate(ev2) if e["kind"] == "embedded"]
+    assert len(batches) >= 2 and ev2[0]["tokens_planned"] == plan.body["work"]["tokens_to_embed"] > 0
+    assert all(s[4] is None for s in shown[:batches[1]]) and shown[batches[1]][4] is not None
+    assert c.tokens_done == min(c.tokens + c.resumed_tokens, c.tokens_planned)
+
+
+def test_eta_from_tokens_is_the_tokens_left_at_the_rate_measured_after_the_first_batch() -> None:
+    events = [
+        {"kind": "start", "shards": 4, "documents_planned": 40, "tokens_planned": 10_000},
+        {"kind": "shard-skipped", "shard": 0, "documents": 10, "chunks": 50, "tokens": 2_000},  # the killed run's
+        {"kind": "embedded", "chunks": 10, "tokens": 1_000},  # t=2: the first batch (a model load in it): no rate
+        {"kind": "embedded", "chunks": 10, "tokens": 1_000},  # t=3: 1,000 tokens in 1 s since the first batch
+        {"kind": "documents", "documents": 10, "chunks": 20, "reused": 0, "embedded": 20},
+        {"kind": "embedded", "chunks": 10, "tokens": 1_000},  # t=5: 2,000 tokens in 3 s
+        {"kind": "catch-up", "round": 1, "documents": 1},
+    ]
+    c, shown = _feed(events)
+    etas = [s[4] for s in shown]
+    assert etas[:3] == [None, None, None]
+    assert etas[3] == pytest.approx((10_000 - 2_000 - 2_000) / 1_000.0)  # 6 s
+    assert etas[4] == pytest.approx((10_000 - 2_000 - 2_000) / (1_000 / 2))  # t=4, same tokens: slower, 12 s
+    assert etas[5] == pytest.approx((10_000 - 2_000 - 3_000) / (2_000 / 3))  # 7.5 s
+    assert etas[6] is None  # catch-up: the shards are over
+    snap = c.snapshot(5.0)
+    assert (snap["tokens_done"], snap["tokens_planned"], snap["documents_done"], snap["shards_done"]) == (5_000, 10_000, 20, 1)
+    assert snap["tokens_per_second"] == pytest.approx(2_000 / 3, abs=0.1)
+    assert progress_line({**snap, "eta_seconds": 7.5}) == "5,000 / 10,000 tokens · 667 tok/s · ETA 0:00:08 · shards 1/4"
+
+
+def test_the_prefect_progress_artifact_follows_tokens_and_says_the_rate_and_eta(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    import re
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterType
+
+    from helpers_index import prefect_api_url
+
+    prefect_api_url(request.config)  # the session's Prefect test server, in this process
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    plan, path = ws.planned_change(size=120)
+    planned = plan.body["work"]["tokens_to_embed"]
+    r = ws.apply(path, use_prefect=True)
+    assert r.status == "done" and r.report["actual"]["tokens_embedded"] == planned > 0
+    with get_client(sync_client=True) as c:
+        arts = c.read_artifacts(artifact_filter=ArtifactFilter(type=ArtifactFilterType(any_=["progress"])))
+    line = re.compile(rf"reindex apply: {planned:,} / {planned:,} tokens · [\d,]+ tok/s · ETA \d+:\d\d:\d\d · shards 4/4")
+    ours = [a for a in arts if line.fullmatch(a.description or "")]
+    assert len(ours) == 1 and float(ours[0].data) == 100.0, [(a.description, a.data) for a in arts]

@@ -39,14 +39,16 @@ def _scenario(root: Path, runner: Any, monkeypatch: pytest.MonkeyPatch) -> dict:
     broken = next(d for d in docs if shard_of(d, 4) == 1)
     edited = next(d for d in docs if shard_of(d, 4) == 2)
 
-    real_chunk = TextPipeline.chunk_document
+    # The shards take the plan's chunks (reindex.carried) and never run the chunker on this document: the bug is
+    # injected where every shard still reads each document's text.
+    real_text = TextPipeline.document_text
 
     def failing(self: TextPipeline, doc: Any) -> Any:
         if doc.doc_id == broken:
             raise RuntimeError(f"injected chunker bug on {doc.doc_id}")
-        return real_chunk(self, doc)
+        return real_text(self, doc)
 
-    monkeypatch.setattr(TextPipeline, "chunk_document", failing)
+    monkeypatch.setattr(TextPipeline, "document_text", failing)
     first = api.apply_plan(path, ws.config, runner=runner)
     monkeypatch.undo()
 

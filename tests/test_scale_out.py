@@ -389,6 +389,8 @@ def test_cli_apply_on_a_running_dask_cluster(tmp_path: Path, reference: dict, da
     assert report is not None
     _same_as_reference(ws, report["collection"], reference)
     assert report["actual"]["embedded"] == reference["report"]["actual"]["embedded"]
+    # The workers read the plan's carried chunks from the state store: no document was chunked again.
+    assert report["carried"]["documents"] == 24 and report["carried"]["chunked"] == 0, report["carried"]
     ran = {int(s["worker"].partition(":")[2]) for s in report["shards"]}
     assert ran <= dask_cluster["worker_pids"], (ran, dask_cluster["worker_pids"])  # only the `dask worker`s ran shards
 
@@ -718,3 +720,4 @@ def test_a_dask_apply_hands_a_worker_a_unit_of_shards_sized_by_work(tmp_path: Pa
     _same_as_reference(ws, report["collection"], reference)
     assert len({s["worker"] for s in report["shards"]}) == 1, report["shards"]
     assert len(report["shards"]) == ws.cfg().apply.shards
+    assert report["carried"]["documents"] == 24 and report["carried"]["chunked"] == 0, report["carried"]

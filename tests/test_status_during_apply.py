@@ -29,7 +29,8 @@ def _stopped(pid: int) -> bool:
 def paused_apply(tmp_path: Path):
     ws = Workspace(tmp_path / "ws")
     live = ws.build_live()
-    _plan, path = ws.planned_change(size=120)
+    # Small embedding batches: several before the pause, so the apply has measured a rate (its ETA).
+    _plan, path = ws.planned_change(size=120, extra="apply: {shards: 4, embed_batch_size: 8}")
     env = subprocess_env(REINDEX_PAUSE_AT="before-manifest:2", REINDEX_SHARD_WORKERS="1")
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.Popen([str(REINDEX_BIN), "apply", str(path), "-c", str(ws.config), "--no-progress",
@@ -49,6 +50,10 @@ def paused_apply(tmp_path: Path):
             proc.communicate()
 
 
+def _plan_tokens(path: Path) -> int:
+    return json.loads(Path(path).read_text())["work"]["tokens_to_embed"]
+
+
 def test_read_only_commands_answer_while_an_apply_holds_the_store(paused_apply) -> None:
     ws, live, path, proc = paused_apply
     env = subprocess_env()
@@ -63,12 +68,19 @@ def test_read_only_commands_answer_while_an_apply_holds_the_store(paused_apply) 
     building = [p for p in pops.values() if p["state"] == "building"]
     assert len(building) == 1 and building[0]["progress"]["shards_done"] == 1
     assert building[0]["progress"]["shards_total"] == 4 and building[0]["points"] is None
+    # Tokens done / planned, the measured rate and an ETA, from the progress record the apply keeps.
+    planned = _plan_tokens(path)
+    prog = building[0]["progress"]
+    assert prog["tokens_planned"] == planned and 0 < building[0]["tokens_done"] == prog["tokens_done"] < planned
+    assert prog["tokens_per_second"] > 0 and building[0]["eta_seconds"] == prog["eta_seconds"] >= 0
+    assert pops[live]["eta_seconds"] is None and pops[live]["tokens_done"] is None
     assert pops[live]["state"] == "live" and pops[live]["points"] > 0
 
     runner = CliRunner()
     text = runner.invoke(main, ["status", "-c", str(ws.config)])
     assert text.exit_code == 0, text.output
     assert f"locked by pid {proc.pid} on " in text.output and "shards 1/4 done" in text.output
+    assert f"/{planned:,} tokens, " in text.output and " tok/s, ETA " in text.output
     q = runner.invoke(main, ["query", "style guide", "-c", str(ws.config), "--k", "3", "--json"])
     assert q.exit_code == 0, q.output
     assert len(json.loads(q.output)["results"]) == 3

@@ -35,7 +35,10 @@ _HOMES = {
     "reindex.usecases.apply": ("ApplyReport", "apply_plan", "check_drift", "corpus_digest_of"),
     "reindex.usecases.lifecycle": ("CutoverReport", "GcAction", "IndexStatus", "PopulationStatus", "RollbackRecord",
                                    "cutover", "gc", "rollback", "status"),
+    "reindex.usecases.doctor": ("DoctorReport",),
+    "reindex.drift": ("Finding",),
     "reindex.usecases.query": ("Querier", "QueryResult", "parse_filters", "query"),
+    "reindex.usecases.serve": ("ServingReport", "serving"),
     "reindex.usecases.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
     "reindex.usecases.chunk": ("ChunkSummary", "chunk_path", "summarize_chunks"),
     "reindex.usecases.classify": ("Classification", "classify_change"),
@@ -58,13 +61,16 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from reindex.usecases.chunk import ChunkSummary, chunk_path, summarize_chunks
     from reindex.usecases.classify import Classification, classify_change
     from reindex.usecases.configure import Validation, init_config, load_resolved, validate_config
+    from reindex.drift import Finding
     from reindex.usecases.cycle import CycleOutcome, CycleResult, SyncPolicy
+    from reindex.usecases.doctor import DoctorReport
     from reindex.usecases.index import Index
     from reindex.usecases.lifecycle import CutoverReport, GcAction, IndexStatus, PopulationStatus, RollbackRecord
     from reindex.usecases.measure import measure, measure_chains
     from reindex.usecases.plan import estimate, show_plan
     from reindex.usecases.query import Querier, QueryResult, parse_filters
     from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
+    from reindex.usecases.serve import ServingReport
 
 
 def __getattr__(name: str) -> Any:
@@ -94,8 +100,11 @@ __all__ = [
     "GcAction",
     "IndexStatus",
     "PopulationStatus",
+    "DoctorReport",
+    "Finding",
     "Querier",
     "QueryResult",
+    "ServingReport",
     "ReindexError",
     "ConfigError",
     "PlanError",

@@ -647,7 +647,7 @@ def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collect
         r = ix.query(text, k=k, filters=api.parse_filters(filters), collection=collection)
     if as_json:
         _emit_json({"population": r.population, "vector_id": r.vector_id, "model": r.model, "mode": r.mode,
-                    "note": r.note, "results": list(r.results)})
+                    "serving": r.serving, "note": r.note, "results": list(r.results)})
         return
     m = r.model
     click.echo(f"{r.population} ({m.get('provider')} {m.get('model')}, {m.get('backend')}/{m.get('precision')}, "
@@ -659,6 +659,31 @@ def query(text: str, config_path: str, k: int, filters: tuple[str, ...], collect
         click.echo(f"{n:2d}. {hit['score']:.3f}  {hit['doc_id']}#{hit['ordinal']}  {snippet}")
     if not r.results:
         click.echo(f"no results from {r.target}")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--evaluate", is_flag=True, help="Evaluate the modes again on the cutover's queries and gate them first.")
+@click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="With --evaluate: a labelled queries file (as `reindex cutover --queries`); default: "
+                   "serving.queries, else the cutover's probes.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: mode, since, live, shadow, stale, reason, evidence.")
+def serving(config_path: str, evaluate: bool, queries: str | None, as_json: bool) -> None:
+    """Show what readers are served while a model change builds: old, bridge (new-model queries mapped into the
+    live space) or cascade (live recall, new-model rerank), with each mode's gate. Reads only, beside an apply.
+
+    \b
+    Example:
+      reindex serving -c reindex.yaml --evaluate --queries queries.jsonl
+    """
+    if queries is not None and not evaluate:
+        raise click.UsageError("--queries goes with --evaluate")
+    with api.Index.open(config_path) as ix:
+        r = ix.serving(evaluate=evaluate, queries=queries)
+    if as_json:
+        _emit_json(r.as_dict())
+        return
+    click.echo(reports.serving_text(r.as_dict()))
 
 
 @main.command()
@@ -679,6 +704,47 @@ def status(config_path: str, as_json: bool) -> None:
         _emit_json(st)
         return
     click.echo(reports.status_text(st))
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--full", is_flag=True, help="Check every point instead of a sample (reads the whole collection, "
+              "streaming); vectors are still re-embedded for --embed-sample points only.")
+@click.option("--sample", type=int, default=256, show_default=True,
+              help="Manifest rows and stored points looked at per population (also where --full draws the "
+                   "re-embedded vectors from).")
+@click.option("--embed-sample", type=int, default=32, show_default=True,
+              help="Vectors re-embedded with the population's own model and compared with what is stored (0: none).")
+@click.option("--repair", is_flag=True, help="Write the plan that fixes the live population's points (approve it "
+              "per policy, carry it out with `reindex apply`); other findings get the command that fixes them.")
+@click.option("--plans", "plans_dir", default="plans", show_default=True,
+              help="Folder the repair plan is written to (and where half-done runs' plan files are looked for).")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print JSON: {"healthy": bool, "findings": [{"kind", "population", "count", "examples", ...}], '
+                   '"advice", "repair", ...}.')
+def doctor(config_path: str, full: bool, sample: int, embed_sample: int, repair: bool, plans_dir: str,
+           as_json: bool) -> None:
+    """Check that the store holds what the books say: each population against its chunk manifest (counts,
+    then a sample of points: ids, fingerprints, dimension, payload text hash, vectors re-embedded; every
+    point with --full), points of another pipeline, the alias against the population records, half-done
+    applies, orphaned collections, staged results left behind, a stale lock. Reads only.
+
+    Exit 0 healthy, 1 drift found (or an error).
+
+    \b
+    Examples:
+      reindex doctor -c reindex.yaml
+      reindex doctor --full --repair && reindex apply plans/2026-11-29-docs-document-scoped-1a2b3c4d.json
+    """
+
+    with api.Index.open(config_path) as ix:
+        r = ix.doctor(full=full, sample=sample, embed_sample=embed_sample, repair=repair, out=plans_dir)
+    if as_json:
+        _emit_json(r.as_dict())
+    else:
+        click.echo(reports.doctor_text(r))
+    if not r.healthy:
+        raise click.exceptions.Exit(1)
 
 
 @main.command()

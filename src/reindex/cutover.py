@@ -25,6 +25,7 @@ from reindex.manifests import (
     read_json,
     read_live,
     read_population,
+    reset_serving,
     write_live,
     write_population,
 )
@@ -263,8 +264,11 @@ def _intent_key(index: str) -> str:
 
 def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: str | None, at: float,
                  extra: dict | None = None) -> dict:
-    """The bookkeeping after the alias moved: live record, population states, history, intent cleared."""
+    """The bookkeeping after the alias moved: live record, population states, serving back to native (the alias
+    serves the new population now: readers stopped following the serving mode the moment it moved), history,
+    intent cleared."""
     write_live(state, index, new, previous if op == "cutover" else None)
+    reset_serving(state, index, f"{op} to {new}: native serving", at=at)
     _set_state(state, index, new, PopulationState.LIVE, at)
     if previous and previous != new:
         _set_state(state, index, previous, PopulationState.RETIRED, at)
@@ -435,6 +439,7 @@ def delete_population(store: Any, state: ObjectStore, index: str, collection: st
     if collection in set(store.list_aliases().values()):
         raise CutoverError(f"{collection} is served by an alias (live); gc never deletes a live population")
     _set_state(state, index, collection, PopulationState.DELETING, time.time())
+    reset_serving(state, index, f"{collection} was deleted", shadow=collection)
     crashpoint("gc-marked")
     if store.collection_exists(collection):
         store.delete_collection(collection)

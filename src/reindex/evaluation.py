@@ -285,7 +285,11 @@ def run_side(store: Any, collection: str, vector: Any, k: int, payload: PayloadC
     or the ``text`` key of a population written before the payload contract)."""
     t = time.perf_counter()
     hits = store.query(collection, vector, limit=max(k, MAX_CANDIDATES))
-    seconds = time.perf_counter() - t
+    return side_of_hits(hits, time.perf_counter() - t, payload)
+
+
+def side_of_hits(hits: Sequence[Any], seconds: float, payload: PayloadConfig | None = None) -> SideResult:
+    """One side's result from its ranked hits (however they were ranked) and the seconds they took."""
     cands = [Candidate(h.payload.get("doc_id", ""), int(h.payload.get("start", 0)), int(h.payload.get("end", 0)),
                        int(h.payload.get("tokens", 0)), payload_text(h.payload, payload)) for h in hits]
     return SideResult(dedupe(c.doc_id for c in cands), cands, seconds,
@@ -490,12 +494,15 @@ def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Ca
              embed_new: Callable[[list[str]], Any], *, k: int = 10, seed: int = 0,
              payload_old: PayloadConfig | None = None, payload_new: PayloadConfig | None = None,
              segments: Sequence[str] = (), bound: float = 0.0, text_old: Callable[[str], str] | None = None,
-             text_new: Callable[[str], str] | None = None) -> dict:
+             text_new: Callable[[str], str] | None = None,
+             search_new: Callable[[Any, Any], SideResult] | None = None) -> dict:
     """Run every query against ``old`` (e.g. the alias) and ``new`` with each side's query vectors (and
     each side's payload layout). With ``segments`` (field names) each row names its segment values
     (:func:`segment_of`, the labelled document's metadata read from ``new``) and ``segments`` holds
     :func:`segment_results` for the lower ``bound`` the gate will hold every segment to. ``text_old``/``text_new``:
-    each side's text normaliser, applied to a query's evidence (:func:`score_query`)."""
+    each side's text normaliser, applied to a query's evidence (:func:`score_query`). ``search_new(old vector,
+    new vector)``: how the new side answers one query when it is not a search of ``new`` (a serving mode that
+    reranks the old side's candidates: :mod:`reindex.serving`); every other step is the same."""
     texts = [q.text for q in queries]
     v_old = embed_old(texts)
     v_new = v_old if embed_new is embed_old else embed_new(texts)
@@ -504,12 +511,14 @@ def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Ca
     lookup = metadata_lookup(store, new, payload_new)
     for i, q in enumerate(queries):
         o = run_side(store, old, v_old[i], k, payload_old)
-        n = run_side(store, new, v_new[i], k, payload_new)
+        n = run_side(store, new, v_new[i], k, payload_new) if search_new is None else search_new(v_old[i], v_new[i])
         pipelines["old"] |= o.collections
         pipelines["new"] |= n.collections
         row = score_query(q, o, n, k, text_old, text_new)
         if segments:
-            row["segments"] = segment_of(q, segments, lambda doc, v=v_new[i]: lookup(doc, v))
+            # (``new`` in ``v_new``'s space; a reranking new side searches ``new`` with the old side's vectors)
+            at = v_new[i] if search_new is None else v_old[i]
+            row["segments"] = segment_of(q, segments, lambda doc, v=at: lookup(doc, v))
         rows.append(row)
     out = {"k": k, "rows": rows, "aggregate": aggregate(rows, k, seed),
            "pipelines_seen": {s: sorted(v) for s, v in pipelines.items()}}

@@ -2,7 +2,8 @@
 
 A shard is the documents whose ``blake2b(doc id) mod N`` is ``k``. Running a shard:
 
-1. chunk and fingerprint its documents (the plan's text half);
+1. chunk and fingerprint its documents (the plan's text half): the plan's own chunks where it carried them
+   (:mod:`reindex.carried`) and the document's bytes are those it planned, else cut here;
 2. take vectors that already exist: first the target collection itself (a resumed shard wrote them
    before it died), then the old population's points of the *same document* with the same
    fingerprint, found by point id from the old chunk manifest (``retrieve``, never a filtered scan);
@@ -10,7 +11,8 @@ A shard is the documents whose ``blake2b(doc id) mod N`` is ``k``. Running a sha
 4. upsert with deterministic point ids, then (in place) delete the document's stale points; in place, a
    document whose chunks are exactly the points it has (only its metadata or the payload layout changed)
    gets its payloads overwritten instead: no vector read, embedded or written;
-5. write the shard's chunk-manifest part, then the shard manifest, last.
+5. write the shard's chunk-manifest part, then the shard manifest, last (a vector-half change first keeps a
+   few of the shard's (old vector, new vector) pairs, read back by id: :mod:`reindex.pairs`).
 
 Every step can be repeated, so a shard killed anywhere is redone from the start without embedding
 any text twice and ends with exactly the points an uninterrupted run writes.
@@ -35,6 +37,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 
 from reindex import settings
+from reindex.carried import CarriedRef, ShardCarry, read_shard_carry
 from reindex.config import PipelineConfig
 from reindex.embedders import Embedder
 from reindex.errors import ApprovalError, ReindexError, TransientError
@@ -47,6 +50,7 @@ from reindex.manifests import (
     read_chunk_texts,
     read_chunk_texts_part,
     read_document_hashes,
+    read_population,
     read_shard_manifest,
     rewrite_chunk_manifest_part,
     shard_name,
@@ -56,6 +60,7 @@ from reindex.manifests import (
     write_shard_manifest,
 )
 from reindex.cursors import Tracking
+from reindex.pairs import per_shard, record_shard_pairs
 from reindex.pipeline import ChunkRecord, TextPipeline
 from reindex.retry import call_with_retries
 from reindex.sources import Cursor, open_source
@@ -127,6 +132,9 @@ class ShardResult:
     truncated: int = 0
     deleted: int = 0
     payload_updated: int = 0  # points whose payload was overwritten in place (vectors untouched)
+    carried: int = 0  # documents whose chunks were the plan's (reindex.carried): not tokenized here
+    chunked: int = 0  # documents chunked here (not carried, edited since the plan, or the carry unusable)
+    carry_problems: list[str] = field(default_factory=list)  # why carried chunks could not be used
     removed_documents: int = 0
     bad: list[dict] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
@@ -182,12 +190,33 @@ class ApplyContext:
     # The source's cursor (reindex.cursors.Tracking): catch-up finds changes from it and advances it, apply
     # commits it at the end. None: a source without one (changes found by a full compare).
     tracking: Tracking | None = None
+    # In place: documents written afresh (a repair, ``reindex doctor --repair``): every chunk embedded again, no
+    # vector taken from the target and no payload-only shortcut (the target's points of them are not trusted).
+    fresh: frozenset[str] = frozenset()
+    # The coordinator's reindex.eta.ProgressCounts of this apply, fed its events (what the Prefect progress
+    # artifact shows); None: nobody counts.
+    meter: Any = None
+    # The plan's carried chunks (reindex.carried): a shard reads its documents' chunks from there instead of
+    # tokenizing them again. None: every document is chunked (nothing carried, or catch-up).
+    carried: CarriedRef | None = None
     # The CPU clock of embedding calls (shard threads register, so that one's call does not count another's
     # chunking), and how many calls this process had in flight at once (the workers a rate is per).
     cpu_clock: CpuClock = field(default_factory=CpuClock)
     embedding_now: int = 0
     embedding_most: int = 0
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
+    _old_vid: list = field(default_factory=list)  # [the old population's vector id], read once (free pairs)
+
+    def pairs_source(self) -> str | None:
+        """The vector id of the old population when this build is a vector-half change that keeps free pairs
+        (``serving.pairs``; :mod:`reindex.pairs`), else None. One state read per context."""
+        if self.in_place or self.old is None or not self.cfg.serving.pairs:
+            return None
+        if not self._old_vid:
+            rec = read_population(self.state, self.index, self.old)
+            self._old_vid.append(rec.vector_id if rec is not None else None)
+        vid = self._old_vid[0]
+        return vid if vid is not None and vid != self.identity.vector_id else None
 
     def confirm_lock(self) -> None:
         """Raise LockLost unless this writer still holds the index lock, as the state store says now."""
@@ -350,22 +379,38 @@ def _sticky_texts(ctx: ApplyContext, shard: int, part_rows: dict[str, list[Manif
     return texts
 
 
+def _chunks(ctx: ApplyContext, doc: Document, old_rows: dict[str, list[ManifestRow]], result: ShardResult,
+            previous_texts: dict[str, str] | None, carry: ShardCarry | None) -> list[ChunkRecord]:
+    """The chunk records of ``doc``: the plan's (carried, for these very bytes), else cut here — against its
+    previous chunks with ``previous_texts`` (in place, sticky), as the plan did."""
+    text = None
+    if carry is not None:
+        text = ctx.pipeline.document_text(doc)
+        recs = carry.records(ctx.pipeline, doc, text)
+        if recs is not None:
+            result.carried += 1
+            return recs
+    result.chunked += 1
+    if previous_texts is None:
+        return ctx.pipeline.chunk_document(doc) if text is None else ctx.pipeline.chunk_text(doc.doc_id, text)
+    prev = _previous_chunks(old_rows.get(doc.doc_id, ()), previous_texts)
+    return ctx.pipeline.rechunk_text(doc.doc_id, ctx.pipeline.document_text(doc) if text is None else text, prev)
+
+
 def _sync_batch(
     ctx: ApplyContext, docs: list[Document], old_rows: dict[str, list[ManifestRow]], result: ShardResult,
     previous_texts: dict[str, str] | None = None, new_texts: dict[str, str] | None = None,
+    carry: ShardCarry | None = None,
 ) -> list[ManifestRow]:
     """Write the points of ``docs`` into the target (reuse → embed → upsert → delete stale). With
     ``previous_texts`` (in place, sticky) each document is re-chunked against its previous chunks;
-    ``new_texts`` collects fingerprint → text of every chunk written (for the chunk-text part)."""
+    ``new_texts`` collects fingerprint → text of every chunk written (for the chunk-text part); ``carry``:
+    the plan's chunks of this shard's documents."""
     records: dict[str, list[ChunkRecord]] = {}
     hashes: dict[str, str] = {}
     for doc in docs:
         try:
-            if previous_texts is None:
-                records[doc.doc_id] = ctx.pipeline.chunk_document(doc)
-            else:
-                prev = _previous_chunks(old_rows.get(doc.doc_id, ()), previous_texts)
-                records[doc.doc_id] = ctx.pipeline.rechunk_text(doc.doc_id, ctx.pipeline.document_text(doc), prev)
+            records[doc.doc_id] = _chunks(ctx, doc, old_rows, result, previous_texts, carry)
             hashes[doc.doc_id] = doc.content_hash
         except ReindexError:
             raise
@@ -374,12 +419,13 @@ def _sync_batch(
     metas = {doc.doc_id: doc.meta() for doc in docs}
     if new_texts is not None:
         new_texts.update((r.fingerprint, r.text) for recs in records.values() for r in recs)
-    rewritten = _rewrite_payloads(ctx, records, old_rows, metas, result) if ctx.in_place else {}
+    fresh = ctx.fresh.intersection(records)
+    rewritten = _rewrite_payloads(ctx, records, old_rows, metas, result, fresh) if ctx.in_place else {}
     new_ids = [r.point_id for recs in records.values() for r in recs]
     vectors: dict[str, Any] = {}  # fingerprint → vector
     if ctx.in_place and records:  # it writes the target below: open it once, to write (see prepare_writes)
         ctx.store.prepare_writes(ctx.target)
-    if new_ids:
+    if new_ids and not fresh:  # a batch with a document written afresh takes no vector from the target
         for p in retry_transient(ctx.store.retrieve, ctx.target, new_ids, with_vectors=True):
             vectors[p.payload["fingerprint"]] = p.vector
     result.reused_target += sum(1 for recs in records.values() for r in recs if r.fingerprint in vectors)
@@ -432,14 +478,16 @@ def _sync_batch(
 
 
 def _rewrite_payloads(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], old_rows: dict[str, list[ManifestRow]],
-                      metas: dict[str, dict[str, Any]], result: ShardResult) -> dict[str, list[ChunkRecord]]:
+                      metas: dict[str, dict[str, Any]], result: ShardResult,
+                      fresh: set[str] | frozenset[str] = frozenset()) -> dict[str, list[ChunkRecord]]:
     """In place, a document whose chunks are the ones its points already hold (same point ids, in order:
     only its metadata, or the payload layout, changed) gets its payloads overwritten, vectors untouched.
-    Such documents are taken out of ``records`` (nothing to embed, upsert or delete) and returned."""
+    Such documents are taken out of ``records`` (nothing to embed, upsert or delete) and returned; never one
+    written ``fresh`` (a repair)."""
     done: dict[str, list[ChunkRecord]] = {}
     for doc_id, recs in list(records.items()):
         old = sorted(old_rows.get(doc_id, ()), key=lambda r: r.ordinal)
-        if recs and [r.point_id for r in recs] == [r.point_id for r in old]:
+        if doc_id not in fresh and recs and [r.point_id for r in recs] == [r.point_id for r in old]:
             done[doc_id] = records.pop(doc_id)
     if not done:
         return done
@@ -464,7 +512,8 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     if done is not None:
         result.skipped = True
         # A resumed run's finished shard: its documents count as done for the progress bar.
-        ctx.emit(kind="shard-skipped", shard=shard, documents=done.get("documents", 0), chunks=done.get("chunks", 0))
+        ctx.emit(kind="shard-skipped", shard=shard, documents=done.get("documents", 0), chunks=done.get("chunks", 0),
+                 tokens=done.get("tokens_embedded", 0))
         return result
     # In place (and in catch-up), the target's own manifest part is the "old" state of these documents.
     part_rows = _old_rows(ctx, ctx.target, shard, ctx.shards) if ctx.in_place else {}
@@ -476,15 +525,18 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     sticky = ctx.pipeline.sticky
     previous_texts = _sticky_texts(ctx, shard, part_rows) if sticky and ctx.in_place else None
     new_texts: dict[str, str] | None = {} if sticky else None
+    carry = _shard_carry(ctx, shard, result)
     rows: list[ManifestRow] = []
     batch: list[Document] = []
     for doc in _shard_docs(ctx, shard, only, result):
         batch.append(doc)
         if len(batch) >= DOC_BATCH:
-            rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts)
+            rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts, carry)
             batch = []
     if batch:
-        rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts)
+        rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts, carry)
+    if carry is not None:
+        result.carry_problems += carry.problems
     if ctx.in_place:
         # Documents that are gone from the source: delete all their points.
         gone = [pid for d in removed if shard_of(d, ctx.shards) == shard for pid in (r.point_id for r in part_rows.get(d, ()))]
@@ -527,6 +579,18 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     return result
 
 
+def _shard_carry(ctx: ApplyContext, shard: int, result: ShardResult) -> ShardCarry | None:
+    """The plan's carried chunks of this shard's documents (None: nothing carried); a carry that cannot be used
+    is said once in ``result`` and its documents are chunked."""
+    if ctx.carried is None:
+        return None
+    carry = read_shard_carry(ctx.state, ctx.carried, shard, ctx.shards, ctx.identity.pipeline_id)
+    if not carry.docs and carry.problems:
+        result.carry_problems += carry.problems
+        return None
+    return carry
+
+
 def worker_name() -> str:
     """``host:pid`` of this process, as run reports name the process that ran a shard."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -540,6 +604,12 @@ def write_shard_outputs(ctx: ApplyContext, shard: int, rows: list[ManifestRow], 
         crashpoint("before-chunk-texts")
         ctx.fence()
         write_chunk_texts_part(ctx.state, ctx.index, ctx.target, shard_name(shard), texts)
+    old_vid = ctx.pairs_source()
+    if old_vid is not None:  # free pairs of a model change: read back by id, nothing embedded (reindex.pairs)
+        ctx.fence()
+        record_shard_pairs(ctx.state, ctx.store, index=ctx.index, target=ctx.target, old=ctx.old, run=ctx.run,
+                           shard=shard, rows=rows, m=per_shard(ctx.cfg.serving.pairs, ctx.shards),
+                           old_vector_id=old_vid, new_vector_id=ctx.identity.vector_id, payload=ctx.cfg.payload)
     crashpoint("before-manifest")
     ctx.confirm_lock()  # the two commit points of a shard: each confirmed against the stored lock
     if ctx.in_place:  # recorded first, so that a resumed run knows this part's change for its own
@@ -564,6 +634,19 @@ def delete_unlisted_points(ctx: ApplyContext) -> int:
         ctx.fence()
         retry_transient(ctx.store.delete_points, ctx.target, extra[i : i + 1024])
     return len(extra)
+
+
+def delete_points_by_id(ctx: ApplyContext, ids: Iterable[str]) -> int:
+    """Delete the points ``ids`` from the target (a repair's points the chunk manifest does not list), fenced,
+    1,024 a call; repeatable. Returns how many ids were sent."""
+    ids = sorted(ids)
+    if ids:
+        ctx.store.prepare_writes(ctx.target)
+    for i in range(0, len(ids), 1024):
+        crashpoint("before-delete")
+        ctx.fence()
+        retry_transient(ctx.store.delete_points, ctx.target, ids[i : i + 1024])
+    return len(ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,9 +691,12 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
     ``rounds`` is reached; with ``ctx.tracking``, each round reads only what moved past the cursor, replays
     those documents as read, and advances the cursor when clean. Returns counts per round."""
     history = []
-    in_place = ctx.in_place
+    in_place, carried = ctx.in_place, ctx.carried
     ctx.in_place = True  # catch-up is a document-scoped delta, whatever built the target
     ctx.documents = None  # it replays what the source holds now, never the copies the drift check read
+    # Documents changed since the plan: cut here (in place, a sticky config re-chunks them against what the
+    # shards just wrote, not what the plan cut).
+    ctx.carried = None
     try:
         for n in range(rounds):
             crashpoint("catch-up")
@@ -635,6 +721,6 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
             if found.cursor is not None and not failures:
                 ctx.tracking.advance(found.cursor)
     finally:
-        ctx.in_place = in_place
+        ctx.in_place, ctx.carried = in_place, carried
         ctx.documents = None
     return {"rounds": history, "documents": sum(h["changed"] + h["removed"] for h in history)}

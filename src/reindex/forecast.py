@@ -20,17 +20,19 @@ from typing import Any
 import numpy as np
 
 from reindex.config import PipelineConfig
-from reindex.evaluation import Query, evaluate, gate_metrics
+from reindex.evaluation import Query, gate_metrics
 from reindex.execution import point_payload
 from reindex.identity import identity_of
 from reindex.manifests import Population, read_chunk_manifest_columns
+from reindex.pairs import PairSet, pairs_from_points, sample_points
 from reindex.pipeline import TextPipeline
 from reindex.planner import draw_stratified
+from reindex.serving import ModeInputs, evaluate_modes, recommend
 from reindex.sources.base import Document
 from reindex.stores.vectors import Point
 
 __all__ = ["FORECAST_OLD", "FORECAST_NEW", "AGREEMENT_CHUNKS", "SampleDraw", "agreement", "build_new_side",
-           "build_old_side", "draw_forecast_sample", "forecast_section", "share_space"]
+           "build_old_side", "draw_forecast_sample", "forecast_section", "forecast_serving", "share_space"]
 
 FORECAST_OLD = "forecast-old"
 FORECAST_NEW = "forecast-new"
@@ -182,4 +184,29 @@ def forecast_section(evaluation: dict, k: int, sample: SampleDraw, query_source:
         out["segments"] = evaluation["segments"]  # per segment, as the cutover's gate will see them
     if agree:
         out["agreement"] = agree
+    return out
+
+
+def forecast_serving(scratch: Any, old_cfg: PipelineConfig, new_cfg: PipelineConfig, queries: list[Query],
+                     embed_old: Embed, embed_new: Embed, embed_passages: Embed, full: dict) -> dict[str, Any]:
+    """A model change's serving modes on the forecast's two sides: a bridge fitted from the sample's free pairs
+    (both sides hold each sampled chunk text: its two vectors, up to ``serving.pairs`` of them) and the cascade,
+    each gated against the old side exactly as during the build (:func:`reindex.serving.evaluate_modes`), and
+    what the evidence supports (:func:`reindex.serving.recommend`: reindex now, bridge, cascade or stay)."""
+    s = new_cfg.serving
+    points = list(scratch.scroll(FORECAST_NEW, with_vectors=True))
+    picked, occ = sample_points(points, s.pairs or len(points))
+    old_vid, new_vid = identity_of(old_cfg).vector_id, identity_of(new_cfg).vector_id
+    old_ids, new_ids, old_vecs, new_vecs = pairs_from_points(scratch, FORECAST_OLD, picked, occ, old_vid,
+                                                             new_cfg.payload)
+    pairs = PairSet(old_vecs, new_vecs, tuple(old_ids), tuple(new_ids), (), old_vid, new_vid) if old_ids else None
+    modes, _ = evaluate_modes(ModeInputs(
+        store=scratch, live=FORECAST_OLD, shadow=FORECAST_NEW, live_cfg=old_cfg, new_cfg=new_cfg, queries=queries,
+        embed_old=embed_old, embed_new=embed_new, embed_passages=embed_passages, serving=s, cutover=new_cfg.cutover,
+        pairs=pairs, k=new_cfg.cutover.k, seed=new_cfg.cutover.seed))
+    out = recommend(full, modes, s, new_cfg.cutover.k)
+    out["pairs"] = pairs.n if pairs is not None else 0
+    out["modes"] = {m: {"passed": e.get("passed", False), "gate": e.get("gate", {}), "rules": e.get("rules", []),
+                        **({"cost": e["cost"]} if "cost" in e else {}),
+                        **({"bridge": e["bridge"]} if "bridge" in e else {})} for m, e in modes.items()}
     return out

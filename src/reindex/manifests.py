@@ -9,10 +9,17 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
                                                            (sticky re-chunking only)
     indexes/<index>/populations/<collection>/rewrites/<run>/<part>.json  digests of a manifest part
                                                            before and after an in-place run rewrote it
+    indexes/<index>/populations/<collection>/runs/<run>/shard-<k>.json   shard manifests (presence = done)
+    indexes/<index>/populations/<collection>/runs/<run>/progress.json    how far a running apply is (reindex status)
+    indexes/<index>/carried/<carry id>.json                 the chunks a plan cut, carried to its apply's shards
+    indexes/<index>/carried/parts/<digest>.parquet           (reindex.carried)
     calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
     calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
     calibration/index-build/<backend>-<d>d-<precision>-m<m>-ef<ef>.json  the index build (HNSW) the last apply
                                                            with those parameters measured
+    indexes/<index>/serving.json                           the serving mode readers follow during a model change
+    indexes/<index>/serving/bridges/<id>.npz               fitted bridges (new-model queries → the live space)
+    indexes/<index>/populations/<collection>/runs/<run>/pairs/<shard>.npz   free (old, new) vector pairs
 
 A chunk manifest row: doc_id, content_hash, ordinal, fingerprint, tokens, point_id. It lets planning
 and catch-up run without scrolling the vector store.
@@ -435,6 +442,25 @@ def shard_manifest_key(index: str, collection: str, run: str, shard: int) -> str
     return f"{population_prefix(index, collection)}/runs/{run}/{shard_name(shard)}.json"
 
 
+def run_progress_key(index: str, collection: str, run: str) -> str:
+    """Where a running apply of plan ``run`` records how far it is (``reindex status`` reads it)."""
+    return f"{population_prefix(index, collection)}/runs/{run}/progress.json"
+
+
+def write_run_progress(store: ObjectStore, index: str, collection: str, run: str, snapshot: dict) -> None:
+    """Record a running apply's progress (a :meth:`reindex.eta.ProgressCounts.snapshot`, stamped now)."""
+    write_json(store, run_progress_key(index, collection, run), {**snapshot, "run": run, "updated_at": time.time()})
+
+
+def read_run_progress(store: ObjectStore, index: str, collection: str, run: str) -> dict | None:
+    """The last progress record of a run of plan ``run`` into ``collection`` (None: none, or unreadable)."""
+    try:
+        rec = read_json(store, run_progress_key(index, collection, run))
+    except StateError:
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
 def read_shard_manifest(store: ObjectStore, index: str, collection: str, run: str, shard: int) -> dict | None:
     return read_json(store, shard_manifest_key(index, collection, run, shard))
 
@@ -486,6 +512,48 @@ def read_chunk_texts(store: ObjectStore, index: str, collection: str, wanted: se
         part = read_chunk_texts_part(store, index, collection, key.rsplit("/", 1)[-1][: -len(".parquet")])
         out.update(part if wanted is None else {f: t for f, t in part.items() if f in wanted})
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Serving across a model change: the mode readers are served, free pairs, bridges (reindex.serving)
+# --------------------------------------------------------------------------------------------
+
+
+def serving_key(index: str) -> str:
+    """Where the serving mode of an index is recorded (``indexes/<index>/serving.json``; readers read it)."""
+    return f"{index_prefix(index)}/serving.json"
+
+
+def read_serving(store: ObjectStore, index: str) -> dict | None:
+    """The serving record of ``index`` (None: never evaluated; readers serve the live population natively)."""
+    return read_json(store, serving_key(index))
+
+
+def write_serving(store: ObjectStore, index: str, record: dict) -> None:
+    write_json(store, serving_key(index), record)
+
+
+def reset_serving(store: ObjectStore, index: str, reason: str, *, at: float | None = None,
+                  shadow: str | None = None) -> bool:
+    """Put readers back on native serving (mode ``old``) with ``reason``, keeping the last evidence for people;
+    only when the record names ``shadow`` (given). Returns whether the record changed. Cutover, rollback and gc
+    call it: after a cutover the new population serves natively, after a rollback the old one."""
+    rec = read_serving(store, index)
+    if rec is None or rec.get("mode", "old") == "old" or (shadow is not None and rec.get("shadow") != shadow):
+        return False
+    now = time.time() if at is None else at
+    write_serving(store, index, {**rec, "mode": "old", "since": now, "reason": reason, "bridge": None})
+    return True
+
+
+def pairs_key(index: str, collection: str, run: str, shard: int) -> str:
+    """A shard's free pairs (``reindex.pairs``), beside the run's shard manifests."""
+    return f"{population_prefix(index, collection)}/runs/{run}/pairs/{shard_name(shard)}.npz"
+
+
+def bridge_key(index: str, bridge_id: str) -> str:
+    """A fitted bridge's matrices (``reindex.serving``), named by its id."""
+    return f"{index_prefix(index)}/serving/bridges/{bridge_id}.npz"
 
 
 # --------------------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ class TextPipeline:
             chunks = self.chunker.chunk(text)
         except ChunkerError as err:
             raise ChunkerError(f"document {doc_id!r}: {err}") from None  # name the document, not just the splitter
-        return self._records(doc_id, chunks)
+        return self.records(doc_id, chunks)
 
     @property
     def sticky(self) -> bool:
@@ -112,9 +112,11 @@ class TextPipeline:
         if self._sticky is None:
             self._sticky = StickyConfig.of(self.text.chunker, self.text.rechunk)
         done = rechunk_document(list(previous), text, self.chunker, self.tokenizer, self._sticky)
-        return self._records(doc_id, list(done.chunks)), done
+        return self.records(doc_id, list(done.chunks)), done
 
-    def _records(self, doc_id: str, chunks: list[Chunk]) -> list[ChunkRecord]:
+    def records(self, doc_id: str, chunks: list[Chunk]) -> list[ChunkRecord]:
+        """``chunks`` of document ``doc_id`` with their fingerprints and point ids (the one formula: a chunk
+        cut here and one rebuilt from a plan's carried chunks get the same record)."""
         fps = [fingerprint(self.vector_id, c.text) for c in chunks]
         pids = point_ids(doc_id, fps)
         return [

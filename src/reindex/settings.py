@@ -13,6 +13,7 @@ __all__ = [
     "EPHEMERAL_STARTUP_TIMEOUT_S",
     "OFFLINE_DEFAULTS",
     "apply_offline_defaults",
+    "carry_chunks",
     "crash_at",
     "crash_once",
     "demo_dir",
@@ -101,6 +102,13 @@ def pool_start_timeout_s() -> float:
     if v <= 0:
         raise ConfigError(f"REINDEX_POOL_START_TIMEOUT_S={raw!r}: expected seconds > 0")
     return v
+
+
+def carry_chunks() -> bool:
+    """``REINDEX_CARRY_CHUNKS``: ``0`` (or ``off``, ``false``, ``no``) plans without writing the chunks it cut for
+    apply, and applies without reading a plan's carried chunks (every shard chunks its documents, as before
+    :mod:`reindex.carried`); for benchmarks and comparisons. Anything else, or unset: carried."""
+    return os.environ.get("REINDEX_CARRY_CHUNKS", "").strip().lower() not in ("0", "off", "false", "no")
 
 
 def task_runner_spec() -> str | None:

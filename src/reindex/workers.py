@@ -2,7 +2,8 @@
 
 A :class:`ShardSpec` is everything one shard needs, as plain values (the plan's hash, its resolved
 config as canonical JSON, the state URI, the collections, the shard number and, in place, its document
-subsets, the coordinator's fencing token, the unapproved token budget). Any process on any machine runs
+subsets, the coordinator's fencing token, the unapproved token budget, the id of the plan's carried chunks,
+which the worker reads from the state store). Any process on any machine runs
 it with :func:`run_shard_spec`: :func:`open_shard_context` rebuilds the context — state opened by URI,
 the embedder made once per worker process and kept, the text pipeline — and nothing is looked up in the
 memory of another process.
@@ -52,6 +53,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from reindex import execution
+from reindex.carried import CarriedRef
 from reindex.config import PipelineConfig, config_from_dict
 from reindex.embedders import Embedder, make_embedder
 from reindex.errors import LockLost, RunnerError, StateError, TransientError
@@ -109,6 +111,8 @@ class ShardSpec:
     coordinator: str  # host:pid of the coordinator
     planned_seconds: float = 0.0  # the plan's embedding work for this shard at its rate (units are sized by it)
     unit_seconds: float = 0.0  # target work per unit of shards a remote runner hands a worker (apply.unit_seconds)
+    fresh: tuple[str, ...] = ()  # in place: this shard's documents written afresh (a repair; ApplyContext.fresh)
+    carried: str | None = None  # the plan's carried chunks (reindex.carried), read from the state store
 
     @property
     def key(self) -> str:
@@ -123,6 +127,7 @@ class ShardSpec:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["only"] = list(self.only) if self.only is not None else None
         d["removed"] = list(self.removed)
+        d["fresh"] = list(self.fresh)
         return d
 
     @classmethod
@@ -130,6 +135,7 @@ class ShardSpec:
         d = dict(d)
         d["only"] = tuple(d["only"]) if d.get("only") is not None else None
         d["removed"] = tuple(d.get("removed") or ())
+        d["fresh"] = tuple(d.get("fresh") or ())
         return cls(**d)
 
 
@@ -151,7 +157,8 @@ def shard_specs(ctx: ApplyContext, shards: tuple[int, ...], only: frozenset[str]
         removed=mine(removed, k), state_uri=ctx.cfg.state.uri, state_endpoint=ctx.cfg.state.endpoint_url,
         store_path=ctx.store_path, fence_token=ctx.lease.token, fence_nonce=ctx.lease.nonce,
         token_budget=ctx.token_budget, coordinator=execution.worker_name(), planned_seconds=seconds,
-        unit_seconds=unit_seconds,
+        unit_seconds=unit_seconds, fresh=mine(ctx.fresh, k),
+        carried=ctx.carried.id if ctx.carried is not None else None,
     ) for k in shards]
 
 
@@ -249,7 +256,8 @@ def open_shard_context(spec: ShardSpec, *, store: VectorStore | None = None,
         run=spec.run, shards=spec.shards, state=state, store=store, embedder=embedder or _embedder(cfg),
         pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=spec.in_place, fence=check,
         token_budget=spec.token_budget, budget_counter=counter, lease=fence, store_path=spec.store_path,
-        staging=staging,
+        staging=staging, fresh=frozenset(spec.fresh),
+        carried=CarriedRef(spec.index, spec.carried) if spec.carried else None,
     )
 
 

@@ -41,7 +41,7 @@ from reindex.config._halves import (
 )
 from reindex.config._operational import (
     SourceConfig, RESERVED_PAYLOAD_KEYS, PayloadConfig, HnswConfig, StoreConfig, StateConfig, CostConfig, EmbedConfig,
-    ApprovalConfig, ApplyConfig, CutoverConfig, SyncConfig, duration_seconds,
+    ApprovalConfig, ApplyConfig, CutoverConfig, ServingConfig, SyncConfig, duration_seconds,
 )
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
     "CutoverConfig", "ENV_SUFFIX", "EmbedConfig", "FixedCharsChunkerConfig", "FixedChunkerConfig",
     "HnswConfig", "LangchainChunkerConfig", "MarkdownChunkerConfig", "NormaliserConfig", "OPERATIONAL", "ParagraphChunkerConfig",
     "PayloadConfig", "PersonName", "PipelineConfig", "RECORDED", "RESERVED_PAYLOAD_KEYS", "RechunkConfig",
-    "RecursiveChunkerConfig", "STICKY_KINDS", "SentenceChunkerConfig", "SlidingChunkerConfig", "SourceConfig",
+    "RecursiveChunkerConfig", "STICKY_KINDS", "SentenceChunkerConfig", "ServingConfig", "SlidingChunkerConfig", "SourceConfig",
     "StateConfig", "StoreConfig", "SyncConfig", "TEXT", "TextHalf", "VECTOR", "VectorHalf", "absolutize",
     "check_params", "chunker_spec", "config_from_dict", "config_from_yaml", "default_config_yaml",
     "duration_seconds", "env_name", "field_half", "first_error", "is_recorded", "is_secret_name", "load_config",
@@ -79,6 +79,8 @@ class PipelineConfig(ConfigModel):
     embed: EmbedConfig = Field(default_factory=EmbedConfig, description="Embedding API access (provider openai).")
     cutover: CutoverConfig = Field(default_factory=CutoverConfig, description="Cutover gate and retention.")
     sync: SyncConfig = Field(default_factory=SyncConfig, description="How syncs find changes (cursors, verification).")
+    serving: ServingConfig = Field(default_factory=ServingConfig,
+                                   description="What readers are served while a vector-half change builds.")
 
     @model_validator(mode="after")
     def _segments_are_metadata(self, info: ValidationInfo) -> "PipelineConfig":
@@ -178,7 +180,8 @@ def absolutize(cfg: PipelineConfig, base: Path) -> PipelineConfig:
     source = cfg.source.model_copy(update={"uri": fix(cfg.source.uri)})
     state = cfg.state.model_copy(update={"uri": fix(cfg.state.uri)})
     store = cfg.store.model_copy(update={"path": fix(cfg.store.path)})
-    return cfg.model_copy(update={"source": source, "state": state, "store": store})
+    serving = cfg.serving.model_copy(update={"queries": fix(cfg.serving.queries)})
+    return cfg.model_copy(update={"source": source, "state": state, "store": store, "serving": serving})
 
 
 def with_chunker(cfg: PipelineConfig, chunker: ChunkerModel) -> PipelineConfig:

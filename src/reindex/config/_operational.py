@@ -14,7 +14,8 @@ from reindex.config._secrets import env_name, no_credentials
 
 __all__ = [
     "ApplyConfig", "ApprovalConfig", "CostConfig", "CutoverConfig", "EmbedConfig", "HnswConfig", "PayloadConfig",
-    "RESERVED_PAYLOAD_KEYS", "SourceConfig", "StateConfig", "StoreConfig", "SyncConfig", "duration_seconds",
+    "RESERVED_PAYLOAD_KEYS", "ServingConfig", "SourceConfig", "StateConfig", "StoreConfig", "SyncConfig",
+    "duration_seconds",
 ]
 
 
@@ -330,6 +331,34 @@ class CutoverConfig(_OpModel):
         "segment's corrected lower bound of recall@k is below min_recall_delta. A query's value is the queries "
         "file's field of that name, else its labelled document's metadata, else (none).")
     retention_days: float = Field(7.0, ge=0.0, description="Retired populations are kept this long for rollback, then gc deletes them.")
+
+
+class ServingConfig(_OpModel):
+    """What readers may be served while a vector-half change builds (docs/design-notes.md, "Serving across a
+    model change"): the live population as it is (``old``), new-model queries mapped into its space by a bridge
+    fitted on the build's free pairs (``bridge``), or old-space recall reranked by the new model (``cascade``).
+    A mode goes live only when its evaluation on the cutover's queries beats ``old``."""
+
+    mode: Literal["auto", "old", "bridge", "cascade"] = Field(
+        "auto", description="auto: the best mode that passes its gate; old: never switch; bridge / cascade: only "
+        "that mode, still gated.")
+    metric: Literal["ndcg", "recall", "mrr"] = Field(
+        "ndcg", description="The metric (at cutover.k) whose paired lower bound (mode − old) must beat min_delta.")
+    min_delta: float = Field(0.0, description="A mode goes live when its lower 95 % bound of metric − old's is above "
+                             "this (and no segment of cutover.segments is hurt past cutover.min_recall_delta).")
+    candidates: int = Field(50, gt=0, strict=True, description="Cascade: candidates recalled from the live population "
+                            "and reranked by the new model.")
+    min_pairs: int = Field(500, gt=0, strict=True, description="Bridge: free pairs needed before one is fitted.")
+    pairs: int = Field(4096, ge=0, strict=True, description="Free (old vector, new vector) pairs the build keeps, "
+                       "spread over its shards (each keeps ceil(pairs / shards)); 0 keeps none.")
+    bridge: Literal["auto", "procrustes", "procrustes-uncentred", "ridge"] = Field(
+        "auto", description="The map of a bridge: orthogonal Procrustes, centred or through the origin "
+        "(semi-orthogonal between dimensions), ridge regression, or auto: all fitted, the one the evaluation ranks "
+        "higher kept.")
+    every_shards: int = Field(0, ge=0, strict=True, description="During an apply, re-evaluate the modes after "
+                              "every this many committed shards (0: only `reindex serving --evaluate`).")
+    queries: str | None = Field(None, description="Labelled queries file (JSONL, as `reindex cutover --queries`) the "
+                                "modes are evaluated on; None: the cutover's probes.")
 
 
 class SyncConfig(_OpModel):

@@ -3,7 +3,6 @@ spans, packing into a token budget, and evidence recall / Hit@5 / MRR / nDCG@5."
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import uuid

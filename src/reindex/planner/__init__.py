@@ -6,8 +6,8 @@ Output: a :class:`Plan`, an immutable JSON document with a hash over its content
 
 Private modules by role: ``_baseline`` (baselines), ``_classify`` (kind, explanation, approval
 policy), ``_work`` (per-document work, totals, pricing, what-if), ``_plan`` (the plan document and
-its files), ``_request`` (``PlanRequest``), ``_sampled`` (sampled projection), ``_change``
-(``plan_change``).
+its files), ``_request`` (``PlanRequest``, ``Repair``), ``_sampled`` (sampled projection), ``_change``
+(``plan_change``), ``_repair`` (a repair plan's work).
 """
 
 from reindex.errors import PlanError
@@ -31,7 +31,7 @@ from reindex.planner._plan import (
     seal,
     write_plan,
 )
-from reindex.planner._request import PlanRequest
+from reindex.planner._request import PlanRequest, Repair
 from reindex.planner._sampled import SAMPLE_STRATA, SAMPLED_FIELDS, StratifiedDraw, draw_stratified
 from reindex.planner._work import (
     DEFAULT_TOKENS_PER_MINUTE,
@@ -62,6 +62,7 @@ __all__ = [
     "Plan",
     "PlanError",
     "PlanRequest",
+    "Repair",
     "Rates",
     "approval_counts",
     "build_rate_name",

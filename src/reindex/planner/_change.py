@@ -7,6 +7,7 @@ import datetime as _dt
 import time
 from typing import Any, Callable
 
+from reindex.carried import CarryWriter
 from reindex.config import RechunkConfig, chunker_spec
 from reindex.domain import ChangeKind
 from reindex.errors import PlanError
@@ -16,6 +17,7 @@ from reindex.cursors import Committed, source_key, verification_due
 from reindex.planner._baseline import Baseline, DocState
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes, queries_changed
 from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
+from reindex.planner._repair import repair_kind, repair_section
 from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import sampled_projection
 from reindex.planner._work import (
@@ -47,8 +49,9 @@ def plan_change(req: PlanRequest) -> Plan:
     source = open_source(cfg.source if req.corpus_uri is None else cfg.source.model_copy(update={"uri": req.corpus_uri}))
     same_chunks: set[str] = set()  # edited documents whose chunks did not change (a metadata edit)
     t = Totals(model_limit=req.model_limit)
+    carry = _carry_writer(req, ident)
     work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document, same_chunks,
-                         t.rechunk)
+                         t.rechunk, carry)
 
     report = ScanReport()
     digest = CorpusDigest()
@@ -84,8 +87,28 @@ def plan_change(req: PlanRequest) -> Plan:
         t.affected = []
     elif payload_changed and kind.in_place:
         t.affected = sorted(seen)  # every point's payload is rewritten
+    if req.repair is not None:
+        if req.sample is not None:
+            raise PlanError("a repair plan is exact; it cannot be sampled")
+        kind = repair_kind(req.repair, baseline, ident, kind, t)
+    carried = carry.finish() if carry is not None and kind.does_work else None
     elapsed = time.perf_counter() - started
-    return seal(_plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read))
+    body = _plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read)
+    if req.repair is not None:
+        body["repair"], lines = repair_section(req.repair, sorted(t.affected))
+        body["explanation"] = lines + body["explanation"]
+    return seal({**body, "carried": carried} if carried else body)
+
+
+def _carry_writer(req: PlanRequest, ident: Identity) -> CarryWriter | None:
+    """Where the chunks this plan cuts go for apply (:mod:`reindex.carried`), in the shard layout apply will
+    use: the live population's in place (same pipeline), else the config's; None when nothing is carried."""
+    if req.carry_to is None:
+        return None
+    baseline = req.baseline
+    in_place = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
+    shards = baseline.config.apply.shards if in_place else req.config.apply.shards
+    return CarryWriter(req.carry_to, req.config.index, shards, ident.pipeline_id)
 
 
 def _read_mode(req: PlanRequest, source, ident: Identity) -> tuple[Committed | None, str | None]:
@@ -153,12 +176,14 @@ def _scan_changes(
 
 
 def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool,
-              same_chunks: set[str] | None = None, rechunk: RechunkTally | None = None) -> Callable[[Document], DocWork]:
+              same_chunks: set[str] | None = None, rechunk: RechunkTally | None = None,
+              carry: CarryWriter | None = None) -> Callable[[Document], DocWork]:
     """The function that computes one document's work against ``baseline``; edited documents whose
     chunks are the baseline's (same fingerprints in order: only their metadata changed) go into
     ``same_chunks``. With ``text.rechunk: sticky`` and a live baseline of the same pipeline (the change
     is applied in place), an edited document is re-chunked against its previous chunk texts as apply
-    will do it, and ``rechunk`` tallies what that kept, re-cut and how far it drifted."""
+    will do it, and ``rechunk`` tallies what that kept, re-cut and how far it drifted. Every document cut
+    here goes to ``carry`` (apply reads its chunks instead of cutting it again)."""
     same_pipeline = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
     old_fps_global: set[str] | None = None
     if cross_document and baseline.config is not None:
@@ -178,6 +203,8 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
                 rechunk.add(previous, how)
         else:
             recs = pipe.chunk_text(doc.doc_id, text)
+        if carry is not None:
+            carry.add(doc, text, recs)
         toks = [r.tokens for r in recs]
         if same_chunks is not None and status == "edited" and same_pipeline and \
                 tuple(r.fingerprint for r in recs) == old.fingerprints:

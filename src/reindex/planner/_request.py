@@ -10,7 +10,19 @@ from reindex.config import PipelineConfig
 from reindex.planner._baseline import Baseline
 from reindex.planner._work import Rates
 
-__all__ = ["PlanRequest"]
+__all__ = ["PlanRequest", "Repair"]
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """What ``reindex doctor --repair`` asks a plan to fix in the live population, in place: ``documents`` whose
+    points are written again (every chunk embedded afresh: a missing point, another model's vector or an edited
+    payload is not reused), ``delete_points``: point ids the chunk manifest does not list. ``findings``: the kinds
+    and counts the doctor found (for the plan's explanation)."""
+
+    documents: frozenset[str] = frozenset()
+    delete_points: frozenset[str] = frozenset()
+    findings: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -39,3 +51,9 @@ class PlanRequest:
     # The forecast of a pipeline-scoped change (``plan --forecast N``): what it buys, measured on a sample of both
     # sides (see reindex.forecast); None when none was asked for or there is nothing to compare.
     forecast: dict[str, Any] | None = None
+    # A repair of the live population found by ``reindex doctor`` (see Repair): the plan is document-scoped, in
+    # place, and does nothing else (a source that changed as well is refused: sync first).
+    repair: Repair | None = None
+    # The state store the plan's exact chunks are written to for apply (reindex.carried: its shards read them
+    # instead of chunking again); None: nothing is carried (what-if plans, classify, tests of the planner).
+    carry_to: Any = None

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from html import escape as _e
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from reindex.atomic import atomic_write_text
 from reindex.evaluation import MAX_CANDIDATES, gate_metrics

@@ -11,7 +11,7 @@ from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 if TYPE_CHECKING:
     from reindex.planner import Plan
 
-__all__ = ["baseline_line", "build_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "key_rows", "over_limit_line", "peak_note", "plan_title",
+__all__ = ["baseline_line", "build_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "forecast_serving_line", "key_rows", "over_limit_line", "peak_note", "plan_title",
            "projection_rows", "rate_note", "rechunk_line", "tail_line", "throughput_text", "what_if_rows"]
 
 FIELD_LABELS = {
@@ -235,6 +235,18 @@ def forecast_rows(plan: Plan) -> list[tuple[str, str, str, str, str]]:
              m.get("verdict") or "") for name, m in f.get("metrics", {}).items()]
 
 
+def forecast_serving_line(sv: dict[str, Any]) -> str:
+    """The forecast's recommendation for a model change (reindex now | bridge | cascade | stay) with its numbers."""
+    nums = []
+    for name, n in (sv.get("numbers") or {}).items():
+        if "diff" in n:
+            kept = f", keeps {n['retained']:.0%}" if "retained" in n else ""
+            nums.append(f"{name} {n['diff']:+.3f} [{n['low']:+.3f}, {n['high']:+.3f}]{kept}")
+        else:
+            nums.append(f"{name} not evaluated ({n.get('why') or 'refused'})")
+    return f"{sv['recommendation']} — {sv['reason']}" + (f" ({sv['metric']}: {'; '.join(nums)})" if nums else "")
+
+
 def forecast_facts(plan: Plan) -> list[str]:
     """The forecast's verdict, how its sample was drawn, what it cost and how the two models compare."""
     f = plan.body.get("forecast")
@@ -254,6 +266,9 @@ def forecast_facts(plan: Plan) -> list[str]:
             "; different vector spaces (compared by the overlap of their top-k)"
         out.append(f"Models on {num(a['chunks'])} sampled chunks: old {a['old_tokens_per_cpu_second']:,.0f}, new "
                    f"{a['new_tokens_per_cpu_second']:,.0f} tokens per CPU-second (×{a['speed_ratio']:.2f}){cos}")
+    if f.get("serving"):
+        out.append(f"Serving during the build: **{f['serving']['recommendation']}** — "
+                   + forecast_serving_line(f["serving"]).split(" — ", 1)[1])
     k = f.get("k", 10)
     out.append(f"Top-{k} overlap of the two sides {f.get(f'overlap_at_{k}', 0):.3f}, rank-biased overlap "
                f"{f.get('rbo', 0):.3f}")

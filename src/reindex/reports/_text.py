@@ -9,20 +9,26 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from reindex.domain import ChangeKind
+from reindex.eta import format_eta
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import build_line, over_limit_line, rate_note, rechunk_line, throughput_text
+from reindex.reports._plan_facts import (build_line, forecast_serving_line, over_limit_line, rate_note, rechunk_line,
+                                         throughput_text)
 
 __all__ = [
     "apply_text",
     "chunk_summary_text",
     "classification_text",
     "cutover_text",
+    "doctor_text",
     "estimate_json",
     "estimate_text",
     "forecast_lines",
+    "forecast_serving_line",
     "chains_text",
     "measure_text",
     "plan_text",
+    "serving_line",
+    "serving_text",
     "status_text",
     "validation_text",
 ]
@@ -57,6 +63,8 @@ def forecast_lines(f: Any) -> list[str]:
     for name, m in f.get("metrics", {}).items():
         out.append(f"  {name}: {m['old']:.3f} → {m['new']:.3f} (Δ {m['diff']:+.3f} [{m['low']:+.3f}, "
                    f"{m['high']:+.3f}]) {m.get('verdict') or ''}".rstrip())
+    if f.get("serving"):
+        out.append(f"  serving during the build: {forecast_serving_line(f['serving'])}")
     a = f.get("agreement")
     if a:
         cos = f", mean cosine {a['mean_cosine']:.4f}" if "mean_cosine" in a else " (different spaces: no cosine)"
@@ -190,6 +198,12 @@ def apply_text(r: Any) -> str:
         f"  points in {r.collection}: {a['points_in_collection']:,}; deleted {a['deleted']:,}; shards run {a['shards_run']}, "
         f"skipped {a['shards_skipped']}",
     ]
+    carried = rep.get("carried") or {}
+    if carried.get("id"):
+        lines.append(f"  chunks of {_docs(carried['documents'])} taken from the plan (not tokenized again), "
+                     f"{_docs(carried['chunked'])} chunked here")
+    for problem in (carried.get("problems") or [])[:3]:
+        lines.append(f"  carried chunks not used: {problem}")
     if a.get("payload_updated") and r.kind != ChangeKind.PAYLOAD:
         lines.append(f"  payloads overwritten in place: {a['payload_updated']:,} points (no vector written)")
     if a["truncated"]:
@@ -391,6 +405,9 @@ def status_text(st: dict[str, Any]) -> str:
         prog = p.get("progress")
         if prog:
             pts = f"shards {prog['shards_done']}/{prog['shards_total']} done"
+            if prog.get("tokens_planned"):
+                pts += (f", {prog.get('tokens_done') or 0:,}/{prog['tokens_planned']:,} tokens, "
+                        f"{prog.get('tokens_per_second') or 0:,.0f} tok/s, ETA {format_eta(prog.get('eta_seconds'))}")
         elif p["points"] is not None:
             pts = f"{p['points']:,} points"
         else:
@@ -409,6 +426,44 @@ def status_text(st: dict[str, Any]) -> str:
         lines.append(f"  locked by pid {lock['pid']} on {lock['host']}{since} ({lock['purpose']}); {lease}")
     elif lock:
         lines.append(f"  locked by {lock['owner']} ({lock['purpose']})")
+    sv = st.get("serving") or {}
+    if sv.get("evidence") or sv.get("mode", "old") != "old":
+        lines.append(f"  {serving_line(sv)}")
+    return "\n".join(lines)
+
+
+def serving_line(sv: dict[str, Any]) -> str:
+    """The serving mode readers follow, in one line: mode, since, the gated evidence of each mode, staleness."""
+    import time
+
+    since = f" since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(sv['since']))}" if sv.get("since") else ""
+    ev = sv.get("evidence") or {}
+    parts = []
+    for name, e in (ev.get("modes") or {}).items():
+        g = e.get("gate") or {}
+        verdict = "passes" if e.get("passed") else "refused"
+        shown = f" {g['metric']} {g['diff']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]" if "diff" in g else ""
+        parts.append(f"{name}{shown} {verdict}")
+    at = (f"; evaluated at {ev['shards_done']}/{ev['shards_total']} shards, {ev.get('pairs', 0):,} pairs"
+          + (" (stale: more shards built since)" if sv.get("stale") else "")) if ev else ""
+    why = f" ({sv['reason']})" if sv.get("reason") and not parts else ""
+    return f"serving {sv.get('mode', 'old')}{since}{why}" + (f": {'; '.join(parts)}" if parts else "") + at
+
+
+def serving_text(r: dict[str, Any]) -> str:
+    """What ``reindex serving`` prints: the mode line, then each mode's rules."""
+    lines = [f"index {r['index']}: {serving_line(r)}"]
+    if r.get("reason"):
+        lines.append(f"  {r['reason']}")
+    for name, e in ((r.get("evidence") or {}).get("modes") or {}).items():
+        c = e.get("cost") or {}
+        cost = (f" (per query: {c['candidates_per_query']:g} candidates, {c['from_shadow_per_query']:g} read from the "
+                f"shadow, {c['embedded_per_query']:g} embedded, {c['ms_p50']:.1f} ms p50)") if c else ""
+        b = e.get("bridge") or {}
+        fitted = f" ({b['kind']} on {b['pairs']:,} pairs, {b['id'][:12]})" if b else ""
+        lines.append(f"  {name}{fitted}{cost}:")
+        for rule in e.get("rules", []):
+            lines.append(f"    {'ok  ' if rule['passed'] else 'FAIL'} {rule['rule']}: {rule['detail']}")
     return "\n".join(lines)
 
 
@@ -460,3 +515,31 @@ def sync_text(r: Any) -> str:
     for g in r.gc:
         lines.append(f"  gc: deleted {g['collection']} (retired {g['age_days']} days ago)")
     return "\n".join(lines)
+
+
+_POINT_KINDS = ("missing-points", "unlisted-points", "stale-points", "mixed-vector-ids", "payload-text-mismatch",
+                "wrong-dimension", "vector-mismatch")
+
+
+def doctor_text(r: Any) -> str:
+    """What ``reindex doctor`` prints: one line per finding, then what to do (a :class:`DoctorReport`)."""
+    def stored(p: dict) -> str:
+        if r.mode == "full" and not p["scanned"]:
+            return "its count agrees: no stored point to scroll"
+        return f"{p['scanned']:,} stored points"
+
+    looked = "; ".join(f"{p['collection']}: {p['checked']:,} of {p['listed']:,} listed points, {stored(p)}, "
+                       f"{p['embedded']:,} vectors re-embedded" for p in r.populations) or "no population to read"
+    mode = "every point" if r.mode == "full" else "a sample (`--full` checks every point)"
+    head = f"index {r.index}: {'healthy' if r.healthy else f'{len(r.findings)} finding(s)'} ({mode}; {looked}; " \
+           f"{r.seconds:.1f} s)"
+    lines = [head]
+    for f in r.findings:
+        eg = f" (e.g. {', '.join(f.examples[:2])})" if f.examples and f.kind in _POINT_KINDS else ""
+        lines.append(f"  {f.kind:<24} {f.detail}{eg}")
+    for line in r.advice:
+        lines.append(f"  do: {line}")
+    for line in r.notes:
+        lines.append(f"  note: {line}")
+    return "\n".join(lines)
+

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import time
 import uuid
 from typing import Any
@@ -49,6 +48,7 @@ from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from reindex import execution, settings, workers  # noqa: E402
 from reindex.errors import ConfigError, LockLost, ReindexError, RunnerError  # noqa: E402
+from reindex.eta import progress_line  # noqa: E402
 from reindex.orphans import mark_owner  # noqa: E402
 from reindex.runners import ShardJob, TaskRunnerSpec, deal_units, failure_of, parse_task_runner, summarize  # noqa: E402
 
@@ -101,7 +101,16 @@ def _apply(run_key: str, specs: list[dict], pool: str | None = None) -> dict:
     ctx = workers.hosted_context(run_key)  # the flow runs in the coordinator's process
     shards = [s["shard"] for s in specs]
     progress_id = create_progress_artifact(progress=0.0, description=f"reindex apply: {len(shards)} shards")
-    progress = lambda n: update_progress_artifact(progress_id, progress=100.0 * n / max(len(shards), 1))  # noqa: E731
+
+    def progress(n: int) -> None:
+        """The artifact after ``n`` shards: tokens done / planned (shards without tokens), rate, ETA."""
+        pct, line = 100.0 * n / max(len(shards), 1), f"reindex apply: shards {n}/{len(shards)}"
+        if ctx.meter is not None:
+            snap = ctx.meter.snapshot(time.perf_counter())
+            if snap["tokens_planned"]:
+                pct = 100.0 * snap["tokens_done"] / snap["tokens_planned"]
+            line = f"reindex apply: {progress_line({**snap, 'shards_done': n, 'shards_total': len(shards)})}"
+        update_progress_artifact(progress_id, progress=min(100.0, pct), description=line)
     if pool:
         results, failed = _fan_out(ctx, specs, parse_task_runner(pool), progress)
         for f in failed:

@@ -7,6 +7,7 @@ deterministic order. Input that cannot become a document is a :class:`BadDocumen
 
 from __future__ import annotations
 
+import json
 import itertools
 import posixpath
 import re
@@ -233,6 +234,22 @@ class Admission:
 
     def reject(self, doc_id: str, reason: str) -> None:
         self.report.add_bad(BadDocument(doc_id, reason))
+
+    def json_object(self, where: str, raw: bytes, what: str = "line") -> dict | None:
+        """One JSON object of a line-oriented source (a JSON Lines row, a change-log entry), or None after
+        reporting at ``where`` why ``raw`` is not one (``what``: how the message names the unit)."""
+        try:
+            obj: Any = json.loads(raw)
+        except UnicodeDecodeError as err:
+            self.reject(where, f"not valid UTF-8 at byte {err.start} of the {what}")
+            return None
+        except ValueError as err:
+            self.reject(where, f"malformed JSON: {err}")
+            return None
+        if not isinstance(obj, dict):
+            self.reject(where, f"malformed: expected a JSON object, got {type(obj).__name__}")
+            return None
+        return obj
 
     def admit(
         self,

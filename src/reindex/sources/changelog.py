@@ -11,10 +11,9 @@ read from a wrong place.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
@@ -120,16 +119,8 @@ class ChangelogSource:
     def _entry(self, admission: Admission, offset: int, raw: bytes) -> tuple[str, str, dict] | None:
         """(doc id, op, object) of one line, or None after reporting why it is not an entry."""
         where = f"byte:{offset}"
-        try:
-            obj: Any = json.loads(raw)
-        except UnicodeDecodeError as err:
-            admission.reject(where, f"not valid UTF-8 at byte {err.start} of the entry")
-            return None
-        except ValueError as err:
-            admission.reject(where, f"malformed JSON: {err}")
-            return None
-        if not isinstance(obj, dict):
-            admission.reject(where, f"malformed: expected a JSON object, got {type(obj).__name__}")
+        obj = admission.json_object(where, raw, "entry")
+        if obj is None:
             return None
         op = obj.get("op", "upsert")
         if op not in OPS:

@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import gzip
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
@@ -64,16 +63,8 @@ class JsonlSource:
 
     def _row(self, admission: Admission, n: int, raw: bytes) -> Document | None:
         where = f"line:{n}"
-        try:
-            obj: Any = json.loads(raw)
-        except UnicodeDecodeError as err:
-            admission.reject(where, f"not valid UTF-8 at byte {err.start} of the line")
-            return None
-        except ValueError as err:
-            admission.reject(where, f"malformed JSON: {err}")
-            return None
-        if not isinstance(obj, dict):
-            admission.reject(where, f"malformed: expected a JSON object, got {type(obj).__name__}")
+        obj = admission.json_object(where, raw, "line")
+        if obj is None:
             return None
 
         id_key = pick_field(list(obj), self.cfg.id_field, ID_FIELDS)

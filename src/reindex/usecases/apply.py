@@ -1,4 +1,8 @@
-"""Apply a plan: refuse drifted or unapproved plans, take the index lock, run the shards."""
+"""Apply a plan: refuse drifted or unapproved plans, take the index lock, run the shards.
+
+Lines: one use case, from the check of a plan's inputs (the same cursor, digest and live population the plan
+recorded) through the run to its report and recorded rates; the checks are also what ``record_cursor`` and the
+mutation bench (bench/mutations.py) address here."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from pathlib import Path
 
 from reindex.atomic import atomic_write_text
 from reindex.config import PipelineConfig
-from reindex.errors import ApprovalError, StateError
+from reindex.errors import ApprovalError
 from reindex.identity import CorpusDigest, identity_of, payload_id
 from reindex.pipeline import TextPipeline
 from reindex.sources import open_source, tracker_of
@@ -19,16 +23,13 @@ from reindex.sources.base import Document, ScanReport
 
 from reindex.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain import ChangeKind, PopulationState
-from reindex.planner import Baseline, approval_of_plan, classify, forecast_refusal, queries_changed
-from reindex.planner import (
-    Plan,
-    PlanError,
-    read_plan,
-)
+from reindex.planner import (Baseline, Plan, PlanError, approval_of_plan, classify, forecast_refusal, queries_changed,
+                             read_plan)
 
 
 
-from reindex import execution
+from reindex import execution, settings
+from reindex.carried import CarriedRef, delete_carried
 from reindex.embedders import describe_embedder
 from reindex.cursors import Committed, Tracking, commit_cursor, read_committed, read_cursor, source_key
 from reindex.manifests import (
@@ -49,6 +50,7 @@ from reindex.throughput import CpuClock
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
+from reindex.usecases.apply_progress import ProgressRecord
 from reindex.usecases.disk import check_free_disk
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
@@ -427,20 +429,32 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, confirm=lambda: lock.check(confirm=True), token_budget=_token_budget(plan, plan_path, cfg),
             lease=Fence.of(lock), store_path=backends.store_backend(cfg).folder,
-            documents=read if in_place and read else None, tracking=tracking,
+            documents=read if in_place and read else None, tracking=tracking, carried=carried_ref(plan),
+            fresh=frozenset((plan.body.get("repair") or {}).get("documents", ())),
         )
+        recorder = ProgressRecord(state, cfg.index, target, plan.plan_hash, progress, lock.check)
+        ctx.progress, ctx.meter = recorder, recorder.counts
         if ctx.token_budget is not None:  # one count for this process and every shard worker
             ctx.budget_counter = SharedTokenCounter(state, budget_key(cfg.index, plan.plan_hash, ctx.lease),
                                                     ctx.token_budget, lock.check)
         phases["setup"] = time.perf_counter() - t
         job = job_of(plan, cfg, shards)
+        if (not in_place and old_cfg is not None and cfg.serving.every_shards and cfg.serving.mode != "old"
+                and identity_of(old_cfg).vector_id != ident.vector_id):
+            # A model change: readers may be served a bridge or a cascade while it builds, re-evaluated as it goes.
+            from reindex.usecases.serve import ServingWatch
+
+            ctx.progress = ServingWatch(cfg, state, store, plan.plan_hash, len(job.shards),
+                                        lambda: lock.check(confirm=True), progress)
         w = plan.body["work"]
-        if progress:
-            progress({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
-                      "chunks_planned": w["chunks_new"] if not in_place else None,
-                      "tokens_planned": w["tokens_to_embed"],
-                      "documents_planned": w["documents"]["total"] if not in_place else len(job.only or ())})
+        recorder({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
+                  "chunks_planned": w["chunks_new"] if not in_place else None,
+                  "tokens_planned": w["tokens_to_embed"],
+                  "documents_planned": w["documents"]["total"] if not in_place else len(job.only or ())})
         t = time.perf_counter()
+        # A repair (reindex doctor): points the chunk manifest does not list go first (listed at planning, and
+        # the drift check saw the same manifest: none of them is listed now). Repeatable after a kill.
+        repaired = execution.delete_points_by_id(ctx, (plan.body.get("repair") or {}).get("delete_points", ()))
         summary = runner.run(ctx, job)
         phases["shards+catch-up"] = time.perf_counter() - t
         failures = summary["failed_shards"] + [
@@ -470,6 +484,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         report["embedder"] = describe_embedder(ctx.embedder)  # the device it resolved to on this machine
         if not failures and not in_place:
             report["actual"]["deleted"] += report_stale
+        report["actual"]["deleted"] += repaired
         report["throughput"]["recorded"] = record_rate(state, cfg, ident.vector_id, plan, report, describe(runner))
         if build is not None:
             report["index_build"] = {**build, "points": report["actual"]["points_in_collection"],
@@ -479,10 +494,21 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
             lock.check(confirm=True)
-            write_apply_record(state, cfg.index, plan.plan_hash, {**report, "collection": target})
+            write_apply_record(state, cfg.index, plan.plan_hash, {**report, "collection": target, "at": time.time()})
+            if ctx.carried is not None:
+                delete_carried(state, ctx.carried)  # done: nothing reads it again (a resumed run reads done.json)
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:
         store.close()
+
+
+def carried_ref(plan: Plan) -> CarriedRef | None:
+    """The plan's carried chunks (:mod:`reindex.carried`) for its shards, None when it carries none or carrying is
+    switched off (``REINDEX_CARRY_CHUNKS=0``)."""
+    carried = plan.body.get("carried")
+    if not carried or not settings.carry_chunks():
+        return None
+    return CarriedRef(plan.index, carried["id"])
 
 
 def _commit_tracking(ctx: execution.ApplyContext, summary: dict, plan: Plan) -> None:
@@ -535,8 +561,12 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
             "shards_skipped": sum(1 for r in shards if r["skipped"]),
         },
         "catch_up": catch,
+        # Documents whose chunks the plan carried (not tokenized again) and documents chunked by the shards, with
+        # why a carry could not be used (reindex.carried).
+        "carried": {"id": (plan.body.get("carried") or {}).get("id"), "documents": sum(r.get("carried", 0) for r in shards),
+                    "chunked": sum(r.get("chunked", 0) for r in shards), "problems": [p for r in shards for p in r.get("carry_problems", [])]},
         # Wall and CPU seconds inside successful embedding calls, summed over workers, and the workers that
-        # embedded at once (timing, like "seconds"; "recorded": see _record_rate).
+        # embedded at once (timing, like "seconds"; "recorded": see reindex.usecases.rates.record_rate).
         "throughput": {"tokens_embedded": total("tokens_embedded"),
                        "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3),
                        "embed_cpu_seconds": round(sum(r.get("embed_cpu_seconds", 0.0) for r in shards), 3),
@@ -550,4 +580,4 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
 
 
 SHARD_FIELDS = ("shard", "worker", "skipped", "seconds", "embed_seconds", "embed_cpu_seconds", "commit_seconds", "documents", "chunks",
-                "reused_old", "reused_target", "embedded", "tokens_embedded", "deleted")
+                "reused_old", "reused_target", "embedded", "tokens_embedded", "deleted", "carried", "chunked")

@@ -21,6 +21,7 @@ from reindex.forecast import (
     build_old_side,
     draw_forecast_sample,
     forecast_section,
+    forecast_serving,
     share_space,
 )
 from reindex.identity import identity_of
@@ -77,6 +78,12 @@ def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *,
                                   bound=cfg.cutover.min_recall_delta,
                                   text_old=partial(normalise, cfg=old_cfg.text.normaliser),
                                   text_new=partial(normalise, cfg=cfg.text.normaliser))
+            outlook = None
+            if identity_of(old_cfg).vector_id != identity_of(cfg).vector_id and cfg.serving.mode != "old":
+                # A model change: what readers could be served while it builds, on the same two sides and queries.
+                outlook = forecast_serving(scratch, old_cfg, cfg, qs, lambda t: old_q.embed(t).vectors,
+                                           lambda t: new_q.embed(t).vectors, lambda t: new_emb.embed(t).vectors,
+                                           evaluation["aggregate"])
         finally:
             scratch.close()
     agree = None
@@ -87,4 +94,7 @@ def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *,
         agree = agreement(texts, lambda t: old_emb.embed(t).vectors, lambda t: new_emb.embed(t).vectors,
                           share_space(old_cfg, cfg), tok.count_batch)
     cost["seconds"] = time.perf_counter() - t0
-    return forecast_section(evaluation, k, sample, query_source, cost, agree)
+    section = forecast_section(evaluation, k, sample, query_source, cost, agree)
+    if outlook is not None:
+        section["serving"] = outlook
+    return section

@@ -11,6 +11,8 @@
         ix.cutover(path)                             # gate, swap the alias
         result = ix.sync()                           # or all of it as one cycle (what `reindex sync` runs)
         print(ix.status()["aliases"], ix.query("how are sockets closed?", k=3).results[0])
+        assert ix.doctor().healthy                   # the store holds what the books say
+        ix.serving(evaluate=True)                    # during a model change: bridge / cascade / old, gated
 
 A caller passes what it has (``state``, ``store``, ``reader``, ``embedder``, ``runner``: a service's own
 clients, a test's fakes, a shard worker's cached model) and everything else has defaults. What the handle
@@ -148,6 +150,22 @@ class Index:
         from reindex.usecases.lifecycle import status
 
         return self._call(status, self._config_arg)
+
+    def doctor(self, *, full: bool = False, sample: int = 256, embed_sample: int = 32, repair: bool = False,
+               seed: int = 0, out: str | Path | None = ...):  # type: ignore[assignment]
+        """The store against the books (:func:`reindex.usecases.doctor.doctor`): a :class:`DoctorReport`; with
+        ``repair``, the plan that fixes the live population is written to ``out`` (default :attr:`plans_dir`)."""
+        from reindex.usecases.doctor import doctor
+
+        return self._call(doctor, self._config_arg, full=full, sample=sample, embed_sample=embed_sample,
+                          repair=repair, out=self.plans_dir if out is ... else out, seed=seed)
+    def serving(self, *, evaluate: bool = False, queries: str | Path | None = None):
+        """What readers are served while a model change builds (``old``, ``bridge`` or ``cascade``) and why; with
+        ``evaluate``, the modes are evaluated again on the cutover's queries and gated first
+        (:func:`reindex.usecases.serve.serving`; ``reindex serving [--evaluate]``)."""
+        from reindex.usecases.serve import serving
+
+        return self._call(serving, self._config_arg, evaluate=evaluate, queries=queries)
 
     def query(self, text: str, *, k: int = 10, filters: dict[str, str] | None = None, collection: str | None = None):
         """Top ``k`` chunks for ``text`` from the live alias (:func:`reindex.api.query`)."""

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 from functools import partial
-from collections.abc import Iterator
 from typing import Any, Callable, TypedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +21,7 @@ from reindex.sources.extract import normalise
 from reindex import cutover as co
 from reindex.domain import PopulationState
 from reindex import evaluation as ev
+from reindex.carried import prune_carried
 from reindex.cursors import commit_cursor, resume_tracking
 from reindex.manifests import read_live, read_population
 from reindex.approvals import check_not_rejected, read_approval, signing_key
@@ -40,6 +38,7 @@ from reindex.usecases.configure import load_resolved
 from reindex.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.queries import comparison_queries
+from reindex.usecases.serve import serving_view
 from reindex.usecases.plan import check_plan_index
 
 __all__ = [
@@ -70,7 +69,10 @@ class PopulationStatus(TypedDict):
     chunker: str
     model: dict[str, Any]  # provider, model, backend, precision, dimension: what answers its queries
     exists: bool
-    progress: dict[str, Any] | None  # a population being built: shards_done, shards_total, run
+    progress: dict[str, Any] | None  # a population being built: shards_done, shards_total, run, tokens_done,
+    # tokens_planned, tokens_per_second, eta_seconds, updated_at (the last four null until the apply measured a rate)
+    tokens_done: int | None  # a population being built: tokens embedded so far (null otherwise)
+    eta_seconds: float | None  # a population being built: seconds left to the end of its shards (null: unknown)
 
 
 class IndexStatus(TypedDict):
@@ -79,6 +81,7 @@ class IndexStatus(TypedDict):
     populations: list[PopulationStatus]
     lock: dict[str, Any] | None
     pending: dict[str, Any] | None
+    serving: dict[str, Any]  # mode (old | bridge | cascade), since, evidence, shadow, stale, reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,15 +329,24 @@ def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = Non
                 else:
                     action = "not confirmed"
                 actions.append({**c, "action": action})
+            lock.check(confirm=True)
+            pruned = prune_carried(state, cfg.index, older_than_s=retention)  # plans' chunks no apply took
+            if pruned:
+                logging.getLogger("reindex").info("deleted %d objects of chunks carried by plans older than %s days "
+                                                  "that no apply used", pruned, cfg.cutover.retention_days)
             return actions
         finally:
             store.close()
 
 
 def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[str, Any]:
-    """Shards done / total of a population being built: its shard manifests in the state store (each is
-    written once a shard's points are durable), for the run the lock holder names, else the furthest one."""
-    from reindex.manifests import population_prefix
+    """How far the build of a population is: shards done / total (its shard manifests in the state store, each
+    written once a shard's points are durable) and, from the progress record the apply keeps (every few seconds),
+    tokens done / planned, the measured rate and the seconds left (the record's ETA less the time since it was
+    written; null until the apply has measured a rate). For the run the lock holder names, else the latest one."""
+    import time
+
+    from reindex.manifests import population_prefix, read_run_progress
 
     prefix = f"{population_prefix(index, rec.collection)}/runs/"
     done: dict[str, int] = {}
@@ -342,16 +354,28 @@ def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[
         run, _, name = key[len(prefix):].partition("/")
         if name.startswith("shard-") and name.endswith(".json"):
             done[run] = done.get(run, 0) + 1
+        elif name == "progress.json":
+            done.setdefault(run, 0)
     purpose = (lock or {}).get("purpose") or ""
     run = next((r for r in done if purpose.startswith(f"apply {r[:12]}")), None) or max(done, key=done.__getitem__,
                                                                                          default=None)
-    return {"shards_done": done.get(run, 0) if run else 0,
-            "shards_total": rec.config.apply.shards, "run": run}
+    out: dict[str, Any] = {"shards_done": done.get(run, 0) if run else 0, "shards_total": rec.config.apply.shards,
+                           "run": run, "tokens_done": None, "tokens_planned": None, "tokens_per_second": None,
+                           "eta_seconds": None, "updated_at": None}
+    record = read_run_progress(state, index, rec.collection, run) if run else None
+    if record is not None:
+        age = max(0.0, time.time() - float(record.get("updated_at") or time.time()))
+        eta = record.get("eta_seconds")
+        out.update(tokens_done=record.get("tokens_done"), tokens_planned=record.get("tokens_planned"),
+                   tokens_per_second=record.get("tokens_per_second"), updated_at=record.get("updated_at"),
+                   eta_seconds=round(max(0.0, float(eta) - age), 1) if eta is not None else None)
+    return out
 
 
 def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
-    """Aliases, populations (live, shadow, retired with age; one being built with its shards done / total)
-    and the lock holder, read without taking the store's writer slot: works while an apply runs."""
+    """Aliases, populations (live, shadow, retired with age; one being built with its shards done / total, tokens
+    done / planned, rate and ETA) and the lock holder, read without taking the store's writer slot: works while an
+    apply runs."""
     import time
 
 
@@ -369,12 +393,17 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                     points = store.count(r.collection)
                 except VectorStoreError:  # not published yet: a build readers cannot see
                     points = None
+            progress = build_progress(state, cfg.index, r, lock) if r.state == "building" else None
             pops.append({"collection": r.collection, "state": r.state, "points": points,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
                          "chunker": chunker_spec(r.config.text.chunker), "model": r.model(), "exists": exists,
-                         "progress": build_progress(state, cfg.index, r, lock) if r.state == "building" else None})
+                         "progress": progress,
+                         "tokens_done": progress["tokens_done"] if progress else None,
+                         "eta_seconds": progress["eta_seconds"] if progress else None})
+        view = serving_view(state, cfg.index, aliases.get(cfg.index)).as_dict()
+        serving = {key: view[key] for key in ("mode", "since", "evidence", "shadow", "stale", "reason")}
         return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
-                "pending": co.pending_intent(state, cfg.index)}
+                "pending": co.pending_intent(state, cfg.index), "serving": serving}
 
 
 def _aliases_or_repair(cfg: PipelineConfig, store, state) -> dict[str, str]:

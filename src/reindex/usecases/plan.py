@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from reindex import reports
+from reindex import reports, settings
 from reindex.config import (
     PipelineConfig,
     load_config,
@@ -29,6 +29,7 @@ from reindex.planner import (
     PlanError,
     PlanRequest,
     Rates,
+    Repair,
     explicit_baseline,
     attach_retained,
     build_rate_name,
@@ -189,11 +190,18 @@ def make_plan(
         from reindex.usecases.forecast import forecast_change
 
         outlook = forecast_change(cfg, n, queries=queries)
+    explicit = baseline_config is not None or baseline_corpus is not None  # a what-if: apply refuses it
     req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg, measure=new_vectors), sample=sample, seed=seed,
                       progress=progress, model_limit=_model_limit(cfg), in_place_part=part, forecast=outlook,
-                      verify=verify)
+                      verify=verify, carry_to=None if explicit else _carry_to(cfg))
     plan = plan_change(req)
     return plan, _written(plan, out)
+
+
+def _carry_to(cfg: PipelineConfig):
+    """The state store a plan's chunks are carried to apply in (:mod:`reindex.carried`), or None when carrying is
+    switched off (``REINDEX_CARRY_CHUNKS=0``)."""
+    return backends.state_store(cfg) if settings.carry_chunks() else None
 
 
 def _written(plan: Plan, out: str | Path | None) -> Path | None:
@@ -221,11 +229,31 @@ def plan_in_place_part(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG
     return (part, _written(part, out)) if part is not None else None
 
 
+def plan_repair(config_path: str | Path | PipelineConfig, repair: Repair, *,
+                out: str | Path | None = "plans") -> tuple[Plan, Path | None]:
+    """The plan that repairs what ``reindex doctor`` found in the live population (:class:`~reindex.planner.Repair`):
+    document-scoped, in place, under the live population's own config (governed by the config file, as the
+    in-place part of a pipeline change is), approved and applied like any plan. PlanError when there is no live
+    population or the source changed as well (a sync comes first)."""
+    from reindex.manifests import read_live
+
+    cfg = load_resolved(config_path)
+    state = backends.state_store(cfg)
+    live = read_live(state, cfg.index)
+    if live is None:
+        raise PlanError(f"index {cfg.index!r} has no live population to repair; build one with `reindex plan` and "
+                        "`reindex apply`")
+    own = cfg if identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id else live.governs(cfg)
+    plan = plan_change(PlanRequest(own, str(config_path), live_baseline(state, cfg.index), rates_for(own),
+                                   model_limit=_model_limit(own), repair=repair))
+    return plan, _written(plan, out)
+
+
 def _plan_part(cfg: PipelineConfig, config_path, live, baseline, progress) -> Plan | None:
     """The plan of the document changes under ``live``'s own config, if they are anything to apply in place."""
     part_cfg = live.governs(cfg)
     part = plan_change(PlanRequest(part_cfg, str(config_path), baseline, rates_for(part_cfg), progress=progress,
-                                   model_limit=_model_limit(part_cfg)))
+                                   model_limit=_model_limit(part_cfg), carry_to=_carry_to(part_cfg)))
     return part if part.kind.in_place else None
 
 

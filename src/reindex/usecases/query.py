@@ -51,11 +51,14 @@ class QueryResult:
     model: dict[str, Any] = field(default_factory=dict)
     mode: str = "old"
     note: str | None = None
+    # bridge / cascade: the model the query was embedded with, the bridge's id, the cascade's cost (candidates,
+    # read from the shadow, embedded on the fly, milliseconds). Empty when served natively.
+    serving: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"index": self.index, "target": self.target, "population": self.population,
                 "vector_id": self.vector_id, "model": dict(self.model), "mode": self.mode, "note": self.note,
-                "results": list(self.results)}
+                "serving": dict(self.serving), "results": list(self.results)}
 
 
 def parse_filters(items: tuple[str, ...] | list[str], metadata_fields: Sequence[str] | None = None) -> dict[str, str]:
@@ -94,6 +97,19 @@ class _Served:
     note: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Mode:
+    """A serving mode other than ``old`` that readers of the alias follow now (``reindex.usecases.serve``)."""
+
+    kind: str  # bridge | cascade
+    shadow: Any  # the shadow's Population: its model embeds the queries
+    bridge: Any  # reindex.serving.Bridge (bridge mode)
+    candidates: int
+
+
+_SHADOWS = ("building", "ready")  # reindex.usecases.serve.SHADOW_STATES (not imported: it loads the serving engine)
+
+
 class _ReadSide:
     """The one read path: alias → population record → that population's query embedder → search.
 
@@ -105,6 +121,8 @@ class _ReadSide:
         self._embedders: dict[str, Any] = {}
         self._records: dict[str, tuple[bytes, float, Any]] = {}  # collection → (record bytes, read at, Population)
         self._noted: set[tuple[str, str]] = set()
+        self._serving: tuple[bytes, float, dict | None] | None = None  # serving.json (bytes, read at, parsed)
+        self._bridges: dict[str, Any] = {}  # bridge id → Bridge
 
     def close(self) -> None:
         with self._lock:
@@ -178,6 +196,81 @@ class _ReadSide:
             _log.warning("reindex query: %s", note)
         return _Served(collection, pcfg, vid, model, self._embedder(vector.for_queries(), cfg.embed), note)
 
+    def _serving_record(self, state, index: str) -> dict | None:
+        """The index's serving record (parsed once per bytes; with a remote state read at most once a second)."""
+        from reindex.manifests import serving_key
+
+        with self._lock:
+            cached = self._serving
+            if cached is not None and getattr(state, "remote", False) \
+                    and time.monotonic() - cached[1] < REMOTE_RECORD_REFRESH_S:
+                return cached[2]
+        data = state.get(serving_key(index))
+        if data is None:
+            rec = None
+        elif cached is not None and cached[0] == data:
+            rec = cached[2]
+        else:
+            try:
+                rec = json.loads(data)
+            except ValueError:
+                _log.warning("reindex query: %s/%s is not valid JSON; serving the live population natively",
+                             state.describe(), serving_key(index))
+                rec = None
+        with self._lock:
+            self._serving = (data or b"", time.monotonic(), rec)
+        return rec
+
+    def mode(self, cfg, served: _Served) -> _Mode | None:
+        """The serving mode readers of the alias follow now, for the population ``served``: the record's mode while
+        the alias still serves the population it was evaluated for and its shadow is still a shadow, the bridge
+        joining exactly these two vector ids; None (native serving) otherwise."""
+        state = backends.state_store(cfg)
+        rec = self._serving_record(state, cfg.index)
+        if not rec or rec.get("mode") not in ("bridge", "cascade") or rec.get("live") != served.collection:
+            return None
+        shadow = self._population(state, cfg.index, str(rec.get("shadow")), fresh=False)
+        if shadow is None or shadow.state not in _SHADOWS:
+            return None
+        bridge = None
+        if rec["mode"] == "bridge":
+            bid = (rec.get("bridge") or {}).get("id")
+            with self._lock:
+                bridge = self._bridges.get(bid)
+            if bridge is None and bid:
+                from reindex.serving import load_bridge
+
+                bridge = load_bridge(state, cfg.index, bid)
+                with self._lock:
+                    self._bridges[bid] = bridge
+            if bridge is None or bridge.to_vector_id != served.vector_id or bridge.from_vector_id != shadow.vector_id:
+                return None
+        return _Mode(rec["mode"], shadow, bridge, int(rec.get("candidates") or 50))
+
+    def _search_mode(self, cfg, store, served: _Served, mode: _Mode, text: str, k: int, doc_id, where):
+        """One query in a serving mode: (hits, what QueryResult.serving says)."""
+        t0 = time.perf_counter()
+        new_q = self._embedder(mode.shadow.config.vector.for_queries(), cfg.embed)
+        v_new = new_q.embed([text]).vectors
+        info: dict[str, Any] = {"query_model": mode.shadow.model(), "shadow": mode.shadow.collection}
+        if mode.kind == "bridge":
+            hits = store.query(served.collection, mode.bridge.map(v_new)[0], limit=k, doc_id=doc_id, where=where)
+            info.update(bridge=mode.bridge.id, bridge_kind=mode.bridge.kind, embeddings=1)
+        else:
+            from reindex.serving import cascade_rerank
+
+            passages = self._embedder(mode.shadow.config.vector, cfg.embed)
+            v_old = served.embedder.embed([text]).vectors[0]
+            hits, cost = cascade_rerank(store, served.collection, mode.shadow.collection, v_old, v_new[0],
+                                        candidates=max(mode.candidates, k), new_vector_id=mode.shadow.vector_id,
+                                        payload=served.cfg.payload, embed_passages=lambda t: passages.embed(t).vectors,
+                                        distance=mode.shadow.config.vector.distance, doc_id=doc_id, where=where)
+            hits = hits[:k]
+            info.update(candidates=cost["candidates"], from_shadow=cost["from_shadow"], embedded=cost["embedded"],
+                        embeddings=2 + cost["embedded"])
+        info["ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        return hits, info
+
     def search(self, cfg, store, text: str, *, k: int, filters: dict[str, str] | None,
                collection: str | None) -> QueryResult:
         """Embed ``text`` for the population ``collection`` (or the alias) serves and search that population.
@@ -190,8 +283,13 @@ class _ReadSide:
             if filters:
                 parse_filters([f"{key}={v}" for key, v in filters.items()], pcfg.source.metadata_fields)
             where = {filter_key(pcfg.payload, key): v for key, v in filters.items() if key != "doc_id"}
-            vector = served.embedder.embed([text]).vectors[0]
-            hits = store.query(served.collection, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
+            mode = self.mode(cfg, served) if target == cfg.index else None  # an explicit collection: natively
+            info: dict[str, Any] = {}
+            if mode is None:
+                vector = served.embedder.embed([text]).vectors[0]
+                hits = store.query(served.collection, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
+            else:
+                hits, info = self._search_mode(cfg, store, served, mode, text, k, filters.get("doc_id"), where or None)
         except VectorStoreError as err:
             _raise_if_never_built(cfg, collection, err)
             raise
@@ -200,7 +298,8 @@ class _ReadSide:
                          "metadata": payload_metadata(h.payload, pcfg.payload),
                          "ordinal": h.payload.get("ordinal")} for h in hits)
         return QueryResult(cfg.index, target, results, population=served.collection, vector_id=served.vector_id,
-                           model=served.model, note=served.note)
+                           model=served.model, mode=mode.kind if mode is not None else "old", note=served.note,
+                           serving=info)
 
 
 def query(text: str, config_path: str | Path = DEFAULT_CONFIG, *, k: int = 10, filters: dict[str, str] | None = None,

@@ -1,0 +1,210 @@
+"""``reindex doctor``: are the books and the store one story? (DESIGN.md invariant 17)
+
+For each population with a collection to read, the store against its chunk manifest (:func:`reindex.drift.check_population`:
+counts, a sample of points, or every one with ``full``), and the index's own records (:func:`reindex.drift.check_books`:
+the alias, runs left half done, populations stuck in building, orphaned collections, staged results, a stale lock).
+Read-only: the store is opened as a reader, nothing is locked, so it works beside a running apply.
+
+With ``repair``, what a plan can fix in the live population (points missing, unlisted, stale, of another pipeline or
+model, with edited payloads) becomes a plan (:func:`reindex.usecases.plan.plan_repair`): written to ``plans/``,
+approved per policy and carried out by ``reindex apply`` like any other. The rest gets advice lines naming the
+command that fixes it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reindex import cutover as co
+from reindex.config import PipelineConfig
+from reindex.drift import (
+    PLAN_FIXES,
+    Books,
+    Finding,
+    PopulationCheck,
+    check_books,
+    check_population,
+)
+from reindex.errors import ConfigError, ReindexError, StateError, VectorStoreError
+from reindex.locks import lock_key, parse_lock
+from reindex.manifests import (
+    Population,
+    count_chunk_manifest_rows,
+    index_prefix,
+    read_json,
+)
+from reindex.stores.vectors import one_line
+from reindex.usecases import backends
+from reindex.usecases.backends import DEFAULT_CONFIG
+from reindex.usecases.configure import load_resolved
+
+__all__ = ["DoctorReport", "doctor"]
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    """What ``reindex doctor`` found; ``healthy`` when nothing. ``repair``: the plan ``--repair`` wrote (path,
+    hash, what it does), or why none was written."""
+
+    index: str
+    mode: str  # sample | full
+    findings: tuple[Finding, ...]
+    advice: tuple[str, ...]
+    notes: tuple[str, ...]
+    populations: tuple[dict[str, Any], ...]  # per population checked: points, listed, checked, scanned, embedded
+    repair: dict[str, Any] | None
+    seconds: float
+
+    @property
+    def healthy(self) -> bool:
+        return not self.findings
+
+    def as_dict(self) -> dict[str, Any]:
+        """What ``reindex doctor --json`` prints: ``{"healthy", "findings": [{"kind", "population", "count",
+        "examples", …}], …}``."""
+        return {"healthy": self.healthy, "index": self.index, "mode": self.mode,
+                "findings": [f.as_dict() for f in self.findings], "advice": list(self.advice),
+                "notes": list(self.notes), "populations": list(self.populations), "repair": self.repair,
+                "seconds": round(self.seconds, 3)}
+
+
+def doctor(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, full: bool = False, sample: int = 256,
+           embed_sample: int = 32, repair: bool = False, out: str | Path | None = "plans",
+           seed: int = 0) -> DoctorReport:
+    """Check every population and the index's records (see the module docstring). ``sample``: manifest rows and
+    store points looked at per population (``full``: every one); ``embed_sample``: vectors re-embedded with the
+    population's model and compared (0: none); ``repair``: write the plan that fixes the live population into
+    ``out``."""
+    if sample < 1 or embed_sample < 0:
+        raise ConfigError(f"--sample must be at least 1 and --embed-sample at least 0 (got {sample}, {embed_sample})")
+    t0 = time.perf_counter()
+    cfg = load_resolved(config_path)
+    state = backends.state_store(cfg)
+    records = co.populations(state, cfg.index)
+    got = state.get_versioned_aged(lock_key(cfg.index))
+    lock = parse_lock(got[0] if got is not None else None)
+    gone = lock.held and lock.process is not None and lock.process.gone()
+    try:
+        live_name = (read_json(state, f"{index_prefix(cfg.index)}/live.json") or {}).get("collection")
+    except StateError:  # named by the records' check (state-contradicts-alias)
+        live_name = None
+    findings: list[Finding] = []
+    checks: dict[str, PopulationCheck] = {}
+    unread: list[str] = []
+    with backends.read_only_store(cfg) as store:
+        alias = store.get_alias(cfg.index) if store is not None else None
+        collections = tuple(store.list_collections()) if store is not None else ()
+        for rec in records:
+            if not rec.state.servable:
+                continue  # building (judged by the records' check) or deleting (gc finishes it)
+            if rec.collection not in collections:
+                listed = count_chunk_manifest_rows(state, cfg.index, rec.collection)
+                findings.append(Finding("missing-points", rec.collection, listed, (),
+                                        f"{rec.collection} is {rec.state} but its collection is gone ({listed:,} "
+                                        "points listed)", listed))
+                continue
+            try:
+                checks[rec.collection] = check_population(store, state, rec, full=full, sample=sample,
+                                                          embed_sample=embed_sample, embed=_embedder(rec, cfg),
+                                                          seed=seed)
+            except VectorStoreError as err:  # a shadow before its cutover: readers of this store cannot see it
+                unread.append(f"{rec.collection} ({rec.state}) was not checked: {one_line(err)}")
+                continue
+            findings += checks[rec.collection].findings
+    books, notes = check_books(state, cfg.index, records, Books(alias, collections, lock, got[2] if got else 0.0, gone))
+    findings += books
+    notes = unread + notes
+    advice = _advice(findings, cfg, state, live_name, full, repair, Path(out) if out is not None else Path("plans"))
+    fix = None
+    if repair:
+        fix = _repair(config_path, checks.get(live_name or ""), out)
+        if fix is not None:
+            advice.insert(0, fix["line"])
+    populations = tuple({"collection": c.collection, "points": c.points, "listed": c.listed, "checked": c.checked,
+                         "scanned": c.scanned, "embedded": c.embedded} for c in checks.values())
+    return DoctorReport(cfg.index, "full" if full else "sample", tuple(findings), tuple(advice), tuple(notes),
+                        populations, fix, time.perf_counter() - t0)
+
+
+def _embedder(rec: Population, cfg: PipelineConfig) -> Callable[[list[str]], Any]:
+    """Texts → vectors with the population's own vector half (its model is loaded on the first call only)."""
+    made: list[Any] = []
+
+    def embed(texts: list[str]) -> Any:
+        if not made:
+            made.append(backends.make_embedder(rec.config.vector, batch_size=cfg.apply.embed_batch_size,
+                                               options=cfg.embed))
+        return made[0].embed(texts).vectors
+
+    return embed
+
+
+def _repair(config_path: str | Path | PipelineConfig, check: PopulationCheck | None,
+            out: str | Path | None) -> dict[str, Any] | None:
+    """Write the plan that fixes what ``check`` (the live population's) found; its summary, or why there is none."""
+    if check is None or not (check.resync or check.delete):
+        return None
+    kinds = tuple((f.kind, f.count) for f in check.findings if f.kind in PLAN_FIXES)
+    from reindex.planner import Repair  # the planner is loaded only to repair
+    from reindex.usecases.plan import plan_repair
+
+    try:
+        plan, path = plan_repair(config_path, Repair(check.resync, check.delete, kinds), out=out)
+    except ReindexError as err:
+        return {"plan": None, "error": str(err), "line": f"no repair plan: {err}"}
+    n = plan.numbers
+    where = str(path) if path is not None else None
+    approve = (f"approve it (`reindex approve {where} --by NAME`: {'; '.join(plan.body['approval']['reasons'])}), then "
+               if n.approval_required else "")
+    return {"plan": where, "plan_hash": plan.plan_hash, "kind": plan.kind.value,
+            "documents": len(plan.body["repair"]["documents"]), "delete_points": len(plan.body["repair"]["delete_points"]),
+            "tokens_to_embed": n.tokens_to_embed, "approval_required": n.approval_required,
+            "line": (f"repair plan {where}: {len(plan.body['repair']['documents']):,} document(s) written again "
+                     f"({n.tokens_to_embed:,} tokens to embed), {len(plan.body['repair']['delete_points']):,} point(s) "
+                     f"deleted; {approve}run `reindex apply {where}`")}
+
+
+def _advice(findings: list[Finding], cfg: PipelineConfig, state: Any, live: str | None, full: bool,
+            repair: bool, plans: Path) -> list[str]:
+    """One line per thing to do, each naming the command (a half-done run's plan file is looked for in ``plans``)."""
+    out: list[str] = []
+    fixable = sorted({f.population for f in findings if f.kind in PLAN_FIXES and f.population})
+    for pop in fixable:
+        if pop == live and not repair:
+            out.append(f"`reindex doctor{' --full' if full else ''} --repair` writes the plan that fixes {pop} in place "
+                       "(its documents' points written again, unlisted points deleted)")
+        elif pop != live:
+            out.append(f"{pop} is not live: rebuild it (`reindex plan` and `reindex apply` with its config) or delete "
+                       f"it (`reindex gc {pop} --yes`)")
+    if fixable and not full:
+        out.append("a sample found these: `reindex doctor --full` finds every one (`--full --repair` repairs them all)")
+    for f in findings:
+        if f.kind in ("half-done-apply", "stuck-building"):
+            run = f.examples[0] if f.kind == "half-done-apply" else None
+            found = sorted(plans.glob(f"*-{run[:8]}.json")) if run else []
+            resume = f"resume it with `reindex apply {found[-1]}` (finished shards are skipped)" if found else \
+                "re-plan and apply it (`reindex plan`, `reindex apply PLAN`)"
+            out.append(f"{f.detail}: {resume}, or delete the population with `reindex gc {f.population} --yes`")
+        elif f.kind == "orphaned-collection":
+            out.append(f"{f.population} is in the store with no record: `reindex gc {f.population} --yes` deletes it")
+        elif f.kind == "staged-results":
+            folder = f"{state.describe()}/{index_prefix(cfg.index)}/runs/{f.examples[0]}"
+            out.append(f"{f.detail}: resuming that run (`reindex apply PLAN`) takes their vectors; if it finished, "
+                       f"nothing reads them: delete {folder}/staging and {folder}/results-*")
+        elif f.kind == "stale-lock":
+            out.append(f"{f.detail}: the next command that writes takes it over (`reindex sync`, `reindex apply PLAN`); "
+                       f"or delete {_where(state, lock_key(cfg.index))} if no reindex command runs for {cfg.index}")
+        elif f.kind == "state-contradicts-alias":
+            out.append(f"{f.detail}: readers see what the alias points at; `reindex gc` completes an interrupted move, "
+                       f"`reindex rollback --to {live or 'COLLECTION'}` points the alias at the live record's population "
+                       "(verified first)")
+    return list(dict.fromkeys(out))
+
+
+def _where(state: Any, key: str) -> str:
+    """The file or object holding ``key``, for an advice line."""
+    describe_key = getattr(state, "describe_key", None)
+    return describe_key(key) if describe_key is not None else f"{state.describe()}/{key}"
