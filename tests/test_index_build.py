@@ -24,7 +24,7 @@ from reindex.manifests import read_build_rate, write_build_rate
 from reindex.planner import build_rate_name
 from reindex.reports import plan_markdown, plan_text
 from reindex.stores.edge import open_reader
-from reindex.stores.opening import open_vector_store
+from reindex.stores.opening import backend_for, open_vector_store
 from reindex.stores.vectors import Point, VectorStoreError
 from reindex.usecases import backends, rates
 
@@ -237,6 +237,14 @@ def test_store_hnsw_ef_is_what_every_search_considers(tmp_path: Path) -> None:
     assert got[4] == few
     assert got[256] > got[4] + 0.05, got
     assert got[None] < got[256] - 0.05, got  # the engine's default: ef_construct 8
+    # A reader opened from a config searches with its store.hnsw.ef.
+    cfg_path = tmp_path / "reindex.yaml"
+    cfg_path.write_text(f"index: docs\nsource: ./c\nstore: {{path: {tmp_path / 'q'}, hnsw: {{ef: 256}}}}\n")
+    reader = backend_for(load_config(cfg_path).store).open_reader()
+    try:
+        assert recall(reader, "a") == got[256]
+    finally:
+        reader.close()
 
 
 # The price
@@ -360,3 +368,19 @@ def test_every_form_of_the_plan_shows_the_build_beside_the_embedding_hours(tmp_p
     assert "| Index build |" in md and md.index("| Wall clock |") < md.index("| Index build |")
     assert plan.summary()["index_build"] == b
     assert any(k == "index build" for k, _ in plan.numbers.rows())
+
+
+def test_a_shadow_build_indexes_every_point_of_the_new_population_and_a_sync_the_points_it_writes(
+        tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n")
+    ws.build_live()
+    change, _ = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n")
+    w = change.body["work"]
+    assert w["chunks_reused"] > 0 and w["chunks_to_embed"] < w["chunks_new"]
+    assert _build(change)["points"] == w["chunks_new"]  # reused points are upserted into the new graph too
+    ws.write_config(extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n")
+    names = ws.edit_documents()
+    assert names
+    sync, _ = ws.plan()
+    assert sync.kind.value == "document-scoped"
+    assert _build(sync)["points"] == sync.body["work"]["chunks_to_embed"] < sync.body["work"]["chunks_new"]
