@@ -9,8 +9,8 @@ each tree copied into the bench's folder and byte-compiled there first, as an in
 (``compileall``; ``--source-only``: no bytecode and ``PYTHONDONTWRITEBYTECODE=1``, every module compiled from
 source in every run: 0.06–0.14 CPU-s more per command, measured here; our machines set that variable, so a bare run of a
 checkout pays it),
-interleaved, and prints the median CPU-s per command and tree, with the 1-minute load average before and after
-each command (CPU-seconds move less with the load than wall seconds, but not nothing: caches, frequency). Target
+interleaved with a yardstick (the third-party imports a no-op plan pays), and prints the median CPU-s per command
+and tree, with the 1-minute load average before each command (CPU-seconds move less with the load than wall seconds, but not nothing: caches, frequency). Target
 (issues 24 and 35): ≤ 0.6 CPU-s each on an idle box.
 """
 
@@ -29,6 +29,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1] / "src"
 SAMPLE = HERE / "reindex" / "sample" / "corpus"
+
+
+#: What the yardstick row imports: the third-party libraries a no-op plan loads.
+YARDSTICK = "import numpy, pyarrow.parquet, pydantic, click, yaml"
 
 
 def build(root: Path) -> Path:
@@ -92,6 +96,10 @@ def main() -> None:
         got: dict[tuple[str, str], list[float]] = {}
         loads: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.runs):
+            # A yardstick in the same loop: the third-party imports every command pays (this box's CPU-seconds move
+            # by tens of percent within minutes, whatever the load average says; compare trees within one run).
+            loads.setdefault(("yardstick", "-"), []).append(os.getloadavg()[0])
+            got.setdefault(("yardstick", "-"), []).append(cpu_of([sys.executable, "-c", YARDSTICK], base, "", True))
             for src in args.src:
                 for name, argv in commands.items():
                     cmd = [sys.executable, "-m", "reindex", *argv, "-c", str(config)]
