@@ -2,16 +2,19 @@
 `reindex status` and of `reindex query` on the embedded default store, hash embedder, the bundled 24-PEP sample.
 
     PYTHONPATH=src .venv/bin/python bench/fixed_cost.py [--runs 5] [--src OTHER/src ...] [--source-only]
+        [--build-src TREE]
 
-Builds one workspace with this tree (plan, apply, cutover), then runs each command ``--runs`` times with
-each ``--src`` tree on PYTHONPATH (default: this tree's ``src``; pass ``/work/main/src`` too to compare),
-each tree copied into the bench's folder and byte-compiled there first, as an installed package is
-(``compileall``; ``--source-only``: no bytecode and ``PYTHONDONTWRITEBYTECODE=1``, every module compiled from
-source in every run: 0.06–0.14 CPU-s more per command, measured here; our machines set that variable, so a bare run of a
-checkout pays it),
-interleaved with a yardstick (the third-party imports a no-op plan pays), and prints the median CPU-s per command
-and tree, with the 1-minute load average before each command (CPU-seconds move less with the load than wall seconds, but not nothing: caches, frequency). Target
-(issues 24 and 35): ≤ 0.6 CPU-s each on an idle box.
+Builds one workspace (plan, apply, cutover) with the last ``--src`` tree (or ``--build-src``: an older tree cannot
+read the records a newer one's config writes), then runs each command ``--runs`` times with each ``--src`` tree on
+PYTHONPATH (default: this tree's ``src``; pass ``/work/main/src`` too to compare), interleaved, beside a yardstick
+(``python -c "import numpy, pyarrow.parquet, pydantic, click, yaml"``: the third-party imports a no-op plan pays),
+and prints the median CPU-s per command and tree with the 1-minute load average before each command.
+
+Each tree is copied into the bench's folder and byte-compiled there first, as an installed package is
+(``compileall``). ``--source-only``: no bytecode and ``PYTHONDONTWRITEBYTECODE=1``, every module compiled from
+source in every run (0.04-0.21 CPU-s more per command, measured here); our machines set that variable, so a
+checkout run as is pays it. CPU-seconds move less with the load than wall seconds, but on a shared VM not little:
+compare trees measured in one run. Target (issues 24 and 35): ≤ 0.6 CPU-s each on an idle box.
 """
 
 from __future__ import annotations
