@@ -20,6 +20,7 @@ import pytest
 
 from reindex.errors import TransientError
 from reindex.stores.opening import open_vector_store
+from reindex.domain import HNSW_DEFAULTS
 from reindex.stores.qdrant import Hit, Point, QdrantStore, VectorStore, VectorStoreError
 
 DIM = 8
@@ -488,8 +489,8 @@ def test_an_int8_server_store_creates_collections_with_scalar_quantisation() -> 
 
 
 def test_a_server_store_with_oversampling_asks_for_rescored_candidates() -> None:
-    """store.oversampling reaches the server's query (rescore with the originals, k × N candidates); unset,
-    the query carries no search parameters (the server's defaults)."""
+    """store.oversampling reaches the server's query (rescore with the originals, k × N candidates); unset, the query
+    carries no quantisation parameters (the server's defaults), only store.hnsw.ef's candidates."""
     from qdrant_client import QdrantClient
 
     asked: list[dict] = []
@@ -505,4 +506,4 @@ def test_a_server_store_with_oversampling_asks_for_rescored_candidates() -> None
         store.close()
     over, plain = asked
     assert over["search_params"].quantization.rescore is True and over["search_params"].quantization.oversampling == 3.0
-    assert plain["search_params"] is None
+    assert plain["search_params"].quantization is None and plain["search_params"].hnsw_ef == HNSW_DEFAULTS["ef"]

@@ -17,7 +17,32 @@ from enum import StrEnum
 
 from reindex.errors import StateError
 
-__all__ = ["ChangeKind", "IllegalTransition", "PopulationState", "TRANSITIONS", "check_transition"]
+__all__ = ["ChangeKind", "HNSW_DEFAULTS", "HNSW_LIMITS", "IllegalTransition", "PopulationState", "QDRANT_HNSW",
+           "TRANSITIONS", "check_transition", "hnsw_problem"]
+
+#: Qdrant's own HNSW graph (its server and qdrant-edge alike): what a collection created without graph parameters
+#: is built with, and searched with (its search ef defaults to the graph's ef_construct).
+QDRANT_HNSW = {"m": 16, "ef_construct": 100}
+#: The HNSW parameters of the populations reindex creates and searches when nothing says otherwise (``store.hnsw``):
+#: the graph's ``m`` and ``ef_construct``, and ``ef``, the candidates a search considers. Measured against Qdrant's
+#: graph searched as Qdrant searches it (m 16, ef_construct 100, ef = ef_construct; reindex's until issue 35) on
+#: embedding-like vectors at 25 k, 100 k and 400 k points: recall@10 within 0.006 of it for 0.45-0.51× the build's
+#: CPU (bench/RESULTS.md, "The index build at the engine's floor").
+HNSW_DEFAULTS: dict[str, int] = {"m": 24, "ef_construct": 48, "ef": 100}
+#: The values each parameter may take, (lowest, highest): below, a graph is not navigable (m under 4 links a point
+#: to too few neighbours; Qdrant itself refuses ef_construct under 4) or a search sees too few candidates; above, a
+#: build or a search costs more than any index here should pay (both grow about linearly with each).
+HNSW_LIMITS = {"m": (4, 128), "ef_construct": (4, 4096), "ef": (4, 4096)}
+
+
+def hnsw_problem(name: str, value: object) -> str | None:
+    """Why ``value`` cannot be the HNSW parameter ``name`` (``m``, ``ef_construct`` or ``ef``), or None."""
+    low, high = HNSW_LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"got {value!r}; expected a whole number from {low} to {high}"
+    if not low <= value <= high:
+        return f"got {value}; expected a whole number from {low} to {high}"
+    return None
 
 
 def _member(cls: type[StrEnum], value: str, what: str):

@@ -15,6 +15,8 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
     indexes/<index>/carried/parts/<digest>.parquet           (reindex.carried)
     calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
     calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
+    calibration/index-build/<backend>-<d>d-<precision>-m<m>-ef<ef>.json  the index build (HNSW) the last apply
+                                                           with those parameters measured
     indexes/<index>/serving.json                           the serving mode readers follow during a model change
     indexes/<index>/serving/bridges/<id>.npz               fitted bridges (new-model queries → the live space)
     indexes/<index>/populations/<collection>/runs/<run>/pairs/<shard>.npz   free (old, new) vector pairs
@@ -397,6 +399,20 @@ def read_measured_rate(store: ObjectStore, vector_id: str) -> dict | None:
     return read_json(store, f"calibration/{vector_id}.apply.json")
 
 
+def build_rate_key(backend: str, dimension: int, precision: str, m: int, ef_construct: int) -> str:
+    """The name a measured index build is recorded under: what its rate depends on besides the points."""
+    return f"{backend}-{dimension}d-{precision}-m{m}-ef{ef_construct}"
+
+
+def write_build_rate(store: ObjectStore, key: str, result: dict) -> None:
+    """The index build (HNSW) the last apply with these parameters (:func:`build_rate_key`) measured."""
+    write_json(store, f"calibration/index-build/{key}.json", result)
+
+
+def read_build_rate(store: ObjectStore, key: str) -> dict | None:
+    return read_json(store, f"calibration/index-build/{key}.json")
+
+
 def digest_json(value: Any) -> str:
     """:func:`reindex.identity.digest_json` (kept importable here)."""
     return _digest_json(value)
@@ -555,12 +571,12 @@ from reindex.locks import (  # noqa: F401 - re-exported so `from reindex.manifes
 
 __all__ = [
     "CHUNK_COLUMNS", "CHUNK_TEXT_COLUMNS", "DOC_BATCH", "ManifestRow", "Population", "apply_record_key",
-    "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_texts_key",
+    "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_texts_key",
     "count_chunk_manifest_rows", "digest_json", "index_prefix", "manifest_digest", "part_digest",
     "population_prefix", "read_apply_record", "read_calibration", "read_chunk_manifest",
-    "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
+    "read_build_rate", "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
     "read_document_hashes", "read_json", "read_live", "read_measured_rate", "read_population",
     "read_shard_manifest", "rewrite_chunk_manifest_part", "run_rewrites", "shard_manifest_key", "shard_name",
-    "shard_of", "write_apply_record", "write_calibration", "write_chunk_manifest_part", "write_chunk_texts_part",
+    "shard_of", "write_apply_record", "write_build_rate", "write_calibration", "write_chunk_manifest_part", "write_chunk_texts_part",
     "write_json", "write_live", "write_measured_rate", "write_population", "write_shard_manifest",
 ]

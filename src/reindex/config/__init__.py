@@ -40,7 +40,7 @@ from reindex.config._halves import (
     NormaliserConfig, STICKY_KINDS, RechunkConfig, TextHalf, VectorHalf,
 )
 from reindex.config._operational import (
-    SourceConfig, RESERVED_PAYLOAD_KEYS, PayloadConfig, StoreConfig, StateConfig, CostConfig, EmbedConfig,
+    SourceConfig, RESERVED_PAYLOAD_KEYS, PayloadConfig, HnswConfig, StoreConfig, StateConfig, CostConfig, EmbedConfig,
     ApprovalConfig, ApplyConfig, CutoverConfig, ServingConfig, SyncConfig, duration_seconds,
 )
 
@@ -48,7 +48,7 @@ __all__ = [
     "AnchoredChunkerConfig", "ApplyConfig", "ApprovalConfig", "CHUNKER_KINDS", "CONFIG_VERSION",
     "CallableChunkerConfig", "CdcChunkerConfig", "ChunkerConfig", "ChunkerModel", "ConfigModel", "CostConfig",
     "CutoverConfig", "ENV_SUFFIX", "EmbedConfig", "FixedCharsChunkerConfig", "FixedChunkerConfig",
-    "LangchainChunkerConfig", "MarkdownChunkerConfig", "NormaliserConfig", "OPERATIONAL", "ParagraphChunkerConfig",
+    "HnswConfig", "LangchainChunkerConfig", "MarkdownChunkerConfig", "NormaliserConfig", "OPERATIONAL", "ParagraphChunkerConfig",
     "PayloadConfig", "PersonName", "PipelineConfig", "RECORDED", "RESERVED_PAYLOAD_KEYS", "RechunkConfig",
     "RecursiveChunkerConfig", "STICKY_KINDS", "SentenceChunkerConfig", "ServingConfig", "SlidingChunkerConfig", "SourceConfig",
     "StateConfig", "StoreConfig", "SyncConfig", "TEXT", "TextHalf", "VECTOR", "VectorHalf", "absolutize",

@@ -9,11 +9,13 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from reindex.config._base import OPERATIONAL, ConfigModel
+from reindex.domain import HNSW_DEFAULTS, hnsw_problem
 from reindex.config._secrets import env_name, no_credentials
 
 __all__ = [
-    "ApplyConfig", "ApprovalConfig", "CostConfig", "CutoverConfig", "EmbedConfig", "PayloadConfig",
-    "RESERVED_PAYLOAD_KEYS", "ServingConfig", "SourceConfig", "StateConfig", "StoreConfig", "SyncConfig", "duration_seconds",
+    "ApplyConfig", "ApprovalConfig", "CostConfig", "CutoverConfig", "EmbedConfig", "HnswConfig", "PayloadConfig",
+    "RESERVED_PAYLOAD_KEYS", "ServingConfig", "SourceConfig", "StateConfig", "StoreConfig", "SyncConfig",
+    "duration_seconds",
 ]
 
 
@@ -126,6 +128,31 @@ class PayloadConfig(_OpModel):
         return self
 
 
+class HnswConfig(_OpModel):
+    """The HNSW index of the populations created from now on, and of every search (edge store and server)."""
+
+    m: int = Field(HNSW_DEFAULTS["m"], strict=True, description="Links per point in the graph (4-128; Qdrant's "
+                   "default 16). More: a larger graph, more CPU per search, higher recall. Changes recall and "
+                   "cost, not the vectors: in no id; a live population keeps the graph it was built with.")
+    ef_construct: int = Field(
+        HNSW_DEFAULTS["ef_construct"], strict=True, description="Candidates considered per point while the graph is "
+        "built (4-4096; Qdrant's default 100). Lower: a cheaper build (the plan prices it), lower recall. Changes "
+        "recall and cost, not the vectors: in no id; a live population keeps the graph it was built with.")
+    ef: int | None = Field(
+        HNSW_DEFAULTS["ef"], strict=True, description="Candidates each search considers (4-4096; hnsw_ef): readers, "
+        "`reindex query` and the cutover's evaluation search with it, whatever graph a population has. Higher: "
+        "higher recall, more CPU per search. null: the engine's default, the graph's own ef_construct. Search time "
+        "only: nothing is rebuilt.")
+
+    @field_validator("m", "ef_construct", "ef")
+    @classmethod
+    def _in_range(cls, value: int | None, info: ValidationInfo) -> int | None:
+        problem = None if value is None else hnsw_problem(str(info.field_name), value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
 class StoreConfig(_OpModel):
     """The vector store. Default: embedded Qdrant in the state folder."""
 
@@ -151,6 +178,12 @@ class StoreConfig(_OpModel):
         "cost: bench/RESULTS.md, a million points on one box); None: the engine's default (k candidates). Search "
         "time only: readers pick it up, nothing is rebuilt; ignored by unquantised populations and store.backend local.",
     )
+    hnsw: HnswConfig = Field(
+        default_factory=HnswConfig,
+        description="The HNSW index: {m, ef_construct} of the graph built for populations created from now on, ef of "
+        "every search. Neither half: it changes recall and cost (the plan prices the build with m and ef_construct), "
+        "not the vectors; a live population keeps the graph it was built with. Ignored by store.backend local "
+        "(brute-force search).")
     shard_number: int = Field(1, gt=0, strict=True, description="Collection shards (server/cluster only).")
     replication_factor: int = Field(1, gt=0, strict=True, description="Replicas per shard (cluster only).")
 

@@ -9,10 +9,28 @@ arithmetic can be checked by hand. Four parts, one private module each:
   per length) for a chunker change, with reuse of single-chunk documents, prices, the peak
   footprint and sensitivity tables (overlap, the long-document tail, what-if sizes and overlaps).
 * **Pricing** of exact work computed by the planner (``_money``): dollars, hours, vectors and bytes.
+* **The index build** (``_build``): CPU-seconds and wall seconds of building the HNSW graph of n points
+  with given parameters, from a measured rate or the bench's figures, growing along the bench's per-size curve.
 * **Sampling projection** (``_sampling``): a stratified estimator of a corpus total from a
   length-stratified sample, with a seeded percentile bootstrap interval (``reindex plan --sample N``).
 """
 
+from reindex.cost._build import (
+    BUILD_CURVE,
+    BUILD_FORMULA,
+    EF_EXPONENT,
+    INT8_FACTOR,
+    M_EXPONENT,
+    MAX_INDEXING_THREADS,
+    REFERENCE_GRAPH,
+    BuildPrice,
+    build_threads,
+    curve_cpu,
+    default_build_cpu,
+    growth_exponent,
+    measured_build_cpu,
+    price_build,
+)
 from reindex.cost._histogram import (
     BYTES_PER_TOKEN,
     TAIL_TOKENS,
@@ -56,7 +74,21 @@ from reindex.cost._window import Window, billed_tokens, chunk_count, window_of
 
 __all__ = [
     "BACKENDS",
+    "BUILD_CURVE",
+    "BUILD_FORMULA",
     "Backend",
+    "BuildPrice",
+    "EF_EXPONENT",
+    "INT8_FACTOR",
+    "M_EXPONENT",
+    "MAX_INDEXING_THREADS",
+    "REFERENCE_GRAPH",
+    "build_threads",
+    "curve_cpu",
+    "default_build_cpu",
+    "growth_exponent",
+    "measured_build_cpu",
+    "price_build",
     "build_usage",
     "footprint",
     "BYTES_PER_COMPONENT",

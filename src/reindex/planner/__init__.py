@@ -36,8 +36,10 @@ from reindex.planner._sampled import SAMPLE_STRATA, SAMPLED_FIELDS, StratifiedDr
 from reindex.planner._work import (
     DEFAULT_TOKENS_PER_MINUTE,
     LENGTH_EDGES,
+    BuildRate,
     DocWork,
     Rates,
+    build_rate_name,
     doc_work,
 )
 
@@ -54,6 +56,7 @@ __all__ = [
     "draw_stratified",
     "SAMPLE_STRATA",
     "Baseline",
+    "BuildRate",
     "DocState",
     "DocWork",
     "Plan",
@@ -62,6 +65,7 @@ __all__ = [
     "Repair",
     "Rates",
     "approval_counts",
+    "build_rate_name",
     "approval_needed",
     "approval_of_plan",
     "classify",

@@ -72,6 +72,9 @@ class KeyNumbers:
     # The document changes of a pipeline-scoped plan, applied now in place under the live population's config
     # (a plan of their own): {plan_hash, kind, documents, chunks_to_embed, tokens_to_embed, file}; None: none.
     in_place_part: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
+    # The index build's price (``cost.index_build``: points, CPU-seconds, seconds, where it runs, the rate's source);
+    # None in a plan made before the build was priced.
+    index_build: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
     # What the change buys, measured on a sample before paying (``plan --forecast``): metrics with intervals,
     # the verdict, the forecast's own cost and how the sample was drawn; None when no forecast was made.
     forecast: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
@@ -103,7 +106,12 @@ class KeyNumbers:
             ("chunks old → new", f"{self.chunks_old:,} → {self.chunks_new:,}"),
             ("chunks reused", f"{self.chunks_reused:,}"), ("chunks to embed", f"{self.chunks_to_embed:,}"),
             ("tokens to embed", f"{self.tokens_to_embed:,}"), ("cost (USD)", f"{self.usd:.4f}"),
-            ("hours", f"{self.hours:.3f}{self.hours_assume}"), ("peak vectors", f"{self.peak_vectors:,}"),
+            ("hours", f"{self.hours:.3f}{self.hours_assume}"),
+        ] + ([("index build", f"{self.index_build['cpu_seconds']:,.1f} CPU-s, {self.index_build['hours']:.3f} h "
+                                f"({self.index_build['source']} rate; "
+                                f"{'on the server' if self.index_build['runs'] == 'server' else 'in apply'})")]
+             if self.index_build and self.index_build.get("source") != "none" else []) + [
+            ("peak vectors", f"{self.peak_vectors:,}"),
             ("peak disk bytes", f"{self.peak_disk_bytes:,}"), ("peak RAM bytes", f"{self.peak_ram_bytes:,}"),
             ("approval required", str(self.approval_required).lower()),
         ] + ([("forecast verdict", forecast_line(self.forecast))] if self.forecast else [])
@@ -143,5 +151,5 @@ def key_numbers(plan: Any) -> KeyNumbers:
         approval_reasons=tuple(b["approval"]["reasons"]), affected_documents=tuple(w["affected_documents"]),
         removed_documents=tuple(w.get("removed_documents", ())),
         cross_document_chunks=w["cross_document"]["chunks"], cross_document_tokens=w["cross_document"]["tokens"],
-        in_place_part=b.get("in_place_part"), forecast=b.get("forecast"),
+        in_place_part=b.get("in_place_part"), forecast=b.get("forecast"), index_build=c.get("index_build"),
     )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from reindex import cost as costmod
 from reindex.config import PipelineConfig
 from reindex.domain import ChangeKind
-from reindex.manifests import DOC_BATCH, shard_of
+from reindex.manifests import DOC_BATCH, build_rate_key, shard_of
 from reindex.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline, DocState
 
@@ -20,15 +20,18 @@ __all__ = [
     "LENGTH_EDGES",
     "length_histogram",
     "ApplyBatches",
+    "BuildRate",
     "DocWork",
     "Rates",
     "RechunkTally",
     "Totals",
     "bucket",
     "bucket_order",
+    "build_rate_name",
     "doc_hist",
     "doc_work",
     "payload_old",
+    "price_index_build",
     "price_work",
     "what_if",
     "whole_doc_tokens",
@@ -57,6 +60,13 @@ def backend_of(cfg: PipelineConfig) -> str:
     from reindex.stores.opening import backend_for
 
     return backend_for(cfg.store).capabilities.footprint
+
+
+def index_build_of(cfg: PipelineConfig) -> str:
+    """Where the store the config writes to builds its index (its backend's declared ``index_build``)."""
+    from reindex.stores.opening import backend_for
+
+    return backend_for(cfg.store).capabilities.index_build
 
 #: Document lengths (tokens) bucket edges for the report's histogram charts.
 LENGTH_EDGES = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -339,6 +349,18 @@ def payload_old(baseline: Baseline) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class BuildRate:
+    """What a plan prices the index build with (:func:`reindex.cost.price_build`): where the build runs
+    (``apply``: in the apply process, the embedded edge store; ``server``: on the Qdrant server; ``none``: local
+    mode, brute-force search), the CPUs its threads may use (None: unknown, Qdrant's most automatic threads are
+    assumed: a server), and the build an apply measured with the same parameters (None: the bench's figures)."""
+
+    runs: str = "apply"
+    cpus: int | None = None
+    measured: dict | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Rates:
     usd_per_mtok: float
     tokens_per_minute: float
@@ -347,12 +369,21 @@ class Rates:
     # What the hours assume from a measured rate (reindex.throughput.plan_rate): basis (per CPU-second or per
     # worker wall-second), workers, CPUs. None: the rate is the whole apply's, as configured or by default.
     assumes: dict | None = None
+    # The index build's rate (None: priced from the bench's figures, where the config's backend builds, one CPU).
+    build: BuildRate | None = None
 
 
 def _stored_precision(cfg: PipelineConfig) -> str:
     """The precision the footprint prices: int8 when the store quantises (store.quantization), else the
     vector half's."""
     return "int8" if cfg.store.quantization == "int8" else cfg.vector.precision
+
+
+def build_rate_name(cfg: PipelineConfig) -> str:
+    """The name the index build of ``cfg``'s populations is measured and looked up under
+    (:func:`reindex.manifests.build_rate_key`: backend, dimension, stored precision, m, ef_construct)."""
+    hnsw = cfg.store.hnsw
+    return build_rate_key(backend_of(cfg), cfg.vector.dimension, _stored_precision(cfg), hnsw.m, hnsw.ef_construct)
 
 
 def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, rates: Rates) -> dict:
@@ -395,6 +426,46 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
         "footprint": {"old": usage(fp.old), "new": usage(fp.new), "peak": usage(peak), "backend": backend,
                       "mode": mode},
         "formula": FOOTPRINT_FORMULAS[backend],
+        "index_build": price_index_build(kind, t, cfg, rates),
+    }
+
+
+#: What the measured build a plan shows beside its price (from the record apply writes).
+_BUILD_MEASURED_KEYS = ("points", "cpu_seconds", "seconds", "cpu_seconds_per_point", "load", "cpus", "machine", "at",
+                        "plan_hash")
+
+
+def price_index_build(kind: str, t: Totals, cfg: PipelineConfig, rates: Rates) -> dict:
+    """The plan's ``cost.index_build``: the HNSW build of the points the change indexes, with the config's graph
+    parameters (``store.hnsw``) and stored precision, priced by :func:`reindex.cost.price_build`. A new population
+    (initial, pipeline-scoped) indexes all its points in one build; an in-place change the points it writes (as
+    their small segments are sealed: the formula at that many points); payload-only and no-op changes none."""
+    k = ChangeKind.of(kind)
+    points = t.chunks_new if k.builds_population else (t.chunks_to_embed if k == ChangeKind.DOCUMENT else 0)
+    b = rates.build or BuildRate(runs=index_build_of(cfg))
+    hnsw, precision = cfg.store.hnsw, _stored_precision(cfg)
+    params = {"m": hnsw.m, "ef_construct": hnsw.ef_construct, "precision": precision,
+              "dimension": cfg.vector.dimension}
+    if b.runs == "none":
+        return {"points": points, "cpu_seconds": 0.0, "seconds": 0.0, "hours": 0.0, "cpu_seconds_per_point": 0.0,
+                "threads": None, "source": "none", "runs": "none", "params": params, "measured": None,
+                "formula": "none: store.backend local searches by brute force and builds no index"}
+    cpus = b.cpus if b.cpus is not None else costmod.MAX_INDEXING_THREADS
+    price = costmod.price_build(points, m=hnsw.m, ef_construct=hnsw.ef_construct, dimension=cfg.vector.dimension,
+                                precision=precision, measured=b.measured, cpus=cpus)
+    measured = {k: b.measured[k] for k in _BUILD_MEASURED_KEYS if k in b.measured} if b.measured else None
+    return {
+        "points": points,
+        "cpu_seconds": round(price.cpu_seconds, 3),
+        "seconds": round(price.seconds, 3),
+        "hours": round(price.seconds / 3600, 6),
+        "cpu_seconds_per_point": round(price.cpu_seconds_per_point, 7),
+        "threads": price.threads,
+        "source": price.source,
+        "runs": b.runs,
+        "params": params,
+        "measured": measured,
+        "formula": costmod.BUILD_FORMULA,
     }
 
 

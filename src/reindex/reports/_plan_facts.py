@@ -11,7 +11,7 @@ from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 if TYPE_CHECKING:
     from reindex.planner import Plan
 
-__all__ = ["baseline_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "forecast_serving_line", "key_rows", "over_limit_line", "peak_note", "plan_title",
+__all__ = ["baseline_line", "build_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "forecast_serving_line", "key_rows", "over_limit_line", "peak_note", "plan_title",
            "projection_rows", "rate_note", "rechunk_line", "tail_line", "throughput_text", "what_if_rows"]
 
 FIELD_LABELS = {
@@ -50,6 +50,36 @@ def rate_note(cost: Mapping[str, Any]) -> str:
                  f"at {a['tokens_per_cpu_second']:,.0f} tokens per CPU-second" if a.get("cpus") else
                  f"; the hours assume {workers} at the measured rate per worker")
     return text
+
+
+def build_line(cost: Mapping[str, Any]) -> str | None:
+    """The index build's price in one line (``cost.index_build``), beside the embedding's hours; None for a plan
+    made before the build was priced."""
+    b = cost.get("index_build")
+    if not b:
+        return None
+    p = b["params"]
+    graph = f"m {p['m']}, ef_construct {p['ef_construct']}, {p['precision']}, {p['dimension']} dims"
+    if b["source"] == "none":
+        return f"none: {num(b['points'])} points searched by brute force (store.backend local; {graph})"
+    where = ("on the Qdrant server, after apply hands it the points (Qdrant's automatic indexing threads assumed: "
+             f"{b['threads']})" if b["runs"] == "server" else f"in apply, on {b['threads']} indexing "
+             f"thread{'s' if b['threads'] != 1 else ''}")
+    m = b.get("measured")
+    if b["source"] == "apply" and m:
+        when = f" at {m['at'].replace('T', ' ').replace('+00:00', ' UTC')}" if m.get("at") else ""
+        load = f", load {m['load']:g} on {m['cpus']} CPUs" if m.get("load") is not None and m.get("cpus") else ""
+        source = (f"rate measured by the apply of plan {str(m.get('plan_hash') or '')[:12]}{when}: "
+                  f"{num(m['points'])} points in {m['cpu_seconds']:g} CPU-s{load}, grown along the bench's curve")
+    else:
+        source = "rate: the bench's figures (bench/RESULTS.md); the next apply with these parameters measures it"
+    return (f"{num(b['points'])} points × {1000 * b['cpu_seconds_per_point']:.3f} ms of CPU = "
+            f"{b['cpu_seconds']:,.1f} CPU-s, {_wall(b['seconds'])} {where} ({graph}; {source})")
+
+
+def _wall(seconds: float) -> str:
+    """Wall time of a build: under a second as such (``duration`` rounds up to whole seconds)."""
+    return "under 1 s" if seconds < 1 else duration(seconds / 3600)
 
 
 def throughput_text(m: Mapping[str, Any]) -> str:
@@ -115,6 +145,7 @@ def key_rows(plan: Plan) -> list[tuple[str, str]]:
         ("API spend", f"{usd(n.usd)} at ${n.usd_per_mtok:g} per million tokens"),
         ("Wall clock", f"{duration(n.hours)} at {num(n.tokens_per_minute)} tokens/min "
                        f"(rate source: {rate_note(plan.body['cost'])})"),
+        *([("Index build", bl)] if (bl := build_line(plan.body["cost"])) is not None else []),
         ("Vectors", f"{num(n.vectors_old)} → {num(n.vectors_new)} ({ratio(n.vectors_old, n.vectors_new)})"),
         ("Peak vectors", f"{num(n.peak_vectors)} ({peak_note(plan)})"),
     ]

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from reindex.domain import ChangeKind
 from reindex.eta import format_eta
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import (forecast_serving_line, over_limit_line, rate_note, rechunk_line,
+from reindex.reports._plan_facts import (build_line, forecast_serving_line, over_limit_line, rate_note, rechunk_line,
                                          throughput_text)
 
 __all__ = [
@@ -103,6 +103,8 @@ def plan_text(plan: Any, path: Any) -> str:
         f"  tokens to embed: {n.tokens_to_embed:,}  ·  ${n.usd:,.2f}  ·  {n.hours:.2f} h at "
         f"{n.tokens_per_minute:,.0f} tokens/min ({rate_note(b['cost'])})"
     )
+    if (build := build_line(b["cost"])) is not None:
+        lines.append(f"  index build: {build}")
     lines += [f"  {ln}" for ln in forecast_lines(n.forecast)]
     if (rc := rechunk_line(b["work"])) is not None:
         lines.append(f"  {rc}")
@@ -209,6 +211,11 @@ def apply_text(r: Any) -> str:
     m = (rep.get("throughput") or {}).get("recorded")
     if m:
         lines.append(f"  embedding throughput {throughput_text(m)}: recorded, the next plan of this model uses it")
+    b = rep.get("index_build")
+    if b:
+        kept = ("recorded, the next plan with these graph parameters prices its build from it" if b.get("recorded")
+                else "too small to record as the build's rate")
+        lines.append(f"  index build: {b['points']:,} points in {b['cpu_seconds']:g} CPU-s ({b['seconds']:g} s): {kept}")
     if rep["catch_up"]["documents"]:
         lines.append(f"  catch-up replayed {rep['catch_up']['documents']} documents that changed during the build")
     for f in rep["failures"][:10]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from reindex.domain import HNSW_DEFAULTS
 from reindex.stores.vectors import VectorStore, VectorStoreError
 
 __all__ = ["BACKENDS", "QUANTIZATIONS", "REGISTRY", "Capabilities", "StoreBackend", "backend_for",
@@ -43,6 +44,10 @@ class Capabilities:
     local_disk: bool
     #: Moves an alias in one atomic call (cutover and rollback need it).
     aliases: bool = True
+    #: Where a population's HNSW index is built: ``apply`` (in the writer's process, in ``finish_bulk``: apply
+    #: times it and records the rate), ``server`` (by the server, after ``finish_bulk`` returns) or ``none``
+    #: (brute-force search, nothing to build). The plan prices the build from it.
+    index_build: Literal["apply", "server", "none"] = "apply"
 
 
 Opener = Callable[[Any, "str | None"], VectorStore]
@@ -80,19 +85,31 @@ class _Entry:
 def _server(store: Any, folder: str | None) -> VectorStore:
     from reindex.stores.qdrant import server_store
 
-    return server_store(store.url, store.api_key_env, quantization=store.quantization, oversampling=store.oversampling)
+    return server_store(store.url, store.api_key_env, quantization=store.quantization, oversampling=store.oversampling,
+                        hnsw=_hnsw(store))
 
 
 def _edge(store: Any, folder: str | None) -> VectorStore:
     from reindex.stores.edge import open_edge_store
 
-    return open_edge_store(Path(_folder(folder)), quantization=store.quantization, oversampling=store.oversampling)
+    return open_edge_store(Path(_folder(folder)), quantization=store.quantization, oversampling=store.oversampling,
+                           hnsw=_hnsw(store))
+
+
+def _hnsw(store: Any) -> dict[str, int | None] | None:
+    """``store.hnsw`` as the backends take it: ``{m, ef_construct, ef}`` (a config's section or a plain mapping), or
+    None (reindex's defaults)."""
+    hnsw = getattr(store, "hnsw", None)
+    if hnsw is None or isinstance(hnsw, dict):
+        return hnsw
+    return {"m": hnsw.m, "ef_construct": hnsw.ef_construct, "ef": hnsw.ef}
 
 
 def _edge_reader(store: Any, folder: str | None) -> VectorStore:
     from reindex.stores.edge import open_reader
 
-    return open_reader(_folder(folder), oversampling=store.oversampling)  # type: ignore[return-value]
+    return open_reader(_folder(folder), oversampling=store.oversampling,  # type: ignore[return-value]
+                       ef=(_hnsw(store) or {}).get("ef", HNSW_DEFAULTS["ef"]))
 
 
 def _local(store: Any, folder: str | None) -> VectorStore:
@@ -131,11 +148,13 @@ def _folder(folder: str | None) -> str:
 #: Every backend: name → capabilities and openers. ``server`` is chosen by ``store.url``; the others by
 #: ``store.backend`` (``edge`` by default).
 REGISTRY: dict[str, _Entry] = {
-    "server": _Entry(Capabilities(writers="many", readers_beside_writer=True, footprint="server", local_disk=False),
+    "server": _Entry(Capabilities(writers="many", readers_beside_writer=True, footprint="server", local_disk=False,
+                                  index_build="server"),
                      _server, _server),
     "edge": _Entry(Capabilities(writers="one", readers_beside_writer=True, footprint="edge", local_disk=True),
                    _edge, _edge_reader),
-    "local": _Entry(Capabilities(writers="one", readers_beside_writer=False, footprint="local", local_disk=True),
+    "local": _Entry(Capabilities(writers="one", readers_beside_writer=False, footprint="local", local_disk=True,
+                                 index_build="none"),
                     _local, None,
                     "store.backend `local` (qdrant-client local mode) admits one process per folder, so `{folder}` "
                     "cannot be read while reindex writes it. Convert it: "
@@ -168,21 +187,24 @@ class _Store:
     backend: str = "edge"
     quantization: str = "none"
     oversampling: float | None = None
+    hnsw: dict[str, int | None] | None = None
 
 
 def open_vector_store(
     url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge", *,
-    quantization: str = "none", oversampling: float | None = None,
+    quantization: str = "none", oversampling: float | None = None, hnsw: dict[str, int | None] | None = None,
 ) -> VectorStore:
     """A store on the Qdrant server at ``url``; else embedded in the folder ``path`` (created if missing):
-    ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode)."""
-    return backend_for(_Store(url, path, api_key_env, backend, quantization, oversampling)).open()
+    ``backend="edge"`` (default, ``reindex.stores.edge``) or ``"local"`` (qdrant-client local mode). ``hnsw``:
+    ``{m, ef_construct}`` of the graphs of the collections it creates and ``ef`` of its searches (None or a missing
+    key: reindex's defaults, :data:`reindex.domain.HNSW_DEFAULTS`)."""
+    return backend_for(_Store(url, path, api_key_env, backend, quantization, oversampling, hnsw)).open()
 
 
 def open_vector_reader(
     url: str | None, path: str | None, api_key_env: str = "QDRANT_API_KEY", backend: str = "edge", *,
-    oversampling: float | None = None,
+    oversampling: float | None = None, ef: int | None = HNSW_DEFAULTS["ef"],
 ) -> VectorStore:
     """A store for a process that only reads (search by alias) while another process may write; refused for a
     backend without readers beside a writer (local mode), saying what to do instead."""
-    return backend_for(_Store(url, path, api_key_env, backend, "none", oversampling)).open_reader()
+    return backend_for(_Store(url, path, api_key_env, backend, "none", oversampling, {"ef": ef})).open_reader()

@@ -46,6 +46,7 @@ from qdrant_client.local.persistence import CollectionPersistence
 from qdrant_client.local.qdrant_local import QdrantLocal
 
 from reindex.atomic import fsync_dir
+from reindex.domain import QDRANT_HNSW
 from reindex.errors import TransientError
 from reindex.stores.vectors import (
     DOC_ID_FIELD,
@@ -54,6 +55,7 @@ from reindex.stores.vectors import (
     VectorStore,
     VectorStoreError,
     equality_conditions,
+    hnsw_params,
     one_line,
 )
 
@@ -98,12 +100,13 @@ _QUIET = (
 
 
 def server_store(url: str, api_key_env: str = "QDRANT_API_KEY", *, quantization: str = "none",
-                 oversampling: float | None = None) -> QdrantStore:
+                 oversampling: float | None = None, hnsw: Mapping[str, int | None] | None = None) -> QdrantStore:
     """The store on the Qdrant server (or cluster) at ``url``; the API key from ``api_key_env`` if set;
     ``quantization`` ``int8``: new collections get scalar quantisation, originals on disk; ``oversampling``:
-    searches rescore k × oversampling quantised candidates with the originals."""
+    searches rescore k × oversampling quantised candidates with the originals; ``hnsw``: ``{m, ef_construct}``
+    of the collections it creates and ``ef`` of its searches (missing: reindex's defaults)."""
     client = QdrantClient(url=url, api_key=os.environ.get(api_key_env) or None, timeout=60)
-    return QdrantStore(client, where=url, quantization=quantization, oversampling=oversampling)
+    return QdrantStore(client, where=url, quantization=quantization, oversampling=oversampling, hnsw=hnsw)
 
 
 def local_mode_store(folder: Path) -> QdrantStore:
@@ -286,8 +289,14 @@ class QdrantStore:
     """``VectorStore`` over a ``QdrantClient``: a server by URL, or local mode in a folder."""
 
     def __init__(self, client: QdrantClient, *, where: str, folder: Path | None = None,
-                 quantization: str = "none", oversampling: float | None = None) -> None:
+                 quantization: str = "none", oversampling: float | None = None,
+                 hnsw: Mapping[str, int | None] | None = None) -> None:
         self._client = client
+        # The graph of the collections a server builds and the ef of its searches (local mode searches by brute force:
+        # none is sent).
+        graph = hnsw_params(hnsw)
+        self._hnsw = None if folder is not None else {"m": graph["m"], "ef_construct": graph["ef_construct"]}
+        self._ef = None if folder is not None else graph["ef"]
         self._oversampling = oversampling
         self._where = where
         self._int8 = quantization == "int8" and folder is None  # local mode has no quantisation
@@ -325,6 +334,7 @@ class QdrantStore:
                 optimizers_config=optimizers,
                 quantization_config=models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
                     type=models.ScalarType.INT8, quantile=0.99, always_ram=True)) if self._int8 else None,
+                hnsw_config=models.HnswConfigDiff(**self._hnsw) if self._hnsw else None,
             )
             if self.embedded:
                 _install_batching(_local(self._client).collections[name])
@@ -364,10 +374,12 @@ class QdrantStore:
             return sorted(c.name for c in self._client.get_collections().collections)
 
     def collection_info(self, name: str) -> dict[str, Any]:
-        """Points count, dimension, distance, shards and status of a collection (or an alias's target)."""
+        """Points count, dimension, distance, shards, status and ``hnsw`` (``m`` and ``ef_construct`` as the
+        server reports its config) of a collection (or an alias's target)."""
         with self._lock, _translate(f"describe collection `{name}`"):
             info = self._client.get_collection(name)
         vectors = info.config.params.vectors
+        graph = info.config.hnsw_config
         if not isinstance(vectors, models.VectorParams):
             raise VectorStoreError(f"Collection `{name}` has named vectors; reindex expects one unnamed vector.")
         return {
@@ -380,6 +392,7 @@ class QdrantStore:
             "replication_factor": info.config.params.replication_factor or 1,
             "status": str(getattr(info.status, "value", info.status)),
             "payload_indexes": sorted(info.payload_schema or {}),  # local mode ignores payload indexes: []
+            "hnsw": {"m": graph.m, "ef_construct": graph.ef_construct} if graph is not None else dict(QDRANT_HNSW),
         }
 
     # points -----------------------------------------------------------------------------------
@@ -451,8 +464,9 @@ class QdrantStore:
         (payload path → value) are equality filters."""
         query = vector.tolist() if isinstance(vector, np.ndarray) else list(vector)
         with self._lock, _translate(f"query `{name}`"):
-            params = None if self._oversampling is None else models.SearchParams(
-                quantization=models.QuantizationSearchParams(rescore=True, oversampling=self._oversampling))
+            params = None if self._oversampling is None and self._ef is None else models.SearchParams(
+                hnsw_ef=self._ef, quantization=None if self._oversampling is None else models.QuantizationSearchParams(
+                    rescore=True, oversampling=self._oversampling))
             result = self._client.query_points(name, query=query, limit=limit, with_payload=True,
                                                query_filter=_equality_filter(doc_id, where), search_params=params)
         return [Hit(id=str(p.id), score=float(p.score), payload=p.payload or {}) for p in result.points]

@@ -12,10 +12,27 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from reindex.domain import HNSW_DEFAULTS, hnsw_problem
 from reindex.errors import VectorStoreError
 
 __all__ = ["DOC_ID_FIELD", "Hit", "NoStoreError", "Point", "VectorStore", "VectorStoreError", "equality_conditions",
-           "one_line"]
+           "hnsw_params", "one_line"]
+
+def hnsw_params(hnsw: Mapping[str, int | None] | None) -> dict[str, int | None]:
+    """The HNSW parameters a store builds new collections with (``m``, ``ef_construct``) and searches with (``ef``;
+    None: the engine's default, the graph's ef_construct); a missing key (or ``hnsw`` None) takes reindex's default
+    (:data:`reindex.domain.HNSW_DEFAULTS`). Checked: a bad value is a one-line :class:`VectorStoreError` naming the
+    option."""
+    params: dict[str, int | None] = {**HNSW_DEFAULTS, **(hnsw or {})}
+    unknown = sorted(set(params) - set(HNSW_DEFAULTS))
+    if unknown:
+        raise VectorStoreError(f"store.hnsw.{unknown[0]}: unknown field; use m, ef_construct and ef")
+    for name, value in params.items():
+        problem = None if name == "ef" and value is None else hnsw_problem(name, value)
+        if problem:
+            raise VectorStoreError(f"store.hnsw.{name}: {problem}")
+    return params
+
 
 class NoStoreError(VectorStoreError):
     """A read-only open found no store where the config points: nothing has been built there yet."""

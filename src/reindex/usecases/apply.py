@@ -39,7 +39,6 @@ from reindex.manifests import (
     read_live,
     read_population,
     write_apply_record,
-    write_measured_rate,
     write_population,
 )
 from reindex.errors import RunnerError
@@ -47,7 +46,7 @@ from reindex.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
 from reindex.workers import SharedTokenCounter, budget_key
 from reindex.stores.payload import INDEXED_FIELDS, filter_key
-from reindex.throughput import rate_record
+from reindex.throughput import CpuClock
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
@@ -55,9 +54,10 @@ from reindex.usecases.apply_progress import ProgressRecord
 from reindex.usecases.disk import check_free_disk
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
+from reindex.usecases.rates import MIN_POINTS_TO_MEASURE_BUILD, MIN_TOKENS_TO_MEASURE, record_build_rate, record_rate
 
 __all__ = [
-    "ApplyReport", "MIN_TOKENS_TO_MEASURE", "READ_CAP_BYTES", "SHARD_FIELDS", "apply_plan", "check_drift",
+    "ApplyReport", "MIN_POINTS_TO_MEASURE_BUILD", "MIN_TOKENS_TO_MEASURE", "READ_CAP_BYTES", "SHARD_FIELDS", "apply_plan", "check_drift",
     "check_inputs", "corpus_digest_of", "job_of", "kind_in_force", "record_cursor",
 ]
 
@@ -467,11 +467,15 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             {"shard": r["shard"], **f} for r in summary["shards"] for f in r["failures"]
         ]
         t = time.perf_counter()
+        build: dict | None = None
         if not failures and not in_place:
             lock.check()
             report_stale = execution.delete_unlisted_points(ctx)
             _commit_tracking(ctx, summary, plan)  # the content is final here; the index build below takes long
-            store.finish_bulk(target)
+            # The index build, timed: CPU-seconds of this process while it runs (the engine's threads; the shards
+            # are done), which the next plan with the same parameters prices its build with.
+            _, build_wall, build_cpu = CpuClock().call(store.finish_bulk, target)
+            build = {"seconds": round(build_wall, 3), "cpu_seconds": round(build_cpu, 3)}
             lock.check(confirm=True)
             _set_population_state(state, cfg, target, PopulationState.READY)
         if not failures and in_place:
@@ -487,7 +491,11 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         if not failures and not in_place:
             report["actual"]["deleted"] += report_stale
         report["actual"]["deleted"] += repaired
-        report["throughput"]["recorded"] = _record_rate(state, cfg, ident.vector_id, plan, report, describe(runner))
+        report["throughput"]["recorded"] = record_rate(state, cfg, ident.vector_id, plan, report, describe(runner))
+        if build is not None:
+            report["index_build"] = {**build, "points": report["actual"]["points_in_collection"],
+                                     "recorded": record_build_rate(state, cfg, plan, build,
+                                                                    report["actual"]["points_in_collection"])}
         report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
@@ -516,40 +524,6 @@ def _commit_tracking(ctx: execution.ApplyContext, summary: dict, plan: Plan) -> 
         return
     holds = read_document_hashes(ctx.state, ctx.index, ctx.target).keys() if ctx.tracking.full else None
     commit_cursor(ctx.state, ctx.index, ctx.target, ctx.tracking, run=plan.plan_hash, holds=holds)
-
-
-# An apply that embedded fewer tokens than this (in the plan's tokenizer) is too short to measure throughput:
-# a few batches are dominated by first-call overhead. `reindex calibrate` embeds 256 chunks (~30k tokens).
-MIN_TOKENS_TO_MEASURE = 20_000
-
-
-def _record_rate(state, cfg: PipelineConfig, vector_id: str, plan: Plan, report: dict, runner: str) -> dict | None:
-    """Record this run's embedding throughput for the vector half, so that the next plan prices with it: per
-    CPU-second of the embedding calls, and per worker wall-second, with the workers that embedded at once,
-    the threads of each model call, the load and the CPU count (:func:`reindex.throughput.rate_record`).
-    None when the run embedded too little to measure."""
-    import os
-    import platform
-
-    t = report["throughput"]
-    if t["tokens_embedded"] < MIN_TOKENS_TO_MEASURE or t["embed_seconds"] <= 0:
-        return None
-    embedder = report.get("embedder") or {}
-    rec = {
-        "source": "apply",
-        "vector_id": vector_id,
-        "model": cfg.vector.model,
-        "index": cfg.index,
-        "plan_hash": plan.plan_hash,
-        **rate_record(t["tokens_embedded"], t.get("embed_cpu_seconds", 0.0), t["embed_seconds"],
-                      workers=t.get("workers") or 1, threads=embedder.get("threads")),
-        "machine": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cpus)",
-        "runner": runner,
-        "device": embedder.get("device"),
-        "at": time.time(),
-    }
-    write_measured_rate(state, vector_id, rec)
-    return rec
 
 
 def _embedding_workers(shards: list[dict]) -> int:
@@ -598,7 +572,7 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
         "carried": {"id": (plan.body.get("carried") or {}).get("id"), "documents": sum(r.get("carried", 0) for r in shards),
                     "chunked": sum(r.get("chunked", 0) for r in shards), "problems": [p for r in shards for p in r.get("carry_problems", [])]},
         # Wall and CPU seconds inside successful embedding calls, summed over workers, and the workers that
-        # embedded at once (timing, like "seconds"; "recorded": see _record_rate).
+        # embedded at once (timing, like "seconds"; "recorded": see reindex.usecases.rates.record_rate).
         "throughput": {"tokens_embedded": total("tokens_embedded"),
                        "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3),
                        "embed_cpu_seconds": round(sum(r.get("embed_cpu_seconds", 0.0) for r in shards), 3),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,9 +21,10 @@ from reindex.sources.base import ScanReport
 
 from reindex import cost as costmod
 from reindex.approvals import Approval, approve as _approve, check_approval, read_approval, signing_key
-from reindex.manifests import read_calibration, read_measured_rate, write_calibration
+from reindex.manifests import read_build_rate, read_calibration, read_measured_rate, write_calibration
 from reindex.planner import (
     DEFAULT_TOKENS_PER_MINUTE,
+    BuildRate,
     Plan,
     PlanError,
     PlanRequest,
@@ -30,6 +32,7 @@ from reindex.planner import (
     Repair,
     explicit_baseline,
     attach_retained,
+    build_rate_name,
     live_baseline,
     plan_change,
     read_plan,
@@ -57,13 +60,36 @@ LOCAL_PROVIDERS = ("sentence-transformers", "model2vec")
 
 
 def rates_for(cfg: PipelineConfig, *, measure: bool = False) -> Rates:
-    """Price and throughput. Precedence: an explicit ``cost.tokens_per_minute`` in the config, then the rate
+    """Price and throughput, and the index build's rate (:func:`build_rate`). Embedding throughput's precedence:
+    an explicit ``cost.tokens_per_minute`` in the config, then the rate
     the last apply of this vector half measured (the real workload on the machine that ran it), then
     `reindex calibrate`'s sample (or a plan's own, below), then a default (150k tokens/min). With
     ``measure`` and a local model (sentence-transformers, model2vec) that has no rate yet, the model is
     timed here on :data:`SAMPLED_CHUNKS` chunks of the corpus instead of taking the default
     (:func:`sampled_rate`). Measured rates carry when and where, and what the hours assume
     (:func:`reindex.throughput.plan_rate`: per CPU-second × the CPUs of the workers measured)."""
+    return dataclasses.replace(_embedding_rates(cfg, measure), build=build_rate(cfg))
+
+
+def build_rate(cfg: PipelineConfig) -> BuildRate:
+    """What the plan prices the index build with: where the config's backend builds (its ``index_build``
+    capability), this machine's CPUs when the build runs in apply (a server's are unknown), and the build the last
+    apply with the same backend, dimension, precision and graph parameters measured (none: the bench's figures)."""
+    runs = backends.store_backend(cfg).capabilities.index_build
+    rec = None
+    if runs == "apply":
+        try:
+            rec = read_build_rate(backends.state_store(cfg), build_rate_name(cfg))
+        except ReindexError:
+            rec = None
+        if not (rec and int(rec.get("points") or 0) > 0 and float(rec.get("cpu_seconds") or 0) > 0):
+            rec = None
+        elif rec.get("at"):
+            rec = {**rec, "at": _iso(rec["at"])}
+    return BuildRate(runs=runs, cpus=(os.cpu_count() or 1) if runs == "apply" else None, measured=rec)
+
+
+def _embedding_rates(cfg: PipelineConfig, measure: bool) -> Rates:
     if cfg.cost.tokens_per_minute:
         return Rates(cfg.cost.usd_per_mtok, cfg.cost.tokens_per_minute, "config")
     vector_id = identity_of(cfg).vector_id
@@ -99,12 +125,17 @@ def sampled_rate(cfg: PipelineConfig) -> Rates:
     return Rates(cfg.cost.usd_per_mtok, per_minute, "sampled", _measured("sampled", rec), assumes)
 
 
-def _measured(source: str, rec: dict) -> dict:
-    """When, where and on how much a rate was measured (shown in every plan report)."""
+def _iso(at: float | str) -> str:
+    """A record's ``at`` (seconds since the epoch) as ISO UTC."""
     import datetime as _dt
 
+    return _dt.datetime.fromtimestamp(float(at), _dt.UTC).isoformat(timespec="seconds")
+
+
+def _measured(source: str, rec: dict) -> dict:
+    """When, where and on how much a rate was measured (shown in every plan report)."""
     at = rec.get("at")
-    when = _dt.datetime.fromtimestamp(float(at), _dt.UTC).isoformat(timespec="seconds") if at else None
+    when = _iso(at) if at else None
     by = {"apply": "reindex apply", "sampled": "reindex plan"}.get(source, "reindex calibrate")
     keys = ("tokens", "seconds", "cpu_seconds", "tokens_per_cpu_second", "workers", "threads", "load", "cpus", "chunks")
     return {"by": by, "at": when, "machine": rec.get("machine"), "plan_hash": rec.get("plan_hash"),
@@ -265,11 +296,12 @@ def _restore_live(cfg: PipelineConfig, state) -> None:
     """A missing live record while the alias serves a population (deleted as corrupt, say) is rebuilt from the
     alias and the population records before planning: otherwise the plan would be an initial build of every
     document while readers are served the old population."""
-    from reindex.cutover import restore_live
     from reindex.manifests import index_prefix
 
     if state.exists(f"{index_prefix(cfg.index)}/live.json"):
         return
+    from reindex.cutover import restore_live  # only now: it imports the engine (~0.05 CPU-s a plan need not pay)
+
     with backends.read_only_store(cfg) as store:
         restored = restore_live(store, state, cfg.index) if store is not None else None
     if restored is not None:

@@ -88,8 +88,10 @@ ignored; once it has created collections there the writer refuses the folder
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
+from reindex.domain import HNSW_DEFAULTS
 from reindex.stores.edge._generations import (
     STORE_FORMAT,
     CorruptAliasesError,
@@ -117,15 +119,18 @@ __all__ = [
 
 
 def open_edge_store(folder: str | os.PathLike[str], *, quantization: str = "none",
-                    oversampling: float | None = None) -> EdgeStore:
+                    oversampling: float | None = None, hnsw: Mapping[str, int | None] | None = None) -> EdgeStore:
     """The writer's store in ``folder`` (created if missing); one writer process per folder. ``quantization``
     ``int8``: collections it creates search int8 copies (in RAM) and keep the float32 originals on disk.
     ``oversampling``: searches of quantised segments take k × oversampling int8 candidates and rescore them
-    with the originals."""
-    return EdgeStore(Path(folder), quantization=quantization, oversampling=oversampling)
+    with the originals. ``hnsw``: ``{m, ef_construct}`` of the graphs of the collections it creates and ``ef`` of its
+    searches (missing: reindex's defaults, :data:`reindex.domain.HNSW_DEFAULTS`)."""
+    return EdgeStore(Path(folder), quantization=quantization, oversampling=oversampling, hnsw=hnsw)
 
 
-def open_reader(folder: str | os.PathLike[str], *, oversampling: float | None = None) -> EdgeReader:
+def open_reader(folder: str | os.PathLike[str], *, oversampling: float | None = None,
+                ef: int | None = HNSW_DEFAULTS["ef"]) -> EdgeReader:
     """A read-only view of the store in ``folder`` for any process, while a writer works on it
-    (``oversampling``: as for :func:`open_edge_store`)."""
-    return EdgeReader(Path(folder), oversampling=oversampling)
+    (``oversampling``: as for :func:`open_edge_store`; ``ef``: the HNSW search's candidates, by default reindex's
+    (``store.hnsw.ef``); None: the engine's default, the graph's ef_construct)."""
+    return EdgeReader(Path(folder), oversampling=oversampling, ef=ef)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -15,9 +16,10 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
+from reindex.domain import QDRANT_HNSW
 from reindex.errors import TransientError
 from reindex.stores.edge._generations import Record
-from reindex.stores.vectors import Hit, Point, VectorStoreError, equality_conditions, one_line
+from reindex.stores.vectors import Hit, Point, VectorStoreError, equality_conditions, hnsw_params, one_line
 
 __all__ = [
     "DISTANCES",
@@ -30,6 +32,7 @@ __all__ = [
     "describe",
     "edge_errors",
     "field_index_op",
+    "hnsw_of",
     "load",
     "overwrite_payload_ops",
     "query_points",
@@ -94,15 +97,31 @@ def load(path: Path) -> Any:
     raise AssertionError("unreachable")
 
 
-def create_shard(path: Path, *, dimension: int, distance: str, int8: bool) -> Any:
+def hnsw_of(folder: Path) -> dict[str, int]:
+    """The graph parameters (``m``, ``ef_construct``) the engine builds the shard in ``folder`` with, as it recorded
+    them (``edge_config.json``; a shard created without them, by an older reindex, has Qdrant's defaults)."""
+    try:
+        config = json.loads((folder / "edge_config.json").read_bytes()).get("hnsw_config") or {}
+    except (OSError, ValueError):
+        config = {}
+    return {name: int(config.get(name, default)) for name, default in QDRANT_HNSW.items()}
+
+
+def create_shard(path: Path, *, dimension: int, distance: str, int8: bool,
+                 hnsw: Mapping[str, int | None] | None = None) -> Any:
     """A new, empty shard in ``path`` (WAL off: durable at each flush; readers in other processes may load it).
     ``int8``: the optimiser builds a 1-byte-per-dimension copy of each sealed segment's vectors, kept in RAM and
-    searched first; the float32 originals stay on disk (mapped) and rescore the candidates."""
+    searched first; the float32 originals stay on disk (mapped) and rescore the candidates. ``hnsw``: the graph's
+    ``m`` and ``ef_construct`` (:func:`reindex.stores.vectors.hnsw_params`; threads auto, the full-scan threshold Qdrant's 10,000 KB)."""
     quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True) \
         if int8 else None
+    graph = hnsw_params(hnsw)
+    assert graph["m"] is not None and graph["ef_construct"] is not None
     config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dimension, distance=DISTANCES[distance],
                                                        on_disk=True if int8 else None),
                            quantization_config=quantization,
+                           hnsw_config=qe.HnswIndexConfig(m=graph["m"], ef_construct=graph["ef_construct"],
+                                                          full_scan_threshold=10_000),
                            wal_enabled=False, optimizers=qe.EdgeOptimizersConfig(
                                indexing_threshold=INDEXING_THRESHOLD_KB,
                                default_segment_number=SEGMENT_NUMBER))
@@ -162,15 +181,18 @@ def count_points(shard: Any, doc_id: str | None) -> int:
     return int(shard.count(qe.CountRequest(exact=True, filter=_doc_filter(doc_id))))
 
 
-def search_params(oversampling: float | None) -> Any:
-    """Search parameters for ``oversampling`` (None: the engine's defaults). Quantised segments take
-    ``limit × oversampling`` candidates by their int8 copy and rescore them with the float32 originals;
-    unquantised segments ignore it."""
-    if oversampling is None:
+def search_params(oversampling: float | None, ef: int | None = None) -> Any:
+    """Search parameters for ``oversampling`` and the HNSW search's ``ef`` (None, None: the engine's defaults).
+    Quantised segments take ``limit × oversampling`` candidates by their int8 copy and rescore them with the float32
+    originals; unquantised segments ignore it. ``ef``: candidates an HNSW search considers (the engine's default is
+    the graph's ef_construct); segments searched by a full scan ignore it."""
+    if oversampling is None and ef is None:
         return None
-    if not oversampling >= 1.0:
+    if oversampling is not None and not oversampling >= 1.0:
         raise VectorStoreError(f"store.oversampling {oversampling!r}: must be at least 1")
-    return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=float(oversampling)))
+    quantization = None if oversampling is None else qe.QuantizationSearchParams(rescore=True,
+                                                                                 oversampling=float(oversampling))
+    return qe.SearchParams(hnsw_ef=ef, quantization=quantization)
 
 
 def query_points(shard: Any, vector: Sequence[float] | np.ndarray, limit: int, doc_id: str | None,
@@ -192,8 +214,9 @@ def scroll_page(shard: Any, offset: Any, batch: int, with_vectors: bool) -> tupl
     return [_point(r, with_vectors) for r in records], nxt
 
 
-def describe(shard: Any, record: Record) -> dict[str, Any]:
-    """Points count, dimension, distance, shards and status of the collection ``shard`` holds."""
+def describe(shard: Any, record: Record, folder: Path) -> dict[str, Any]:
+    """Points count, dimension, distance, shards, status and graph parameters of the collection ``shard`` (loaded
+    from the generation ``folder``) holds."""
     info = shard.info()
     return {
         "name": record.name,
@@ -206,4 +229,5 @@ def describe(shard: Any, record: Record) -> dict[str, Any]:
         "status": "green",
         "segments_count": int(info.segments_count),
         "payload_indexes": sorted(getattr(info, "payload_schema", None) or {}),
+        "hnsw": hnsw_of(folder),
     }

@@ -39,7 +39,8 @@ from reindex.stores.edge._generations import (
     resolve,
 )
 from reindex.stores.edge._space import fills_holes_when_mapped, free_bytes, populated_by_load, prefill
-from reindex.stores.vectors import Hit, NoStoreError, Point, VectorStoreError
+from reindex.domain import HNSW_DEFAULTS
+from reindex.stores.vectors import Hit, NoStoreError, Point, VectorStoreError, hnsw_params
 
 __all__ = ["EdgeReader"]
 
@@ -230,8 +231,9 @@ class EdgeReader:
 
     embedded = True
 
-    def __init__(self, root: Path, *, oversampling: float | None = None) -> None:
-        self._params = engine.search_params(oversampling)
+    def __init__(self, root: Path, *, oversampling: float | None = None,
+                 ef: int | None = HNSW_DEFAULTS["ef"]) -> None:
+        self._params = engine.search_params(oversampling, hnsw_params({"ef": ef})["ef"])
         check_folder(root)
         if not is_edge_folder(root):
             raise NoStoreError(f"`{root}` is not a reindex embedded store (no {MARKER}); nothing to read.")
@@ -344,7 +346,7 @@ class EdgeReader:
     def collection_info(self, name: str) -> dict[str, Any]:
         with self._lock, engine.edge_errors(f"describe collection `{name}`"):
             held = self._current(name)
-            return engine.describe(held.shard, held.record)
+            return engine.describe(held.shard, held.record, gen_dir(self._root / COLLECTIONS / held.name, held.gen))
 
     def query(
         self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,

@@ -45,7 +45,7 @@ from reindex.stores.edge._space import (
     generation_copy_bytes,
     prefill,
 )
-from reindex.stores.vectors import Hit, Point, VectorStoreError
+from reindex.stores.vectors import Hit, Point, VectorStoreError, hnsw_params
 
 __all__ = ["EdgeStore"]
 
@@ -82,10 +82,12 @@ class EdgeStore:
 
     embedded = True
 
-    def __init__(self, root: Path, *, quantization: str = "none", oversampling: float | None = None) -> None:
+    def __init__(self, root: Path, *, quantization: str = "none", oversampling: float | None = None,
+                 hnsw: Mapping[str, int | None] | None = None) -> None:
         self._root = root
         self._int8 = quantization == "int8"
-        self._params = engine.search_params(oversampling)
+        self._hnsw = hnsw_params(hnsw)
+        self._params = engine.search_params(oversampling, self._hnsw["ef"])
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -244,7 +246,8 @@ class EdgeStore:
             shutil.rmtree(coll, ignore_errors=True)  # a crashed create's leftovers
             with engine.edge_errors(f"create collection `{name}`"):
                 check_write(self._root, 0, f"create collection `{name}`")
-                shard = engine.create_shard(gen_dir(coll, 1), dimension=dimension, distance=distance, int8=self._int8)
+                shard = engine.create_shard(gen_dir(coll, 1), dimension=dimension, distance=distance, int8=self._int8,
+                                            hnsw=self._hnsw)
                 shard.flush()
                 record = Record(name, dimension, distance, None, {})
                 atomic_write(coll / RECORD, record.to_bytes())  # the collection exists from here on
@@ -252,7 +255,8 @@ class EdgeStore:
             self._open[name] = _Open(record, 1, shard)
 
     def finish_bulk(self, name: str) -> None:
-        """Build the HNSW and payload indexes of the working generation (blocking)."""
+        """Build the HNSW and payload indexes of the working generation (blocking; in this process, with the graph
+        parameters the collection was created with)."""
         with self._lock, engine.edge_errors(f"index collection `{name}`"):
             o = self._writable(name)
             o.shard.optimize()
@@ -295,10 +299,11 @@ class EdgeStore:
         return sorted(c.name for c in (self._root / COLLECTIONS).iterdir() if (c / RECORD).is_file())
 
     def collection_info(self, name: str) -> dict[str, Any]:
-        """Points count, dimension, distance, shards and status of a collection (or an alias's target)."""
+        """Points count, dimension, distance, shards, status and ``hnsw`` (the graph's ``m`` and ``ef_construct`` as
+        the engine recorded them) of a collection (or an alias's target)."""
         with self._lock, engine.edge_errors(f"describe collection `{name}`"):
             o = self._get(name)
-            return engine.describe(o.shard, o.record)
+            return engine.describe(o.shard, o.record, gen_dir(self._coll(o.record.name), o.gen))
 
     # points -----------------------------------------------------------------------------------
 
