@@ -384,3 +384,46 @@ def test_a_shadow_build_indexes_every_point_of_the_new_population_and_a_sync_the
     sync, _ = ws.plan()
     assert sync.kind.value == "document-scoped"
     assert _build(sync)["points"] == sync.body["work"]["chunks_to_embed"] < sync.body["work"]["chunks_new"]
+
+
+def test_an_index_build_that_blocks_every_renewal_past_the_lease_keeps_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edge engine's build holds the interpreter lock for its whole length: no heartbeat renews during it (a
+    50 ms Python ticker did not tick once in a 70 s build of 60 k points). Apply extends its lease by the build's
+    planned CPU-seconds first (``apply.build_lease``). Here the build holds the interpreter for twice the lease's
+    ttl, priced at 3 CPU-s: the apply finishes with its lock; without the extension it stops with LockLost."""
+    import sys
+    import time
+
+    import reindex.cost._build as build_mod
+    import reindex.usecases.locking as locking
+    from reindex import api
+    from reindex.stores.edge import EdgeStore
+
+    monkeypatch.setattr(build_mod, "default_build_cpu", lambda points, **kw: 3.0)
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    assert plan.body["cost"]["index_build"]["cpu_seconds"] == 3.0 and plan.body["cost"]["index_build"]["runs"] == "apply"
+    real_acquire = locking.acquire_lock
+    monkeypatch.setattr(locking, "acquire_lock", lambda *a, **kw: real_acquire(*a, **{**kw, "ttl": 3.0}))
+    real_build = EdgeStore.finish_bulk
+    held: list[float] = []
+
+    def build_holding_the_interpreter(self: EdgeStore, name: str) -> None:
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(60.0)  # no other thread of this process runs until this one blocks
+        try:
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 6.0:
+                pass
+            held.append(time.perf_counter() - t0)
+        finally:
+            sys.setswitchinterval(before)
+        real_build(self, name)
+
+    monkeypatch.setattr(EdgeStore, "finish_bulk", build_holding_the_interpreter)
+    r = api.apply_plan(path, ws.config, use_prefect=False)
+    assert held and held[0] >= 6.0
+    assert r.status == "done", r.report.get("failures")
+    assert r.report["index_build"]["seconds"] >= 6.0

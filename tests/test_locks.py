@@ -245,6 +245,30 @@ def test_a_same_host_owner_not_provably_ours_waits_for_its_lease(make_store: Mak
     assert acquire_lock(make_store(), "docs", "me:2:x", purpose="apply").token == 10
 
 
+def test_an_extended_lease_is_waited_for_and_the_next_renewal_shortens_it(make_store: MakeStore) -> None:
+    """Before a call that keeps the heartbeat from running (the edge engine's index build holds the interpreter
+    lock), the holder extends its lease: contenders wait for the extended length on the store's clock, not the
+    ttl; the next plain renewal returns the lease to the ttl; an extension is never shorter than the ttl nor
+    longer than any lease a contender believes."""
+    store = make_store()
+    a = acquire_lock(make_store(), "docs", "a:1:x", purpose="apply", ttl=60)
+    a.extend(600)
+    assert json.loads(store.get(KEY))["ttl"] == 600 and a.remaining() > 500
+    age_on_store(store, KEY, 125)  # past the ttl, within the extension: still held
+    with pytest.raises(LockHeld, match="locked by a:1:x"):
+        acquire_lock(make_store(), "docs", "b:1:x", purpose="apply")
+    a.check(confirm=True)
+    a.heartbeat()  # the build is over: a plain renewal
+    assert json.loads(store.get(KEY))["ttl"] == 60 and a.remaining() < 60
+    age_on_store(store, KEY, 65)
+    b = acquire_lock(make_store(), "docs", "b:1:x", purpose="apply")  # stale after the ttl again
+    assert b.token == a.token + 1
+    b.extend(1)
+    assert json.loads(store.get(KEY))["ttl"] == 120  # b's own ttl, the default
+    b.extend(10**12)
+    assert json.loads(store.get(KEY))["ttl"] == locks_module.LONGEST_LEASE_S
+
+
 def test_a_live_local_owner_with_a_reused_pid_is_gone(make_store: MakeStore) -> None:
     """The recorded pid runs, but it started at another time than the holder did: the pid was reused."""
     store = make_store()

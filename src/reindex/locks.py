@@ -156,8 +156,9 @@ class LockInfo:
                 "pid": int(pid) if pid.isdigit() else None, "since": self.acquired, "lease_s": self.ttl}
 
 
-# No reindex lease is longer than this (they last 120 s): an expiry further away was forged, or written by
-# a host whose clock is far ahead; said so instead of "expires in 998203807402 s".
+# No reindex lease is longer than this (they last 120 s, or through an index build as long as it is priced):
+# an expiry further away was forged, or written by a host whose clock is far ahead; said so instead of
+# "expires in 998203807402 s".
 LONGEST_LEASE_S = 86400.0
 
 
@@ -385,15 +386,19 @@ class IndexLock:
 
     # ---- renewal ------------------------------------------------------------------------------
 
-    def heartbeat(self) -> None:
-        """Renew the lease by compare-and-swap. ``LockLost`` (and the lease marked lost) if the lock
-        was taken over or released; a state-store error is raised as it is and leaves the lease as
-        it was (``start_heartbeat`` retries it while the lease lasts)."""
+    def heartbeat(self, lease: float | None = None) -> None:
+        """Renew the lease by compare-and-swap, for ``ttl`` seconds (``lease``: for that long instead, see
+        :meth:`extend`). ``LockLost`` (and the lease marked lost) if the lock was taken over or released; a
+        state-store error is raised as it is and leaves the lease as it was (``start_heartbeat`` retries it
+        while the lease lasts)."""
         with self._mutex:
             self.check()
+            length = self.ttl if lease is None else min(max(float(lease), self.ttl), LONGEST_LEASE_S)
             now, sent = time.time(), time.monotonic()
             self._attempts += 1
-            body = {**self._body, "beat": self._attempts, "heartbeat": now, "expires": now + self.ttl}
+            # The lease's length is written with it: contenders judge a lock stale by its "ttl" (on the store's
+            # clock), so an extended lease is one they wait for, and the next plain renewal shortens it again.
+            body = {**self._body, "beat": self._attempts, "heartbeat": now, "ttl": length, "expires": now + length}
             data = _encode(body)
             new = _swap(self.store, self.key, data, self._version)
             if new is None:
@@ -409,7 +414,15 @@ class IndexLock:
                 self._mark_lost(self._moved_on(info))
                 raise LockLost(self._message())
             self._body, self._version = body, new
-            self._deadline = sent + self.ttl - self.ttl / 10
+            self._deadline = sent + length - length / 10
+
+    def extend(self, seconds: float) -> None:
+        """Renew the lease once for ``seconds`` (at least the ttl, at most :data:`LONGEST_LEASE_S`) before a call
+        that keeps every other thread of this process from running for longer than a renewal interval: the edge
+        engine's index build holds the interpreter lock for its whole length (70 s for 60 k points on a loaded
+        2-core box; no heartbeat ran), so a lease of the usual length ran out during every large build and the
+        apply stopped with ``LockLost`` after it. The heartbeat's next renewal returns the lease to the ttl."""
+        self.heartbeat(lease=seconds)
 
     def start_heartbeat(self, interval: float | None = None) -> Heartbeat:
         """Renew in a background thread every ``interval`` (ttl/3). A failed renewal is retried until

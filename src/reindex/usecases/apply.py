@@ -57,8 +57,9 @@ from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, 
 from reindex.usecases.rates import MIN_POINTS_TO_MEASURE_BUILD, MIN_TOKENS_TO_MEASURE, record_build_rate, record_rate
 
 __all__ = [
-    "ApplyReport", "MIN_POINTS_TO_MEASURE_BUILD", "MIN_TOKENS_TO_MEASURE", "READ_CAP_BYTES", "SHARD_FIELDS", "apply_plan", "check_drift",
-    "check_inputs", "corpus_digest_of", "job_of", "kind_in_force", "record_cursor",
+    "ApplyReport", "BUILD_LEASE_FACTOR", "MIN_POINTS_TO_MEASURE_BUILD", "MIN_TOKENS_TO_MEASURE", "READ_CAP_BYTES",
+    "SHARD_FIELDS", "apply_plan", "build_lease", "check_drift", "check_inputs", "corpus_digest_of", "job_of",
+    "kind_in_force", "record_cursor",
 ]
 
 
@@ -353,6 +354,20 @@ def _embedder_for(plan: Plan, cfg: PipelineConfig):
     return make() if plan.body["work"]["tokens_to_embed"] else _BuiltOnFirstUse(make)
 
 
+#: The lease an apply holds through the index build: its ttl plus this many times the build's planned CPU-seconds.
+#: The edge engine's build keeps the interpreter lock for its whole length, so the heartbeat cannot renew during it;
+#: on a loaded box the build's wall is several times its CPU (70 s of wall for a 60 k-point build at load 5 on 2
+#: cores, ~30 CPU-s planned). A process killed during the build leaves a lock that a contender on another host waits
+#: out (one on the same host takes it over at once: the holder is provably gone).
+BUILD_LEASE_FACTOR = 4.0
+
+
+def build_lease(plan: Plan, ttl: float) -> float:
+    """Seconds of lease to hold through the index build of ``plan``'s new population (:data:`BUILD_LEASE_FACTOR`)."""
+    priced = plan.body["cost"].get("index_build") or {}
+    return ttl + BUILD_LEASE_FACTOR * float(priced.get("cpu_seconds") or 0.0)
+
+
 def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJob:
     """The shards a plan touches: every shard for a new population, only the affected ones in place
     (``shards``: the layout to use, default ``apply.shards``)."""
@@ -474,6 +489,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             _commit_tracking(ctx, summary, plan)  # the content is final here; the index build below takes long
             # The index build, timed: CPU-seconds of this process while it runs (the engine's threads; the shards
             # are done), which the next plan with the same parameters prices its build with.
+            lock.extend(build_lease(plan, lock.ttl))  # the engine's build holds the interpreter: no renewal runs
             _, build_wall, build_cpu = CpuClock().call(store.finish_bulk, target)
             build = {"seconds": round(build_wall, 3), "cpu_seconds": round(build_cpu, 3)}
             lock.check(confirm=True)
