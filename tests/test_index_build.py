@@ -427,3 +427,19 @@ def test_an_index_build_that_blocks_every_renewal_past_the_lease_keeps_the_lock(
     assert held and held[0] >= 6.0
     assert r.status == "done", r.report.get("failures")
     assert r.report["index_build"]["seconds"] >= 6.0
+
+
+def test_store_hnsw_is_in_the_config_digest_only_when_it_is_not_the_default() -> None:
+    # Plans made before store.hnsw existed still apply (their digest is pinned in test_source_root); a plan priced
+    # with one graph does not apply once the config asks for another.
+    from reindex.config import config_from_dict
+    from reindex.identity import config_digest
+
+    def cfg(**store: object) -> Any:
+        return config_from_dict({"index": "docs", "source": {"uri": "/a/corpus"}, "vector": {"provider": "hash"},
+                                 "store": store})
+
+    default = config_digest(cfg())
+    assert config_digest(cfg(hnsw=dict(HNSW_DEFAULTS))) == default
+    assert config_digest(cfg(hnsw={"m": 16, "ef_construct": 100})) != default
+    assert config_digest(cfg(hnsw={"ef": 128})) != default

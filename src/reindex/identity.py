@@ -39,6 +39,7 @@ from reindex.config import (
     config_from_dict,
     without_env_names,
 )
+from reindex.domain import HNSW_DEFAULTS
 from reindex.errors import ConfigError
 from reindex.models import digest_path, find_tokenizer_file, is_static_folder, resolve_model_path
 
@@ -380,7 +381,14 @@ _LATER_SOURCE_DEFAULTS = {"follow_symlinks": False, "kind": "auto", "cursor": No
 def _without_default_follow(data: dict) -> dict:
     data["source"] = {k: v for k, v in data["source"].items() if k != "password_env"
                       and not (k in _LATER_SOURCE_DEFAULTS and v == _LATER_SOURCE_DEFAULTS[k])}
+    # store.hnsw (issue 35) likewise: left out at its defaults, in the digest when set (the plan prices the build
+    # with it, so a plan does not apply once the graph it priced was changed).
+    if "hnsw" in data.get("store", {}) and data["store"]["hnsw"] == _DEFAULT_HNSW:
+        data["store"] = {k: v for k, v in data["store"].items() if k != "hnsw"}
     return data
+
+
+_DEFAULT_HNSW = dict(HNSW_DEFAULTS)
 
 
 def legacy_config_digest(cfg: PipelineConfig) -> str:
