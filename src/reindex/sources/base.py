@@ -251,6 +251,19 @@ class Admission:
             return None
         return obj
 
+    def column_text(self, doc_id: str, value: Any, column: str) -> bytes | None:
+        """The UTF-8 bytes of a table source's text cell (bytes as they are, text encoded), or None after
+        reporting why ``doc_id``'s cell in ``column`` holds no text."""
+        if isinstance(value, (bytes, memoryview)):
+            return bytes(value)
+        if isinstance(value, str):
+            data, problem = encode_text(value)
+            if data is None:
+                self.reject(doc_id, problem or "not valid UTF-8")
+            return data
+        self.reject(doc_id, f"malformed: text column {column!r} holds {type(value).__name__}, not text")
+        return None
+
     def admit(
         self,
         doc_id: str,

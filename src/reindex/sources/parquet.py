@@ -11,7 +11,7 @@ from typing import Any
 from reindex.config import SourceConfig
 from reindex.errors import SourceError
 from reindex.tables import ParquetReader, TableError
-from reindex.sources.base import ID_FIELDS, TEXT_FIELDS, Admission, Document, ScanReport, encode_text, pick_field
+from reindex.sources.base import ID_FIELDS, TEXT_FIELDS, Admission, Document, ScanReport, pick_field
 from reindex.sources.cursors import Changes, Cursor
 from reindex.sources.marks import decode_mark, encode_mark, ids_digest
 
@@ -100,15 +100,8 @@ class ParquetSource:
         if text is None:
             admission.reject(doc_id, f"missing text (null {self.text_column!r})")
             return None
-        if isinstance(text, bytes):
-            data: bytes | None = text
-        elif isinstance(text, str):
-            data, problem = encode_text(text)
-            if data is None:
-                admission.reject(doc_id, problem or "not valid UTF-8")
-                return None
-        else:
-            admission.reject(doc_id, f"malformed: text column {self.text_column!r} holds {type(text).__name__}, not text")
+        data = admission.column_text(doc_id, text, self.text_column)
+        if data is None:
             return None
         return admission.admit(doc_id, data, row, metadata=meta)
 
