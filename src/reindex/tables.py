@@ -32,6 +32,13 @@ class _Parquet:
 pa = _Pyarrow()
 pq = _Parquet()
 
+#: Every read here decodes on the calling thread (``use_threads=False``). A threaded read starts Arrow's CPU thread
+#: pool, whose threads outlive the read, and a process that exits with them aborted at interpreter exit now and then
+#: (``terminate called without an active exception``, exit 134): 7 of 60 refused `reindex apply` runs with two busy
+#: loops beside them, 0 of 60 with single-threaded reads (apache/arrow#34314). The files read here are manifests,
+#: carries and source row groups, decoded batch by batch; the pool bought little.
+USE_THREADS = False
+
 __all__ = ["ParquetReader", "TableError", "columns_from_parquet", "parquet_from_columns", "read_parquet"]
 
 
@@ -64,7 +71,7 @@ def columns_from_parquet(data: bytes, names: Sequence[str]) -> tuple[dict[str, l
         missing = [name for name in names if name not in file.schema_arrow.names]
         if missing:
             raise TableError(f"no column {', '.join(missing)} in the Parquet file")
-        table = file.read(columns=list(names))
+        table = file.read(columns=list(names), use_threads=USE_THREADS)
     except (OSError, pa.ArrowException) as err:
         raise TableError(_one_line(err)) from None
     return {name: table.column(name).to_pylist() for name in names}, table.num_rows
@@ -73,7 +80,7 @@ def columns_from_parquet(data: bytes, names: Sequence[str]) -> tuple[dict[str, l
 def read_parquet(path: str | Path) -> dict[str, list]:
     """Every column of a Parquet file as lists."""
     try:
-        table = pq.read_table(path)
+        table = pq.read_table(path, use_threads=USE_THREADS)
     except (OSError, pa.ArrowException) as err:
         raise TableError(_one_line(err)) from None
     return {name: table.column(name).to_pylist() for name in table.column_names}
@@ -99,7 +106,8 @@ class ParquetReader:
     def batches(self, columns: Sequence[str], batch_rows: int) -> Iterator[dict[str, list]]:
         """Batches of at most ``batch_rows`` rows, each as ``{column: values}``."""
         try:
-            for batch in self._file.iter_batches(batch_size=batch_rows, columns=list(columns)):
+            for batch in self._file.iter_batches(batch_size=batch_rows, columns=list(columns),
+                                                 use_threads=USE_THREADS):
                 yield {c: batch.column(c).to_pylist() for c in columns}
         except (OSError, pa.ArrowException) as err:
             raise TableError(_one_line(err)) from None
@@ -132,7 +140,7 @@ class ParquetReader:
     def read_group(self, group: int, columns: Sequence[str]) -> dict[str, list]:
         """Row group ``group``, only ``columns``, as ``{column: values}``."""
         try:
-            table = self._file.read_row_group(group, columns=list(columns))
+            table = self._file.read_row_group(group, columns=list(columns), use_threads=USE_THREADS)
         except (OSError, pa.ArrowException) as err:
             raise TableError(_one_line(err)) from None
         return {c: table.column(c).to_pylist() for c in columns}
