@@ -36,7 +36,8 @@ pq = _Parquet()
 #: pool, whose threads outlive the read, and a process that exits with them aborted at interpreter exit now and then
 #: (``terminate called without an active exception``, exit 134): 7 of 60 refused `reindex apply` runs with two busy
 #: loops beside them, 0 of 60 with single-threaded reads (apache/arrow#34314). The files read here are manifests,
-#: carries and source row groups, decoded batch by batch; the pool bought little.
+#: carries and source row groups, decoded batch by batch (what the pool would save on a large Parquet source was not
+#: measured).
 USE_THREADS = False
 
 __all__ = ["ParquetReader", "TableError", "columns_from_parquet", "parquet_from_columns", "read_parquet"]
