@@ -36,8 +36,9 @@ pq = _Parquet()
 #: pool, whose threads outlive the read, and a process that exits with them aborted at interpreter exit now and then
 #: (``terminate called without an active exception``, exit 134): 7 of 60 refused `reindex apply` runs with two busy
 #: loops beside them, 0 of 60 with single-threaded reads (apache/arrow#34314). The files read here are manifests,
-#: carries and source row groups, decoded batch by batch (what the pool would save on a large Parquet source was not
-#: measured).
+#: carries and source row groups, decoded batch by batch and turned into Python lists on this thread anyway: the pool
+#: saved nothing measurable (bench/parquet_threads.py: single-threaded within 0.64–1.16× of its wall at 10 k and 100 k
+#: rows, bench/RESULTS.md).
 USE_THREADS = False
 
 __all__ = ["ParquetReader", "TableError", "columns_from_parquet", "parquet_from_columns", "read_parquet"]
