@@ -15,6 +15,7 @@ threads off and on, alternating, ``--repeat`` times; medians of wall and of proc
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -53,7 +54,6 @@ def main() -> None:
     ap.add_argument("--docs", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    import os
     print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; medians of {args.repeat}")
     print("| docs | read | threads off: wall s / CPU s | threads on: wall s / CPU s | off ÷ on (wall) | off ÷ on (CPU) |")
     print("|---:|---|---:|---:|---:|---:|")
