@@ -234,3 +234,31 @@ def stop_group(proc, timeout: float = 20) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def online_workers(url: str, pool: str) -> list[dict]:
+    """The workers of ``pool`` that the Prefect server at ``url`` counts as ONLINE (a heartbeat seen)."""
+    import httpx
+
+    try:
+        r = httpx.post(f"{url}/work_pools/{pool}/workers/filter", json={}, timeout=5)
+    except httpx.HTTPError:
+        return []
+    return [w for w in r.json() if w.get("status") == "ONLINE"] if r.status_code == 200 else []
+
+
+def wait_for_workers(url: str, pool: str, procs: list, log: Path, n: int = 1, timeout: float = 150) -> None:
+    """Wait until ``n`` workers of ``pool`` are online (the worker creates its pool when it starts, so a
+    deployment made before that is refused: "references work pool ... which does not exist"). Fails with the
+    worker's log when a worker process ended or the deadline passed."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while len(online_workers(url, pool)) < n:
+        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+            import pytest
+
+            text = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+            pytest.fail(f"{n} prefect worker(s) of pool {pool!r} not online within {timeout:.0f} s:\n{text}")
+        time.sleep(0.5)
+

@@ -32,7 +32,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers_browser import CHROMIUM, Browser, by_text, labelled_control
-from helpers_index import stop_group, SAMPLE, Workspace, subprocess_env
+from helpers_index import stop_group, SAMPLE, Workspace, subprocess_env, wait_for_workers
 from reindex.approvals import approval_path, rejection_path
 
 PREFECT_BIN = Path(sys.executable).with_name("prefect")
@@ -107,6 +107,8 @@ def worker(prefect_server: dict[str, Any]) -> Iterator[Path]:
     proc = subprocess.Popen([str(PREFECT_BIN), "worker", "start", "--pool", POOL, "--type", "process"],
                             env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        # The pool exists once the worker is online: `prefect deploy` refuses a pool that does not exist yet.
+        wait_for_workers(prefect_server["url"], POOL, [proc], logpath)
         yield logpath
     finally:
         _stop(proc)

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
-from helpers_index import stop_group, Workspace, subprocess_env
+from helpers_index import stop_group, Workspace, subprocess_env, wait_for_workers
 from reindex import api, execution, workers
 from reindex.errors import ApprovalError, ConfigError, LockLost
 from reindex.locks import Fence, acquire_lock, lock_key, read_lock
@@ -161,13 +161,6 @@ PREFECT = Path(sys.executable).with_name("prefect")
 _stop_group = stop_group
 
 
-def _online_workers(url: str) -> list[dict]:
-    import httpx
-
-    r = httpx.post(f"{url}/work_pools/{POOL}/workers/filter", json={}, timeout=5)
-    return [w for w in r.json() if w.get("status") == "ONLINE"] if r.status_code == 200 else []
-
-
 @pytest.fixture(scope="module")
 def prefect_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A real `prefect server start`, the `reindex-shard/shards` deployment made by `reindex deploy-shards`,
@@ -212,11 +205,7 @@ def prefect_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         out, err = deploy.communicate(timeout=120)  # beside the workers' start-up
         assert deploy.returncode == 0, err[-2000:]
         assert json.loads(out)["deployments"] == [f"reindex-shard/{POOL}"]
-        deadline = time.monotonic() + 120
-        while len(_online_workers(url)) < 2:
-            if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
-                pytest.fail("prefect workers did not come online:\n" + (home / "worker0.log").read_text()[-3000:])
-            time.sleep(0.5)
+        wait_for_workers(url, POOL, procs, home / "worker0.log", n=2)
         yield {"url": url, "home": home, "crash_marker": marker, "worker_logs": [home / "worker0.log", home / "worker1.log"]}
     finally:
         for proc in reversed(procs):  # the workers before the server
