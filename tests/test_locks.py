@@ -350,10 +350,10 @@ def test_a_takeover_stops_the_old_holder_before_its_next_write(make_store: MakeS
         except LockLost as err:
             stopped.append(err)
 
-    with a.start_heartbeat():
+    with a.start_heartbeat() as beat:
         t = threading.Thread(target=writer)
         t.start()
-        time.sleep(2.5)  # at least one renewal happens in here
+        assert _wait_for(lambda: beat.renewals >= 1 or a.lost is not None, timeout=30.0), "no renewal in 30 s"
         assert a.lost is None and not stopped
         other = make_store()
         body = json.loads(other.get(KEY) or b"{}")
