@@ -8,7 +8,9 @@ import errno
 import os
 from datetime import UTC, datetime
 from collections.abc import Iterator
-from fnmatch import fnmatchcase
+import fnmatch
+import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +50,14 @@ def file_metadata(fields: list[str], rel: str, path: Path, data: bytes) -> tuple
 
 def matches(name: str, patterns: list[str]) -> bool:
     """Whether a file name matches any include pattern (case-insensitive, like ``*.md`` ~ ``A.MD``)."""
-    lower = name.lower()
-    return any(fnmatchcase(lower, p.lower()) for p in patterns)
+    return _include_pattern(tuple(patterns)).match(name.lower()) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _include_pattern(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One compiled expression for all of ``patterns`` (lower-cased), as ``fnmatchcase`` reads each: a folder
+    listing asks it once per file, so the patterns are translated once per source, not per file."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns) or "(?!)")
 
 
 class DirectorySource:
@@ -87,11 +95,12 @@ class DirectorySource:
             if doc is not None:
                 yield doc
 
-    def _document(self, admission: Admission, n: int, doc_id: str, path: Path, problem: str | None) -> Document | None:
+    def _document(self, admission: Admission, n: int, doc_id: str, path: str, problem: str | None) -> Document | None:
         """The ``n``-th listed file as a document, or None after reporting why it cannot be one."""
         if problem is not None:
             admission.reject(doc_id, problem)
             return None
+        path = Path(path)
         try:
             data = self._read(path)
         except _Outside as out:
@@ -113,75 +122,80 @@ class DirectorySource:
                     raise _Outside(str(where))
             return f.read()
 
-    def _files(self, report: ScanReport) -> Iterator[tuple[str, Path, str | None]]:
-        """(doc id, path, why it cannot be read or None) of every file that matches ``include``."""
+    def _files(self, report: ScanReport) -> Iterator[tuple[str, str, str | None]]:
+        """(doc id, path, why it cannot be read or None) of every file that matches ``include``.
+
+        Paths are strings joined as the walk goes (a ``Path`` per file cost ~70 % of listing 100,000 files:
+        bench/RESULTS.md, "Source cursors"); a file becomes a ``Path`` only when it is read."""
         # Depth-first; a folder's entries are pushed in reverse name order so they pop in order.
-        pending = self._entries(self.root, report, (self.real_root,))
+        include = _include_pattern(tuple(self.cfg.include))
+        pending = self._entries(str(self.root), "", report, (self.real_root,))
         while pending:
-            name, path, kind, detail = pending.pop()
-            rel = path.relative_to(self.root).as_posix()
+            name, path, rel, kind, detail = pending.pop()
             if kind == "dir":
-                pending.extend(self._entries(path, report, detail))
+                pending.extend(self._entries(path, rel + "/", report, detail))
             elif kind == "bad-dir":
                 report.add_bad(BadDocument(f"{rel}/", detail))
-            elif not matches(name, self.cfg.include):
+            elif include.match(name.lower()) is None:
                 report.skipped += 1
             else:
                 yield rel, path, detail
 
-    def _entries(self, folder: Path, report: ScanReport, ancestors: tuple[Path, ...]) -> list[tuple[str, Path, str, Any]]:
-        """(name, path, kind, detail) of the visible entries of ``folder``, reverse sorted: kind ``dir`` (detail:
-        the real paths of the folders it is inside, for loops), ``file`` (detail: None, or why a linked file
-        is not read) or ``bad-dir`` (detail: why a linked folder is not entered). A FIFO, socket or device whose name
-        matches ``include`` is a bad document (never opened: reading a FIFO waits for a writer forever)."""
+    def _entries(self, folder: str, prefix: str, report: ScanReport,
+                 ancestors: tuple[Path, ...]) -> list[tuple[str, str, str, str, Any]]:
+        """(name, path, doc id, kind, detail) of the visible entries of ``folder`` (whose doc ids start with
+        ``prefix``), reverse sorted: kind ``dir`` (detail: the real paths of the folders it is inside, for loops),
+        ``file`` (detail: None, or why a linked file is not read) or ``bad-dir`` (detail: why a linked folder is
+        not entered). A FIFO, socket or device whose name matches ``include`` is a bad document (never opened:
+        reading a FIFO waits for a writer forever)."""
         try:
             with os.scandir(folder) as it:
                 items = []
                 for e in it:
-                    if e.name.startswith("."):
+                    name = e.name
+                    if name.startswith("."):
                         continue
-                    path = Path(e.path)
+                    path, rel = e.path, prefix + name
                     if e.is_symlink():
-                        item = self._link(e.name, path, ancestors)
+                        item = self._link(Path(path), ancestors)
                         if item is not None:
-                            items.append(item)
+                            items.append((name, path, rel, item[0], item[1]))
                     elif e.is_dir(follow_symlinks=False):
                         # Loops can only come through followed links: only then are real paths needed.
                         inner = (*ancestors, Path(os.path.realpath(path))) if self.cfg.follow_symlinks else ancestors
-                        items.append((e.name, path, "dir", inner))
+                        items.append((name, path, rel, "dir", inner))
                     elif e.is_file(follow_symlinks=False):
-                        items.append((e.name, path, "file", None))
-                    elif matches(e.name, self.cfg.include):
+                        items.append((name, path, rel, "file", None))
+                    elif matches(name, self.cfg.include):
                         kind = special_file_kind(e.stat(follow_symlinks=False).st_mode)
-                        rel = path.relative_to(self.root).as_posix()
                         report.add_bad(BadDocument(rel, f"unreadable: {kind or 'a folder'}, not a regular file"))
         except OSError as err:
-            rel = folder.relative_to(self.root).as_posix()
-            report.add_bad(BadDocument(f"{rel}/", f"unreadable: folder: {err.strerror or err}"))
+            report.add_bad(BadDocument(f"{prefix[:-1] or '.'}/", f"unreadable: folder: {err.strerror or err}"))
             return []
         return sorted(items, key=lambda t: t[0], reverse=True)
 
-    def _link(self, name: str, path: Path, ancestors: tuple[Path, ...]) -> tuple[str, Path, str, Any] | None:
-        """What a symlink in the folder is to the scan: a file to read (or not, and why), a folder to enter,
-        a folder not to enter (and why), or None (a folder inside the source: read under its own path)."""
+    def _link(self, path: Path, ancestors: tuple[Path, ...]) -> tuple[str, Any] | None:
+        """(kind, detail) of a symlink in the folder, what it is to the scan: a file to read (or not, and why), a
+        folder to enter, a folder not to enter (and why), or None (a folder inside the source: read under its own
+        path)."""
         try:
             target = Path(os.path.realpath(path, strict=True))
         except OSError as err:
             if err.errno == errno.ELOOP:
-                return name, path, "file", "unreadable: symlink loop"
-            return name, path, "file", f"unreadable: broken symlink (its target {os.readlink(path)} does not exist)"
+                return "file", "unreadable: symlink loop"
+            return "file", f"unreadable: broken symlink (its target {os.readlink(path)} does not exist)"
         inside = target.is_relative_to(self.real_root)
         if target.is_dir():
             if inside:
                 return None
             if not self.cfg.follow_symlinks:
-                return name, path, "bad-dir", _outside(str(target), "folder")
+                return "bad-dir", _outside(str(target), "folder")
             if any(a.is_relative_to(target) for a in ancestors):
-                return name, path, "bad-dir", f"unreadable: symlink loop (links back to {target}, a folder it is inside)"
-            return name, path, "dir", (*ancestors, target)
+                return "bad-dir", f"unreadable: symlink loop (links back to {target}, a folder it is inside)"
+            return "dir", (*ancestors, target)
         if inside or self.cfg.follow_symlinks:
-            return name, path, "file", None
-        return name, path, "file", _outside(str(target))
+            return "file", None
+        return "file", _outside(str(target))
 
 
     # -- the cursor: a listing of (size, mtime_ns) per file; only files whose pair moved are opened ----------
@@ -209,11 +223,11 @@ class DirectorySource:
         signatures = ((d, _signature(p, problem)) for d, (p, problem) in files.items())
         return listing_changes(signatures, since, read, report, "files")
 
-    def _listing(self, report: ScanReport) -> dict[str, tuple[Path, str | None]]:
+    def _listing(self, report: ScanReport) -> dict[str, tuple[str, str | None]]:
         return {doc_id: (path, problem) for doc_id, path, problem in self._files(report)}
 
 
-def _signature(path: Path, problem: str | None) -> str:
+def _signature(path: str, problem: str | None) -> str:
     """A file's (size, mtime_ns); ``unreadable`` for one that cannot be stat'ed or is not read (a link out of
     the folder): such a file is never taken as gone, it is read (or refused) and reported every time."""
     if problem is not None:
