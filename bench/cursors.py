@@ -13,7 +13,8 @@ moto server. The index (hash embedder, ``recursive:size=250``, edge store) is bu
 Then, for each kind: the config's source becomes that kind and one ``reindex sync`` records its cursor (a
 full read: the population already holds these documents); one document gets a sentence appended in every
 form at once (the files stay equal, so the next kind starts in step); then ``reindex plan --json`` and
-``reindex apply PLAN --no-progress`` run as child processes. Each line of the log: wall and CPU seconds
+``reindex apply PLAN --no-progress`` run as child processes; then another document is edited and one
+``reindex sync --json`` (plan and apply in one process, as a schedule runs it) is measured too. Each line of the log: wall and CPU seconds
 (user + sys of the child) of the plan and of the apply, and the bytes of source each read, counted in the
 child through the same seams the tests wrap (a folder source's ``_read``, the JSONL file's lines, the
 change log's lines, the Parquet column chunks read (compressed, as on disk), PostgreSQL's text and id values,
@@ -397,7 +398,11 @@ def main() -> None:
             body = json.loads((work / plan_file).read_text())
             _, a = run(work, folder, "apply", plan_file, "--no-progress")
             read = body["inputs"]["corpus"]["read"]
-            rec = {"docs": args.docs, "points": points, "kind": kind, "plan": p, "apply": a,
+            # The same change as users schedule it: one `reindex sync` (plan and apply in one process).
+            corpus.edit(offset + n * 7 + 5)
+            out, sy = run(work, folder, "sync", "--json", "--plans", "plans", *(["--verify"] if verify else []), ok=(0,))
+            assert json.loads(out)["outcome"] == "applied-in-place", out
+            rec = {"docs": args.docs, "points": points, "kind": kind, "plan": p, "apply": a, "sync": sy,
                    "total_wall_s": round(p["wall_s"] + a["wall_s"], 2), "total_cpu_s": round(p["cpu_s"] + a["cpu_s"], 2),
                    "source_bytes": (p["source_bytes"] or 0) + (a["source_bytes"] or 0),
                    "read_mode": read["mode"], "how": read.get("how") or read.get("why"),
@@ -405,7 +410,7 @@ def main() -> None:
             with log.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
             print(json.dumps({k: rec[k] for k in ("kind", "total_wall_s", "total_cpu_s", "source_bytes", "read_mode")}
-                             | {"plan": p, "apply": a}), flush=True)
+                             | {"plan": p, "apply": a, "sync": sy}), flush=True)
     finally:
         if pg:
             pg[1]()

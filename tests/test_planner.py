@@ -317,9 +317,9 @@ def test_live_baseline_groups_rows_by_document_streaming_and_falls_back_for_scat
     # The planner's live baseline is built from manifest rows one document at a time; rows of one document
     # that are not contiguous (a foreign manifest) must give the same states as contiguous ones.
     from reindex.manifests import ManifestRow
-    from reindex.planner._baseline import _doc_states
+    from reindex.planner._live_docs import _doc_states
 
-    from reindex.planner._baseline import STATE_COLUMNS
+    from reindex.planner._live_docs import STATE_COLUMNS
 
     def parts(*groups: list[ManifestRow]) -> list[dict[str, list]]:
         return [{name: [getattr(r, name) for r in g] for name in STATE_COLUMNS} for g in groups]

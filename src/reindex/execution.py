@@ -62,6 +62,7 @@ from reindex.manifests import (
 from reindex.cursors import Tracking
 from reindex.pairs import per_shard, record_shard_pairs
 from reindex.pipeline import ChunkRecord, TextPipeline
+from reindex.planner import LiveDocs
 from reindex.retry import call_with_retries
 from reindex.sources import Cursor, open_source
 from reindex.sources.base import Document, ScanReport
@@ -662,14 +663,16 @@ class Found:
 
 def find_changes(ctx: ApplyContext) -> Found:
     """Documents whose content differs from the target's chunk manifest, and documents gone: from the cursor
-    ``ctx.tracking`` holds, else by reading the whole source. Unreadable now is not removed: its points stay."""
-    recorded = read_document_hashes(ctx.state, ctx.index, ctx.target)
+    ``ctx.tracking`` holds (the manifest parts of the documents it names are read, :class:`LiveDocs`; all ids for
+    a listing's removals), else by reading the whole source. Unreadable now is not removed: its points stay."""
     report = ScanReport()
     if ctx.tracking is not None:
         ch = ctx.tracking.source.changes(ctx.tracking.cursor, report)
-        docs = {d.doc_id: d for d in ch.documents if recorded.get(d.doc_id) != d.content_hash}
-        removed = ch.removed(recorded.keys()) - {b.doc_id for b in report.bad}
+        known = LiveDocs(ctx.state, ctx.index, ctx.target, ctx.shards)
+        docs = {d.doc_id: d for d in ch.documents if getattr(known.get(d.doc_id), "content_hash", None) != d.content_hash}
+        removed = ch.removed(known if ch.listed is None else known.ids()) - {b.doc_id for b in report.bad}
         return Found(set(docs), removed, docs, ch.cursor)
+    recorded = read_document_hashes(ctx.state, ctx.index, ctx.target)
     changed: set[str] = set()
     seen: set[str] = set()
     for doc in open_source(ctx.cfg.source).scan(report):

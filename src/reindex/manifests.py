@@ -7,6 +7,8 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
     indexes/<index>/populations/<collection>/chunks/<part>.parquet   chunk manifest parts
     indexes/<index>/populations/<collection>/chunk-texts/<part>.parquet  chunk texts by fingerprint
                                                            (sticky re-chunking only)
+    indexes/<index>/populations/<collection>/summaries/<part>.json  totals of a manifest part's documents, for
+                                                           the digest of the part's bytes it names (a cache)
     indexes/<index>/populations/<collection>/rewrites/<run>/<part>.json  digests of a manifest part
                                                            before and after an in-place run rewrote it
     indexes/<index>/populations/<collection>/runs/<run>/shard-<k>.json   shard manifests (presence = done)
@@ -247,16 +249,18 @@ def chunk_manifest_bytes(rows: Iterable[ManifestRow]) -> bytes:
     return parquet_from_columns({name: [getattr(r, name) for r in rows] for name in CHUNK_COLUMNS}, CHUNK_COLUMNS)
 
 
-def _part_columns(data: bytes, where: str, names: list[str]) -> tuple[dict[str, list], int]:
+def chunk_manifest_part_columns(data: bytes, where: str, names: list[str]) -> dict[str, list]:
+    """The named columns of one chunk manifest part's bytes (``where``: its location, for the error)."""
     try:
-        return columns_from_parquet(data, names)
+        return columns_from_parquet(data, names)[0]
     except TableError as err:
         raise StateError(f"{where}: not a readable chunk manifest part ({err}); delete it and re-run the apply") from None
 
 
-def _manifest_rows(data: bytes, where: str) -> list[ManifestRow]:
-    cols, n = _part_columns(data, where, list(CHUNK_COLUMNS))
-    return [ManifestRow(*(cols[name][i] for name in CHUNK_COLUMNS)) for i in range(n)]
+def chunk_manifest_part_rows(data: bytes, where: str) -> list[ManifestRow]:
+    """The rows of one chunk manifest part's bytes (``where``: its location, for the error)."""
+    cols = chunk_manifest_part_columns(data, where, list(CHUNK_COLUMNS))
+    return [ManifestRow(*row) for row in zip(*(cols[name] for name in CHUNK_COLUMNS))]
 
 
 def write_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str, rows: Iterable[ManifestRow]) -> str:
@@ -275,7 +279,7 @@ def read_chunk_manifest(store: ObjectStore, index: str, collection: str) -> Iter
         data = store.get(key)
         if data is None:  # deleted between list and get
             continue
-        yield from _manifest_rows(data, f"{store.describe()}/{key}")
+        yield from chunk_manifest_part_rows(data, f"{store.describe()}/{key}")
 
 
 def read_chunk_manifest_columns(store: ObjectStore, index: str, collection: str,
@@ -287,7 +291,7 @@ def read_chunk_manifest_columns(store: ObjectStore, index: str, collection: str,
         data = store.get(key)
         if data is None:  # deleted between list and get
             continue
-        yield _part_columns(data, f"{store.describe()}/{key}", names)[0]
+        yield chunk_manifest_part_columns(data, f"{store.describe()}/{key}", names)
 
 
 def read_document_hashes(store: ObjectStore, index: str, collection: str) -> dict[str, str]:
@@ -332,15 +336,28 @@ def manifest_digest(store: ObjectStore, index: str, collection: str, *,
     :func:`rewrite_chunk_manifest_part`): a part holding exactly what that run wrote counts as what it held
     before the run (absent: not counted), so a resumed run does not take its own writes for drift, while
     any other change to any part still changes the digest."""
-    h = hashlib.blake2b(digest_size=16)
+    parts = []
     for key in chunk_manifest_keys(store, index, collection):
         digest: str | None = part_digest(store.get(key) or b"")
         if rewritten and key in rewritten and digest == rewritten[key][1]:
             digest = rewritten[key][0]
             if digest is None:
                 continue
+        parts.append((key, digest))
+    return digest_of_parts(parts)
+
+
+def digest_of_parts(parts: Iterable[tuple[str, str | None]]) -> str:
+    """:func:`manifest_digest` of (part key, digest of its bytes) pairs, in listing order."""
+    h = hashlib.blake2b(digest_size=16)
+    for key, digest in parts:
         h.update(key.encode() + b"\0" + str(digest).encode() + b"\0")
     return h.hexdigest()
+
+
+def chunk_summary_key(index: str, collection: str, part: str) -> str:
+    """Where the totals of a chunk manifest part's documents are cached, for the digest of its bytes they name."""
+    return f"{population_prefix(index, collection)}/summaries/{part}.json"
 
 
 def _rewrite_key(index: str, collection: str, run: str, part: str) -> str:
@@ -474,7 +491,7 @@ def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, pa
     data = store.get(key)
     if data is None:
         return []
-    return _manifest_rows(data, f"{store.describe()}/{key}")
+    return chunk_manifest_part_rows(data, f"{store.describe()}/{key}")
 
 
 def chunk_texts_key(index: str, collection: str, part: str) -> str:
@@ -571,8 +588,9 @@ from reindex.locks import (  # noqa: F401 - re-exported so `from reindex.manifes
 
 __all__ = [
     "CHUNK_COLUMNS", "CHUNK_TEXT_COLUMNS", "DOC_BATCH", "ManifestRow", "Population", "apply_record_key",
-    "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_texts_key",
-    "count_chunk_manifest_rows", "digest_json", "index_prefix", "manifest_digest", "part_digest",
+    "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_manifest_part_columns",
+    "chunk_manifest_part_rows", "chunk_summary_key",
+    "chunk_texts_key", "count_chunk_manifest_rows", "digest_json", "digest_of_parts", "index_prefix", "manifest_digest", "part_digest",
     "population_prefix", "read_apply_record", "read_calibration", "read_chunk_manifest",
     "read_build_rate", "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
     "read_document_hashes", "read_json", "read_live", "read_measured_rate", "read_population",

@@ -7,7 +7,8 @@ Output: a :class:`Plan`, an immutable JSON document with a hash over its content
 Private modules by role: ``_baseline`` (baselines), ``_classify`` (kind, explanation, approval
 policy), ``_work`` (per-document work, totals, pricing, what-if), ``_plan`` (the plan document and
 its files), ``_request`` (``PlanRequest``, ``Repair``), ``_sampled`` (sampled projection), ``_change``
-(``plan_change``), ``_repair`` (a repair plan's work).
+(``plan_change``), ``_repair`` (a repair plan's work), ``_live_docs`` (the live population's documents read
+part by part, with each part's totals).
 """
 
 from reindex.errors import PlanError
@@ -20,6 +21,7 @@ from reindex.planner._baseline import (
     no_baseline,
 )
 from reindex.planner._change import plan_change
+from reindex.planner._live_docs import DocsSummary, LiveDocs
 from reindex.planner._classify import IN_PLACE_KINDS, KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes, forecast_refusal, queries_changed
 from reindex.planner._numbers import KeyNumbers, forecast_line, key_numbers
 from reindex.planner._plan import (
@@ -59,6 +61,8 @@ __all__ = [
     "BuildRate",
     "DocState",
     "DocWork",
+    "DocsSummary",
+    "LiveDocs",
     "Plan",
     "PlanError",
     "PlanRequest",

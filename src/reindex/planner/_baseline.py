@@ -3,7 +3,7 @@ config over an old corpus)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -17,11 +17,8 @@ from reindex.identity import (
     payload_id,
 )
 from reindex.manifests import (
-    ManifestRow,
     digest_json,
-    manifest_digest,
     chunk_texts_key,
-    read_chunk_manifest,
     read_chunk_manifest_columns,
     read_chunk_texts,
     read_chunk_texts_part,
@@ -30,20 +27,12 @@ from reindex.manifests import (
     shard_of,
 )
 from reindex.pipeline import TextPipeline
+from reindex.planner._live_docs import DocState, LiveDocs
 from reindex.sources import open_source
 from reindex.sources.base import ScanReport
 from reindex.stores.objects import ObjectStore
 
 __all__ = ["Baseline", "DocState", "PreviousTexts", "attach_retained", "explicit_baseline", "live_baseline", "no_baseline"]
-
-
-@dataclass(frozen=True, slots=True)
-class DocState:
-    """One document as chunked by the baseline."""
-
-    content_hash: str
-    fingerprints: tuple[str, ...]
-    tokens: tuple[int, ...]
 
 
 @dataclass
@@ -52,7 +41,8 @@ class Baseline:
 
     kind: str  # none | live | explicit
     config: PipelineConfig | None
-    docs: dict[str, DocState] = field(default_factory=dict)
+    # doc id → state: a dict, or the live population's LiveDocs (read part by part, with totals)
+    docs: Mapping[str, DocState] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     complete: bool = True  # False when only some documents were chunked (sampled explicit baseline)
     materialize: Callable[[set[str]], None] | None = None  # chunk these ids of an incomplete baseline
@@ -74,48 +64,6 @@ class Baseline:
         return identity_of(self.config) if self.config is not None else None
 
 
-STATE_COLUMNS = ["doc_id", "content_hash", "ordinal", "fingerprint", "tokens"]
-
-
-def _doc_states(parts: Iterable[dict[str, list]], rows: Callable[[], Iterable[ManifestRow]]) -> dict[str, DocState]:
-    """Per-document states from the manifest's columns (``STATE_COLUMNS`` of each part, part by part): a part
-    holds each of its documents' rows together (sorted by document and ordinal), so one document's rows are
-    taken at a time and only the compact ``DocState`` is kept (holding every row first cost ~400 B per chunk
-    at the peak of a plan), from column lists, not row objects (at a million rows 0.5 CPU-s instead of 4,
-    bench/RESULTS.md). If a document's rows are not contiguous (a hand-edited or foreign manifest), the
-    rows (``rows()``) are read and grouped in memory, the slow but general way."""
-    states: dict[str, DocState] = {}
-    for cols in parts:
-        ids, hashes, ords, fps, toks = (cols[name] for name in STATE_COLUMNS)
-        n, i = len(ids), 0
-        while i < n:
-            doc_id, j = ids[i], i + 1
-            while j < n and ids[j] == doc_id:
-                j += 1
-            if doc_id in states:
-                return _doc_states_in_memory(rows())
-            o = ords[i:j]
-            if o == sorted(o) and len(set(o)) == len(o):  # in ordinal order already (what apply writes)
-                states[doc_id] = DocState(hashes[i], tuple(fps[i:j]), tuple(toks[i:j]))
-            else:
-                group = sorted(zip(o, fps[i:j], toks[i:j], hashes[i:j]))
-                states[doc_id] = DocState(group[0][3], tuple(r[1] for r in group), tuple(r[2] for r in group))
-            i = j
-    return states
-
-
-def _doc_states_in_memory(rows: Iterable[ManifestRow]) -> dict[str, DocState]:
-    docs: dict[str, list] = {}
-    for row in rows:
-        entry = docs.setdefault(row.doc_id, [row.content_hash, []])
-        entry[1].append((row.ordinal, row.fingerprint, row.tokens))
-    out = {}
-    for doc_id, (chash, group) in docs.items():
-        group.sort()
-        out[doc_id] = DocState(chash, tuple(r[1] for r in group), tuple(r[2] for r in group))
-    return out
-
-
 class PreviousTexts:
     """The previous chunk texts of a live population's documents, from its chunk-text parts, read part
     by part on demand: a document's own part first (by the population's shard count), then, for a
@@ -123,7 +71,7 @@ class PreviousTexts:
     any text missing gets None, and is cut statelessly — exactly what apply decides from the same parts.
     Holds the texts of the parts the edited documents fall in."""
 
-    def __init__(self, store: ObjectStore, index: str, collection: str, shards: int, docs: dict[str, DocState]) -> None:
+    def __init__(self, store: ObjectStore, index: str, collection: str, shards: int, docs: Mapping[str, DocState]) -> None:
         self._store, self._index, self._collection, self._shards, self._docs = store, index, collection, shards, docs
         self._parts: dict[str, dict[str, str]] = {}
         self._everything: dict[str, str] | None = None
@@ -167,14 +115,15 @@ def live_baseline(store: ObjectStore, index: str) -> Baseline:
     if rec is None:
         return no_baseline()
     cfg = rec.config
-    states = _doc_states(read_chunk_manifest_columns(store, index, rec.collection, STATE_COLUMNS),
-                         lambda: read_chunk_manifest(store, index, rec.collection))
+    # Read part by part on demand, with every part's totals (planner/_live_docs.py): a plan that finds its changes
+    # from a cursor decodes the parts of the documents it touches only.
+    states = LiveDocs(store, index, rec.collection, cfg.apply.shards)
     inputs = {
         "kind": "live",
         "collection": rec.collection,
         "pipeline_id": rec.identity["pipeline_id"],
         "config_digest": digest_json(rec.config_json),
-        "manifest_digest": manifest_digest(store, index, rec.collection),
+        "manifest_digest": states.digest,
     }
     texts = PreviousTexts(store, index, rec.collection, cfg.apply.shards, states) if cfg.text.rechunk.mode == "sticky" else None
     committed = read_committed(store, index, rec.collection)
@@ -222,7 +171,7 @@ def explicit_baseline(
         for doc in source.scan(ScanReport()):
             if doc.doc_id in ids:
                 recs = pipe.chunk_document(doc)
-                base.docs[doc.doc_id] = DocState(
+                docs[doc.doc_id] = DocState(
                     doc.content_hash, tuple(r.fingerprint for r in recs), tuple(r.tokens for r in recs)
                 )
                 if texts is not None:

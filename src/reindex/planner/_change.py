@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+from collections.abc import Container
 from typing import Any, Callable
 
 from reindex.carried import CarryWriter
@@ -15,6 +16,7 @@ from reindex.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_d
 from reindex.pipeline import TextPipeline
 from reindex.cursors import Committed, source_key, verification_due
 from reindex.planner._baseline import Baseline, DocState
+from reindex.planner._live_docs import LiveDocs, docs_summary
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes, queries_changed
 from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
 from reindex.planner._repair import repair_kind, repair_section
@@ -30,7 +32,6 @@ from reindex.planner._work import (
     doc_hist,
     doc_work,
     length_histogram,
-    payload_old,
     price_work,
     what_if,
     whole_doc_tokens,
@@ -75,7 +76,8 @@ def plan_change(req: PlanRequest) -> Plan:
     if since is None:
         read.update(documents_read=report.documents + len(report.bad), bytes_read=report.bytes)
 
-    _count_removed(baseline, seen, {b.doc_id for b in report.bad}, t)
+    if since is None:  # a cursor plan counted its removals from the feed (_scan_changes)
+        _count_removed(baseline, seen, {b.doc_id for b in report.bad}, t)
     if req.sample is None:
         _count_old(baseline, t)
     documents_changed = bool(t.docs["added"] or t.docs["edited"] or t.docs["removed"])
@@ -153,8 +155,10 @@ def _scan_changes(
     req: PlanRequest, source, since: Committed, report: ScanReport, work_for: Callable[[Document], DocWork],
     t: Totals, seen: set[str], batches: ApplyBatches,
 ) -> Changes:
-    """The work of the documents the cursor says changed (their content read), and the live population's
-    figures for every other document (not read)."""
+    """The work of the documents the cursor says changed (their content read), the live population's figures
+    for every other document (not read: its totals less those of the documents this plan touches, so that only
+    the manifest parts of those are decoded), and the documents it no longer holds: removed, or unreadable and
+    kept (invariant 8). ``seen`` gets the documents read."""
     baseline = req.baseline
     changes = source.changes(since.cursor, report)
     read_ids: set[str] = set()
@@ -166,11 +170,20 @@ def _scan_changes(
         batches.add(w, t)
         if w.status != "unchanged":
             t.affected.append(doc.doc_id)
-    skip = read_ids | changes.removed(baseline.docs.keys()) | {b.doc_id for b in report.bad}
-    for doc_id, old in baseline.docs.items():
-        if doc_id not in skip:
-            seen.add(doc_id)
-            t.add(unchanged_work(doc_id, old), req.tail_tokens)
+    known = baseline.docs
+    bad = {b.doc_id for b in report.bad}
+    # A feed names its removals (looked up one by one); a listing is compared with every known id.
+    removed = changes.removed(known if changes.listed is None else
+                              known.ids() if isinstance(known, LiveDocs) else known.keys())
+    gone = sorted(d for d in (removed | bad) - read_ids if d in known)
+    for doc_id in gone:
+        if doc_id in bad:
+            t.unreadable.append(doc_id)
+        else:
+            t.removed.append(doc_id)
+            t.docs["removed"] += 1
+    touched = [known[d] for d in read_ids | set(gone) if d in known]
+    t.add_unchanged(docs_summary(known).without(touched), req.tail_tokens)
     batches.finish(t)
     return changes
 
@@ -185,9 +198,11 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
     will do it, and ``rechunk`` tallies what that kept, re-cut and how far it drifted. Every document cut
     here goes to ``carry`` (apply reads its chunks instead of cutting it again)."""
     same_pipeline = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
-    old_fps_global: set[str] | None = None
+    old_fps_global: Container[str] | None = None
     if cross_document and baseline.config is not None:
-        old_fps_global = {fp for d in baseline.docs.values() for fp in d.fingerprints}
+        docs = baseline.docs
+        old_fps_global = (docs.fingerprints() if isinstance(docs, LiveDocs) else
+                          {fp for d in docs.values() for fp in d.fingerprints})
 
     def work_for(doc: Document) -> DocWork:
         old = baseline.docs.get(doc.doc_id)
@@ -265,12 +280,12 @@ def _count_old(baseline: Baseline, t: Totals) -> None:
     """The old population's totals (exact plans only; a sampled plan projects them)."""
     if not baseline.complete:
         raise PlanError("an incomplete (sampled) baseline needs --sample")
-    t.chunks_old = sum(len(d.fingerprints) for d in baseline.docs.values())
-    for d in baseline.docs.values():
-        for tok in d.tokens:
-            t.chunk_len_old[bucket(tok)] += 1
-            t.lengths_old[tok] += 1
-    t.payload_old = payload_old(baseline)
+    s = docs_summary(baseline.docs)
+    t.chunks_old = s.chunks
+    for tok, n in s.lengths.items():
+        t.chunk_len_old[bucket(tok)] += n
+        t.lengths_old[tok] += n
+    t.payload_old = s.payload
 
 
 def _plan_body(

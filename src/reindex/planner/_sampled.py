@@ -129,7 +129,7 @@ def _sample_values(
         for tok in w.chunk_tokens:
             t.chunk_len_new[bucket(tok)] += scale
             t.lengths_new[tok] += scale
-        t.doc_tokens.append(w.doc_tokens)
+        t.doc_tokens[w.doc_tokens] += 1
         if req.progress and n % 20 == 0:
             req.progress("sampling", n, len(draw.chosen))
     return values

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field, replace
 
 from reindex import cost as costmod
@@ -14,6 +14,7 @@ from reindex.domain import ChangeKind
 from reindex.manifests import DOC_BATCH, build_rate_key, shard_of
 from reindex.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline, DocState
+from reindex.planner._live_docs import DocsSummary, docs_summary
 
 __all__ = [
     "DEFAULT_TOKENS_PER_MINUTE",
@@ -95,7 +96,7 @@ class DocWork:
 
 def doc_work(
     doc_id: str, status: str, old: DocState | None, fps: list[str], toks: list[int], text_bytes: list[int],
-    doc_tokens: int, old_fps_global: set[str] | None, retained: frozenset[str] = frozenset(),
+    doc_tokens: int, old_fps_global: Container[str] | None, retained: frozenset[str] = frozenset(),
 ) -> DocWork:
     """Same-document reuse by fingerprint: a new chunk reuses a vector iff its fingerprint is among
     the old population's fingerprints of the same document; each distinct missing text is embedded once."""
@@ -255,7 +256,7 @@ class Totals:
     removed: list = field(default_factory=list)
     unreadable: list = field(default_factory=list)  # live documents the scan could not read: kept
     # distributions for the report and sensitivity tables
-    doc_tokens: list = field(default_factory=list)
+    doc_tokens: Counter = field(default_factory=Counter)  # a document's tokens → documents of that length
     chunk_len_old: Counter = field(default_factory=Counter)
     chunk_len_new: Counter = field(default_factory=Counter)
     lengths_old: Counter = field(default_factory=Counter)  # exact chunk lengths (tokens → chunks) for the
@@ -279,7 +280,7 @@ class Totals:
         self.cross_doc_chunks += w.cross_doc_chunks
         self.cross_doc_tokens += w.cross_doc_tokens
         self.payload_new += w.payload_bytes
-        self.doc_tokens.append(w.doc_tokens)
+        self.doc_tokens[w.doc_tokens] += 1
         for t in w.chunk_tokens:
             self.chunk_len_new[bucket(t)] += 1
             self.lengths_new[t] += 1
@@ -290,6 +291,25 @@ class Totals:
         if w.doc_tokens > tail_tokens:
             self.tail_docs += 1
             self.tail_chunks += w.chunks_new
+
+
+    def add_unchanged(self, s: DocsSummary, tail_tokens: int) -> None:
+        """Documents the live population holds unchanged (same pipeline, same bytes), as totals: what
+        ``add`` of each one's work (:func:`reindex.planner._change.unchanged_work`) adds up to."""
+        self.docs["unchanged"] += s.documents
+        self.chunks_old += s.chunks
+        self.chunks_new += s.chunks
+        self.chunks_reused += s.chunks
+        self.tokens_new += s.tokens
+        self.doc_tokens.update(s.doc_tokens)
+        for t, n in s.lengths.items():
+            self.chunk_len_new[bucket(t)] += n
+            self.lengths_new[t] += n
+        if self.model_limit:
+            self.over_limit += sum(n for t, n in s.lengths.items() if t > self.model_limit)
+            self.limit_checked += s.chunks
+        self.tail_docs += sum(n for t, n in s.doc_tokens.items() if t > tail_tokens)
+        self.tail_chunks += sum(n for t, n in s.doc_chunks.items() if t > tail_tokens)
 
 
 def bucket(tokens: int) -> str:
@@ -333,19 +353,17 @@ def bucket_order() -> list[str]:
     return out + [f"{lo}+"]
 
 
-def doc_hist(doc_tokens: list[int]) -> list[int]:
-    """Documents per length bucket, in ``bucket_order()``."""
-    counts = Counter(bucket(n) for n in doc_tokens)
+def doc_hist(doc_tokens: Counter) -> list[int]:
+    """Documents per length bucket, in ``bucket_order()`` (``doc_tokens``: a document's tokens → documents)."""
+    counts: Counter = Counter()
+    for n, c in doc_tokens.items():
+        counts[bucket(n)] += c
     return [counts.get(b, 0) for b in bucket_order()]
 
 
 def payload_old(baseline: Baseline) -> int:
-    """The old population's payload bytes."""
-    # Its chunk texts are not in the manifest; estimate from tokens.
-    return sum(
-        int(sum(d.tokens) * costmod.BYTES_PER_TOKEN) + len(d.fingerprints) * costmod.PAYLOAD_FIELD_BYTES
-        for d in baseline.docs.values()
-    )
+    """The old population's payload bytes (its chunk texts are not in the manifest: estimated from tokens)."""
+    return docs_summary(baseline.docs).payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,7 +487,7 @@ def price_index_build(kind: str, t: Totals, cfg: PipelineConfig, rates: Rates) -
     }
 
 
-def what_if(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates, *, projected: bool = False) -> list[dict]:
+def what_if(cfg: PipelineConfig, doc_tokens: Counter, t: Totals, rates: Rates, *, projected: bool = False) -> list[dict]:
     """Other sizes/overlaps of the same chunker family. Window kinds (fixed, sliding): seed-001 window
     arithmetic over the documents' token lengths. Other kinds: ceil(doc tokens / size), scaled by the ratio
     of this plan's chunk count to that formula at the current size (stated as such).
@@ -498,9 +516,9 @@ def what_if(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates,
     if cfg.text.chunker.kind not in ("fixed", "sliding"):
         # A row's own tokens: this plan's, plus what its extra chunks repeat (the overlap this plan measured
         # per chunk beyond one per document; 0 for a partitioning chunker, which embeds each token once).
-        docs = [n for n in doc_tokens if n > 0]
-        extra = t.chunks_new - len(docs)
-        repeated = 0.0 if projected or extra <= 0 else max(0.0, (t.tokens_new - sum(docs)) / extra)
+        docs = {n: c for n, c in doc_tokens.items() if n > 0}
+        extra = t.chunks_new - sum(docs.values())
+        repeated = 0.0 if projected or extra <= 0 else max(0.0, (t.tokens_new - sum(n * c for n, c in docs.items())) / extra)
         for r in rows:
             if not r["current"]:
                 r["tokens_full_reembed"] = max(0, t.tokens_new + round((r["chunks"] - t.chunks_new) * repeated))
@@ -525,16 +543,17 @@ def _price_rows(rows: list[dict], current: dict, cfg: PipelineConfig, rates: Rat
         r["hours"] = round(costmod.hours(r["tokens_full_reembed"] + specials * r["chunks"], per_minute), 6)
 
 
-def _what_if_rows(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: Rates) -> list[dict]:
-    """The formula rows of :func:`what_if` (the current row included, as a formula)."""
+def _what_if_rows(cfg: PipelineConfig, doc_tokens: Counter, t: Totals, rates: Rates) -> list[dict]:
+    """The formula rows of :func:`what_if` (the current row included, as a formula); ``doc_tokens``: a document's
+    tokens → documents of that length."""
     c = cfg.text.chunker
     rows = []
     if c.kind in ("fixed", "sliding"):
         overlaps = costmod.WHAT_IF_OVERLAPS if c.kind == "sliding" else (0.0,)
         for size in sorted(set(costmod.WHAT_IF_SIZES) | {c.size}):
             for ov in sorted(set(overlaps) | {getattr(c, "overlap", 0.0)}):
-                chunks = sum(costmod.chunk_count(n, size, ov) for n in doc_tokens if n > 0)
-                tokens = sum(costmod.billed_tokens(n, size, ov) for n in doc_tokens if n > 0)
+                chunks = sum(costmod.chunk_count(n, size, ov) * c for n, c in doc_tokens.items() if n > 0)
+                tokens = sum(costmod.billed_tokens(n, size, ov) * c for n, c in doc_tokens.items() if n > 0)
                 rows.append({
                     "chunker": f"{c.kind}:size={size}" + (f",overlap={ov:g}" if c.kind == "sliding" else ""),
                     "chunks": chunks,
@@ -550,7 +569,7 @@ def _what_if_rows(cfg: PipelineConfig, doc_tokens: list[int], t: Totals, rates: 
             for factor in (0.5, 0.75, 1.0, 1.5, 2.0):
                 s = max(1, int(size * factor))
                 # Documents shorter than the target stay one chunk; longer ones scale with 1/size.
-                chunks = sum(1 if n <= s else math.ceil(n / s) for n in doc_tokens if n > 0)
+                chunks = sum((1 if n <= s else math.ceil(n / s)) * c for n, c in doc_tokens.items() if n > 0)
                 rows.append({
                     "chunker": f"{c.kind}:size≈{s}",
                     "chunks": chunks,
