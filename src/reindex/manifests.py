@@ -7,8 +7,8 @@ Layout under the state URI (a folder or ``s3://bucket/prefix``)::
     indexes/<index>/populations/<collection>/chunks/<part>.parquet   chunk manifest parts
     indexes/<index>/populations/<collection>/chunk-texts/<part>.parquet  chunk texts by fingerprint
                                                            (sticky re-chunking only)
-    indexes/<index>/populations/<collection>/summaries/<part>.json  totals of a manifest part's documents, for
-                                                           the digest of the part's bytes it names (a cache)
+    indexes/<index>/populations/<collection>/summaries/<part>.json  totals of a manifest part's documents (and
+                          <part>.fps.npz: its fingerprints' 64-bit prefixes), for the digest of the part it names
     indexes/<index>/populations/<collection>/rewrites/<run>/<part>.json  digests of a manifest part
                                                            before and after an in-place run rewrote it
     indexes/<index>/populations/<collection>/runs/<run>/shard-<k>.json   shard manifests (presence = done)
