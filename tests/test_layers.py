@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # Lowest first. A module belongs to the first layer whose prefix matches its dotted name.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("errors", ("reindex.errors",)),
-    ("foundation", ("reindex.domain", "reindex.settings", "reindex.orphans", "reindex.processes", "reindex.atomic", "reindex.stats", "reindex.retry", "reindex.tables",
+    ("foundation", ("reindex.domain", "reindex.settings", "reindex.orphans", "reindex.processes", "reindex.exiting", "reindex.atomic", "reindex.stats", "reindex.retry", "reindex.tables",
                     "reindex.throughput", "reindex.eta",
                     "reindex.__init__")),
     ("config", ("reindex.config",)),

@@ -16,11 +16,12 @@ import click
 
 from reindex import api, reports  # both faces import what a name needs on first use
 from reindex.errors import ReindexError
+from reindex.exiting import exit_now, status_of
 from reindex.orphans import stop_orphans
 from reindex.progress import ApplyProgress
 from reindex.settings import apply_offline_defaults, temporary_server_failure
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 apply_offline_defaults()
 
@@ -87,7 +88,7 @@ CONFIG_OPTION = click.option(
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-@click.version_option(package_name="reindex")
+@click.version_option(package_name="vector-reindex")  # the distribution's name (`reindex` on PyPI is another project)
 @click.pass_context
 def main(ctx: click.Context, debug: bool) -> None:
     """Plan, price and safely carry out reindexing of vector search indexes.
@@ -104,6 +105,16 @@ def main(ctx: click.Context, debug: bool) -> None:
 
     for pid in stop_orphans():  # e.g. Prefect's temporary server left by a killed `reindex apply --prefect`
         click.echo(f"stopped process {pid}, left behind by a reindex command that was killed", err=True)
+
+
+def run() -> None:
+    """The ``reindex`` command: :func:`main`, then the process ends with its status through
+    :func:`reindex.exiting.exit_now` (no native teardown after a finished command)."""
+    try:
+        main()
+    except SystemExit as done:
+        exit_now(status_of(done.code))
+    exit_now(0)
 
 
 @main.command()
