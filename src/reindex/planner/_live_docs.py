@@ -397,8 +397,10 @@ class _PrefixSet:
         if not isinstance(fp, str):
             return False
         if self._all is None:
-            arrays = self._arrays()
-            self._all = np.unique(np.concatenate(arrays)) if arrays else np.zeros(0, dtype=np.uint64)
+            self._all = self._arrays()  # each part's array is sorted: searched one by one, never merged
         x = np.uint64(_prefix(fp))
-        i = int(np.searchsorted(self._all, x))
-        return i < len(self._all) and self._all[i] == x
+        for a in self._all:
+            i = int(np.searchsorted(a, x))
+            if i < len(a) and a[i] == x:
+                return True
+        return False
