@@ -710,6 +710,22 @@ def test_a_bad_file_is_read_and_reported_by_every_sync_and_a_broken_one_keeps_it
     assert ix.points(live)[broken.name] >= 1
 
 
+def test_a_document_that_became_a_fifo_keeps_its_points_through_plan_apply_and_catch_up(tmp_path: Path) -> None:
+    """A file the population holds is replaced by a FIFO: the listing does not list it (it is reported bad, never
+    opened), so by the listing it is gone. Plan, apply's drift check and the catch-up (which runs because another
+    document was edited) each keep it as unreadable, never removed (invariant 8)."""
+    ix, corpus, live = _folder(tmp_path)
+    fifo, other = corpus / DOCS[3].name, corpus / DOCS[5].name
+    fifo.unlink()
+    os.mkfifo(fifo)
+    other.write_text(_edited(_text(other)), encoding="utf-8")
+    plan, _ = ix.plan()
+    assert plan.body["work"]["unreadable_documents"] == [fifo.name] and plan.body["work"]["removed_documents"] == []
+    assert ix.sync()["outcome"] == "applied-in-place"
+    assert ix.points(live)[fifo.name] >= 1
+    assert ix.hashes(live)[other.name] == _content_hash(_text(other))
+
+
 def test_the_cursor_fields_are_in_the_config_digest_only_when_set() -> None:
     """A plan made before them still applies; a plan made with a cursor does not apply once it is removed.
     The variable a password is read from is in no digest (rotating it plans nothing)."""
