@@ -34,6 +34,11 @@ With ``--repeat N`` each scenario step is run N times from a copy of the state b
 sorted order, plus 135 unchanged ones drawn with ``random.Random(0)``), written into the work folder.
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/apply_vs_langchain.py [--repeat 1] [--modes ephemeral,server] [--cut 150]
+        [--model hash|minilm] [--scenarios document-edit,chunker-change,no-op]
+
+``--model minilm`` embeds with the packaged all-MiniLM-L6-v2 on both sides (ours: its default vector half, torch
+float32; LangChain: ``SentenceTransformer`` on the same folder, batches of 32, normalised), so the ratio includes
+what each side sends to the model.
 """
 
 from __future__ import annotations
@@ -65,14 +70,22 @@ source: ./corpus.parquet
 text: {{chunker: {{kind: recursive, size: {size}}}}}
 vector: {{provider: hash}}
 """
+# --model minilm: the packaged all-MiniLM-L6-v2 on both sides (ours: the default vector half, torch, float32;
+# LangChain: a sentence-transformers model loaded from the same folder, normalised vectors).
+CONFIG_MINILM = """\
+index: docs
+source: ./corpus.parquet
+text: {{chunker: {{kind: recursive, size: {size}}}}}
+vector: {{model: all-MiniLM-L6-v2}}
+"""
 
 
 # --------------------------------------------------------------------------------------------
-# LangChain side: one step = one process (``python apply_vs_langchain.py lc-step DIR SIZE``)
+# LangChain side: one step = one process (``python apply_vs_langchain.py lc-step DIR SIZE [MODEL]``)
 # --------------------------------------------------------------------------------------------
 
 
-def lc_step(workdir: Path, size: int) -> None:
+def lc_step(workdir: Path, size: int, model: str = "hash") -> None:
     """Split the corpus and run index(cleanup="full"); print counts and internal timings as JSON."""
     t0 = time.perf_counter()
     import hashlib
@@ -108,6 +121,24 @@ def lc_step(workdir: Path, size: int) -> None:
         def embed_query(self, text: str) -> list[float]:
             return self._one(text)
 
+    class MiniLMEmbeddings(Embeddings):
+        """The packaged MiniLM through sentence-transformers (what LangChain's HuggingFaceEmbeddings wraps)."""
+
+        def __init__(self) -> None:
+            from sentence_transformers import SentenceTransformer
+
+            self.model = SentenceTransformer(str(get_model_path()), device="cpu")
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            log = os.environ.get("LC_EMBED_LOG")
+            if log and texts:
+                with open(log, "a", encoding="utf-8") as fh:
+                    fh.write("".join(hashlib.blake2b(t.encode(), digest_size=8).hexdigest() + "\n" for t in texts))
+            return self.model.encode(texts, batch_size=32, normalize_embeddings=True).tolist()
+
+        def embed_query(self, text: str) -> list[float]:
+            return self.embed_documents([text])[0]
+
     def key(doc: Document) -> str:  # Qdrant ids must be UUIDs: sha256 of content + metadata as a UUID
         h = hashlib.sha256((doc.page_content + "\0" + json.dumps(doc.metadata, sort_keys=True)).encode())
         return str(uuid.UUID(h.hexdigest()[:32]))
@@ -124,7 +155,8 @@ def lc_step(workdir: Path, size: int) -> None:
     client = QdrantClient(path=str(workdir / "qdrant"))
     if not client.collection_exists("pep"):
         client.create_collection("pep", vectors_config=models.VectorParams(size=DIM, distance=models.Distance.COSINE))
-    store = QdrantVectorStore(client=client, collection_name="pep", embedding=HashEmbeddings())
+    embeddings = MiniLMEmbeddings() if model == "minilm" else HashEmbeddings()
+    store = QdrantVectorStore(client=client, collection_name="pep", embedding=embeddings)
     rm = SQLRecordManager("qdrant/pep", db_url=f"sqlite:///{workdir / 'records.sqlite'}")
     rm.create_schema()
     t_open = time.perf_counter() - t
@@ -187,12 +219,13 @@ class _Side:
 
 
 class Ours(_Side):
-    def __init__(self, root: Path, mode: str, env: dict[str, str]) -> None:
-        self.root, self.mode, self.env = root, mode, env
+    def __init__(self, root: Path, mode: str, env: dict[str, str], model: str = "hash") -> None:
+        self.root, self.mode, self.env, self.model = root, mode, env, model
         self.last_plan: Path | None = None
 
     def set_size(self, size: int) -> None:
-        (self.root / "reindex.yaml").write_text(CONFIG.format(size=size), encoding="utf-8")
+        config = CONFIG_MINILM if self.model == "minilm" else CONFIG
+        (self.root / "reindex.yaml").write_text(config.format(size=size), encoding="utf-8")
 
     def step(self) -> dict:
         """plan (+ approve) + apply, each a fresh process; returns seconds per process and counts."""
@@ -227,15 +260,16 @@ class Ours(_Side):
 class Theirs(_Side):
     """LangChain's workspace; ``root`` is on tmpfs so its store and record manager never wait on a disk."""
 
-    def __init__(self, root: Path, env: dict[str, str]) -> None:
-        self.root, self.env, self.size = root, env, 250
+    def __init__(self, root: Path, env: dict[str, str], model: str = "hash") -> None:
+        self.root, self.env, self.size, self.model = root, env, 250, model
         self.mode = "langchain"
 
     def set_size(self, size: int) -> None:
         self.size = size
 
     def step(self) -> dict:
-        t, out, cpu = timed([str(PY), str(Path(__file__).resolve()), "lc-step", str(self.root), str(self.size)],
+        t, out, cpu = timed([str(PY), str(Path(__file__).resolve()), "lc-step", str(self.root), str(self.size),
+                             self.model],
                             self.root, self.env)
         r = json.loads(out.strip().splitlines()[-1])
         return {"total": t, "cpu": cpu, **r}
@@ -324,6 +358,10 @@ def main() -> None:
     ap.add_argument("--cut", type=int, default=0, help="index an N-document cut of --old/--new (see above)")
     ap.add_argument("--lc-root", type=Path, default=Path("/dev/shm"),
                     help="tmpfs folder for LangChain's workspace (local-mode store and record manager)")
+    ap.add_argument("--model", choices=("hash", "minilm"), default="hash",
+                    help="the embedder of both sides: hash (no model cost) or the packaged MiniLM (real model)")
+    ap.add_argument("--scenarios", default="document-edit,chunker-change,no-op",
+                    help="which scenarios to run after the initial build, comma-separated")
     ap.add_argument("--reuse-initial", action="store_true",
                     help="start from the initial builds a previous run saved under WORK/initial (not timed again)")
     args = ap.parse_args()
@@ -334,9 +372,10 @@ def main() -> None:
     if args.cut:
         args.old, args.new = cut_snapshots(args.old, args.new, work / "corpus", args.cut)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    initial = "initial" if args.model == "hash" else f"initial-{args.model}"  # --reuse-initial per embedder
     server = None
     lc_root = args.lc_root.resolve() / f"reindex-bench-{os.getpid()}"
-    sides: list = [Theirs(lc_root / "langchain", env)]
+    sides: list = [Theirs(lc_root / "langchain", env, args.model)]
     try:
         for m in modes:
             menv = {**env, "PREFECT_HOME": str(work / f"prefect_home_{m}")}
@@ -344,7 +383,7 @@ def main() -> None:
                 server, url, up = start_server(work, env)
                 menv["PREFECT_API_URL"] = url
                 print(f"prefect server healthy after {up:.1f} s at {url}", flush=True)
-            sides.append(Ours(work / f"ours_{m}", m, menv))
+            sides.append(Ours(work / f"ours_{m}", m, menv, args.model))
         results: dict[str, dict] = {}
         cutovers: dict[str, dict] = {}
 
@@ -365,18 +404,25 @@ def main() -> None:
 
         for side in sides:
             side.setup(args.old, args.size)
-            saved = work / "initial" / side.root.name
+            saved = work / initial / side.root.name
             if args.reuse_initial and saved.is_dir():  # the initial build is not in any ratio
                 shutil.rmtree(side.root)
                 shutil.copytree(saved, side.root)
-        if not (args.reuse_initial and all((work / "initial" / s.root.name).is_dir() for s in sides)):
+        if not (args.reuse_initial and all((work / initial / s.root.name).is_dir() for s in sides)):
             scenario("initial", lambda s: None)
             for side in sides:
-                shutil.rmtree(work / "initial" / side.root.name, ignore_errors=True)
-                shutil.copytree(side.root, work / "initial" / side.root.name)
-        scenario("document-edit", lambda s: s.set_corpus(args.new))
-        scenario("chunker-change", lambda s: s.set_size(args.new_size))
-        scenario("no-op", lambda s: None)
+                shutil.rmtree(work / initial / side.root.name, ignore_errors=True)
+                shutil.copytree(side.root, work / initial / side.root.name)
+        wanted = {x.strip() for x in args.scenarios.split(",") if x.strip()}
+        unknown = wanted - {"document-edit", "chunker-change", "no-op"}
+        if unknown:
+            raise SystemExit(f"--scenarios: unknown {sorted(unknown)}")
+        if "document-edit" in wanted:
+            scenario("document-edit", lambda s: s.set_corpus(args.new))
+        if "chunker-change" in wanted:
+            scenario("chunker-change", lambda s: s.set_size(args.new_size))
+        if "no-op" in wanted:
+            scenario("no-op", lambda s: None)
     finally:
         shutil.rmtree(lc_root, ignore_errors=True)
         if server is not None:
@@ -421,7 +467,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "lc-step":
-        lc_step(Path(sys.argv[2]), int(sys.argv[3]))
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "lc-step":
+        lc_step(Path(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:])
     else:
         main()
