@@ -189,6 +189,132 @@ def test_units_are_sized_by_what_one_cpu_does_when_the_plan_measured_it(tmp_path
     assert job_of(Plan(body), ws.cfg(), shards=4).seconds_per_shard == 0.0
 
 
+def _tokens_by_shard(report: dict, n: int) -> list[int]:
+    got = [0] * n
+    for r in report["shards"]:
+        got[r["shard"]] += r["tokens_embedded"]
+    return got
+
+
+def test_the_plan_counts_the_tokens_apply_embeds_in_each_shard(tmp_path: Path) -> None:
+    # Units are dealt by each shard's planned work: the plan's count per shard must be what apply embeds there,
+    # for a first build, a chunker change (a new population) and an edit applied in place.
+    ws = Workspace(tmp_path / "ws")
+    n = ws.cfg().apply.shards
+    # two documents of one shard with the same text: apply embeds its chunks once (one batch), the plan too
+    names = [f"copy-{i}.rst" for i in range(64)]
+    twins = next([a, b] for a in names for b in names if a < b and shard_of(a, n) == shard_of(b, n))
+    text = next(ws.corpus.glob("*.rst")).read_text(encoding="utf-8")
+    for name in twins:
+        (ws.corpus / name).write_text(text + "\n\nA copy kept under another name.\n", encoding="utf-8")
+    plan, path = ws.plan()
+    by_shard = plan.body["work"]["tokens_to_embed_by_shard"]
+    assert len(by_shard) == n and sum(by_shard) == plan.body["work"]["tokens_to_embed"] > 0
+    assert len({x for x in by_shard}) > 1  # the sample's shards differ in work (else this proves nothing)
+    r = ws.apply(path)
+    assert _tokens_by_shard(r.report, n) == by_shard
+    ws.cutover(path)
+
+    plan, path = ws.planned_change(size=120)
+    by_shard = plan.body["work"]["tokens_to_embed_by_shard"]
+    assert sum(by_shard) == plan.body["work"]["tokens_to_embed"] > 0
+    r = ws.apply(path)
+    assert _tokens_by_shard(r.report, n) == by_shard
+    ws.cutover(path)
+
+    edited = ws.edit_documents()
+    plan, path = ws.plan()
+    by_shard = plan.body["work"]["tokens_to_embed_by_shard"]
+    assert sum(by_shard) == plan.body["work"]["tokens_to_embed"] > 0
+    assert {k for k, x in enumerate(by_shard) if x} <= {shard_of(d, n) for d in edited}
+    if plan.body["approval"]["required"]:
+        ws.approve(path)
+    r = ws.apply(path)
+    assert _tokens_by_shard(r.report, n) == by_shard
+
+
+def test_a_sampled_plan_counts_no_shard(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "ws")
+    plan, _ = api.make_plan(ws.config, out=ws.plans, sample=5)
+    assert plan.body["projection"] is not None
+    assert plan.body["work"]["tokens_to_embed_by_shard"] is None
+
+
+def test_units_are_dealt_by_each_shards_planned_work(tmp_path: Path) -> None:
+    # job_of turns the plan's tokens per shard into seconds per shard at the plan's rate; another layout than
+    # the plan counted falls back to the mean.
+    import copy
+
+    from reindex.planner import Plan
+    from reindex.usecases.apply import job_of
+
+    ws = Workspace(tmp_path / "ws")
+    plan, _ = ws.plan()
+    body = copy.deepcopy(dict(plan.body))
+    n = ws.cfg().apply.shards
+    body["cost"] = {**body["cost"], "rate_assumes": {"tokens_per_cpu_second": 100.0, "cpus": 2}}
+    body["work"]["tokens_to_embed_by_shard"] = [100 * (k + 1) for k in range(n)]
+    job = job_of(Plan(body), ws.cfg())
+    assert job.planned_seconds() == tuple(float(k + 1) for k in range(n))
+    other = job_of(Plan(body), ws.cfg(), shards=n + 1)
+    assert other.seconds_by_shard == () and len(set(other.planned_seconds())) == 1
+
+
+@pytest.mark.parametrize("work, target", [
+    ([1] * 11 + [2], 4.3),  # halving the whole again and again gives 6 / 4 / 3; the best is 5 / 4 / 4
+    # bench/units.py's 16 PEPs in 8 shards (characters per shard): by count two units held 16 % and 84 % of the work
+    ([23065, 0, 22145, 0, 51404, 76320, 36269, 73384], 141_000),
+    ([5, 1, 1, 1, 1, 1, 1, 5], 6),
+    ([0, 0, 9, 0, 0, 0, 0, 1, 1, 1], 4),
+    ([3.0] * 7 + [30.0], 12.0),
+])
+def test_units_balance_the_planned_work_of_contiguous_shards(work: list[float], target: float) -> None:
+    import itertools
+
+    from reindex.runners import deal_units
+
+    units = deal_units(list(range(len(work))), work, target)
+    assert [k for u in units for k in u] == list(range(len(work)))  # contiguous, every shard once, in order
+    assert all(units)
+    count = max(1, min(len(work), int(sum(work) // target)))
+    assert len(units) == count
+    largest = max(sum(work[k] for k in u) for u in units)
+    best = min(max(sum(work[a:b]) for a, b in zip((0, *cuts), (*cuts, len(work))))
+               for cuts in itertools.combinations(range(1, len(work)), count - 1))
+    assert largest <= best * (1 + 1e-5)  # no contiguous split of as many units has a smaller largest unit
+
+
+def test_both_remote_runners_deal_units_by_each_shards_planned_work(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # The Dask runner (a cluster of threads in this process) and the Prefect runner's grouping both take each
+    # shard's planned seconds, not one mean for all.
+    from reindex.runners import deal_units, distributed, prefect
+    from reindex.usecases.apply import job_of
+
+    ws = Workspace(tmp_path / "ws", extra="apply: {shards: 4, unit_seconds: 0.001}\n")
+    plan, path = ws.plan()
+    job = job_of(plan, ws.cfg())
+    assert len(set(job.planned_seconds())) > 1
+    dealt: list = []
+    monkeypatch.setattr(distributed, "deal_units", lambda items, seconds, target: dealt.append(
+        (list(seconds), [s.planned_seconds for s in items])) or deal_units(items, seconds, target))
+    r = api.apply_plan(path, ws.config, task_runner="dask", prefect=False)
+    assert r.status == "done", r.report["failures"]
+    assert dealt == [(list(job.planned_seconds()), list(job.planned_seconds()))]  # each spec carries its own too
+
+    specs = [{"shard": k, "planned_seconds": s, "unit_seconds": 10.0} for k, s in enumerate([1, 1, 1, 1, 1, 15, 1])]
+    assert [[s["shard"] for s in u] for u in prefect._groups(specs, None)] == [[0, 1, 2, 3, 4], [5, 6]]
+
+
+def test_units_of_equal_planned_work_are_dealt_by_count() -> None:
+    from reindex.runners import deal_units
+
+    assert [len(u) for u in deal_units(list(range(16)), [2.0] * 16, 10.0)] == [6, 5, 5]
+    assert [len(u) for u in deal_units(list(range(16)), [0.0] * 16, 10.0)] == [16]
+    with pytest.raises(ValueError, match="3 planned figures for 4 items"):
+        deal_units(list(range(4)), [1.0, 2.0, 3.0], 1.0)
+
+
 def test_a_resumed_apply_skips_the_shards_that_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Found by the sampled mutmut run: only the kill tests (child processes) showed that a shard with a
     # manifest is not run again. In process: shard 2 fails, the re-apply runs shard 2 alone and embeds only

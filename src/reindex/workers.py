@@ -48,7 +48,7 @@ import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -144,22 +144,25 @@ def _key(run: str, fence: Fence) -> str:
 
 
 def shard_specs(ctx: ApplyContext, shards: tuple[int, ...], only: frozenset[str] | None,
-                removed: frozenset[str], *, seconds: float = 0.0, unit_seconds: float = 0.0) -> list[ShardSpec]:
-    """The specs of ``shards`` of the apply ``ctx`` coordinates (it must hold the index lock)."""
+                removed: frozenset[str], *, seconds: float | Sequence[float] = 0.0,
+                unit_seconds: float = 0.0) -> list[ShardSpec]:
+    """The specs of ``shards`` of the apply ``ctx`` coordinates (it must hold the index lock); ``seconds``: each
+    shard's planned work (same order as ``shards``) or one figure for all."""
     if ctx.lease is None:
         raise RunnerError("shards can run in other processes only under the index lock (apply_plan holds it); "
                           "run them with the in-process runner")
     config = json.dumps(ctx.cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     mine = lambda docs, k: tuple(sorted(d for d in docs if shard_of(d, ctx.shards) == k))  # noqa: E731
+    planned = [float(seconds)] * len(shards) if isinstance(seconds, (int, float)) else [float(x) for x in seconds]
     return [ShardSpec(
         index=ctx.index, config=config, run=ctx.run, target=ctx.target, old=ctx.old, old_shards=ctx.old_shards,
         shards=ctx.shards, in_place=ctx.in_place, shard=k, only=mine(only, k) if only is not None else None,
         removed=mine(removed, k), state_uri=ctx.cfg.state.uri, state_endpoint=ctx.cfg.state.endpoint_url,
         store_path=ctx.store_path, fence_token=ctx.lease.token, fence_nonce=ctx.lease.nonce,
-        token_budget=ctx.token_budget, coordinator=execution.worker_name(), planned_seconds=seconds,
+        token_budget=ctx.token_budget, coordinator=execution.worker_name(), planned_seconds=planned[i],
         unit_seconds=unit_seconds, fresh=mine(ctx.fresh, k),
         carried=ctx.carried.id if ctx.carried is not None else None,
-    ) for k in shards]
+    ) for i, k in enumerate(shards)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -376,6 +376,9 @@ def _work_section(t: Totals, report: ScanReport, kind: str, docs_total: int, liv
         "chunks_to_embed": t.chunks_to_embed,
         "tokens_new": t.tokens_new,
         "tokens_to_embed": t.tokens_to_embed,
+        # per shard of the layout apply writes (None: not counted, a sampled plan): how work units are dealt
+        "tokens_to_embed_by_shard": ([t.embed_by_shard.get(k, 0) for k in range(t.shard_layout)]
+                                     if t.shard_layout else None),
         "cross_document": {"chunks": t.cross_doc_chunks, "tokens": t.cross_doc_tokens},
         "affected_documents": sorted(t.affected) if ChangeKind.of(kind).in_place else [],
         "removed_documents": sorted(t.removed),

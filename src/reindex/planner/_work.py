@@ -159,9 +159,11 @@ class ApplyBatches:
         """Count ``w`` (already added to ``t``) in its shard's open batch; close the batch when full.
         ``takes(w)``: apply reads the document in this run (it fills a place in a batch); ``embeds(w)``: its
         chunks go through reuse and embedding (not a payload rewrite of unchanged chunks)."""
+        t.shard_layout = self._shards
         if not self._takes(w):
             return
         shard = shard_of(w.doc_id, self._shards)
+        t.embed_by_shard[shard] += w.tokens_to_embed
         batch = self._open.setdefault(shard, [])
         batch.append(w if self._embeds(w) else replace(w, missing=(), reused=frozenset()))
         if len(batch) >= DOC_BATCH:
@@ -173,16 +175,17 @@ class ApplyBatches:
             self._close(self._open[shard], t)
         self._open.clear()
 
-    @staticmethod
-    def _close(batch: list[DocWork], t: Totals) -> None:
+    def _close(self, batch: list[DocWork], t: Totals) -> None:
         reused = set().union(*(w.reused for w in batch))
         seen: set[str] = set()
+        shard = shard_of(batch[0].doc_id, self._shards) if batch else 0
         for w in batch:
             for fp, tokens in w.missing:
                 if fp in reused or fp in seen:  # another document of the batch brings or embeds this text
                     t.chunks_to_embed -= 1
                     t.tokens_to_embed -= tokens
                     t.embed_by_status[w.status] -= tokens
+                    t.embed_by_shard[shard] -= tokens
                 seen.add(fp)
 
 
@@ -268,6 +271,10 @@ class Totals:
     model_limit: int | None = None  # the model's input limit in tokens (None: unknown, nothing counted)
     over_limit: int = 0  # chunks longer than model_limit
     limit_checked: int = 0  # chunks compared with it
+    # tokens apply embeds per shard (apply's batching replayed by ApplyBatches, which sets the layout; 0: not
+    # counted, e.g. a sampled plan): what a remote runner deals work units by
+    embed_by_shard: Counter = field(default_factory=Counter)
+    shard_layout: int = 0
 
     def add(self, w: DocWork, tail_tokens: int) -> None:
         self.docs[w.status] += 1

@@ -110,27 +110,89 @@ class ShardJob:
     removed: frozenset[str] = frozenset()
     seconds_per_shard: float = 0.0  # the plan's embedding work per shard at its rate (what units are sized by)
     unit_seconds: float = 0.0  # target work per unit a remote runner hands a worker (0: one shard a unit)
+    # the plan's work of each shard of ``shards`` (same order), when the plan counted it per shard; () = uniform
+    seconds_by_shard: tuple[float, ...] = ()
+
+    def planned_seconds(self) -> tuple[float, ...]:
+        """Planned seconds of each shard of ``shards``: counted per shard by the plan, else its mean."""
+        if len(self.seconds_by_shard) == len(self.shards):
+            return self.seconds_by_shard
+        return (self.seconds_per_shard,) * len(self.shards)
 
 
 T = TypeVar("T")
 
 
-def deal_units(items: Sequence[T], seconds_each: float, target_s: float) -> list[list[T]]:
+def deal_units(items: Sequence[T], seconds: float | Sequence[float], target_s: float) -> list[list[T]]:
     """``items`` (shards, in order) dealt into contiguous units of about ``target_s`` seconds of planned work
-    each, so that a unit's runner overhead (a task or flow run, ~0.4 s) stays a small share of its work: as many
-    units as the work fills (at least one, at most one per item), near-equal in size. Contiguous, so a unit is a
-    range of shard numbers; the shard layout itself (and resume, which goes by shard) does not change."""
+    each, so that a unit's runner overhead (a task or flow run) stays a small share of its work: as many units as
+    the work fills (at least one, at most one per item). ``seconds``: each item's planned work, or one figure for
+    every item. Units are balanced by that work (the largest unit as small as a contiguous split allows), so a
+    shard holding a few long documents does not make one unit the whole wall while another worker idles; with
+    one figure for all, by count. Contiguous, so a unit is a range of shard numbers; the shard layout itself (and
+    resume, which goes by shard) does not change."""
     n = len(items)
     if n == 0:
         return []
-    units = n if target_s <= 0 else max(1, min(n, int(seconds_each * n // target_s)))
-    base, extra = divmod(n, units)
+    if isinstance(seconds, (int, float)):
+        units = n if target_s <= 0 else max(1, min(n, int(seconds * n // target_s)))
+        return _by_count(items, units)
+    work = [max(0.0, float(x)) for x in seconds]
+    if len(work) != n:
+        raise ValueError(f"deal_units: {len(work)} planned figures for {n} items")
+    total = sum(work)
+    units = n if target_s <= 0 else max(1, min(n, int(total // target_s)))
+    if units >= n:
+        return [[x] for x in items]
+    if total <= 0 or max(work) == min(work):
+        return _by_count(items, units)
+    return [[items[i] for i in r] for r in _balanced(work, units)]
+
+
+def _by_count(items: Sequence[T], units: int) -> list[list[T]]:
+    base, extra = divmod(len(items), units)
     out, i = [], 0
     for u in range(units):
         size = base + (1 if u < extra else 0)
         out.append(list(items[i:i + size]))
         i += size
     return out
+
+
+def _balanced(work: list[float], units: int) -> list[range]:
+    """``units`` contiguous ranges of ``work`` whose largest sum is the smallest a contiguous split allows (to a
+    millionth of the total): bisect that largest sum, packing greedily; then split ranges of several items until
+    there are ``units`` (splitting never raises the largest sum)."""
+
+    def pack(cap: float) -> list[range]:
+        out, start, acc = [], 0, 0.0
+        for i, w in enumerate(work):
+            if i > start and acc + w > cap:
+                out.append(range(start, i))
+                start, acc = i, 0.0
+            acc += w
+        out.append(range(start, len(work)))
+        return out
+
+    lo, hi = max(work), sum(work)
+    while hi - lo > 1e-6 * hi:
+        mid = (lo + hi) / 2
+        if len(pack(mid)) <= units:
+            hi = mid
+        else:
+            lo = mid
+    ranges = pack(hi)
+    while len(ranges) < units:  # fewer ranges than units: split the one of most work that has two items or more
+        k = max((i for i, r in enumerate(ranges) if len(r) > 1), key=lambda i: sum(work[j] for j in ranges[i]))
+        r = ranges[k]
+        half, acc, cut = sum(work[j] for j in r) / 2, 0.0, r.start + 1
+        for j in r[:-1]:  # the cut nearest half the range's work, leaving an item on each side
+            acc += work[j]
+            cut = j + 1
+            if acc >= half:
+                break
+        ranges[k:k + 1] = [range(r.start, cut), range(cut, r.stop)]
+    return ranges
 
 
 @runtime_checkable

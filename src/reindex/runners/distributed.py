@@ -62,9 +62,9 @@ class DaskRunner:
             yield client
 
     def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
-        specs = workers.shard_specs(ctx, job.shards, job.only, job.removed, seconds=job.seconds_per_shard,
+        specs = workers.shard_specs(ctx, job.shards, job.only, job.removed, seconds=job.planned_seconds(),
                                     unit_seconds=job.unit_seconds)
-        units = deal_units(specs, job.seconds_per_shard, job.unit_seconds)
+        units = deal_units(specs, job.planned_seconds(), job.unit_seconds)
         results: dict[int, dict] = {}
         failed: dict[int, dict] = {}
         tag = uuid.uuid4().hex[:8]

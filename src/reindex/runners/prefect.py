@@ -191,7 +191,7 @@ def _groups(specs: list[dict], n: int | None) -> list[list[dict]]:
     ``apply.unit_seconds`` of planned work each (:func:`reindex.runners.deal_units`): a flow run costs seconds to
     start, so a unit of a few milliseconds of work would be all overhead."""
     if n is None:
-        return deal_units(specs, specs[0].get("planned_seconds", 0.0), specs[0].get("unit_seconds", 0.0)) \
+        return deal_units(specs, [s.get("planned_seconds", 0.0) for s in specs], specs[0].get("unit_seconds", 0.0)) \
             if specs else []
     n = min(n, len(specs))
     return [specs[i::n] for i in range(n)]
@@ -402,7 +402,7 @@ class PrefectRunner:
         if pool:
             check_shard_deployment(parse_task_runner(pool).pool or "")
         specs = [s.as_dict() for s in workers.shard_specs(ctx, job.shards, job.only, job.removed,
-                                                          seconds=job.seconds_per_shard, unit_seconds=job.unit_seconds)]
+                                                          seconds=job.planned_seconds(), unit_seconds=job.unit_seconds)]
         try:
             with workers.hosting(ctx):
                 return selected_apply_flow(self.task_runner)(workers.host_key(ctx), specs, pool=pool)

@@ -380,13 +380,19 @@ def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJ
     cost = plan.body["cost"]
     per_cpu = (cost.get("rate_assumes") or {}).get("tokens_per_cpu_second")
     rate = float(per_cpu) if per_cpu else float(cost.get("tokens_per_minute") or 0) / 60
-    sized = lambda count: {"seconds_per_shard": (w["tokens_to_embed"] / count / rate) if rate and count else 0.0,  # noqa: E731
-                           "unit_seconds": cfg.apply.unit_seconds}
+    # The plan's tokens per shard (counted over the layout apply writes) deal units by each shard's own work: a
+    # shard of a few long documents is not one equal share (bench/RESULTS.md, "Work units").
+    by_shard = w.get("tokens_to_embed_by_shard")
+    sized = lambda picked: {  # noqa: E731
+        "seconds_per_shard": (w["tokens_to_embed"] / len(picked) / rate) if rate and picked else 0.0,
+        "unit_seconds": cfg.apply.unit_seconds,
+        "seconds_by_shard": (tuple(by_shard[k] / rate for k in picked)
+                             if rate and by_shard and len(by_shard) == n else ())}
     if not plan.kind.in_place:
-        return ShardJob(tuple(range(n)), **sized(n))
+        return ShardJob(tuple(range(n)), **sized(range(n)))
     affected = set(w["affected_documents"]) | set(w["removed_documents"])
     shards = tuple(sorted({execution.shard_of(d, n) for d in affected}))
-    return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]), **sized(len(shards)))
+    return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]), **sized(shards))
 
 
 def apply_plan(
