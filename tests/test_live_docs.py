@@ -177,3 +177,44 @@ def test_a_damaged_summary_is_summed_again(tmp_path: Path) -> None:
     again, _ = ix.plan()
     assert again.body["work"] == first.body["work"] and again.body["charts"] == first.body["charts"]
     assert json.loads(state.get(key))["routed"] is True  # written again
+
+
+def test_a_document_split_over_two_parts_is_read_from_every_row(tmp_path: Path) -> None:
+    """A manifest whose document's rows are in two parts (half in its shard's, half in another): the column pass
+    meets the document twice, so the states are grouped from every row; the plan finds it edited with all its
+    old chunks, as a full read does."""
+    ix = Log(tmp_path / "ix")
+    live = ix.build()
+    state = ix.state()
+    split = DOCS[3].name
+    keys = chunk_manifest_keys(state, "docs", live)
+    home = next(k for k in keys if k.endswith(f"/{_home(split)}.parquet"))
+    other = next(k for k in keys if k != home)
+    rows = {k: chunk_manifest_part_rows(state.get(k), k) for k in (home, other)}
+    mine = [r for r in rows[home] if r.doc_id == split]
+    assert len(mine) >= 2
+    name = lambda key: key.rsplit("/", 1)[-1].removesuffix(".parquet")  # noqa: E731
+    write_chunk_manifest_part(state, "docs", live, name(other), rows[other] + mine[len(mine) // 2:])
+    write_chunk_manifest_part(state, "docs", live, name(home), [r for r in rows[home] if r.doc_id != split]
+                              + mine[:len(mine) // 2])
+    states = LiveDocs(state, "docs", live, SHARDS)
+    assert len(states[split].fingerprints) == len(mine)
+    ix.upsert({split: DOCS[3].read_text(encoding="utf-8") + "\nEdited.\n"})
+    plan, _ = ix.plan()
+    w = plan.body["work"]
+    assert (w["documents"]["edited"], w["documents"]["added"]) == (1, 0)
+    assert w["chunks_old"] == count_chunk_manifest_rows(state, "docs", live)
+    _same_figures(plan, ix.plan(verify=True)[0])
+
+
+def test_fingerprint_prefixes_find_hex_and_foreign_fingerprints() -> None:
+    from reindex.planner._live_docs import _PrefixSet, _prefixes
+
+    import hashlib
+
+    hexes = [hashlib.sha256(x).hexdigest() for x in (b"one", b"two", b"three")]  # the first 16 digits are compared
+    foreign = ["not-hex-at-all-but-long-enough", "short"]
+    found = _PrefixSet(lambda: [_prefixes(hexes[:2]), _prefixes(foreign)])
+    assert all(fp in found for fp in hexes[:2] + foreign)
+    assert hexes[2] not in found and "another-foreign-fingerprint" not in found and "shorter" not in found
+    assert None not in found
