@@ -198,7 +198,10 @@ def test_a_document_split_over_two_parts_is_read_from_every_row(tmp_path: Path) 
     write_chunk_manifest_part(state, "docs", live, name(home), [r for r in rows[home] if r.doc_id != split]
                               + mine[:len(mine) // 2])
     states = LiveDocs(state, "docs", live, SHARDS)
+    assert not states.routed
     assert len(states[split].fingerprints) == len(mine)
+    assert states.get("no-such", 7) == 7 and "no-such" not in states
+    assert states.ids() == {r.doc_id for k in keys for r in chunk_manifest_part_rows(state.get(k), k)}
     ix.upsert({split: DOCS[3].read_text(encoding="utf-8") + "\nEdited.\n"})
     plan, _ = ix.plan()
     w = plan.body["work"]
@@ -218,3 +221,56 @@ def test_fingerprint_prefixes_find_hex_and_foreign_fingerprints() -> None:
     assert all(fp in found for fp in hexes[:2] + foreign)
     assert hexes[2] not in found and "another-foreign-fingerprint" not in found and "shorter" not in found
     assert None not in found
+
+
+def test_the_live_documents_answer_ids_states_and_fingerprints_from_the_parts_they_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from reindex.errors import StateError
+
+    ix = Log(tmp_path / "ix")
+    live = ix.build()
+    state = ix.state()
+    keys = chunk_manifest_keys(state, "docs", live)
+    rows = [r for k in keys for r in chunk_manifest_part_rows(state.get(k), k)]
+    ids = {r.doc_id for r in rows}
+    docs = LiveDocs(state, "docs", live, SHARDS)
+    assert docs.routed
+    assert LiveDocs(state, "docs", live, SHARDS).ids() == ids  # from the id columns, nothing decoded
+    first = DOCS[0].name
+    assert docs[first].fingerprints == tuple(r.fingerprint for r in sorted(rows, key=lambda r: r.ordinal)
+                                             if r.doc_id == first)
+    assert docs.ids() == ids  # one part decoded, the others' id columns
+    assert first in docs and docs.get(first) is docs[first]
+    assert "no-such" not in docs and docs.get("no-such") is None and docs.get("no-such", 7) == 7
+    with pytest.raises(KeyError, match="no-such"):
+        docs["no-such"]
+
+    # Fingerprints: membership through each part's 64-bit prefixes, cached for the digest of the part's bytes.
+    fps = sorted({r.fingerprint for r in rows})
+    npz = lambda: sorted(k for k in state.list(f"indexes/docs/populations/{live}/") if k.endswith(".fps.npz"))  # noqa: E731
+    for key in npz():  # the build's catch-up cached them: start without
+        state.delete(key)
+    decoded = _decoded(monkeypatch)
+    found = LiveDocs(state, "docs", live, SHARDS).fingerprints()
+    assert all(fp in found for fp in fps) and "0" * 32 not in found
+    assert len(decoded) == SHARDS  # read from each part's fingerprint column
+    cached = npz()
+    assert len(cached) == SHARDS  # and cached
+    decoded.clear()
+    again = LiveDocs(state, "docs", live, SHARDS).fingerprints()
+    assert all(fp in again for fp in fps) and "0" * 32 not in again
+    assert decoded == []  # every part's prefixes from the cache
+    state.put(cached[0], b"not an npz")
+    third = LiveDocs(state, "docs", live, SHARDS).fingerprints()
+    assert all(fp in third for fp in fps)
+    assert len(decoded) == 1  # the damaged cache's part read again
+    assert state.get(cached[0]) != b"not an npz"  # and cached again
+
+    # A damaged part is named in the error, whichever way it is read.
+    home = next(k for k in keys if k.endswith(f"/{_home(first)}.parquet"))
+    state.put(home, state.get(home)[:40])
+    for read in (lambda d: d[first], lambda d: d.ids(), lambda d: list(d.fingerprints().__contains__(fp) for fp in fps)):
+        with pytest.raises(StateError, match=re.escape(home)):
+            read(LiveDocs(state, "docs", live, SHARDS))
