@@ -202,6 +202,7 @@ def test_a_document_split_over_two_parts_is_read_from_every_row(tmp_path: Path) 
     assert len(states[split].fingerprints) == len(mine)
     assert states.get("no-such", 7) == 7 and "no-such" not in states
     assert states.ids() == {r.doc_id for k in keys for r in chunk_manifest_part_rows(state.get(k), k)}
+    assert len(states) == len(states.ids())
     ix.upsert({split: DOCS[3].read_text(encoding="utf-8") + "\nEdited.\n"})
     plan, _ = ix.plan()
     w = plan.body["work"]
@@ -274,3 +275,25 @@ def test_the_live_documents_answer_ids_states_and_fingerprints_from_the_parts_th
     for read in (lambda d: d[first], lambda d: d.ids(), lambda d: list(d.fingerprints().__contains__(fp) for fp in fps)):
         with pytest.raises(StateError, match=re.escape(home)):
             read(LiveDocs(state, "docs", live, SHARDS))
+
+
+def test_a_part_whose_document_rows_are_interleaved_is_grouped_from_its_rows(tmp_path: Path) -> None:
+    """Within one part, a document's rows apart (another document's row between them, ordinals reversed): the
+    column pass cannot take them as one run, so that part is grouped from its rows, in ordinal order."""
+    ix = Log(tmp_path / "ix")
+    live = ix.build()
+    state = ix.state()
+    keys = chunk_manifest_keys(state, "docs", live)
+    key, a, b = next((k, a, b) for k in keys for rows in [chunk_manifest_part_rows(state.get(k), k)]
+                     for a in sorted({r.doc_id for r in rows}) for b in sorted({r.doc_id for r in rows})
+                     if a != b and sum(r.doc_id == a for r in rows) >= 2)
+    rows = chunk_manifest_part_rows(state.get(key), key)
+    mine = sorted((r for r in rows if r.doc_id == a), key=lambda r: r.ordinal)
+    rest = [r for r in rows if r.doc_id != a]
+    write_chunk_manifest_part(state, "docs", live, key.rsplit("/", 1)[-1].removesuffix(".parquet"),
+                              [mine[-1]] + rest + mine[-2::-1])
+    states = LiveDocs(state, "docs", live, SHARDS)
+    assert states.routed
+    assert states[a].fingerprints == tuple(r.fingerprint for r in mine)
+    assert states[a].content_hash == mine[0].content_hash
+    assert states[b].fingerprints == tuple(r.fingerprint for r in sorted(rest, key=lambda r: r.ordinal) if r.doc_id == b)
