@@ -143,6 +143,24 @@ def test_a_cursor_plan_decodes_only_the_parts_it_touches_and_counts_what_a_full_
     assert LiveDocs(state, "docs", live, SHARDS).summary.as_json() == whole.as_json()
 
 
+def _move_rows(ix: Log, live: str, doc_id: str, keep: int | None) -> list:
+    """Move ``doc_id``'s manifest rows from its shard's part to another part, keeping its first ``keep`` rows at
+    home (None: half of them, at least two rows needed); returns its rows as they were."""
+    state = ix.state()
+    keys = chunk_manifest_keys(state, "docs", live)
+    home = next(k for k in keys if k.endswith(f"/{_home(doc_id)}.parquet"))
+    other = next(k for k in keys if k != home)
+    rows = {k: chunk_manifest_part_rows(state.get(k), k) for k in (home, other)}
+    mine = [r for r in rows[home] if r.doc_id == doc_id]
+    if keep is None:
+        assert len(mine) >= 2
+        keep = len(mine) // 2
+    name = lambda key: key.rsplit("/", 1)[-1].removesuffix(".parquet")  # noqa: E731
+    write_chunk_manifest_part(state, "docs", live, name(other), rows[other] + mine[keep:])
+    write_chunk_manifest_part(state, "docs", live, name(home), [r for r in rows[home] if r.doc_id != doc_id] + mine[:keep])
+    return mine
+
+
 def test_a_document_outside_its_shards_part_is_found_by_reading_every_part(tmp_path: Path) -> None:
     """A foreign or hand-edited manifest: a document's rows moved from its shard's part into another part. The
     plan cannot look it up by its shard; it reads every part, finds the document edited (not added), and counts
@@ -151,13 +169,7 @@ def test_a_document_outside_its_shards_part_is_found_by_reading_every_part(tmp_p
     live = ix.build()
     state = ix.state()
     moved = DOCS[2].name
-    keys = chunk_manifest_keys(state, "docs", live)
-    home = next(k for k in keys if k.endswith(f"/{_home(moved)}.parquet"))
-    other = next(k for k in keys if k != home)
-    rows = {k: chunk_manifest_part_rows(state.get(k), k) for k in (home, other)}
-    name = lambda key: key.rsplit("/", 1)[-1].removesuffix(".parquet")  # noqa: E731
-    write_chunk_manifest_part(state, "docs", live, name(other), rows[other] + [r for r in rows[home] if r.doc_id == moved])
-    write_chunk_manifest_part(state, "docs", live, name(home), [r for r in rows[home] if r.doc_id != moved])
+    _move_rows(ix, live, moved, keep=0)
     ix.upsert({moved: DOCS[2].read_text(encoding="utf-8") + "\nEdited.\n"})
     plan, _ = ix.plan()
     w = plan.body["work"]
@@ -187,16 +199,8 @@ def test_a_document_split_over_two_parts_is_read_from_every_row(tmp_path: Path) 
     live = ix.build()
     state = ix.state()
     split = DOCS[3].name
+    mine = _move_rows(ix, live, split, keep=None)
     keys = chunk_manifest_keys(state, "docs", live)
-    home = next(k for k in keys if k.endswith(f"/{_home(split)}.parquet"))
-    other = next(k for k in keys if k != home)
-    rows = {k: chunk_manifest_part_rows(state.get(k), k) for k in (home, other)}
-    mine = [r for r in rows[home] if r.doc_id == split]
-    assert len(mine) >= 2
-    name = lambda key: key.rsplit("/", 1)[-1].removesuffix(".parquet")  # noqa: E731
-    write_chunk_manifest_part(state, "docs", live, name(other), rows[other] + mine[len(mine) // 2:])
-    write_chunk_manifest_part(state, "docs", live, name(home), [r for r in rows[home] if r.doc_id != split]
-                              + mine[:len(mine) // 2])
     states = LiveDocs(state, "docs", live, SHARDS)
     assert not states.routed
     assert len(states[split].fingerprints) == len(mine)
