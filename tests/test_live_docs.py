@@ -143,6 +143,17 @@ def test_a_cursor_plan_decodes_only_the_parts_it_touches_and_counts_what_a_full_
     assert LiveDocs(state, "docs", live, SHARDS).summary.as_json() == whole.as_json()
 
 
+def _edit_and_plan_as_a_full_read(ix: Log, live: str, doc: Path) -> None:
+    """Edit ``doc`` and plan: found edited (not added), every chunk of the population counted once, the figures
+    those of a full read."""
+    ix.upsert({doc.name: doc.read_text(encoding="utf-8") + "\nEdited.\n"})
+    plan, _ = ix.plan()
+    w = plan.body["work"]
+    assert (w["documents"]["edited"], w["documents"]["added"]) == (1, 0)
+    assert w["chunks_old"] == count_chunk_manifest_rows(ix.state(), "docs", live)
+    _same_figures(plan, ix.plan(verify=True)[0])
+
+
 def _move_rows(ix: Log, live: str, doc_id: str, keep: int | None) -> list:
     """Move ``doc_id``'s manifest rows from its shard's part to another part, keeping its first ``keep`` rows at
     home (None: half of them, at least two rows needed); returns its rows as they were."""
@@ -167,15 +178,8 @@ def test_a_document_outside_its_shards_part_is_found_by_reading_every_part(tmp_p
     every chunk of the population once."""
     ix = Log(tmp_path / "ix")
     live = ix.build()
-    state = ix.state()
-    moved = DOCS[2].name
-    _move_rows(ix, live, moved, keep=0)
-    ix.upsert({moved: DOCS[2].read_text(encoding="utf-8") + "\nEdited.\n"})
-    plan, _ = ix.plan()
-    w = plan.body["work"]
-    assert (w["documents"]["edited"], w["documents"]["added"]) == (1, 0)
-    assert w["chunks_old"] == count_chunk_manifest_rows(state, "docs", live)
-    _same_figures(plan, ix.plan(verify=True)[0])
+    _move_rows(ix, live, DOCS[2].name, keep=0)
+    _edit_and_plan_as_a_full_read(ix, live, DOCS[2])
 
 
 def test_a_damaged_summary_is_summed_again(tmp_path: Path) -> None:
@@ -207,12 +211,7 @@ def test_a_document_split_over_two_parts_is_read_from_every_row(tmp_path: Path) 
     assert states.get("no-such", 7) == 7 and "no-such" not in states
     assert states.ids() == {r.doc_id for k in keys for r in chunk_manifest_part_rows(state.get(k), k)}
     assert len(states) == len(states.ids())
-    ix.upsert({split: DOCS[3].read_text(encoding="utf-8") + "\nEdited.\n"})
-    plan, _ = ix.plan()
-    w = plan.body["work"]
-    assert (w["documents"]["edited"], w["documents"]["added"]) == (1, 0)
-    assert w["chunks_old"] == count_chunk_manifest_rows(state, "docs", live)
-    _same_figures(plan, ix.plan(verify=True)[0])
+    _edit_and_plan_as_a_full_read(ix, live, DOCS[3])
 
 
 def test_fingerprint_prefixes_find_hex_and_foreign_fingerprints() -> None:
