@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m reindex.demo
+	$(BIN)/python -m reindex.terminal.demo
 
 # Five pytest processes side by side (tests/run_suite.py): three waiting groups (the soak tests of
 # tests/test_flows.py, the rest of it, tests/test_scale_out.py: real Prefect servers and workers, Dask clusters)
@@ -44,7 +44,7 @@ bench: $(STAMP)
 
 # Mutation testing (bench/mutation/README.md): every mutant of the four critical modules, then a seeded
 # random sample of the rest; one worker (2-core box). Results stay in mutants/ (mutmut results / show NAME).
-MUTATION_FULL := "reindex.manifests.*" "reindex.cutover.*" "reindex.planner._classify.*" "reindex.execution.*"
+MUTATION_FULL := "reindex.books.manifests.*" "reindex.decisions.cutover.*" "reindex.planner._classify.*" "reindex.engine.execution.*"
 MUTATION_RATE ?= 0.04
 MUTATION_SEED ?= 12
 mutation: $(STAMP)

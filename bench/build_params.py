@@ -13,7 +13,7 @@ default search considers ef = the graph's ef_construct candidates; ``--search-ef
 CPU is the process's (all engine threads). Several ``--points`` build every variant at each size (the smaller
 sets are prefixes of the largest) and print the build's growth exponent between sizes.
 
-Every variant starts from the shard reindex created until issue 35 (``reindex.stores.edge._engine``: indexing
+Every variant starts from the shard reindex created until issue 35 (``reindex.adapters.stores.edge._engine``: indexing
 threshold 2,000 KB, segment target 8, Qdrant's HNSW defaults m 16 / ef_construct 100 / threads auto; the row
 "today") and changes one or two things: ``m``, ``ef_construct``, the indexing threads, the segment target, the
 largest segment, int8 scalar quantisation; one variant goes through reindex's own writer (``EdgeStore.upsert`` +
@@ -39,7 +39,7 @@ import qdrant_edge as qe
 DIM = 384
 
 
-# The shard reindex created until issue 35 (reindex.stores.edge._engine.create_shard with Qdrant's graph, m 16 and
+# The shard reindex created until issue 35 (reindex.adapters.stores.edge._engine.create_shard with Qdrant's graph, m 16 and
 # ef_construct 100): what every variant changes. reindex's defaults since are the variant "m 24, ef_construct 48"
 # searched with ef 100 (``--search-ef 100``).
 BASE = {"m": 16, "ef": 100, "threads": 0, "segments": 8, "threshold_kb": 2_000}
@@ -71,8 +71,8 @@ def variants() -> dict[str, dict]:
 
 def build_through_reindex(folder: Path, vecs: np.ndarray, ids: list[str]) -> dict:
     """The same points through reindex's writer (Point conversion, one flush per batch, its shard config)."""
-    from reindex.stores.edge import open_edge_store
-    from reindex.stores.vectors import Point
+    from reindex.adapters.stores.edge import open_edge_store
+    from reindex.adapters.stores.vectors import Point
 
     store = open_edge_store(folder)
     store.create_collection("c", dimension=DIM, distance="cosine", bulk=True)

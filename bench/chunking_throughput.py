@@ -26,8 +26,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from reindex.chunkers import make_chunker  # noqa: E402
-from reindex.tokenizers import HFTokenizer, load_tokenizer  # noqa: E402
+from reindex.adapters.chunkers import make_chunker  # noqa: E402
+from reindex.adapters.tokenizers import HFTokenizer, load_tokenizer  # noqa: E402
 
 SIZE = 256
 OURS = [

@@ -192,18 +192,18 @@ def start_postgres() -> tuple[str, callable] | None:
 
 def child(counts_file: str, corpus_dir: str, argv: list[str]) -> None:
     """Run ``reindex ARGV`` in this process, counting the bytes of source read through the sources' seams."""
-    from reindex.sources.jsonl import JsonlSource
-    from reindex.tables import ParquetReader
+    from reindex.adapters.sources.jsonl import JsonlSource
+    from reindex.foundation.tables import ParquetReader
 
     try:
-        from reindex.sources.changelog import ChangelogSource
+        from reindex.adapters.sources.changelog import ChangelogSource
     except ImportError:  # a tree before cursors (--src of a same-run baseline)
         ChangelogSource = type("NoChangelog", (), {"_lines": None, "_document": None})
 
     read = {"bytes": 0}
     folder = Path(corpus_dir)
 
-    from reindex.sources.directory import DirectorySource
+    from reindex.adapters.sources.directory import DirectorySource
 
     real_read = DirectorySource._read
 
@@ -265,7 +265,7 @@ def child(counts_file: str, corpus_dir: str, argv: list[str]) -> None:
     ParquetReader.batches = batches  # type: ignore[method-assign]
 
     try:
-        from reindex.sources.postgres import PostgresSource
+        from reindex.adapters.sources.postgres import PostgresSource
 
         real_rows = PostgresSource._rows
 
@@ -277,7 +277,7 @@ def child(counts_file: str, corpus_dir: str, argv: list[str]) -> None:
         PostgresSource._rows = rows  # type: ignore[method-assign]
     except ImportError:
         pass
-    from reindex.stores.objects import S3ObjectStore
+    from reindex.adapters.stores.objects import S3ObjectStore
 
     real_get = S3ObjectStore._get_object
 
@@ -363,8 +363,8 @@ def main() -> None:
     try:
         t0 = time.perf_counter()
         folder = work / "corpus"
-        from reindex.manifests import count_chunk_manifest_rows, read_live
-        from reindex.stores.objects import LocalObjectStore
+        from reindex.books.manifests import count_chunk_manifest_rows, read_live
+        from reindex.adapters.stores.objects import LocalObjectStore
 
         if args.reuse:
             corpus = Corpus.reload(work, s3, pg[0] if pg else None)

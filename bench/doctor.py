@@ -86,7 +86,7 @@ def drifted(work: Path) -> dict:
     room for it); then
     ``--full --repair`` and ``reindex apply`` of the plan it wrote, timed as child processes, and healthy again."""
     from reindex import api
-    from reindex.manifests import read_chunk_manifest_columns
+    from reindex.books.manifests import read_chunk_manifest_columns
 
     cfg = api.load_resolved(work / "reindex.yaml")
     with api.Index.open(work / "reindex.yaml") as ix:
@@ -94,7 +94,7 @@ def drifted(work: Path) -> dict:
         first = next(read_chunk_manifest_columns(ix.state, cfg.index, live, ["point_id"]))["point_id"][0]
     import uuid
 
-    from reindex.stores.vectors import Point
+    from reindex.adapters.stores.vectors import Point
 
     store = api.vector_store_for(cfg)
     try:

@@ -10,7 +10,7 @@
 (c) int8 ONNX vs float32 torch on the shared labelled queries (English, ``queries.jsonl`` → the PEP
     snapshot; the pool is the queries' own documents, recursive chunks of 250 tokens): encode speedup on
     the pool's chunks (wall and CPU seconds), document recall@10, recall@1 and MRR of each and the paired
-    differences with bootstrap intervals over queries (:func:`reindex.stats.paired_bootstrap`), plus the
+    differences with bootstrap intervals over queries (:func:`reindex.foundation.stats.paired_bootstrap`), plus the
     mean cosine of the two backends' vectors.
 
 (d) float tolerance on this CPU (float32 torch): a text alone vs in a padded batch, 1 vs 2 threads, and
@@ -39,11 +39,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np  # noqa: E402
 
 from reindex import api  # noqa: E402
-from reindex.config import EmbedConfig, TextHalf, VectorHalf  # noqa: E402
-from reindex.manifests import DOC_BATCH  # noqa: E402
-from reindex.pipeline import TextPipeline  # noqa: E402
-from reindex.sources.base import Document  # noqa: E402
-from reindex.stats import paired_bootstrap  # noqa: E402
+from reindex.domain.config import EmbedConfig, TextHalf, VectorHalf  # noqa: E402
+from reindex.books.manifests import DOC_BATCH  # noqa: E402
+from reindex.adapters.pipeline import TextPipeline  # noqa: E402
+from reindex.adapters.sources.base import Document  # noqa: E402
+from reindex.foundation.stats import paired_bootstrap  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
@@ -53,7 +53,7 @@ CPU = EmbedConfig(device="cpu")
 def vector_of(backend: str, precision: str) -> VectorHalf:
     """A resolved vector half of the default model on ``backend``/``precision``."""
     from reindex.usecases.configure import resolve
-    from reindex.config import config_from_dict
+    from reindex.domain.config import config_from_dict
 
     cfg = config_from_dict({"index": "b", "source": ".", "vector": {"backend": backend, "precision": precision}})
     return resolve(cfg).vector

@@ -69,8 +69,8 @@ def main() -> None:
     import pyarrow.parquet as pq
 
     from reindex import api
-    from reindex.locks import read_lock
-    from reindex.manifests import read_population
+    from reindex.books.locks import read_lock
+    from reindex.books.manifests import read_population
     from reindex.usecases.lifecycle import build_progress
 
     work = args.dir / args.embedder
@@ -86,8 +86,8 @@ def main() -> None:
     cfg = api.load_resolved("reindex.yaml")
     embedder = None
     if args.embedder == "throttled":
-        from reindex.identity import identity_of
-        from reindex.pipeline import TextPipeline
+        from reindex.domain.identity import identity_of
+        from reindex.adapters.pipeline import TextPipeline
 
         tokenizer = TextPipeline(cfg.text, identity_of(cfg).vector_id).tokenizer
         embedder = Throttled(api.make_embedder(cfg.vector), args.rate, tokenizer.count_batch)

@@ -17,8 +17,8 @@ import resource
 import statistics
 from pathlib import Path
 
-from reindex.config import SourceConfig
-from reindex.sources.directory import DirectorySource
+from reindex.domain.config import SourceConfig
+from reindex.adapters.sources.directory import DirectorySource
 
 
 def cpu() -> float:

@@ -184,7 +184,7 @@ def snapshot(root: Path, collection: str) -> dict:
 
 def verified_alias(root: Path) -> tuple[str | None, list[str]]:
     from reindex import api
-    from reindex import cutover as co
+    from reindex.decisions import cutover as co
 
     cfg = api.load_resolved(root / "reindex.yaml")
     store, state = api.vector_store_for(cfg), api.state_store(cfg)

@@ -25,9 +25,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from reindex import measure as m  # noqa: E402
-from reindex.chunkers import make_chunker  # noqa: E402
-from reindex.config import chunker_spec, parse_chunker_spec  # noqa: E402
-from reindex.tokenizers import load_tokenizer  # noqa: E402
+from reindex.adapters.chunkers import make_chunker  # noqa: E402
+from reindex.domain.config import chunker_spec, parse_chunker_spec  # noqa: E402
+from reindex.adapters.tokenizers import load_tokenizer  # noqa: E402
 
 PAIRS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "revisions.parquet"
 OURS = ("fixed", "recursive", "cdc", "paragraph", "anchored")

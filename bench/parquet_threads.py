@@ -1,6 +1,6 @@
-"""Parquet reads on the calling thread vs Arrow's thread pool (``reindex.tables.USE_THREADS``), side by side in one
+"""Parquet reads on the calling thread vs Arrow's thread pool (``reindex.foundation.tables.USE_THREADS``), side by side in one
 run, at two sizes: what single-threaded decoding costs a scan of a Parquet source and a read of chunk-manifest
-parts, now that every read in ``reindex.tables`` uses it (a threaded read started Arrow's pool, whose threads made
+parts, now that every read in ``reindex.foundation.tables`` uses it (a threaded read started Arrow's pool, whose threads made
 7 of 60 refused ``reindex apply`` runs abort at interpreter exit on a loaded box).
 
     PYTHONPATH=src .venv/bin/python bench/parquet_threads.py [--docs 10000 100000] [--repeat 5]
@@ -24,7 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reindex import tables
+from reindex.foundation import tables
 
 TEXT = (Path(__file__).resolve().parents[1] / "src" / "reindex" / "sample" / "corpus").glob("*")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from reindex import api
-from reindex.tokenizers import load_tokenizer
+from reindex.adapters.tokenizers import load_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 

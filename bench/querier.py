@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from reindex import api
-from reindex.stores.edge import open_edge_store
-from reindex.stores.vectors import Point
+from reindex.adapters.stores.edge import open_edge_store
+from reindex.adapters.stores.vectors import Point
 from reindex.usecases import backends
 
 CONFIG = "index: docs\nsource: ./corpus\nvector: {provider: hash}\nstate: {uri: ./state}\nstore: {path: ./store}\n"

@@ -91,8 +91,8 @@ def _batch(start: int, k: int) -> tuple[list[str], np.ndarray, list[dict]]:
 
 
 def write(backend: str, folder: str, n: int) -> dict:
-    from reindex.stores.opening import open_vector_store
-    from reindex.stores.vectors import Point
+    from reindex.adapters.stores.opening import open_vector_store
+    from reindex.adapters.stores.vectors import Point
 
     store = open_vector_store(None, folder, backend=backend)
     store.create_collection("bench__a", dimension=DIM, distance="cosine", bulk=True)
@@ -120,11 +120,11 @@ def read(backend: str, folder: str, n: int, queries: int) -> dict:
     rss0 = _rss_mb()
     t0 = time.perf_counter()
     if backend == "edge":
-        from reindex.stores.edge import open_reader
+        from reindex.adapters.stores.edge import open_reader
 
         store = open_reader(folder)
     else:
-        from reindex.stores.opening import open_vector_store
+        from reindex.adapters.stores.opening import open_vector_store
 
         store = open_vector_store(None, folder, backend="local")
     first = store.query("bench", qv[0], limit=10)

@@ -52,8 +52,8 @@ SEED_001 = {"tokens": 13.4e9, "points": 57.5e6}
 
 def _warm(config: str) -> str:
     """In a worker: make (and keep) the embedder of ``config`` — what the first shard would do."""
-    from reindex import execution, workers
-    from reindex.config import config_from_dict
+    from reindex.engine import execution, workers
+    from reindex.domain.config import config_from_dict
 
     t = time.perf_counter()
     workers._embedder(config_from_dict(json.loads(config))).embed(["warm up"])  # noqa: SLF001 - bench only
@@ -116,8 +116,8 @@ def main() -> None:
     from distributed import Client, LocalCluster
 
     from reindex import api
-    from reindex.embedders.base import EmbedResult
-    from reindex.embedders.sentence_transformers import SentenceTransformerEmbedder
+    from reindex.adapters.embedders.base import EmbedResult
+    from reindex.adapters.embedders.sentence_transformers import SentenceTransformerEmbedder
 
     work = Path(args.work)
     shutil.rmtree(work, ignore_errors=True)

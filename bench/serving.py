@@ -180,11 +180,11 @@ def summary(evaluation: dict, full: dict | None) -> dict:
 def run_direction(name: str, old_model: str, new_model: str, corpus: Path, qfile: Path, out: Path, shards: int,
                   anchors: dict) -> dict:
     from reindex.api import Index
-    from reindex.evaluation import evaluate, read_queries
-    from reindex.manifests import read_live, read_serving
-    from reindex.pairs import read_pairs
-    from reindex.serving import ModeInputs, cascade_rerank, evaluate_modes, fit_procrustes, fit_ridge
-    from reindex.sources.extract import normalise
+    from reindex.decisions.evaluation import evaluate, read_queries
+    from reindex.books.manifests import read_live, read_serving
+    from reindex.books.pairs import read_pairs
+    from reindex.decisions.serving import ModeInputs, cascade_rerank, evaluate_modes, fit_procrustes, fit_ridge
+    from reindex.adapters.sources.extract import normalise
     from reindex.usecases import backends
     from serving_models import CachedEmbeddings, real_embedder, vector_line
 
@@ -283,7 +283,7 @@ def run_direction(name: str, old_model: str, new_model: str, corpus: Path, qfile
             costs = []
 
             def search(vo, vn, n=n, costs=costs):
-                from reindex.evaluation import side_of_hits
+                from reindex.decisions.evaluation import side_of_hits
 
                 hits, cost = cascade_rerank(store, live.collection, shadow, vo, vn, candidates=n,
                                             new_vector_id=modes_vid(new_cfg), payload=live.config.payload,
@@ -297,7 +297,7 @@ def run_direction(name: str, old_model: str, new_model: str, corpus: Path, qfile
             adapter = anchors["rebasis procrustes_centered"](pairs.first(4000).new, pairs.first(4000).old)
 
             def rb_search(vo, vn):
-                from reindex.evaluation import side_of_hits
+                from reindex.decisions.evaluation import side_of_hits
 
                 vq = np.asarray(adapter(np.asarray([vn], np.float32)), np.float32)[0]
                 hits, cost = cascade_rerank(store, live.collection, shadow, vq, vn, candidates=100,
@@ -330,7 +330,7 @@ def run_direction(name: str, old_model: str, new_model: str, corpus: Path, qfile
 
 
 def modes_vid(cfg) -> str:
-    from reindex.identity import identity_of
+    from reindex.domain.identity import identity_of
 
     return identity_of(cfg).vector_id
 

@@ -27,8 +27,8 @@ _REAL: dict[str, object] = {}
 
 def real_embedder(model: str):
     """reindex's embedder of ``model`` (made once per process), uncached."""
-    from reindex.config import VectorHalf
-    from reindex.embedders import make_embedder
+    from reindex.domain.config import VectorHalf
+    from reindex.adapters.embedders import make_embedder
 
     with _LOCK:
         if model not in _REAL:

@@ -4,7 +4,7 @@ speed on the shared corpus, side by side in one run, per CPU-second (issue 32.1)
 Chunks: the default recursive chunker (250 tokens) over the documents of ``snapshot_new.parquet``, ``--chunks``
 drawn with a seed. Both models embed the same chunks through reindex's own embedders, after a warm-up,
 ``--repeat`` times interleaved (A B A B …: the box is shared, so a load change hits both). Each call is timed
-with :class:`reindex.throughput.CpuClock` (the process's CPU seconds: torch's intra-op threads included) and
+with :class:`reindex.foundation.throughput.CpuClock` (the process's CPU seconds: torch's intra-op threads included) and
 in wall seconds. Prints tokens per CPU-second of each (median), the ratio, the load and the torch threads.
 The distillation is made (or found) in the model cache first and timed when made.
 
@@ -36,13 +36,13 @@ def main() -> None:
 
     import torch
 
-    from reindex.config import PipelineConfig, SourceConfig, VectorHalf
-    from reindex.embedders import make_embedder, model_files
-    from reindex.identity import resolve_config
-    from reindex.pipeline import TextPipeline
-    from reindex.sources import open_source
-    from reindex.sources.base import ScanReport
-    from reindex.throughput import CpuClock, host_load
+    from reindex.domain.config import PipelineConfig, SourceConfig, VectorHalf
+    from reindex.adapters.embedders import make_embedder, model_files
+    from reindex.domain.identity import resolve_config
+    from reindex.adapters.pipeline import TextPipeline
+    from reindex.adapters.sources import open_source
+    from reindex.adapters.sources.base import ScanReport
+    from reindex.foundation.throughput import CpuClock, host_load
 
     text = resolve_config(PipelineConfig(index="bench", source=args.corpus, vector=VectorHalf(provider="hash"))).text
     pipe = TextPipeline(text, "bench")

@@ -5,7 +5,7 @@ Parts (``--parts pairs,chains,retrieval``):
 
 * ``pairs``: the ≤ 5 % band of the dev pairs, minus the same held-out 10 % of documents as
   ``bench/measure_dev.py`` (so the pairs are those of the recorded public-chunker run), each chunker
-  statelessly and in sticky mode (``reindex.measure_sticky.measure_sticky``), paired bootstrap over
+  statelessly and in sticky mode (``reindex.measure.sticky.measure_sticky``), paired bootstrap over
   documents; the best public chunker per language is read from the recorded run
   (``bench/out/measure-dev-le05/measure.json``), not re-measured.
 * ``chains``: the last 21 distinct texts (20 revisions) of files with at least that many in the git
@@ -38,10 +38,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from reindex import measure as m  # noqa: E402
 from reindex.measure import sticky as ms  # noqa: E402
-from reindex.chunkers import make_chunker  # noqa: E402
-from reindex.chunkers.sticky import StickyConfig  # noqa: E402
-from reindex.config import CHUNKER_KINDS, RechunkConfig  # noqa: E402
-from reindex.tokenizers import load_tokenizer  # noqa: E402
+from reindex.adapters.chunkers import make_chunker  # noqa: E402
+from reindex.adapters.chunkers.sticky import StickyConfig  # noqa: E402
+from reindex.domain.config import CHUNKER_KINDS, RechunkConfig  # noqa: E402
+from reindex.adapters.tokenizers import load_tokenizer  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parents[1] / "shared" / "corpus"
@@ -211,9 +211,9 @@ def part_chains(tok, args) -> dict:
 
 
 def part_retrieval(tok, args) -> dict:
-    from reindex.config import PipelineConfig, SourceConfig
-    from reindex.embedders import make_embedder
-    from reindex.identity import fingerprint, resolve_config, vector_id
+    from reindex.domain.config import PipelineConfig, SourceConfig
+    from reindex.adapters.embedders import make_embedder
+    from reindex.domain.identity import fingerprint, resolve_config, vector_id
 
     queries = [q for q in m.load_queries(CORPUS / "queries.jsonl") if q.lang == "en"]
     corpus = m.load_corpus(CORPUS / "snapshot_new.parquet")

@@ -91,8 +91,8 @@ def edited_whole_tokens(chunker: str) -> int:
     """Tokens of the edited documents' new versions, cut statelessly: re-embedding every edited document whole."""
     import pyarrow.parquet as pq
 
-    from reindex.chunkers import make_chunker
-    from reindex.tokenizers import load_tokenizer
+    from reindex.adapters.chunkers import make_chunker
+    from reindex.adapters.tokenizers import load_tokenizer
 
     old = pq.read_table(CORPUS / "snapshot_old.parquet").to_pylist()
     new = pq.read_table(CORPUS / "snapshot_new.parquet").to_pylist()

@@ -75,8 +75,8 @@ def bench_stock(n: int, folder: Path | None) -> float:
 
 
 def bench_ours(n: int, folder: Path) -> float:
-    from reindex.stores.opening import open_vector_store
-    from reindex.stores.vectors import Point
+    from reindex.adapters.stores.opening import open_vector_store
+    from reindex.adapters.stores.vectors import Point
 
     store = open_vector_store(None, str(folder))
     store.create_collection("bench", dimension=DIM, distance="cosine", bulk=True)

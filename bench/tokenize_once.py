@@ -74,7 +74,7 @@ def run(cmd: list[str], cwd: Path, e: dict[str, str], ok=(0,)) -> tuple[str, flo
 
 
 def write_corpus(out: Path, n: int) -> int:
-    from reindex.tables import parquet_from_columns, read_parquet
+    from reindex.foundation.tables import parquet_from_columns, read_parquet
 
     cols = read_parquet(SNAPSHOT)
     text = dict(zip(cols["doc_id"], cols["text"]))
@@ -118,11 +118,11 @@ def count_passes(base: Path, work: Path) -> dict[str, dict[str, float]]:
     import tokenizers
 
     from reindex import api
-    from reindex.identity import identity_of
-    from reindex.pipeline import TextPipeline
-    from reindex.sources import open_source
-    from reindex.sources.base import ScanReport
-    from reindex.tokenizers import load_tokenizer
+    from reindex.domain.identity import identity_of
+    from reindex.adapters.pipeline import TextPipeline
+    from reindex.adapters.sources import open_source
+    from reindex.adapters.sources.base import ScanReport
+    from reindex.adapters.tokenizers import load_tokenizer
 
     counts: Counter = Counter()
     real = tokenizers.Tokenizer
@@ -182,11 +182,11 @@ def count_passes(base: Path, work: Path) -> dict[str, dict[str, float]]:
 def scale(rows: int, work: Path) -> None:
     """The carry alone at ``rows`` chunks: writer and one shard's read."""
     sys.path.insert(0, str(REPO / "src"))
-    from reindex.carried import CarriedRef, CarryWriter, read_shard_carry
-    from reindex.identity import fingerprint, point_ids
-    from reindex.pipeline import ChunkRecord
-    from reindex.sources.base import Document
-    from reindex.stores.objects import open_object_store
+    from reindex.books.carried import CarriedRef, CarryWriter, read_shard_carry
+    from reindex.domain.identity import fingerprint, point_ids
+    from reindex.adapters.pipeline import ChunkRecord
+    from reindex.adapters.sources.base import Document
+    from reindex.adapters.stores.objects import open_object_store
 
     def peak_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -195,7 +195,7 @@ def scale(rows: int, work: Path) -> None:
     state = open_object_store(str(work / "state"))
     text = ("lorem ipsum dolor sit amet " * 40)[:900]
     per_doc, shards = 3, 16
-    from reindex.tables import parquet_from_columns
+    from reindex.foundation.tables import parquet_from_columns
 
     parquet_from_columns({"a": ["x"]}, {"a": "string"})  # pyarrow loaded before the baseline: its import is not the carry
     base, t0, c0 = peak_mb(), time.perf_counter(), time.process_time()

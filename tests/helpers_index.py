@@ -167,7 +167,7 @@ class Workspace:
             return s.get_alias("docs")
 
     def manifest_rows(self, collection: str) -> list:
-        from reindex.manifests import read_chunk_manifest
+        from reindex.books.manifests import read_chunk_manifest
 
         return sorted(read_chunk_manifest(self.state(), "docs", collection), key=lambda r: (r.doc_id, r.ordinal))
 

@@ -127,8 +127,8 @@ def _rendezvous(folder: Path, round_no: str, name: str, timeout: float = 30.0) -
 
 
 def _contend(state_dir: str, name: str, rendezvous: str) -> None:
-    from reindex.locks import LockHeld, acquire_lock
-    from reindex.stores.objects import LocalObjectStore
+    from reindex.books.locks import LockHeld, acquire_lock
+    from reindex.adapters.stores.objects import LocalObjectStore
 
     folder = Path(rendezvous)
     current = {"round": ""}
@@ -158,7 +158,7 @@ def age_on_store(store: Any, key: str, seconds: float) -> None:
     import datetime as dt
     import os
 
-    from reindex.stores.objects import LocalObjectStore, S3ObjectStore
+    from reindex.adapters.stores.objects import LocalObjectStore, S3ObjectStore
 
     while not isinstance(store, (LocalObjectStore, S3ObjectStore)):
         store = store._inner  # a fault-injecting wrapper
@@ -177,8 +177,8 @@ def age_on_store(store: Any, key: str, seconds: float) -> None:
 
 _TAKE_AND_WAIT = """\
 import os, socket, sys
-from reindex.locks import acquire_lock
-from reindex.stores.objects import open_object_store
+from reindex.books.locks import acquire_lock
+from reindex.adapters.stores.objects import open_object_store
 store = open_object_store(sys.argv[1], endpoint_url=sys.argv[2] or None)
 lock = acquire_lock(store, sys.argv[3], f"{socket.gethostname()}:{os.getpid()}:child", purpose=sys.argv[4],
                     ttl=float(sys.argv[5]))

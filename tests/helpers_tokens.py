@@ -1,6 +1,6 @@
 """Counting what the tokenizer encodes, through the third-party seam: the ``tokenizers`` library's
 ``Tokenizer`` replaced by a class whose ``from_file`` wraps the real object (every ``encode`` and
-``encode_batch`` counted: calls and characters), and ``reindex.tokenizers.load_tokenizer``'s per-process cache
+``encode_batch`` counted: calls and characters), and ``reindex.adapters.tokenizers.load_tokenizer``'s per-process cache
 emptied before and after so that reindex loads the wrapped one and no other test keeps it."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def tokenizer_counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
     """Counts (``calls``, ``chars``) of every encode of tokenizers loaded while the test runs."""
     import tokenizers
 
-    from reindex.tokenizers import load_tokenizer
+    from reindex.adapters.tokenizers import load_tokenizer
 
     counts: Counter = Counter()
     real = tokenizers.Tokenizer

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from reindex import measure as m
-from reindex.chunkers import AnchoredChunker, make_chunker
-from reindex.chunkers.anchored import local_maxima
-from reindex.config import AnchoredChunkerConfig, chunker_spec, parse_chunker_spec
+from reindex.adapters.chunkers import AnchoredChunker, make_chunker
+from reindex.adapters.chunkers.anchored import local_maxima
+from reindex.domain.config import AnchoredChunkerConfig, chunker_spec, parse_chunker_spec
 from reindex.errors import ChunkerError
-from reindex.tokenizers import load_tokenizer
+from reindex.adapters.tokenizers import load_tokenizer
 
 WS = load_tokenizer("whitespace")
 CHAR = load_tokenizer("char")

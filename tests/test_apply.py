@@ -19,10 +19,10 @@ from click.testing import CliRunner
 from helpers_index import Snapshot, Workspace, prefect_api_url, read_log
 from reindex import api
 from reindex.usecases import backends
-from reindex.approvals import ApprovalError, approval_path
-from reindex.embedders import make_embedder
+from reindex.planner.approvals import ApprovalError, approval_path
+from reindex.adapters.embedders import make_embedder
 from reindex.errors import TransientError
-from reindex.manifests import LockHeld, acquire_lock, read_lock
+from reindex.books.locks import LockHeld, acquire_lock, read_lock
 from reindex.planner import PlanError
 
 
@@ -449,7 +449,7 @@ APPENDED = ("\n\nAddendum written during the build.\n\n" + "This paragraph chang
 
 
 def _edit_during_first_embed(monkeypatch: pytest.MonkeyPatch, doc: Path) -> list[int]:
-    import reindex.embedders as embedders
+    import reindex.adapters.embedders as embedders
 
     real_make = embedders.make_embedder
     calls: list[int] = []
@@ -469,7 +469,7 @@ def _edit_during_first_embed(monkeypatch: pytest.MonkeyPatch, doc: Path) -> list
 
 
 def test_catch_up_replays_a_document_edited_during_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.execution import shard_of
+    from reindex.engine.execution import shard_of
 
     ws = Workspace(tmp_path / "ws")
     plan, path = ws.plan()
@@ -492,7 +492,7 @@ def test_catch_up_replays_a_document_edited_during_the_build(tmp_path: Path, mon
 
 
 def test_cutover_accepts_a_shadow_that_catch_up_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.execution import shard_of
+    from reindex.engine.execution import shard_of
 
     ws = Workspace(tmp_path / "ws")
     plan, path = ws.plan()
@@ -508,7 +508,7 @@ def test_cutover_accepts_a_shadow_that_catch_up_changed(tmp_path: Path, monkeypa
 
 def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Record each scan of a directory source: True when it reads every document (no ``keep``)."""
-    from reindex.sources.directory import DirectorySource
+    from reindex.adapters.sources.directory import DirectorySource
 
     scans: list[bool] = []
     real = DirectorySource.scan
@@ -523,7 +523,7 @@ def _count_scans(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 def _count_reads(monkeypatch: pytest.MonkeyPatch, folder: Path) -> list[str]:
     """Each file under ``folder`` whose bytes are read (the folder source's one reader)."""
-    from reindex.sources.directory import DirectorySource
+    from reindex.adapters.sources.directory import DirectorySource
 
     opened: list[str] = []
     real = DirectorySource._read
@@ -561,7 +561,7 @@ def test_an_in_place_sync_reads_only_the_edited_files_once_and_its_shards_take_t
     assert plan.kind == "document-scoped" and len(plan.body["work"]["affected_documents"]) == len(edited) > 1
     scans = _count_scans(monkeypatch)
     opened = _count_reads(monkeypatch, ws.corpus)
-    from reindex.stores.edge import _engine
+    from reindex.adapters.stores.edge import _engine
 
     loads: list[str] = []
     real_load = _engine.load
@@ -617,7 +617,7 @@ def test_a_planned_document_edited_again_during_its_sync_is_caught_up_with_its_n
 
 def test_the_document_hashes_catch_up_compares_are_the_manifest_rows_own(tmp_path: Path) -> None:
     from reindex.errors import StateError
-    from reindex.manifests import chunk_manifest_keys, read_document_hashes
+    from reindex.books.manifests import chunk_manifest_keys, read_document_hashes
 
     ws = Workspace(tmp_path / "ws")
     _, path = ws.plan()
@@ -635,7 +635,7 @@ def test_the_document_hashes_catch_up_compares_are_the_manifest_rows_own(tmp_pat
 def test_a_lock_left_by_a_dead_process_of_this_host_is_taken_over(tmp_path: Path) -> None:
     from helpers_locks import lock_taken_by_a_killed_process
 
-    from reindex.stores.objects import open_object_store
+    from reindex.adapters.stores.objects import open_object_store
 
     store = open_object_store(str(tmp_path / "state"))
     lock_taken_by_a_killed_process(str(tmp_path / "state"))  # a real process took it and was SIGKILLed

@@ -14,8 +14,8 @@ import pytest
 from helpers_index import Workspace
 
 from reindex import api
-from reindex.approvals import approval_path
-from reindex.stores.objects import LocalObjectStore
+from reindex.planner.approvals import approval_path
+from reindex.adapters.stores.objects import LocalObjectStore
 
 
 @dataclass

@@ -20,7 +20,7 @@ from helpers_index import REINDEX_BIN, Workspace, subprocess_env
 from pydantic import BaseModel
 
 from reindex.cli import main
-from reindex.config import PipelineConfig, config_from_dict
+from reindex.domain.config import PipelineConfig, config_from_dict
 from reindex.errors import ConfigError
 
 
@@ -103,7 +103,7 @@ def test_a_plan_file_nested_200000_arrays_deep_is_one_line(planned: tuple[Worksp
 
 
 def test_an_approval_whose_plan_hash_is_a_number_is_one_line(planned: tuple[Workspace, Path]) -> None:
-    from reindex.approvals import approval_path
+    from reindex.planner.approvals import approval_path
 
     ws, path = planned
     _cli("approve", str(path), "--by", "alice")
@@ -154,8 +154,8 @@ def test_a_fifo_as_the_source_is_refused_without_opening_it(tmp_path: Path) -> N
 
 
 def test_a_fifo_inside_a_folder_source_is_a_bad_document_never_opened(tmp_path: Path) -> None:
-    from reindex.sources import open_source
-    from reindex.sources.base import ScanReport
+    from reindex.adapters.sources import open_source
+    from reindex.adapters.sources.base import ScanReport
 
     ws = Workspace(tmp_path / "ws")
     os.mkfifo(ws.corpus / "pipe.rst")
@@ -186,7 +186,7 @@ def test_store_path_naming_a_file_is_refused_by_validate_and_status(tmp_path: Pa
 
 
 def test_a_truncated_chunk_manifest_file_is_named_as_corrupt_not_as_a_changed_population(tmp_path: Path) -> None:
-    from reindex.manifests import chunk_manifest_keys
+    from reindex.books.manifests import chunk_manifest_keys
 
     ws = Workspace(tmp_path / "ws")
     live = ws.build_live()
@@ -207,7 +207,7 @@ def test_a_truncated_chunk_manifest_file_is_named_as_corrupt_not_as_a_changed_po
 
 
 def test_sync_beside_an_apply_says_skipped_once_and_names_the_lock_file(tmp_path: Path) -> None:
-    from reindex.locks import acquire_lock
+    from reindex.books.locks import acquire_lock
 
     ws = Workspace(tmp_path / "ws")
     ws.build_live()

@@ -1,4 +1,4 @@
-"""Tokenize once per change (issue 35, item 1): apply's shards take the chunks the plan cut (``reindex.carried``)
+"""Tokenize once per change (issue 35, item 1): apply's shards take the chunks the plan cut (``reindex.books.carried``)
 instead of tokenizing every document again, and build exactly what they built before.
 
 Every test here runs real plans and applies (sample corpus, MiniLM tokenizer, ``hash`` embedder, the embedded
@@ -19,7 +19,7 @@ import pytest
 from helpers_index import SAMPLE, Workspace
 from helpers_tokens import tokenizer_counts  # noqa: F401 - a fixture
 from reindex import api
-from reindex.carried import (
+from reindex.books.carried import (
     CARRY_COLUMNS,
     CarriedRef,
     CarryWriter,
@@ -27,14 +27,14 @@ from reindex.carried import (
     carried_part_key,
     read_shard_carry,
 )
-from reindex.chunkers.base import Chunk
-from reindex.identity import canonical_json, identity_of
-from reindex.pipeline import TextPipeline
+from reindex.adapters.chunkers.base import Chunk
+from reindex.domain.identity import canonical_json, identity_of
+from reindex.adapters.pipeline import TextPipeline
 from reindex.planner import read_plan, seal, write_plan
 from reindex.runners import ThreadRunner
-from reindex.sources import open_source
-from reindex.sources.base import ScanReport
-from reindex.tables import columns_from_parquet, parquet_from_columns
+from reindex.adapters.sources import open_source
+from reindex.adapters.sources.base import ScanReport
+from reindex.foundation.tables import columns_from_parquet, parquet_from_columns
 
 OFF = "REINDEX_CARRY_CHUNKS"
 
@@ -284,7 +284,7 @@ def test_an_in_place_sync_from_carried_chunks_equals_one_without(tmp_path: Path,
         assert r.collection == live and r.report["actual"]["deleted"] > 0
         assert r.report["carried"]["documents"] == (0 if env else len(edited))
         assert r.report["carried"]["chunked"] == (len(edited) if env else 0)
-        from reindex.manifests import read_chunk_texts
+        from reindex.books.manifests import read_chunk_texts
 
         results.append((_exact(ws, live), read_chunk_texts(ws.state(), "docs", live)))
     (a, ta), (b, tb) = results
@@ -295,8 +295,8 @@ def test_an_in_place_sync_from_carried_chunks_equals_one_without(tmp_path: Path,
 def test_the_planner_holds_a_bounded_number_of_rows_and_a_shard_reads_back_exactly_its_own(tmp_path: Path) -> None:
     """Rows leave the writer as parts once it holds ``held_rows`` (the largest shard's) or a shard holds
     ``part_rows``; each shard reads back exactly its documents' chunks, whichever parts they went to."""
-    from reindex.manifests import shard_of
-    from reindex.stores.objects import open_object_store
+    from reindex.books.manifests import shard_of
+    from reindex.adapters.stores.objects import open_object_store
 
     state = open_object_store(str(tmp_path / "state"))
     cfg = Workspace(tmp_path / "ws").cfg()

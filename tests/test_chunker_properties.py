@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from reindex.chunkers import Chunk, make_chunker, sliding_count
-from reindex.chunkers.cdc import rolling_hash, word_hashes
-from reindex.chunkers.markdown import heading_positions
-from reindex.config import (
+from reindex.adapters.chunkers import Chunk, make_chunker, sliding_count
+from reindex.adapters.chunkers.cdc import rolling_hash, word_hashes
+from reindex.adapters.chunkers.markdown import heading_positions
+from reindex.domain.config import (
     CdcChunkerConfig,
     FixedCharsChunkerConfig,
     FixedChunkerConfig,
@@ -21,7 +21,7 @@ from reindex.config import (
     SentenceChunkerConfig,
     SlidingChunkerConfig,
 )
-from reindex.tokenizers import CharTokenizer, Tokenizer, WhitespaceTokenizer, load_tokenizer
+from reindex.adapters.tokenizers import CharTokenizer, Tokenizer, WhitespaceTokenizer, load_tokenizer
 
 TOKENIZERS = ["whitespace", "char", "all-MiniLM-L6-v2"]
 SETTINGS = settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])

@@ -9,10 +9,10 @@ import statistics
 import numpy as np
 import pytest
 
-from reindex.chunkers import Chunk, Chunker, is_partitioning, make_chunker, sliding_count
-from reindex.chunkers.cdc import rolling_hash, word_hashes
-from reindex.chunkers.markdown import heading_positions
-from reindex.config import (
+from reindex.adapters.chunkers import Chunk, Chunker, is_partitioning, make_chunker, sliding_count
+from reindex.adapters.chunkers.cdc import rolling_hash, word_hashes
+from reindex.adapters.chunkers.markdown import heading_positions
+from reindex.domain.config import (
     CdcChunkerConfig,
     FixedChunkerConfig,
     SentenceChunkerConfig,
@@ -20,7 +20,7 @@ from reindex.config import (
     chunker_spec,
 )
 from reindex.errors import ChunkerError
-from reindex.tokenizers import load_tokenizer
+from reindex.adapters.tokenizers import load_tokenizer
 
 WS = load_tokenizer("whitespace")
 CHAR = load_tokenizer("char")
@@ -50,7 +50,7 @@ def words(n: int) -> str:
 
 @pytest.mark.parametrize("spec", ALL_SPECS)
 def test_make_chunker_from_spec_or_config_gives_the_canonical_spec(spec: str) -> None:
-    from reindex.config import parse_chunker_spec
+    from reindex.domain.config import parse_chunker_spec
 
     cfg = parse_chunker_spec(spec)
     by_spec = make_chunker(spec, WS)

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from helpers_index import SAMPLE, Workspace
 
 from reindex import api
-from reindex.approvals import approval_path, rejection_path
+from reindex.planner.approvals import approval_path, rejection_path
 from reindex.cli import EXIT_USAGE, main
 from reindex.errors import ApprovalError
 
@@ -247,9 +247,9 @@ def test_validate_refuses_a_dimension_the_model_does_not_produce(tmp_path: Path)
 
 
 def test_model_dimension_read_from_configs_is_what_the_loaded_model_says() -> None:
-    from reindex.config import VectorHalf
-    from reindex.embedders import make_embedder
-    from reindex.models import model_dimension, resolve_model_path
+    from reindex.domain.config import VectorHalf
+    from reindex.adapters.embedders import make_embedder
+    from reindex.domain.models import model_dimension, resolve_model_path
 
     path = resolve_model_path("all-MiniLM-L6-v2")
     assert model_dimension(path) == 384

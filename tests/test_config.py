@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from reindex.api import init_config
-from reindex.config import (
+from reindex.domain.config import (
     CHUNKER_KINDS,
     PipelineConfig,
     chunker_spec,
@@ -74,7 +74,7 @@ def test_config_errors_are_one_clear_line(tmp_path: Path, body: str, message: st
 
 
 def test_yaml_merge_keys_and_equal_keys_in_different_mappings_are_not_duplicates(tmp_path: Path) -> None:
-    from reindex.config import _UniqueKeyLoader, config_from_yaml
+    from reindex.domain.config import _UniqueKeyLoader, config_from_yaml
 
     # A merge key (<<) overridden by an explicit key is YAML's own idiom, not a duplicate.
     assert yaml.load("a: &x {k: 1, j: 2}\nb: {<<: *x, k: 3}\n", Loader=_UniqueKeyLoader) == \

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reindex.config import FixedChunkerConfig, RecursiveChunkerConfig, SlidingChunkerConfig
+from reindex.domain.config import FixedChunkerConfig, RecursiveChunkerConfig, SlidingChunkerConfig
 from reindex.cost import (
     Bucket,
     Footprint,
@@ -32,7 +32,7 @@ from reindex.cost import (
     window_of,
 )
 from reindex.errors import ConfigError
-from reindex.histogram import read_histogram
+from reindex.cost.histogram_csv import read_histogram
 
 CASES = Path(__file__).parent / "cases"
 

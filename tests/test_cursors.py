@@ -66,7 +66,7 @@ class Ix:
         return api.state_store(api.load_resolved(self.config))
 
     def hashes(self, collection: str) -> dict[str, str]:
-        from reindex.manifests import read_document_hashes
+        from reindex.books.manifests import read_document_hashes
 
         return read_document_hashes(self.state(), "docs", collection)
 
@@ -92,7 +92,7 @@ def _edited(text: str) -> str:
 
 
 def _content_hash(text: str) -> str:
-    from reindex.identity import document_hash
+    from reindex.domain.identity import document_hash
 
     return document_hash(text.encode())
 
@@ -102,7 +102,7 @@ def _content_hash(text: str) -> str:
 
 def _count_file_reads(monkeypatch: pytest.MonkeyPatch, folder: Path) -> list[str]:
     """Each file under ``folder`` whose bytes are read (the folder source's one reader)."""
-    from reindex.sources.directory import DirectorySource
+    from reindex.adapters.sources.directory import DirectorySource
 
     opened: list[str] = []
     real = DirectorySource._read
@@ -247,7 +247,7 @@ def test_a_jsonl_source_says_it_is_read_whole(tmp_path: Path, monkeypatch: pytes
     from reindex.reports import plan_text
 
     assert "source read whole (6 documents" in plan_text(plan, path)
-    from reindex.sources.jsonl import JsonlSource
+    from reindex.adapters.sources.jsonl import JsonlSource
 
     scans: list[int] = []
     real = JsonlSource.scan
@@ -259,7 +259,7 @@ def test_a_jsonl_source_says_it_is_read_whole(tmp_path: Path, monkeypatch: pytes
 
 
 def _count_object_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    from reindex.stores.objects import S3ObjectStore
+    from reindex.adapters.stores.objects import S3ObjectStore
 
     got: list[str] = []
     real = S3ObjectStore._get_object
@@ -274,7 +274,7 @@ def _count_object_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_an_s3_sync_reads_only_the_edited_object(tmp_path: Path, s3_server: str, s3_bucket: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.stores.objects import open_object_store
+    from reindex.adapters.stores.objects import open_object_store
 
     bucket = open_object_store(f"s3://{s3_bucket}/docs", endpoint_url=s3_server)
     for f in DOCS:
@@ -315,7 +315,7 @@ def _write_parquet(path: Path, rows: list[dict], group: int = 2) -> None:
 
 def _count_groups_read(monkeypatch: pytest.MonkeyPatch, text_column: str = "text") -> list[int]:
     """Row groups whose text column is read (the seam every Parquet group read goes through)."""
-    from reindex.tables import ParquetReader
+    from reindex.foundation.tables import ParquetReader
 
     groups: list[int] = []
     real = ParquetReader.read_group
@@ -399,7 +399,7 @@ def _append(log: Path, *entries: dict) -> int:
 
 
 def test_a_change_log_is_read_from_the_committed_offset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.sources.changelog import ChangelogSource
+    from reindex.adapters.sources.changelog import ChangelogSource
 
     log = tmp_path / "changes.jsonl"
     _append(log, *({"op": "upsert", "doc_id": f.name, "text": _text(f)} for f in DOCS))
@@ -519,7 +519,7 @@ def _pg(url: str, sql: str, *params: Any) -> None:
 
 def _count_pg_rows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Rows that carry a document's text, per query (the seam every PostgreSQL read goes through)."""
-    from reindex.sources.postgres import PostgresSource
+    from reindex.adapters.sources.postgres import PostgresSource
 
     counts: list[int] = []
     real = PostgresSource._rows
@@ -729,8 +729,8 @@ def test_a_document_that_became_a_fifo_keeps_its_points_through_plan_apply_and_c
 def test_the_cursor_fields_are_in_the_config_digest_only_when_set() -> None:
     """A plan made before them still applies; a plan made with a cursor does not apply once it is removed.
     The variable a password is read from is in no digest (rotating it plans nothing)."""
-    from reindex.config import config_from_dict
-    from reindex.identity import config_digest, legacy_config_digest
+    from reindex.domain.config import config_from_dict
+    from reindex.domain.identity import config_digest, legacy_config_digest
 
     def cfg(**source: object):
         return config_from_dict({"index": "docs", "source": {"uri": "/a/corpus", **source}, "vector": {"provider": "hash"}})

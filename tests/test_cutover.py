@@ -18,11 +18,11 @@ from click.testing import CliRunner
 
 from helpers_index import Workspace
 from reindex import api
-from reindex.approvals import approval_path
+from reindex.planner.approvals import approval_path
 from reindex.cli import main
-from reindex.cutover import CutoverError
-from reindex.embedders import make_embedder
-from reindex.manifests import Population, read_live, read_population, write_population
+from reindex.decisions.cutover import CutoverError
+from reindex.adapters.embedders import make_embedder
+from reindex.books.manifests import Population, read_live, read_population, write_population
 
 
 def _texts(ws: Workspace, collection: str) -> set[tuple[str, str]]:

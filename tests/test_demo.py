@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from helpers_index import SAMPLE
-from reindex import api, demo
-from reindex.sources.base import title_of
+from reindex import api
+from reindex.terminal import demo
+from reindex.adapters.sources.base import title_of
 
 
 def test_the_demo_searches_before_and_after_a_cutover_around_a_metadata_only_change(

@@ -20,7 +20,7 @@ from helpers_index import REINDEX_BIN, Workspace, subprocess_env, switched_works
 
 from reindex import api
 from reindex.cli import main
-from reindex.stores.vectors import Point
+from reindex.adapters.stores.vectors import Point
 
 EVERY = ["--sample", "100000", "--embed-sample", "100000"]  # a sample larger than the index: every point
 
@@ -111,7 +111,7 @@ def test_a_healthy_index_is_healthy_and_every_injected_drift_is_found_with_its_c
 
 
 def test_a_killed_apply_staged_results_and_an_orphan_are_found_and_resuming_clears_them(tmp_path: Path) -> None:
-    from reindex.workers import staging_prefix
+    from reindex.engine.workers import staging_prefix
 
     ws = Workspace(tmp_path / "ws")
     ws.build_live()

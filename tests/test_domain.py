@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from reindex.domain import TRANSITIONS, ChangeKind, IllegalTransition, PopulationState, check_transition
+from reindex.domain.kinds import TRANSITIONS, ChangeKind, IllegalTransition, PopulationState, check_transition
 from reindex.errors import StateError
-from reindex.manifests import Population, read_population, write_population
-from reindex.stores.objects import open_object_store
+from reindex.books.manifests import Population, read_population, write_population
+from reindex.adapters.stores.objects import open_object_store
 
 K, S = ChangeKind, PopulationState
 

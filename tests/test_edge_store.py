@@ -18,11 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from reindex.stores.edge import EdgeReader, LocalModeFolderError, open_edge_store, open_reader
-from reindex.stores.migrate import convert_local_store
-from reindex.stores.opening import open_vector_store
-from reindex.stores.vectors import Point
-from reindex.stores.vectors import VectorStore, VectorStoreError
+from reindex.adapters.stores.edge import EdgeReader, LocalModeFolderError, open_edge_store, open_reader
+from reindex.adapters.stores.migrate import convert_local_store
+from reindex.adapters.stores.opening import open_vector_store
+from reindex.adapters.stores.vectors import Point
+from reindex.adapters.stores.vectors import VectorStore, VectorStoreError
 
 DIM = 16
 LIMIT = 20
@@ -41,7 +41,7 @@ def _points(n: int, *, pop: str, version: int, seed: int, start: int = 0) -> lis
 _READER = """
 import json, os, sys, time
 import numpy as np
-from reindex.stores.edge import open_reader
+from reindex.adapters.stores.edge import open_reader
 folder, out_path, stop_path, dim, limit, alias = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 reader = open_reader(folder)
 rng = np.random.default_rng(os.getpid())
@@ -341,12 +341,12 @@ def test_local_mode_folder_is_refused_with_the_command_that_converts_it(tmp_path
     with pytest.raises(LocalModeFolderError) as err:
         open_vector_store(None, str(old))
     message = str(err.value)
-    assert f"python -m reindex.stores.migrate {old} {old}.edge" in message and "store.backend: local" in message
+    assert f"python -m reindex.adapters.stores.migrate {old} {old}.edge" in message and "store.backend: local" in message
     with pytest.raises(LocalModeFolderError):
         open_reader(old)
 
     new = Path(f"{old}.edge")
-    run = subprocess.run([sys.executable, "-m", "reindex.stores.migrate", str(old), str(new)],
+    run = subprocess.run([sys.executable, "-m", "reindex.adapters.stores.migrate", str(old), str(new)],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert "converted 2 collections, 1 aliases" in run.stdout
@@ -364,7 +364,7 @@ def test_local_mode_folder_is_refused_with_the_command_that_converts_it(tmp_path
         assert store.count("docs", doc_id="d0") == 5
     finally:
         store.close()
-    again = subprocess.run([sys.executable, "-m", "reindex.stores.migrate", str(old), str(new)],
+    again = subprocess.run([sys.executable, "-m", "reindex.adapters.stores.migrate", str(old), str(new)],
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 1 and "not empty" in again.stderr
     with pytest.raises(VectorStoreError, match="store.backend is `local`"):
@@ -385,8 +385,8 @@ def test_convert_refuses_a_folder_that_is_not_local_mode(tmp_path: Path) -> None
 _SYNC_WRITER = """
 import os, sys, uuid
 import numpy as np
-from reindex.stores.opening import open_vector_store
-from reindex.stores.vectors import Point
+from reindex.adapters.stores.opening import open_vector_store
+from reindex.adapters.stores.vectors import Point
 store = open_vector_store(None, sys.argv[1], backend=sys.argv[2])
 store.create_collection("c", dimension=8, distance="dot")
 points = [Point(str(uuid.uuid4()), np.ones(8, dtype=np.float32), {"doc_id": "d"}) for _ in range(32)]
@@ -420,7 +420,7 @@ def test_an_acknowledged_upsert_has_been_fsynced(tmp_path: Path, backend: str) -
 
 
 def test_open_vector_reader_picks_the_reader_of_each_backend(tmp_path: Path) -> None:
-    from reindex.stores.opening import open_vector_reader
+    from reindex.adapters.stores.opening import open_vector_reader
 
     folder = _made(tmp_path / "s")
     reader = open_vector_reader(None, str(folder))
@@ -428,7 +428,7 @@ def test_open_vector_reader_picks_the_reader_of_each_backend(tmp_path: Path) -> 
     with pytest.raises(VectorStoreError, match="read-only"):
         reader.upsert("c", [])
     reader.close()
-    with pytest.raises(VectorStoreError, match="one process per folder.*python -m reindex.stores.migrate"):
+    with pytest.raises(VectorStoreError, match="one process per folder.*python -m reindex.adapters.stores.migrate"):
         open_vector_reader(None, str(tmp_path / "old"), backend="local")
     with pytest.raises(VectorStoreError, match="store.url"):
         open_vector_reader(None, None)
@@ -537,7 +537,7 @@ def test_a_reader_writes_nothing_into_the_store(tmp_path: Path) -> None:
     assert not left.exists() and mine.exists()
     mine.rmdir()
     # A process that exits without closing its reader (a CLI query) removes its mirror at exit.
-    code = f"from reindex.stores.edge import open_reader; r = open_reader({str(folder)!r}); r.count('idx'); " \
+    code = f"from reindex.adapters.stores.edge import open_reader; r = open_reader({str(folder)!r}); r.count('idx'); " \
            "print(next(iter(r._held.values())).view)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().startswith(str(views[0].parent)) and not Path(out.stdout.strip()).exists()
@@ -547,7 +547,7 @@ def test_a_reader_writes_nothing_into_the_store(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_alias_file_is_one_line_naming_it(tmp_path: Path) -> None:
-    from reindex.stores.edge import CorruptAliasesError
+    from reindex.adapters.stores.edge import CorruptAliasesError
 
     folder = tmp_path / "store"
     store = open_edge_store(folder)
@@ -576,7 +576,7 @@ def test_a_full_disk_is_one_line_saying_so_not_a_retry_later() -> None:
     import errno
 
     from reindex.errors import TransientError
-    from reindex.stores.edge._engine import edge_errors as _edge_errors
+    from reindex.adapters.stores.edge._engine import edge_errors as _edge_errors
 
     full = ("Embedded store ran out of disk during upsert into `c` (no space left on device): free some space and "
             "run the command again (finished work is kept)")
@@ -640,7 +640,7 @@ def _padded(points: list[Point], seed: int) -> list[Point]:
 def _sealed_store(folder: Path, monkeypatch: pytest.MonkeyPatch, n: int = 1500, pad: bool = False) -> list[Point]:
     """A published collection `c` (alias `idx`) of ``n`` points, indexed into sealed segments (the indexing
     threshold lowered so that a few hundred 16-dim points pass it); ``pad``: ~2 KB payloads."""
-    from reindex.stores.edge import _engine
+    from reindex.adapters.stores.edge import _engine
 
     monkeypatch.setattr(_engine, "INDEXING_THRESHOLD_KB", 20)
     store = open_edge_store(folder)
@@ -700,8 +700,8 @@ def test_prepare_writes_opens_the_delta_generation_without_loading_the_published
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # An in-place sync reads the points it replaces, then writes: with prepare_writes first, the writer
     # loads one generation (the delta) instead of the published one and then the delta.
-    from reindex.stores import edge
-    from reindex.stores.edge import _engine
+    from reindex.adapters.stores import edge
+    from reindex.adapters.stores.edge import _engine
 
     loaded: list[str] = []
     real = _engine.load
@@ -731,7 +731,7 @@ def test_prepare_writes_opens_the_delta_generation_without_loading_the_published
 
 
 def test_many_syncs_keep_the_segment_count_and_the_disk_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.stores.edge import _engine
+    from reindex.adapters.stores.edge import _engine
 
     monkeypatch.setattr(_engine, "SEGMENT_NUMBER", 3)  # the merge bound, low enough to be reached in a few syncs
     folder = tmp_path / "store"
@@ -776,7 +776,7 @@ def test_the_sparse_copy_keeps_holes_and_data(tmp_path: Path, monkeypatch: pytes
     import errno
     import os
 
-    from reindex.stores.edge import _generations
+    from reindex.adapters.stores.edge import _generations
 
     if not kernel_copy:
         def no_copy_file_range(*_a: object) -> int:
@@ -799,8 +799,8 @@ def test_the_sparse_copy_keeps_holes_and_data(tmp_path: Path, monkeypatch: pytes
 _KILLED_SYNC = """
 import os, signal, sys, uuid
 import numpy as np
-from reindex.stores.edge import open_edge_store
-from reindex.stores.vectors import Point
+from reindex.adapters.stores.edge import open_edge_store
+from reindex.adapters.stores.vectors import Point
 rng = np.random.default_rng(5)
 points = [Point(str(uuid.uuid5(uuid.NAMESPACE_URL, f"a/{i}")), rng.standard_normal(16).astype(np.float32),
                 {"doc_id": f"d{i // 5}", "pop": "a", "version": 2}) for i in range(40)]
@@ -848,7 +848,7 @@ def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path:
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A kill while the links and copies are being made leaves `gen-000002.tmp`: the next writer removes it
     (unlinking the shared files' second names) and the published generation is whole."""
-    from reindex.stores.edge import _generations
+    from reindex.adapters.stores.edge import _generations
 
     folder = tmp_path / "store"
     _sealed_store(folder, monkeypatch, n=600)
@@ -866,7 +866,7 @@ def test_a_half_derived_generation_is_swept_and_the_published_one_kept(tmp_path:
 
 def test_an_int8_store_builds_quantised_segments_and_finds_the_nearest_points(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.stores.edge import _engine
+    from reindex.adapters.stores.edge import _engine
 
     monkeypatch.setattr(_engine, "INDEXING_THRESHOLD_KB", 20)
     folder = tmp_path / "store"
@@ -901,8 +901,8 @@ def test_oversampling_wins_back_the_recall_an_int8_search_loses(tmp_path: Path, 
     the float32 originals. On vectors whose neighbours differ by a few int8 steps, the default search
     (k candidates by the int8 copy) misses true neighbours; oversampling 8 finds them, in the writer's and in
     a reader's searches, and the store config carries it."""
-    from reindex import config as config_mod
-    from reindex.stores.edge import _engine
+    from reindex.domain.kinds import config as config_mod
+    from reindex.adapters.stores.edge import _engine
 
     monkeypatch.setattr(_engine, "INDEXING_THRESHOLD_KB", 20)
     rng = np.random.default_rng(3)

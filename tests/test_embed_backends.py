@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from reindex import api
 from reindex.cli import main
-from reindex.config import EmbedConfig, VectorHalf, config_from_dict
-from reindex.embedders import sentence_transformers as st
+from reindex.domain.config import EmbedConfig, VectorHalf, config_from_dict
+from reindex.adapters.embedders import sentence_transformers as st
 from reindex.errors import ConfigError
-from reindex.identity import config_digest, identity_of, resolve_config
+from reindex.domain.identity import config_digest, identity_of, resolve_config
 
 
 def _cfg(**sections: object):

@@ -12,8 +12,8 @@ from helpers_index import Workspace
 
 from reindex import api
 from reindex.cli import main
-from reindex.identity import identity_of
-from reindex.manifests import read_measured_rate
+from reindex.domain.identity import identity_of
+from reindex.books.manifests import read_measured_rate
 from reindex.reports import apply_text, plan_text
 from reindex.usecases.apply import MIN_TOKENS_TO_MEASURE
 

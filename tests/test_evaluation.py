@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reindex.evaluation import (
+from reindex.decisions.evaluation import (
     Candidate,
     EvaluationError,
     Query,
@@ -29,7 +29,7 @@ from reindex.evaluation import (
     recall_at_k,
     score_query,
 )
-from reindex.stores.qdrant import Hit
+from reindex.adapters.stores.qdrant import Hit
 
 RANKED = ["d1", "d2", "d3", "d4", "d5"]
 RELEVANT = {"d2", "d5", "d9"}  # d9 is never retrieved
@@ -298,7 +298,7 @@ def test_read_queries(tmp_path: Path) -> None:
     (b'{"query": "caf\xe9"}\n', "not UTF-8 text"),
 ])
 def test_a_malformed_queries_file_is_one_error_naming_the_line(tmp_path, content: bytes, message: str) -> None:
-    from reindex.evaluation import EvaluationError, read_queries
+    from reindex.decisions.evaluation import EvaluationError, read_queries
 
     path = tmp_path / "q.jsonl"
     path.write_bytes(content)
@@ -310,7 +310,7 @@ def _probes_before(docs: list[tuple[str, str]], n: int, seed: int) -> list:
     """The probe sampling as it was (every sentence of every document held, found by _SENTENCE)."""
     import random as _random
 
-    from reindex.evaluation import _SENTENCE, Query
+    from reindex.decisions.evaluation import _SENTENCE, Query
 
     rng = _random.Random(seed)
     pool = []
@@ -332,7 +332,7 @@ def _sample_texts() -> list[tuple[str, str]]:
 
 
 def test_sentences_are_the_ones_the_sentence_pattern_finds() -> None:
-    from reindex.evaluation import _SENTENCE, sentences
+    from reindex.decisions.evaluation import _SENTENCE, sentences
 
     texts = [t for _, t in _sample_texts()]
     texts += ["x" * 39 + ".", "x" * 40 + ".", "y" * 300 + "!", "a\n" + "b" * 50 + "?\n" + "c" * 60, "",
@@ -347,7 +347,7 @@ def test_sentences_are_the_ones_the_sentence_pattern_finds() -> None:
 
 
 def test_probes_are_the_ones_sampled_before_and_hold_only_counts() -> None:
-    from reindex.evaluation import probe_queries
+    from reindex.decisions.evaluation import probe_queries
 
     docs = _sample_texts() + [("empty.rst", "no sentence here")]
     for n, seed in ((5, 0), (24, 0), (50, 3)):

@@ -1,4 +1,4 @@
-"""A finished command exits with its status (``reindex.exiting``), whatever native teardown would do after it.
+"""A finished command exits with its status (``reindex.foundation.exiting``), whatever native teardown would do after it.
 
 Arrow's thread pools now and then end a Python process in ``std::terminate`` during the static destructors that
 run after the interpreter has finished (SIGABRT: a refused `reindex apply` exited -6 instead of 1 in a loaded suite).
@@ -33,7 +33,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
 def test_exit_now_keeps_the_status_and_runs_what_python_runs_at_exit() -> None:
     r = _python(NATIVE_ABORT + (
         "import atexit, threading, time\n"
-        "from reindex.exiting import exit_now\n"
+        "from reindex.foundation.exiting import exit_now\n"
         "t = threading.Thread(target=lambda: (time.sleep(0.3), print('thread finished')))\n"
         "t.start()\n"
         "atexit.register(lambda: print('atexit ran'))\n"

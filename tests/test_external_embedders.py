@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from reindex import api
 from reindex.cli import main
-from reindex.config import VectorHalf, config_from_dict
+from reindex.domain.config import VectorHalf, config_from_dict
 from reindex.errors import ConfigError
-from reindex.identity import identity_of, resolve_config
+from reindex.domain.identity import identity_of, resolve_config
 
 LC = "langchain_core.embeddings.DeterministicFakeEmbedding"
 LI = "llama_index.core.embeddings.MockEmbedding"
@@ -57,7 +57,7 @@ def test_class_params_and_library_version_are_in_the_vector_id() -> None:
            _resolved_id(**{**base, "revision": "langchain-core==0.0.1"})}
     assert len(ids) == 4
     # An empty params keeps the ids of every population built before the field existed.
-    from reindex.identity import vector_id
+    from reindex.domain.identity import vector_id
 
     assert vector_id(VectorHalf()) == vector_id(VectorHalf(params={}))
     assert vector_id(VectorHalf(params={"a": 1})) != vector_id(VectorHalf())

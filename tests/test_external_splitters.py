@@ -12,8 +12,8 @@ import pytest
 from helpers_index import SAMPLE, Workspace
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from reindex.chunkers import is_partitioning, make_chunker
-from reindex.config import (
+from reindex.adapters.chunkers import is_partitioning, make_chunker
+from reindex.domain.config import (
     PipelineConfig,
     SourceConfig,
     TextHalf,
@@ -21,10 +21,10 @@ from reindex.config import (
     chunker_spec,
 )
 from reindex.errors import ChunkerError, ConfigError, PlanError
-from reindex.identity import identity_of, resolve_config
-from reindex.pipeline import TextPipeline
-from reindex.sources.base import Document
-from reindex.tokenizers import load_tokenizer
+from reindex.domain.identity import identity_of, resolve_config
+from reindex.adapters.pipeline import TextPipeline
+from reindex.adapters.sources.base import Document
+from reindex.adapters.tokenizers import load_tokenizer
 
 LC = "langchain_text_splitters.RecursiveCharacterTextSplitter"
 DOCS = sorted((SAMPLE / "corpus").glob("*.rst"))

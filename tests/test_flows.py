@@ -33,7 +33,7 @@ from click.testing import CliRunner
 
 from helpers_browser import CHROMIUM, Browser, by_text, labelled_control
 from helpers_index import stop_group, SAMPLE, Workspace, subprocess_env, wait_for_workers
-from reindex.approvals import approval_path, rejection_path
+from reindex.planner.approvals import approval_path, rejection_path
 
 PREFECT_BIN = Path(sys.executable).with_name("prefect")
 POOL = "reindex"  # the work pool flows/prefect.yaml names: one worker serves both kinds of deployment
@@ -753,7 +753,7 @@ def test_cutover_parameters_are_checked_before_anything_runs(tmp_path: Path) -> 
 
 
 def test_index_lease_setting_refuses_what_prefect_would_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex import settings
+    from reindex.foundation import settings
     from reindex.errors import ConfigError
 
     monkeypatch.delenv("REINDEX_INDEX_LEASE_S", raising=False)
@@ -776,8 +776,8 @@ def test_thread_and_dask_runners_build_the_identical_population(tmp_path: Path, 
     flow, in this process, commits them (issue 23; before it every shard failed with a KeyError)."""
     pytest.importorskip("prefect_dask")
     from reindex import api
-    from reindex.execution import worker_name
-    from reindex.orchestration import using_task_runner
+    from reindex.engine.execution import worker_name
+    from reindex.runners.prefect import using_task_runner
 
     built = {}
     for runner in ("threads", "dask", "dask-processes:2"):
@@ -799,7 +799,7 @@ def test_thread_and_dask_runners_build_the_identical_population(tmp_path: Path, 
 
 def test_unknown_task_runner_is_refused_with_the_choices() -> None:
     from reindex.errors import ConfigError
-    from reindex.orchestration import make_task_runner
+    from reindex.runners.prefect import make_task_runner
 
     with pytest.raises(ConfigError, match="expected threads, threads:N, dask, dask-processes"):
         make_task_runner("ray")
@@ -809,7 +809,7 @@ def test_scheduled_sync_beside_a_cli_apply_ends_completed_and_skipped(tmp_path: 
     """The hourly `reindex-sync` run at the moment a `reindex apply` from a shell holds the index lock: it plans
     nothing and ends Completed with "skipped" (it used to plan, then fail on the apply's own writes)."""
     from reindex import api
-    from reindex.locks import acquire_lock
+    from reindex.books.locks import acquire_lock
     from reindex.orchestration import sync_flow
 
     ws = Workspace(tmp_path / "ws")

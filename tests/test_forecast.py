@@ -20,10 +20,10 @@ from helpers_index import REINDEX_BIN, Workspace, subprocess_env
 
 from reindex.api import Index
 from reindex.errors import ApprovalError
-from reindex.evaluation import metric_verdict, verdict
-from reindex.identity import identity_of
-from reindex.pipeline import TextPipeline
-from reindex.sources import open_source
+from reindex.decisions.evaluation import metric_verdict, verdict
+from reindex.domain.identity import identity_of
+from reindex.adapters.pipeline import TextPipeline
+from reindex.adapters.sources import open_source
 
 LENIENT = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
 

@@ -164,8 +164,8 @@ _STORE = """
 import sys, uuid
 import numpy as np
 from reindex.errors import ReindexError
-from reindex.stores.edge import open_edge_store, open_reader
-from reindex.stores.vectors import Point
+from reindex.adapters.stores.edge import open_edge_store, open_reader
+from reindex.adapters.stores.vectors import Point
 folder, action = sys.argv[1], sys.argv[2]
 rng = np.random.default_rng(1)
 try:

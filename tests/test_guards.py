@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from helpers_index import Workspace
-from reindex.cutover import CutoverError, gate
+from reindex.decisions.cutover import CutoverError, gate
 from reindex.errors import PlanError
-from reindex.manifests import Population, read_population, write_population
+from reindex.books.manifests import Population, read_population, write_population
 
 POLICY = SimpleNamespace(require_exact_count=True, min_recall_delta=-0.02, min_overlap=0.5)
 

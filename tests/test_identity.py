@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reindex.config import (
+from reindex.domain.config import (
     ApplyConfig,
     ApprovalConfig,
     CdcChunkerConfig,
@@ -30,7 +30,7 @@ from reindex.config import (
     VectorHalf,
     config_from_dict,
 )
-from reindex.identity import (
+from reindex.domain.identity import (
     canonical_json,
     collection_name,
     fingerprint,
@@ -343,7 +343,7 @@ def test_rechunk_accepts_a_plain_mode_string() -> None:
 
 @pytest.mark.parametrize(("name", "value"), _mutations(OPERATIONAL_MUTATIONS))
 def test_payload_id_changes_with_the_payload_section_and_metadata_fields_only(name: str, value: object) -> None:
-    from reindex.identity import payload_id
+    from reindex.domain.identity import payload_id
 
     changed = BASE.model_copy(update={name: value})
     moved = payload_id(changed) != payload_id(BASE)
@@ -353,7 +353,7 @@ def test_payload_id_changes_with_the_payload_section_and_metadata_fields_only(na
 
 
 def test_a_record_without_a_payload_section_is_the_legacy_layout() -> None:
-    from reindex.identity import LEGACY_PAYLOAD_ID, payload_id, payload_id_of_record
+    from reindex.domain.identity import LEGACY_PAYLOAD_ID, payload_id, payload_id_of_record
 
     data = BASE.model_dump(mode="json")
     assert payload_id_of_record(data) == payload_id(BASE)
@@ -362,7 +362,7 @@ def test_a_record_without_a_payload_section_is_the_legacy_layout() -> None:
 
 
 def test_document_hash_is_the_bytes_hash_without_metadata_and_moves_with_a_metadata_value() -> None:
-    from reindex.identity import content_hash, document_hash
+    from reindex.domain.identity import content_hash, document_hash
 
     assert document_hash(b"abc") == content_hash(b"abc")
     a = document_hash(b"abc", [("lang", "en")])
@@ -373,8 +373,8 @@ def test_document_hash_is_the_bytes_hash_without_metadata_and_moves_with_a_metad
 def test_the_config_digest_ignores_where_things_live_but_not_what_is_built() -> None:
     """Issue 22: apply's drift check compares this digest; a moved workspace (other absolute source,
     state and store paths) is the same plan, as the planner says, while a store server or a chunker is not."""
-    from reindex.config import config_from_dict
-    from reindex.identity import config_digest, legacy_config_digest
+    from reindex.domain.config import config_from_dict
+    from reindex.domain.identity import config_digest, legacy_config_digest
 
     def cfg(root: str, **extra: object):
         return config_from_dict({"index": "docs", "source": f"{root}/corpus", "state": {"uri": f"{root}/.reindex"},

@@ -42,7 +42,7 @@ def test_a_no_op_plan_and_status_import_no_store_client_model_or_prefect(tmp_pat
     # Nor the tokenizer (the tokenizers library and MiniLM's tokenizer.json, ~0.06 CPU-s): a no-op plan cuts no text.
     # Nor the engine's cutover and shard execution (a plan restores a missing live record with them, only then).
     plan = _loaded_by(ws, "plan", "--out", str(ws.plans),
-                      heavy=HEAVY + ("tokenizers", "reindex.cutover", "reindex.execution"))
+                      heavy=HEAVY + ("tokenizers", "reindex.decisions.cutover", "reindex.engine.execution"))
     assert plan == {"code": 0, "loaded": []}  # exit 0: nothing to do
     status = _loaded_by(ws, "status", heavy=HEAVY + ("tokenizers",))
     assert status == {"code": 0, "loaded": []}

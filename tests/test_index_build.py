@@ -17,15 +17,15 @@ import pytest
 
 from helpers_index import Workspace
 from reindex import cost as costmod
-from reindex.config import load_config
-from reindex.domain import HNSW_DEFAULTS
+from reindex.domain.config import load_config
+from reindex.domain.kinds import HNSW_DEFAULTS
 from reindex.errors import ConfigError
-from reindex.manifests import read_build_rate, write_build_rate
+from reindex.books.manifests import read_build_rate, write_build_rate
 from reindex.planner import build_rate_name
 from reindex.reports import plan_markdown, plan_text
-from reindex.stores.edge import open_reader
-from reindex.stores.opening import backend_for, open_vector_store
-from reindex.stores.vectors import Point, VectorStoreError
+from reindex.adapters.stores.edge import open_reader
+from reindex.adapters.stores.opening import backend_for, open_vector_store
+from reindex.adapters.stores.vectors import Point, VectorStoreError
 from reindex.usecases import backends, rates
 
 # 128 dims: a segment is sealed (and its graph built) past the engine's 2,000 KB indexing threshold, ~4,000 points.
@@ -101,7 +101,7 @@ def test_a_store_opened_without_a_config_checks_the_graph_parameters_too(tmp_pat
                                                                           message: str) -> None:
     from qdrant_client import QdrantClient
 
-    from reindex.stores.qdrant import QdrantStore
+    from reindex.adapters.stores.qdrant import QdrantStore
 
     with pytest.raises(VectorStoreError) as edge:
         open_vector_store(None, str(tmp_path / "q"), hnsw=hnsw)
@@ -400,7 +400,7 @@ def test_an_index_build_that_blocks_every_renewal_past_the_lease_keeps_the_lock(
     import reindex.cost._build as build_mod
     import reindex.usecases.locking as locking
     from reindex import api
-    from reindex.stores.edge import EdgeStore
+    from reindex.adapters.stores.edge import EdgeStore
 
     monkeypatch.setattr(build_mod, "default_build_cpu", lambda points, **kw: 6.0)
     ws = Workspace(tmp_path / "ws")
@@ -433,8 +433,8 @@ def test_an_index_build_that_blocks_every_renewal_past_the_lease_keeps_the_lock(
 def test_store_hnsw_is_in_the_config_digest_only_when_it_is_not_the_default() -> None:
     # Plans made before store.hnsw existed still apply (their digest is pinned in test_source_root); a plan priced
     # with one graph does not apply once the config asks for another.
-    from reindex.config import config_from_dict
-    from reindex.identity import config_digest
+    from reindex.domain.config import config_from_dict
+    from reindex.domain.identity import config_digest
 
     def cfg(**store: object) -> Any:
         return config_from_dict({"index": "docs", "source": {"uri": "/a/corpus"}, "vector": {"provider": "hash"},

@@ -18,9 +18,9 @@ import pytest
 from helpers_index import Workspace, switched_workspace
 
 from reindex import api
-from reindex import cutover as co
-from reindex.locks import LockLost
-from reindex.manifests import read_live, read_population
+from reindex.decisions import cutover as co
+from reindex.books.locks import LockLost
+from reindex.books.manifests import read_live, read_population
 from reindex.usecases import backends
 
 

@@ -16,7 +16,7 @@ from helpers_index import SAMPLE
 from reindex import api
 from reindex.planner import DocsSummary, LiveDocs
 from reindex.planner._live_docs import STATE_COLUMNS, _doc_states
-from reindex.manifests import (
+from reindex.books.manifests import (
     chunk_manifest_keys,
     chunk_manifest_part_rows,
     chunk_summary_key,

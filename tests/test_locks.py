@@ -27,9 +27,9 @@ from helpers_locks import (
 )
 
 import reindex
-import reindex.locks as locks_module
+import reindex.books.locks as locks_module
 from reindex.errors import StateError, TransientError
-from reindex.locks import (
+from reindex.books.locks import (
     IndexLock,
     LockHeld,
     LockLost,
@@ -39,7 +39,7 @@ from reindex.locks import (
     parse_lock,
     read_lock,
 )
-from reindex.stores.objects import ObjectStore, S3ObjectStore, open_object_store
+from reindex.adapters.stores.objects import ObjectStore, S3ObjectStore, open_object_store
 
 KEY = lock_key("docs")
 

@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from reindex import measure as m
-from reindex.chunkers import make_chunker
+from reindex.adapters.chunkers import make_chunker
 from reindex.cli import main
-from reindex.config import chunker_spec, parse_chunker_spec
+from reindex.domain.config import chunker_spec, parse_chunker_spec
 from reindex.errors import ChunkerError
-from reindex.tokenizers import load_tokenizer
+from reindex.adapters.tokenizers import load_tokenizer
 
 WS = load_tokenizer("whitespace")
 

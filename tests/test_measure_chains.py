@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 import reindex
-from reindex.chunkers import make_chunker
+from reindex.adapters.chunkers import make_chunker
 from reindex.cli import main
-from reindex.tokenizers import load_tokenizer
+from reindex.adapters.tokenizers import load_tokenizer
 
 SAMPLE = Path(reindex.__file__).resolve().parent / "sample"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from reindex import measure as m
-from reindex.chunkers import make_chunker
-from reindex.tokenizers import load_tokenizer
+from reindex.adapters.chunkers import make_chunker
+from reindex.adapters.tokenizers import load_tokenizer
 
 WS = load_tokenizer("whitespace")
 CHAR = load_tokenizer("char")

@@ -12,10 +12,10 @@ import pytest
 
 from reindex import measure as m
 from reindex.measure import sticky as ms
-from reindex.chunkers import make_chunker
-from reindex.chunkers.sticky import StickyConfig
-from reindex.config import RechunkConfig
-from reindex.tokenizers import load_tokenizer
+from reindex.adapters.chunkers import make_chunker
+from reindex.adapters.chunkers.sticky import StickyConfig
+from reindex.domain.config import RechunkConfig
+from reindex.adapters.tokenizers import load_tokenizer
 
 WS = load_tokenizer("whitespace")
 

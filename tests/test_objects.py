@@ -10,7 +10,7 @@ import pytest
 from helpers_locks import serialise_moto_writes
 
 from reindex.errors import StateError, TransientError
-from reindex.stores.objects import (
+from reindex.adapters.stores.objects import (
     LocalObjectStore,
     ObjectStore,
     S3ObjectStore,
@@ -263,7 +263,7 @@ def test_s3_server_errors_are_transient_by_status_whatever_their_code() -> None:
     # its error code; a 4xx is not.
     import botocore.exceptions as bex
 
-    from reindex.stores.objects import is_transient
+    from reindex.adapters.stores.objects import is_transient
 
     def err(code: str, status: int) -> Exception:
         return bex.ClientError({"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}},

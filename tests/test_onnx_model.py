@@ -113,7 +113,7 @@ def test_calibrate_json_reports_each_backend_against_float32_torch(workspace: Pa
 def test_an_int8_vector_does_not_depend_on_the_batch_it_is_embedded_in(workspace: Path) -> None:
     """Dynamic quantisation scales activations over the whole input: batched, a text's int8 vector moved with
     its neighbours and their padding (least cosine 0.98 alone vs in a batch). Each text now runs alone."""
-    from reindex.embedders import sentence_transformers as st
+    from reindex.adapters.embedders import sentence_transformers as st
 
     model = st._load(str(st.resolve_model_path("sentence-transformers/all-MiniLM-L6-v2")), "onnx", "int8", "cpu")
     texts = [t * (1 + i % 4) for i, t in enumerate(TOPICS)]  # lengths 1× to 4×: padding in every call

@@ -12,8 +12,8 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from reindex.config import EmbedConfig, VectorHalf
-from reindex.embedders import make_embedder
+from reindex.domain.config import EmbedConfig, VectorHalf
+from reindex.adapters.embedders import make_embedder
 from reindex.errors import ConfigError, ModelError
 
 KEY = "sk-test-very-secret-123"
@@ -196,7 +196,7 @@ def test_retry_after_pauses_every_request_of_the_shared_client(monkeypatch: pyte
 
 
 def test_a_429_slows_the_pace_and_successes_restore_it() -> None:
-    from reindex.embedders.openai import _Pacer
+    from reindex.adapters.embedders.openai import _Pacer
 
     pacer = _Pacer(requests_per_minute=6000, tokens_per_minute=None)  # 100 requests/s
     pacer.throttle(None)
@@ -215,7 +215,7 @@ def test_a_429_slows_the_pace_and_successes_restore_it() -> None:
 def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
     from email.utils import formatdate
 
-    from reindex.embedders.openai import _retry_after
+    from reindex.adapters.embedders.openai import _retry_after
 
     assert _retry_after("3") == 3.0 and _retry_after("0.5") == 0.5
     assert 8 <= _retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10

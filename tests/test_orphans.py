@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers_index import REINDEX_BIN, Workspace, subprocess_env
-from reindex.orphans import OWNER_VARIABLE, find_orphans, stop_orphans
+from reindex.foundation.orphans import OWNER_VARIABLE, find_orphans, stop_orphans
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 

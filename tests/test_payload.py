@@ -11,7 +11,7 @@ import pytest
 from helpers_index import read_log
 
 from reindex import api
-from reindex.manifests import read_live
+from reindex.books.manifests import read_live
 
 DOCS = [
     {"id": "a", "text": "Alpha documents talk about apples and orchards. " * 6, "lang": "en", "author": "ann"},
@@ -183,7 +183,7 @@ def test_a_text_edit_with_a_metadata_change_embeds_only_the_new_text(ws: Path) -
 def test_a_population_written_with_the_text_key_is_read_and_upgraded_in_place(ws: Path) -> None:
     """A live population from before the payload contract (text under ``text``, a record without a payload
     section) is still read by query and cutover, and the next plan rewrites its payloads in place."""
-    from reindex.manifests import write_population
+    from reindex.books.manifests import write_population
 
     _write_config(ws, [])
     live = _build(ws)

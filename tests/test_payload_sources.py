@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from reindex.config import SourceConfig
+from reindex.domain.config import SourceConfig
 from reindex.errors import SourceError
-from reindex.identity import content_hash
-from reindex.sources import ScanReport, open_source
-from reindex.sources.base import title_of
+from reindex.domain.identity import content_hash
+from reindex.adapters.sources import ScanReport, open_source
+from reindex.adapters.sources.base import title_of
 
 
 def _scan(cfg: SourceConfig) -> dict:

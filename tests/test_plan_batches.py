@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers_index import Workspace, read_log
-from reindex.manifests import shard_of
+from reindex.books.manifests import shard_of
 
 FOOTER = ("Copyright notice. This document is placed in the public domain or under the CC0-1.0-Universal "
           "license, whichever is more permissive. Questions about it go to the list, not to the authors.\n")
@@ -78,7 +78,7 @@ def test_a_text_another_document_of_the_batch_reuses_is_not_planned(tmp_path: Pa
 
 
 def test_a_shard_of_33_documents_is_two_batches_so_the_footer_is_embedded_twice(tmp_path: Path, embed_log: Path) -> None:
-    from reindex.manifests import DOC_BATCH
+    from reindex.books.manifests import DOC_BATCH
 
     ws = _workspace(tmp_path / "ws")
     shutil.rmtree(ws.corpus)

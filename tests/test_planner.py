@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from reindex import api
-from reindex.approvals import ApprovalError, check_approval, read_approval
+from reindex.planner.approvals import ApprovalError, check_approval, read_approval
 from reindex.cli import main
 from reindex.planner import PlanError, read_plan
 
@@ -68,8 +68,8 @@ def test_no_edit_replan_is_none(small: dict[str, Path]) -> None:
 def _identical_chunk_texts(old_spec: str, new_spec: str, docs: dict[str, str]) -> int:
     """Independent count: chunks of the new chunking whose text occurs among the same document's
     old chunks (chunkers called directly, no fingerprints)."""
-    from reindex.chunkers import make_chunker
-    from reindex.tokenizers import load_tokenizer
+    from reindex.adapters.chunkers import make_chunker
+    from reindex.adapters.tokenizers import load_tokenizer
 
     tok = load_tokenizer("whitespace")
     old_c, new_c = make_chunker(old_spec, tok), make_chunker(new_spec, tok)
@@ -316,7 +316,7 @@ def test_footprint_describes_the_configured_backend(small: dict[str, Path]) -> N
 def test_live_baseline_groups_rows_by_document_streaming_and_falls_back_for_scattered_rows() -> None:
     # The planner's live baseline is built from manifest rows one document at a time; rows of one document
     # that are not contiguous (a foreign manifest) must give the same states as contiguous ones.
-    from reindex.manifests import ManifestRow
+    from reindex.books.manifests import ManifestRow
     from reindex.planner._live_docs import _doc_states
 
     from reindex.planner._live_docs import STATE_COLUMNS

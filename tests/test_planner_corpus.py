@@ -40,8 +40,8 @@ def test_snapshot_change_is_document_scoped(pep: dict) -> None:
 
 
 def test_chunker_change_reuses_exactly_the_identical_texts(pep: dict) -> None:
-    from reindex.chunkers import make_chunker
-    from reindex.tokenizers import load_tokenizer
+    from reindex.adapters.chunkers import make_chunker
+    from reindex.adapters.tokenizers import load_tokenizer
 
     plan = pep["exact"]
     assert plan.kind == "pipeline-scoped/text" and not plan.body["documents_changed"]

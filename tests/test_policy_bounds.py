@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from reindex.config import PipelineConfig
-from reindex.cutover import gate
-from reindex.identity import identity_of
+from reindex.domain.config import PipelineConfig
+from reindex.decisions.cutover import gate
+from reindex.domain.identity import identity_of
 from reindex.planner import (
     Baseline,
     approval_needed,

@@ -4,7 +4,7 @@ real `reindex apply --prefect`, is in tests/test_flows.py (it imports Prefect's 
 
 from __future__ import annotations
 
-from reindex.settings import temporary_server_failure
+from reindex.foundation.settings import temporary_server_failure
 
 LINE = ("error: Prefect's temporary API server (started because no PREFECT_API_URL is set) did not answer within 1 s "
         "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS; a busy machine starts it slowly): start a Prefect server "

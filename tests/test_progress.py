@@ -11,8 +11,8 @@ import pytest
 from helpers_index import Workspace
 
 from reindex.errors import ModelError, TransientError
-from reindex.eta import progress_line
-from reindex.progress import ProgressCounts, format_eta
+from reindex.engine.eta import progress_line
+from reindex.terminal.progress import ProgressCounts, format_eta
 from reindex import api
 
 

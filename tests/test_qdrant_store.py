@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from reindex.errors import TransientError
-from reindex.stores.opening import open_vector_store
-from reindex.domain import HNSW_DEFAULTS
-from reindex.stores.qdrant import Hit, Point, QdrantStore, VectorStore, VectorStoreError
+from reindex.adapters.stores.opening import open_vector_store
+from reindex.domain.kinds import HNSW_DEFAULTS
+from reindex.adapters.stores.qdrant import Hit, Point, QdrantStore, VectorStore, VectorStoreError
 
 DIM = 8
 
@@ -221,8 +221,8 @@ BATCH = 64
 _WRITER = f"""
 import os, signal, sys, uuid
 import numpy as np
-from reindex.stores.opening import open_vector_store
-from reindex.stores.vectors import Point
+from reindex.adapters.stores.opening import open_vector_store
+from reindex.adapters.stores.vectors import Point
 B, DIM = {BATCH}, 32
 backend, crash_in_batch, stop_after = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
@@ -235,7 +235,7 @@ store = open_vector_store(None, sys.argv[1], backend=backend)
 if crash_in_batch:
     # A crash point inside the next batch: the engine has taken the points, the commit has not happened.
     if backend == "edge":
-        from reindex.stores.edge import EdgeStore
+        from reindex.adapters.stores.edge import EdgeStore
         def _apply(self, o, op, action, size=0):
             o.shard.update(op)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -409,7 +409,7 @@ def test_batched_commit_self_check_and_fallback(
 
     from qdrant_client.local.persistence import CollectionPersistence
 
-    from reindex.stores import qdrant as q
+    from reindex.adapters.stores import qdrant as q
 
     monkeypatch.setattr(q, "_BATCHING", {})
     assert q.batched_commit_available()  # qdrant-client 1.20.0, as pinned
@@ -442,7 +442,7 @@ def test_batched_commit_self_check_and_fallback(
 
 def test_local_mode_metadata_is_fsynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Aliases and collections (meta.json) are fsynced, file and folder, before the call returns."""
-    import reindex.stores.qdrant as q
+    import reindex.adapters.stores.qdrant as q
 
     synced: list[str] = []
     real_fsync, real_dir = os.fsync, q.fsync_dir

@@ -60,7 +60,7 @@ def test_query_works_from_another_process_while_apply_and_cutover_run(tmp_path: 
 
 def _count_opens(monkeypatch) -> dict[str, int]:
     """Counts of read-only stores opened (``vector_reader_for``) and of edge generations loaded."""
-    from reindex.stores.edge import _engine
+    from reindex.adapters.stores.edge import _engine
     from reindex.usecases import backends
 
     counts = {"readers": 0, "loads": 0}

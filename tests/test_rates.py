@@ -17,11 +17,11 @@ import pytest
 from helpers_index import Workspace
 from helpers_models import TINY_HIDDEN, build_tiny_model
 from reindex import api
-from reindex.identity import identity_of
-from reindex.manifests import read_calibration, read_measured_rate, write_calibration
+from reindex.domain.identity import identity_of
+from reindex.books.manifests import read_calibration, read_measured_rate, write_calibration
 from reindex.reports import plan_text
 from reindex.runners import ThreadRunner
-from reindex.throughput import CpuClock, plan_rate
+from reindex.foundation.throughput import CpuClock, plan_rate
 from reindex.usecases import backends
 from reindex.usecases.plan import rates_for
 

@@ -361,7 +361,7 @@ def test_write_reports_beside_the_plan(tmp_path):
 def test_reports_of_a_real_plan(tmp_path):
     """The planner's own body, end to end: a tiny corpus re-chunked, plan and reports written by the API."""
     from reindex import api
-    from reindex.config import default_config_yaml
+    from reindex.domain.config import default_config_yaml
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()

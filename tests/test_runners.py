@@ -10,8 +10,8 @@ import pytest
 
 from helpers_index import Workspace, config_text, prefect_api_url
 from reindex import api
-from reindex.execution import shard_of
-from reindex.pipeline import TextPipeline
+from reindex.engine.execution import shard_of
+from reindex.adapters.pipeline import TextPipeline
 from reindex.runners import ShardJob, ThreadRunner, summarize
 from reindex.usecases import backends
 
@@ -41,7 +41,7 @@ def _scenario(root: Path, runner: Any, monkeypatch: pytest.MonkeyPatch) -> dict:
     broken = next(d for d in docs if shard_of(d, 4) == 1)
     edited = next(d for d in docs if shard_of(d, 4) == 2)
 
-    # The shards take the plan's chunks (reindex.carried) and never run the chunker on this document: the bug is
+    # The shards take the plan's chunks (reindex.books.carried) and never run the chunker on this document: the bug is
     # injected where every shard still reads each document's text.
     real_text = TextPipeline.document_text
 
@@ -110,7 +110,7 @@ def test_summarize_runs_catch_up_only_after_a_clean_run() -> None:
 
 def _fail_shard_2(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Make shard 2 raise in every apply until restored; returns the real ``run_shard``."""
-    import reindex.execution as execution
+    import reindex.engine.execution as execution
 
     real = execution.run_shard
 
@@ -145,7 +145,7 @@ def test_the_default_runner_is_in_process_unless_a_prefect_api_is_configured(
     (tmp_path / "prefect-home").mkdir()
     (tmp_path / "prefect-home" / "profiles.toml").write_text(
         'active = "local"\n[profiles.local]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n', encoding="utf-8")
-    from reindex import settings
+    from reindex.foundation import settings
 
     assert settings.prefect_api_url() == "http://127.0.0.1:9/api"
     assert type(backends.shard_runner()).__name__ == "PrefectRunner"
@@ -319,7 +319,7 @@ def test_a_resumed_apply_skips_the_shards_that_finished(tmp_path: Path, monkeypa
     # Found by the sampled mutmut run: only the kill tests (child processes) showed that a shard with a
     # manifest is not run again. In process: shard 2 fails, the re-apply runs shard 2 alone and embeds only
     # its texts; the others are skipped.
-    import reindex.execution as execution
+    import reindex.engine.execution as execution
 
     ws = Workspace(tmp_path / "ws")
     plan, path = ws.plan()

@@ -14,9 +14,9 @@ import pytest
 
 from helpers_index import REINDEX_BIN, Workspace, subprocess_env, switched_workspace
 from reindex import api
-from reindex.cutover import CutoverError
+from reindex.decisions.cutover import CutoverError
 from reindex.errors import PlanError
-from reindex.manifests import Population, read_live, read_population, write_population
+from reindex.books.manifests import Population, read_live, read_population, write_population
 
 
 @pytest.fixture
@@ -72,8 +72,8 @@ def test_a_population_missing_points_is_refused_by_rollback_and_cutover(switched
 def test_a_sampled_point_holding_another_text_is_refused_by_rollback(switched: dict) -> None:
     # verify_population samples manifest rows (every len/32-th, from the first) and compares each stored
     # point's fingerprint with its row's: the first row is always sampled.
-    from reindex.cutover import verify_population
-    from reindex.manifests import read_chunk_manifest
+    from reindex.decisions.cutover import verify_population
+    from reindex.books.manifests import read_chunk_manifest
 
     t = switched
     ws, b = t["ws"], t["b"]
@@ -314,7 +314,7 @@ def _tamper(path: Path, edit) -> None:
 
 
 def test_a_self_approved_plan_file_is_refused(tmp_path: Path) -> None:
-    from reindex.approvals import ApprovalError
+    from reindex.planner.approvals import ApprovalError
     from reindex.errors import PlanError
 
     ws = Workspace(tmp_path / "ws")
@@ -423,7 +423,7 @@ def test_a_cutover_of_a_current_shadow_catches_up_nothing(switched: dict) -> Non
 def test_gc_never_picks_a_population_an_alias_points_at_even_if_its_record_says_retired(switched: dict) -> None:
     """gc's own guard, alone (the store's guard in delete_population is tested apart): a record that says
     retired (a killed bookkeeping step, a hand edit) must not make the live population a candidate."""
-    from reindex import cutover as co
+    from reindex.decisions import cutover as co
 
     ws, a = switched["ws"], switched["a"]
     state = ws.state()
@@ -439,7 +439,7 @@ def test_gc_never_picks_a_population_an_alias_points_at_even_if_its_record_says_
 
 def test_delete_population_refuses_a_population_an_alias_points_at(switched: dict) -> None:
     """The guard inside delete_population, alone: called directly, it refuses and deletes nothing."""
-    from reindex import cutover as co
+    from reindex.decisions import cutover as co
 
     ws, a = switched["ws"], switched["a"]
     state = ws.state()
@@ -451,7 +451,7 @@ def test_apply_refuses_to_start_without_disk_for_the_plans_peak_footprint(tmp_pa
     """Issue 22: on a full disk apply died of SIGBUS (writes through memory maps) with no message. It now
     checks the free space of the store's disk against the plan's peak footprint before writing anything."""
     from reindex.errors import StateError
-    from reindex.stores.edge import generation_copy_bytes
+    from reindex.adapters.stores.edge import generation_copy_bytes
     from reindex.usecases import backends
     from reindex.usecases.disk import EDGE_BUILD_OVERHEAD_BYTES
 
@@ -498,7 +498,7 @@ def test_apply_refuses_to_start_without_disk_for_the_plans_peak_footprint(tmp_pa
 def test_a_cutover_whose_catch_up_fails_for_a_document_refuses_and_leaves_the_alias(
     switched: dict, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from reindex.pipeline import TextPipeline
+    from reindex.adapters.pipeline import TextPipeline
 
     ws, a, path = switched["ws"], switched["a"], switched["path"]
     edited = ws.edit_documents()

@@ -24,12 +24,13 @@ import numpy as np
 import pytest
 
 from helpers_index import stop_group, Workspace, subprocess_env, wait_for_workers
-from reindex import api, execution, workers
+from reindex import api
+from reindex.engine import execution, workers
 from reindex.errors import ApprovalError, ConfigError, LockLost
-from reindex.locks import Fence, acquire_lock, lock_key, read_lock
-from reindex.manifests import read_shard_manifest
+from reindex.books.locks import Fence, acquire_lock, lock_key, read_lock
+from reindex.books.manifests import read_shard_manifest
 from reindex.runners import ShardJob, failure_of, parse_task_runner, summarize
-from reindex.stores.objects import open_object_store
+from reindex.adapters.stores.objects import open_object_store
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 DASK = Path(sys.executable).with_name("dask")
@@ -428,7 +429,7 @@ def test_a_coordinator_that_loses_its_lock_stops_every_write(tmp_path: Path, ref
     _same_as_reference(ws, again.collection, reference["initial"])
 
 
-WORKER_SCRIPT = "import json, sys\nfrom reindex.workers import run_shard_spec\nprint(json.dumps(run_shard_spec(json.load(sys.stdin))))\n"
+WORKER_SCRIPT = "import json, sys\nfrom reindex.engine.workers import run_shard_spec\nprint(json.dumps(run_shard_spec(json.load(sys.stdin))))\n"
 
 
 def _in_process(spec: workers.ShardSpec) -> subprocess.CompletedProcess:
@@ -509,7 +510,7 @@ def test_s3_state_shared_by_the_coordinator_and_the_workers(tmp_path: Path, refe
     extra = f"state: {{uri: 's3://{s3_bucket}/ws', endpoint_url: '{s3_server}'}}\nstore: {{path: ./qdrant}}\n"
     ws = Workspace(tmp_path / "ws", extra=extra)
     _, path = ws.plan()  # the initial build (no approval needed)
-    from reindex.progress import ProgressCounts
+    from reindex.terminal.progress import ProgressCounts
 
     counts = ProgressCounts()
     r = api.apply_plan(path, ws.config, task_runner=f"dask:{dask_cluster['address']}", prefect=False,

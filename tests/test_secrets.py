@@ -150,7 +150,7 @@ def test_a_secret_in_params_or_a_url_is_refused_in_one_line_without_echoing_it(
 
 
 def test_the_secret_rule_tells_secrets_from_sizes_and_flags() -> None:
-    from reindex.config import config_from_dict, is_secret_name
+    from reindex.domain.config import config_from_dict, is_secret_name
 
     assert all(map(is_secret_name, ["api_key", "openai_api_key", "apiKey", "APIKey", "X-Api-Key", "hf_token",
                                     "access_token", "client_secret", "password", "sig", "X-Amz-Credential"]))
@@ -169,7 +169,7 @@ def test_the_secret_rule_tells_secrets_from_sizes_and_flags() -> None:
 
 
 def test_a_record_written_before_the_rule_still_reads_and_its_secret_is_masked_in_the_plan() -> None:
-    from reindex.config import config_from_dict
+    from reindex.domain.config import config_from_dict
     from reindex.planner import explain_changes
 
     key, url = "sk-live-SECRET-in-an-old-record", "https://api.example/v1?api_key=sk-live-SECRET-in-the-url"
@@ -189,8 +189,8 @@ def test_a_record_written_before_the_rule_still_reads_and_its_secret_is_masked_i
 
 
 def test_the_names_of_secret_variables_are_in_no_id_and_no_digest() -> None:
-    from reindex.config import config_from_dict
-    from reindex.identity import config_digest, identity_of
+    from reindex.domain.config import config_from_dict
+    from reindex.domain.identity import config_digest, identity_of
 
     def cfg(vector_params: dict, chunker_params: dict):
         return config_from_dict({"index": "docs", "source": "/c", "vector": {

@@ -17,11 +17,11 @@ from click.testing import CliRunner
 from helpers_browser import CHROMIUM, Browser
 from reindex import api
 from reindex.cli import main
-from reindex.config import CutoverConfig, PipelineConfig, load_config
-from reindex.cutover import gate, segment_rules
+from reindex.domain.config import CutoverConfig, PipelineConfig, load_config
+from reindex.decisions.cutover import gate, segment_rules
 from reindex.errors import ConfigError
-from reindex.evaluation import NO_SEGMENT, Query, aggregate, read_queries, segment_of, segment_results
-from reindex.stats import holm_bootstrap, holm_levels, paired_bootstrap, quantile, bootstrap_means
+from reindex.decisions.evaluation import NO_SEGMENT, Query, aggregate, read_queries, segment_of, segment_results
+from reindex.foundation.stats import holm_bootstrap, holm_levels, paired_bootstrap, quantile, bootstrap_means
 
 K = 10
 
@@ -346,9 +346,9 @@ def test_the_html_report_renders_tables_and_a_rank_change_chart_per_segment_in_c
 def test_evidence_is_looked_for_as_each_side_normalises_text() -> None:
     from functools import partial
 
-    from reindex.config import NormaliserConfig
-    from reindex.evaluation import Candidate, SideResult, score_query
-    from reindex.sources.extract import normalise
+    from reindex.domain.config import NormaliserConfig
+    from reindex.decisions.evaluation import Candidate, SideResult, score_query
+    from reindex.adapters.sources.extract import normalise
 
     quoted = "这意味着 `CLAUDE.md` 如果过于臃肿，重要规则更容易被忽略。"  # as the queries file quotes it
     nfkc = partial(normalise, cfg=NormaliserConfig(unicode="NFKC"))

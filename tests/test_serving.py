@@ -22,12 +22,14 @@ import pytest
 from helpers_index import REINDEX_BIN, Workspace, subprocess_env
 from helpers_serving import CLEAN, NOISY, LatentEmbeddings, vector_line
 
-from reindex import api, execution
+from reindex import api
+
+from reindex.engine import execution
 from reindex.api import Index
-from reindex.evaluation import sentences
-from reindex.manifests import read_serving, write_serving
-from reindex.pairs import PairSet, read_pairs, runs_with_pairs
-from reindex.serving import fit_procrustes, fit_ridge
+from reindex.decisions.evaluation import sentences
+from reindex.books.manifests import read_serving, write_serving
+from reindex.books.pairs import PairSet, read_pairs, runs_with_pairs
+from reindex.decisions.serving import fit_procrustes, fit_ridge
 
 TESTS = Path(__file__).resolve().parent
 LENIENT = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
@@ -115,8 +117,8 @@ def test_a_bridge_fitted_on_a_known_linear_map_recovers_it_and_not_one_that_is_n
 def test_the_gate_needs_the_lower_bound_above_the_margin_and_never_passes_by_ceiling() -> None:
     from types import SimpleNamespace
 
-    from reindex.evaluation import aggregate
-    from reindex.serving import choose_mode, mode_rules
+    from reindex.decisions.evaluation import aggregate
+    from reindex.decisions.serving import choose_mode, mode_rules
 
     serving = SimpleNamespace(metric="ndcg", min_delta=0.0, min_pairs=100)
     cutover = SimpleNamespace(min_recall_delta=-0.02)

@@ -12,7 +12,7 @@ import pytest
 
 from helpers_index import Workspace
 from reindex import api
-from reindex.approvals import approval_path
+from reindex.planner.approvals import approval_path
 from reindex.errors import ApprovalError
 
 KEY_ENV = "REINDEX_TEST_APPROVAL_KEY"

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from helpers_index import SAMPLE, Workspace
 
 from reindex.cli import main
-from reindex.config import SourceConfig
-from reindex.sources import ScanReport, open_source
+from reindex.domain.config import SourceConfig
+from reindex.adapters.sources import ScanReport, open_source
 
 MARKER = "zebracorn-outside-the-source-folder"
 PASSWD = "outside the source: symlink to a file outside the source folder (/etc/passwd); not read (set " \
@@ -196,8 +196,8 @@ def test_a_live_document_that_becomes_an_outside_link_is_unreadable_not_removed(
 def test_follow_symlinks_is_in_the_config_digest_only_when_on() -> None:
     """A plan made before the field existed recorded these digests (pinned from main b4bcc57): it still applies;
     a plan made with links followed does not apply once they are not (and the corpus digest would differ too)."""
-    from reindex.config import config_from_dict
-    from reindex.identity import config_digest, identity_of, legacy_config_digest
+    from reindex.domain.config import config_from_dict
+    from reindex.domain.identity import config_digest, identity_of, legacy_config_digest
 
     def cfg(**source: object):
         return config_from_dict({"index": "docs", "source": {"uri": "/a/corpus", **source}, "vector": {"provider": "hash"}})

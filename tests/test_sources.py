@@ -12,10 +12,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from reindex.config import NormaliserConfig, SourceConfig
+from reindex.domain.config import NormaliserConfig, SourceConfig
 from reindex.errors import SourceError, StateError
-from reindex.identity import content_hash
-from reindex.sources import (
+from reindex.domain.identity import content_hash
+from reindex.adapters.sources import (
     DirectorySource,
     Document,
     JsonlSource,
@@ -26,7 +26,7 @@ from reindex.sources import (
     normalise,
     open_source,
 )
-from reindex.stores.objects import S3ObjectStore, open_object_store
+from reindex.adapters.stores.objects import S3ObjectStore, open_object_store
 
 
 def scan_all(uri: str | SourceConfig) -> tuple[list[Document], ScanReport]:
@@ -391,7 +391,7 @@ def test_scan_memory_does_not_grow_with_corpus(tmp_path: Path) -> None:
 
 
 def test_keep_skips_unwanted_documents_unread_but_still_reports_duplicates(tmp_path: Path) -> None:
-    from reindex.sources import open_source
+    from reindex.adapters.sources import open_source
 
     p = tmp_path / "docs.jsonl"
     rows = [{"id": "a", "text": "alpha"}, {"id": "b", "text": "beta"}, {"id": "b", "text": "again"},

@@ -20,11 +20,11 @@ from click.testing import CliRunner
 from helpers_models import TINY_HIDDEN, build_tiny_model
 from reindex import api
 from reindex.cli import main
-from reindex.config import VectorHalf
-from reindex.embedders import make_embedder, model_files
-from reindex.identity import vector_id
+from reindex.domain.config import VectorHalf
+from reindex.adapters.embedders import make_embedder, model_files
+from reindex.domain.identity import vector_id
 from reindex.usecases.configure import resolve
-from reindex.models import digest_path, is_static_folder
+from reindex.domain.models import digest_path, is_static_folder
 
 SAMPLE = Path(api.__file__).resolve().parent / "sample" / "corpus"
 
@@ -63,7 +63,7 @@ def _static(model: Path | str, dimension: int = TINY_HIDDEN) -> VectorHalf:
 def test_a_sentence_transformers_folder_is_distilled_offline_once_and_identified_by_its_files(
     tiny: Path, no_network: list, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reindex.embedders import static
+    from reindex.adapters.embedders import static
 
     runs: list[Path] = []
     real = static._distill_quietly
@@ -191,7 +191,7 @@ def _write(path: Path, text: str) -> Path:
 
 
 def _config(root: Path, vector: VectorHalf):
-    from reindex.config import PipelineConfig
+    from reindex.domain.config import PipelineConfig
 
     return PipelineConfig(index="docs", source=str(root), vector=vector)
 

@@ -116,7 +116,7 @@ def test_an_apply_whose_lock_was_overwritten_behind_its_back_stops_at_its_next_c
     confirms its lock before its next commit point, sees the other holder and stops: exit 1, one line, no
     further chunk-manifest part or shard manifest, the other holder's lock left as it is. (Its heartbeat
     renews every 40 s: without the confirmation it would have finished exit 0.)"""
-    from reindex.manifests import chunk_manifest_keys, read_shard_manifest
+    from reindex.books.manifests import chunk_manifest_keys, read_shard_manifest
     from reindex.planner import read_plan
 
     ws, _live, path, proc = paused_apply

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from reindex.chunkers import make_chunker
-from reindex.chunkers._segments import Doc
-from reindex.chunkers.sticky import (
+from reindex.adapters.chunkers import make_chunker
+from reindex.adapters.chunkers._segments import Doc
+from reindex.adapters.chunkers.sticky import (
     StickyConfig,
     align_previous,
     chunk_drift,
@@ -23,10 +23,10 @@ from reindex.chunkers.sticky import (
     sticky_chunks,
     wasserstein1,
 )
-from reindex.config import RechunkConfig
+from reindex.domain.config import RechunkConfig
 from reindex.errors import ChunkerError
 from reindex.measure import recompute
-from reindex.tokenizers import load_tokenizer
+from reindex.adapters.tokenizers import load_tokenizer
 
 SETTINGS = settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 TOKENIZERS = ["whitespace", "char", "all-MiniLM-L6-v2"]
@@ -285,9 +285,9 @@ def test_size_bounds() -> None:
 
 
 def test_pipeline_rechunk_text_is_sticky_only_when_configured() -> None:
-    from reindex.config import RecursiveChunkerConfig, TextHalf
-    from reindex.identity import fingerprint, point_ids
-    from reindex.pipeline import TextPipeline
+    from reindex.domain.config import RecursiveChunkerConfig, TextHalf
+    from reindex.domain.identity import fingerprint, point_ids
+    from reindex.adapters.pipeline import TextPipeline
 
     half = TextHalf(chunker=RecursiveChunkerConfig(size=6), tokenizer="whitespace", tokenizer_revision="builtin-v1")
     old = "a b c d e\n\nf g h i j\n\nk l m n o\n\n"
@@ -310,7 +310,7 @@ def test_pipeline_rechunk_text_is_sticky_only_when_configured() -> None:
 
 
 def test_config_refuses_sticky_with_an_overlapping_chunker() -> None:
-    from reindex.config import config_from_dict
+    from reindex.domain.config import config_from_dict
     from reindex.errors import ConfigError
 
     with pytest.raises(ConfigError, match="sticky needs a non-overlapping token-limited chunker"):
@@ -387,8 +387,8 @@ def test_isolating_an_edit_cuts_at_sentence_ends_and_stays_deterministic() -> No
 
 
 def test_isolate_edits_is_a_text_setting() -> None:
-    from reindex.config import TextHalf
-    from reindex.identity import text_id
+    from reindex.domain.config import TextHalf
+    from reindex.domain.identity import text_id
 
     assert StickyConfig.of("recursive:size=250", RechunkConfig(mode="sticky", isolate_edits=True)).isolate_edits
     assert not StickyConfig.of("recursive:size=250", RechunkConfig(mode="sticky", isolate_edits=False)).isolate_edits
@@ -410,7 +410,7 @@ def test_reuse_floor_partitions_the_new_text() -> None:
 def test_an_unchanged_document_is_recognised_however_often_a_short_chunk_repeats() -> None:
     """A one-character chunk (left by an earlier edit) whose text occurs far more than MAX_OCCURRENCES
     times before its own place is still found there, so the unchanged document comes back as it was."""
-    from reindex.chunkers.sticky import MAX_OCCURRENCES
+    from reindex.adapters.chunkers.sticky import MAX_OCCURRENCES
 
     tok, chunker, cfg = _setup("char", "markdown:size=10")
     previous = ["alpha alp", "ha alpha "] * 40 + ["a", ".\n\n", "beta beta "]
@@ -420,7 +420,7 @@ def test_an_unchanged_document_is_recognised_however_often_a_short_chunk_repeats
     assert [c.text for c in got.chunks] == previous and got.kept == len(previous) and not got.recut
     # The same after an edit in front of it: the chunks after the edit are found where they moved to.
     # (Drift control off: these hand-made chunks are far from what the chunker would cut.)
-    from reindex.chunkers.sticky import StickyConfig
+    from reindex.adapters.chunkers.sticky import StickyConfig
 
     edited = "New first line.\n\n" + text
     loose = StickyConfig(1, cfg.hi, float("inf"), 1.0)

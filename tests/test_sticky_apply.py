@@ -15,9 +15,9 @@ import pytest
 
 from helpers_index import REINDEX_BIN, Workspace, read_log, subprocess_env
 from reindex import api
-from reindex.manifests import read_chunk_manifest, read_chunk_texts, shard_of
-from reindex.pipeline import TextPipeline
-from reindex.identity import identity_of
+from reindex.books.manifests import read_chunk_manifest, read_chunk_texts, shard_of
+from reindex.adapters.pipeline import TextPipeline
+from reindex.domain.identity import identity_of
 from reindex.reports import plan_markdown, plan_text
 
 STATELESS = "text: {chunker: {kind: recursive, size: 150}}"
@@ -138,7 +138,7 @@ def test_missing_chunk_texts_mean_a_stateless_cut_in_plan_and_apply(tmp_path: Pa
 def test_a_half_written_chunk_text_part_is_reported_by_the_plan(tmp_path: Path) -> None:
     """Issue 22: a chunk-text part that exists but lacks texts of its documents' chunks (a valid Parquet
     file, half its rows) was tolerated silently; the plan now names the part and what it costs."""
-    from reindex.manifests import read_chunk_texts_part, shard_name, write_chunk_texts_part
+    from reindex.books.manifests import read_chunk_texts_part, shard_name, write_chunk_texts_part
 
     ws = _workspace(tmp_path / "ws")
     live = ws.build_live()
@@ -183,8 +183,8 @@ def test_drift_control_recut_is_planned_and_applied_alike(tmp_path: Path, embed_
 
 
 def _documents(ws: Workspace) -> list:
-    from reindex.sources import open_source
-    from reindex.sources.base import ScanReport
+    from reindex.adapters.sources import open_source
+    from reindex.adapters.sources.base import ScanReport
 
     return list(open_source(ws.cfg().source).scan(ScanReport()))
 
@@ -263,7 +263,7 @@ def test_an_explicit_baseline_plans_sticky_work_like_the_live_one(tmp_path: Path
 
 
 def _text_parts(ws: Workspace, collection: str) -> dict[str, set[str]]:
-    from reindex.manifests import read_chunk_texts_part
+    from reindex.books.manifests import read_chunk_texts_part
 
     state = ws.state()
     names = [k.rsplit("/", 1)[-1].removesuffix(".parquet") for k in state.list(f"indexes/docs/populations/{collection}/chunk-texts/")]
@@ -271,7 +271,7 @@ def _text_parts(ws: Workspace, collection: str) -> dict[str, set[str]]:
 
 
 def _manifest_parts(ws: Workspace, collection: str) -> dict[str, set[str]]:
-    from reindex.manifests import shard_name
+    from reindex.books.manifests import shard_name
 
     out: dict[str, set[str]] = {}
     for r in ws.manifest_rows(collection):
@@ -282,7 +282,7 @@ def _manifest_parts(ws: Workspace, collection: str) -> dict[str, set[str]]:
 def test_text_parts_hold_the_current_and_the_replaced_manifest_and_nothing_older(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import reindex.execution as execution
+    import reindex.engine.execution as execution
 
     ws = _workspace(tmp_path / "ws")
     live = ws.build_live()
@@ -320,14 +320,14 @@ def test_text_parts_hold_the_current_and_the_replaced_manifest_and_nothing_older
 
 
 def shard_name_of(doc_id: str) -> str:
-    from reindex.manifests import shard_name
+    from reindex.books.manifests import shard_name
 
     return shard_name(shard_of(doc_id, 4))
 
 
 def test_read_chunk_texts_returns_only_the_wanted_fingerprints(tmp_path: Path) -> None:
-    from reindex.manifests import write_chunk_texts_part
-    from reindex.stores.objects import open_object_store
+    from reindex.books.manifests import write_chunk_texts_part
+    from reindex.adapters.stores.objects import open_object_store
 
     store = open_object_store(str(tmp_path / "state"))
     write_chunk_texts_part(store, "docs", "c1", "shard-0000", {"a": "alpha", "b": "beta"})
@@ -371,8 +371,8 @@ def test_texts_found_only_under_another_part_name_are_used_by_plan_and_apply_ali
 
 
 def test_the_rechunk_tally_adds_up_documents() -> None:
-    from reindex.chunkers.sticky import Drift, Rechunked
-    from reindex.config import RechunkConfig
+    from reindex.adapters.chunkers.sticky import Drift, Rechunked
+    from reindex.domain.config import RechunkConfig
     from reindex.planner._work import RechunkTally
 
     tally = RechunkTally()

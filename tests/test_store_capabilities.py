@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from reindex.config import config_from_dict
+from reindex.domain.config import config_from_dict
 from reindex.planner._work import backend_of
-from reindex.stores.opening import REGISTRY, backend_for
-from reindex.stores.vectors import VectorStoreError
+from reindex.adapters.stores.opening import REGISTRY, backend_for
+from reindex.adapters.stores.vectors import VectorStoreError
 from reindex.usecases import backends
 
 
@@ -39,7 +39,7 @@ def test_each_backend_declares_what_it_can_do(tmp_path, store, name, writers, be
 
 def test_a_backend_without_readers_beside_a_writer_refuses_a_reader_saying_what_to_do(tmp_path):
     cfg = _cfg(tmp_path, {"backend": "local"})
-    with pytest.raises(VectorStoreError, match="admits one process per folder.*reindex.stores.migrate"):
+    with pytest.raises(VectorStoreError, match="admits one process per folder.*reindex.adapters.stores.migrate"):
         backends.vector_reader_for(cfg)
     with backends.read_only_store(cfg) as store:  # what status and gc --dry-run use: the writer, since it must
         assert store is not None and not hasattr(store, "_read_only")

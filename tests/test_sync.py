@@ -13,7 +13,7 @@ from helpers_index import Workspace
 from reindex import api
 from reindex.api import Index, SyncPolicy
 from reindex.cli import main
-from reindex.locks import acquire_lock
+from reindex.books.locks import acquire_lock
 
 
 def _sync(ws: Workspace, code: int) -> dict:
@@ -205,7 +205,7 @@ def test_a_missing_live_record_is_rebuilt_from_the_alias_instead_of_planning_an_
     (ws.root / ".reindex" / "indexes" / "docs" / "live.json").unlink()
     plan, _ = ws.plan()
     assert plan.kind == "none", plan.kind  # not an initial build of every document
-    from reindex.manifests import read_live
+    from reindex.books.manifests import read_live
 
     rec = read_live(ws.state(), "docs")
     assert rec is not None and rec.collection == live and rec.state == "live"
@@ -367,7 +367,7 @@ def test_plans_go_to_plans_in_the_working_folder_and_nothing_to_do_says_so(tmp_p
 
 
 def test_a_cycle_holds_the_index_lock_as_a_sync_throughout(tmp_path: Path) -> None:
-    from reindex.locks import read_lock
+    from reindex.books.locks import read_lock
 
     ws = Workspace(tmp_path / "ws")
     seen: list = []

@@ -1,8 +1,8 @@
-"""Parquet reads decode on the calling thread (reindex.tables.USE_THREADS): a threaded read starts Arrow's CPU
+"""Parquet reads decode on the calling thread (reindex.foundation.tables.USE_THREADS): a threaded read starts Arrow's CPU
 thread pool, and a process exiting with it aborted now and then at interpreter exit (``terminate called without
 an active exception``, exit 134): 7 of 60 refused ``reindex apply`` runs of the demo's chunker change with two busy
 loops beside them, 0 of 60 with single-threaded reads (apache/arrow#34314). Measuring the abort needs dozens of
-runs on a loaded box; what this pins is that no read of ``reindex.tables`` asks Arrow for its pool."""
+runs on a loaded box; what this pins is that no read of ``reindex.foundation.tables`` asks Arrow for its pool."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from reindex import tables
+from reindex.foundation import tables
 
 
 def test_every_parquet_read_decodes_on_the_calling_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

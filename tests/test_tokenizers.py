@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reindex.errors import ReindexError, TokenizerError
-from reindex.tokenizers import CharTokenizer, Tokenizer, WhitespaceTokenizer, code_points, is_space, load_tokenizer
+from reindex.adapters.tokenizers import CharTokenizer, Tokenizer, WhitespaceTokenizer, code_points, is_space, load_tokenizer
 
 MINILM = "all-MiniLM-L6-v2"
 
@@ -73,7 +73,7 @@ def test_load_tokenizer_is_cached_and_satisfies_the_protocol(minilm: Tokenizer) 
 
 
 def test_load_tokenizer_from_a_tokenizer_json_path(minilm: Tokenizer, tmp_path) -> None:
-    from reindex.models import find_tokenizer_file, resolve_model_path
+    from reindex.domain.models import find_tokenizer_file, resolve_model_path
 
     path = find_tokenizer_file(resolve_model_path(MINILM))
     tok = load_tokenizer(str(path))
@@ -138,7 +138,7 @@ def test_windowed_encoding_gives_the_tokens_of_one_whole_encode() -> None:
 
     import numpy as np
 
-    from reindex.tokenizers import HFTokenizer, load_tokenizer
+    from reindex.adapters.tokenizers import HFTokenizer, load_tokenizer
 
     tok = load_tokenizer("all-MiniLM-L6-v2")
     rng = random.Random(1)
@@ -166,7 +166,7 @@ class _Spy:
 
 
 def test_a_long_document_is_never_encoded_whole() -> None:
-    from reindex.tokenizers import HFTokenizer, load_tokenizer
+    from reindex.adapters.tokenizers import HFTokenizer, load_tokenizer
 
     tok = load_tokenizer("all-MiniLM-L6-v2")
     spy = _Spy(tok.backend)

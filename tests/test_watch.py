@@ -15,7 +15,7 @@ from helpers_index import REINDEX_BIN, Workspace, subprocess_env
 
 from reindex import api
 from reindex.api import Index
-from reindex.locks import read_lock
+from reindex.books.locks import read_lock
 
 
 def _found(querier: api.Querier, doc: str, sentence: str) -> bool:
@@ -79,7 +79,7 @@ def test_an_index_watch_holds_one_lock_and_one_writer_for_all_its_cycles(tmp_pat
     """In-process: the writer is opened once for every cycle (not per batch), and a competing writer is refused
     for the whole watch, not only while a batch is applied."""
     from reindex.errors import LockHeld
-    from reindex.stores.edge import EdgeStore
+    from reindex.adapters.stores.edge import EdgeStore
 
     ws = Workspace(tmp_path / "ws")
     ws.build_live()

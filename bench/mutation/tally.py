@@ -19,7 +19,7 @@ from pathlib import Path
 __all__ = ["FULL", "results", "sample", "status"]
 
 # Modules whose every mutant is run; the rest of the configured modules are sampled.
-FULL = ("reindex.manifests.", "reindex.cutover.", "reindex.planner._classify.", "reindex.execution.")
+FULL = ("reindex.books.manifests.", "reindex.decisions.cutover.", "reindex.planner._classify.", "reindex.engine.execution.")
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
            36: "timeout", -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", None: "not checked"}
 

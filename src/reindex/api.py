@@ -31,12 +31,12 @@ _HOMES = {
     "reindex.usecases.index": ("Index",),
     "reindex.usecases.cycle": ("CycleOutcome", "CycleResult", "SyncPolicy"),
     "reindex.planner": ("Plan",),
-    "reindex.manifests": ("Population",),
+    "reindex.books.manifests": ("Population",),
     "reindex.usecases.apply": ("ApplyReport", "apply_plan", "check_drift", "corpus_digest_of"),
     "reindex.usecases.lifecycle": ("CutoverReport", "GcAction", "IndexStatus", "PopulationStatus", "RollbackRecord",
                                    "cutover", "gc", "rollback", "status"),
     "reindex.usecases.doctor": ("DoctorReport",),
-    "reindex.drift": ("Finding",),
+    "reindex.decisions.drift": ("Finding",),
     "reindex.usecases.query": ("Querier", "QueryResult", "parse_filters", "query"),
     "reindex.usecases.serve": ("ServingReport", "serving"),
     "reindex.usecases.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
@@ -47,7 +47,7 @@ _HOMES = {
     "reindex.usecases.plan": ("estimate", "show_plan", "approval_status", "approve_plan", "calibrate", "make_plan"),
     "reindex.usecases.runs": ("approve_and_resume", "reject_and_resume", "waiting_runs"),
     # thin wrappers kept for scripts (not in __all__)
-    "reindex.embedders": ("vector_config_of",),
+    "reindex.adapters.embedders": ("vector_config_of",),
     "reindex.runners": ("ShardJob", "ShardRunner", "ThreadRunner"),
 }
 _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
@@ -55,13 +55,13 @@ _HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 if TYPE_CHECKING:  # what a type checker and an IDE see
     from reindex.errors import (ApprovalError, ConfigError, CutoverError, LockHeld, PlanError, ReindexError,
                                 RunnerError, TerminalError, TransientError)
-    from reindex.manifests import Population
+    from reindex.books.manifests import Population
     from reindex.planner import Plan
     from reindex.usecases.apply import ApplyReport
     from reindex.usecases.chunk import ChunkSummary, chunk_path, summarize_chunks
     from reindex.usecases.classify import Classification, classify_change
     from reindex.usecases.configure import Validation, init_config, load_resolved, validate_config
-    from reindex.drift import Finding
+    from reindex.decisions.drift import Finding
     from reindex.usecases.cycle import CycleOutcome, CycleResult, SyncPolicy
     from reindex.usecases.doctor import DoctorReport
     from reindex.usecases.index import Index

@@ -2,7 +2,7 @@
 
 Expected failures (ReindexError) print one line and exit 1; tracebacks only with ``--debug``.
 The terminal text of each result is rendered by :mod:`reindex.reports` (plain strings, no click);
-this module holds only the click commands, their options and help (apply's progress bar: reindex.progress).
+this module holds only the click commands, their options and help (apply's progress bar: reindex.terminal.progress).
 Lines: over the ~600-line guide on purpose, with one role: every command's options and help (each with an
 example). What a command prints lives in ``reindex.reports`` and what it does in ``reindex.api``."""
 
@@ -16,10 +16,10 @@ import click
 
 from reindex import api, reports  # both faces import what a name needs on first use
 from reindex.errors import ReindexError
-from reindex.exiting import exit_now, status_of
-from reindex.orphans import stop_orphans
-from reindex.progress import ApplyProgress
-from reindex.settings import apply_offline_defaults, temporary_server_failure
+from reindex.foundation.exiting import exit_now, status_of
+from reindex.foundation.orphans import stop_orphans
+from reindex.terminal.progress import ApplyProgress
+from reindex.foundation.settings import apply_offline_defaults, temporary_server_failure
 
 __all__ = ["main", "run"]
 
@@ -109,7 +109,7 @@ def main(ctx: click.Context, debug: bool) -> None:
 
 def run() -> None:
     """The ``reindex`` command: :func:`main`, then the process ends with its status through
-    :func:`reindex.exiting.exit_now` (no native teardown after a finished command)."""
+    :func:`reindex.foundation.exiting.exit_now` (no native teardown after a finished command)."""
     try:
         main()
     except SystemExit as done:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from reindex import reports
-from reindex.domain import ChangeKind
-from reindex.settings import apply_offline_defaults
+from reindex.domain.kinds import ChangeKind
+from reindex.foundation.settings import apply_offline_defaults
 
 apply_offline_defaults()
 
@@ -36,19 +36,9 @@ from prefect.artifacts import create_markdown_artifact  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from reindex import api  # noqa: E402
-from reindex import settings  # noqa: E402
+from reindex.foundation import settings  # noqa: E402
 from reindex.errors import ConfigError, ReindexError  # noqa: E402
-from reindex.runners.prefect import (  # noqa: E402,F401 - re-exported: the apply flow's names stay importable here
-    PrefectRunner,
-    apply_flow,
-    catch_up_task,
-    make_task_runner,
-    run_shard_task,
-    selected_apply_flow,
-    shard_deployment_name,
-    shard_flow,
-    using_task_runner,
-)
+from reindex.runners.prefect import PrefectRunner, shard_deployment_name, shard_flow, using_task_runner  # noqa: E402
 
 # ============================================================================================
 # Scheduled flows (issue 7): reindex-sync, reindex-reindex, reindex-gc, their deployments, and
@@ -66,7 +56,7 @@ from prefect import pause_flow_run, resume_flow_run  # noqa: E402
 from prefect.artifacts import create_table_artifact  # noqa: E402
 from prefect.exceptions import FlowPauseTimeout  # noqa: E402
 from prefect.input import RunInput  # noqa: E402
-from reindex.config import PersonName  # noqa: E402
+from reindex.domain.config import PersonName  # noqa: E402
 
 from reindex.runners.prefect import APPROVAL_REQUEST_KEY  # noqa: E402
 

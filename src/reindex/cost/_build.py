@@ -43,7 +43,7 @@ __all__ = [
 #: (points, CPU-seconds per point) of one build with :data:`REFERENCE_GRAPH`, float32, 384 dims, embedding-like
 #: vectors (bench/build_params.py --points 25000,100000,400000 --data lowrank, one run on a 2-core box at load 5-11).
 BUILD_CURVE: tuple[tuple[int, float], ...] = ((25_000, 0.000333), (100_000, 0.000681), (400_000, 0.000963))
-#: The graph the curve was measured with: reindex's defaults (reindex.domain.HNSW_DEFAULTS).
+#: The graph the curve was measured with: reindex's defaults (reindex.domain.kinds.HNSW_DEFAULTS).
 REFERENCE_GRAPH = {"m": 24, "ef_construct": 48}
 REFERENCE_DIMENSION = 384
 #: The build's CPU grows as ef_construct ** EF_EXPONENT and m ** M_EXPONENT (fitted, see the module's docstring).

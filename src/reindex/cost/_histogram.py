@@ -13,7 +13,7 @@ from reindex.cost._window import Window, billed_tokens, chunk_count, window_of
 from reindex.errors import ConfigError
 
 if TYPE_CHECKING:  # only for annotations: importing config at run time would pull in pydantic
-    from reindex.config import FixedChunkerConfig, SlidingChunkerConfig
+    from reindex.domain.config import FixedChunkerConfig, SlidingChunkerConfig
 
 __all__ = ["BYTES_PER_TOKEN", "TAIL_TOKENS", "WHAT_IF_OVERLAPS", "WHAT_IF_SIZES", "Bucket", "Estimate", "Sensitivity",
            "WhatIf", "estimate_histogram", "histogram_of"]

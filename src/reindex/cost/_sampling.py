@@ -9,7 +9,7 @@ import random
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from reindex.stats import Interval, quantile
+from reindex.foundation.stats import Interval, quantile
 
 __all__ = ["STRATUM_EDGES", "allocate_sample", "bootstrap_interval", "project_total", "stratum_of"]
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from reindex.errors import ConfigError
 
 if TYPE_CHECKING:  # only for annotations: importing config at run time would pull in pydantic
-    from reindex.config import FixedChunkerConfig, SlidingChunkerConfig
+    from reindex.domain.config import FixedChunkerConfig, SlidingChunkerConfig
 
 __all__ = ["Window", "billed_tokens", "chunk_count", "window_of"]
 

@@ -76,7 +76,7 @@ from reindex.measure._retrieval import (
     retrieval_pool,
 )
 from reindex.measure._stats import BOOTSTRAP, BandStat, band_stats, paired_differences
-from reindex.stats import bootstrap_mean
+from reindex.foundation.stats import bootstrap_mean
 
 __all__ = [
     "ALL",

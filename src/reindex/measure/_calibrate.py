@@ -68,7 +68,7 @@ def calibrate_size(
 def scale_chunker(cfg: Any, size: int) -> Any:
     """``cfg`` with its size parameter set to ``size``: ``size`` for the token-window kinds (and
     anchored's explicit ``cap`` scaled along), ``min``/``max``/``cap`` scaled together for cdc."""
-    from reindex.config import CHUNKER_KINDS
+    from reindex.domain.config import CHUNKER_KINDS
 
     model = type(cfg)
     data = cfg.model_dump()

@@ -12,7 +12,7 @@ from difflib import SequenceMatcher
 from pathlib import Path
 
 from reindex.errors import MeasureError
-from reindex.tables import TableError, read_parquet
+from reindex.foundation.tables import TableError, read_parquet
 
 __all__ = ["ALL", "BANDS", "BAND_NAMES", "RevisionPair", "band_of", "edit_fraction", "load_pairs", "pairs_from_git",
            "select_pairs"]

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from reindex.atomic import atomic_write_text
+from reindex.foundation.atomic import atomic_write_text
 from reindex.measure._pairs import BAND_NAMES
 from reindex.measure._report import MeasureReport
 from reindex.measure._stats import BOOTSTRAP

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from reindex.errors import EvaluationError, MeasureError
-from reindex.evaluation import Query, dedupe, mrr, ndcg_at_k, read_queries, recall_at_k
+from reindex.decisions.evaluation import Query, dedupe, mrr, ndcg_at_k, read_queries, recall_at_k
 from reindex.measure._rc import AnyChunker, Counter
 from reindex.measure._stats import rounded
-from reindex.tables import TableError, read_parquet
+from reindex.foundation.tables import TableError, read_parquet
 
 __all__ = ["PACK_BUDGET", "PACK_CANDIDATES", "EmbeddingCache", "Query", "RetrievalResult", "chunk_spans",
            "embed_cached", "evaluate_retrieval", "load_corpus", "load_queries", "retrieval_pool"]
@@ -27,7 +27,7 @@ PACK_CANDIDATES = 100
 
 
 def load_queries(path: str | Path) -> list[Query]:
-    """Queries in the corpus's ``queries.jsonl`` format: :func:`reindex.evaluation.read_queries`, the one
+    """Queries in the corpus's ``queries.jsonl`` format: :func:`reindex.decisions.evaluation.read_queries`, the one
     reader (the cutover's), as a :class:`MeasureError` naming the file and line."""
     try:
         return read_queries(path)

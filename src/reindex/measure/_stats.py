@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from reindex.measure._pairs import ALL, BAND_NAMES
 from reindex.measure._rc import PairResult
-from reindex.stats import bootstrap_mean
+from reindex.foundation.stats import bootstrap_mean
 
 __all__ = ["BOOTSTRAP", "BandStat", "band_stats", "paired_differences", "rounded"]
 

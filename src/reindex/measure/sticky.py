@@ -26,18 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from reindex import measure as m
-from reindex.chunkers import make_chunker
-from reindex.chunkers.base import Chunk, Chunker
-from reindex.chunkers.sticky import (
+from reindex.adapters.chunkers import make_chunker
+from reindex.adapters.chunkers.base import Chunk, Chunker
+from reindex.adapters.chunkers.sticky import (
     Drift,
     StickyConfig,
     chunk_drift,
     rechunk_document,
     reuse_floor,
 )
-from reindex.config import RechunkConfig, chunker_spec, parse_chunker_spec
+from reindex.domain.config import RechunkConfig, chunker_spec, parse_chunker_spec
 from reindex.errors import ChunkerError, ReindexError
-from reindex.tokenizers import Tokenizer
+from reindex.adapters.tokenizers import Tokenizer
 
 __all__ = [
     "Chain",
@@ -100,7 +100,7 @@ def sticky_pair(
 
 
 def floor_pair(chunker: Chunker, tokenizer: Tokenizer, config: StickyConfig, pair: m.RevisionPair) -> float:
-    """The reuse floor of one pair: R_c of :func:`reindex.chunkers.sticky.reuse_floor`'s partition
+    """The reuse floor of one pair: R_c of :func:`reindex.adapters.chunkers.sticky.reuse_floor`'s partition
     of the new version against the old version's stateless chunks, i.e. the least R_c any
     re-chunking that keeps whole old chunks can reach (no lower size bound, no drift control)."""
     old = _texts(chunker.chunk(pair.old_text))

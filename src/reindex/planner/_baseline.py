@@ -7,16 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from reindex.config import PipelineConfig
-from reindex.cursors import Committed, read_committed
-from reindex.domain import PopulationState
-from reindex.identity import (
+from reindex.domain.config import PipelineConfig
+from reindex.books.cursors import Committed, read_committed
+from reindex.domain.kinds import PopulationState
+from reindex.domain.identity import (
     CorpusDigest,
     Identity,
     identity_of,
     payload_id,
 )
-from reindex.manifests import (
+from reindex.books.manifests import (
     digest_json,
     chunk_texts_key,
     read_chunk_manifest_columns,
@@ -26,11 +26,11 @@ from reindex.manifests import (
     shard_name,
     shard_of,
 )
-from reindex.pipeline import TextPipeline
+from reindex.adapters.pipeline import TextPipeline
 from reindex.planner._live_docs import DocState, LiveDocs
-from reindex.sources import open_source
-from reindex.sources.base import ScanReport
-from reindex.stores.objects import ObjectStore
+from reindex.adapters.sources import open_source
+from reindex.adapters.sources.base import ScanReport
+from reindex.adapters.stores.objects import ObjectStore
 
 __all__ = ["Baseline", "DocState", "PreviousTexts", "attach_retained", "explicit_baseline", "live_baseline", "no_baseline"]
 
@@ -50,12 +50,12 @@ class Baseline:
     retained_collection: str | None = None
     retained: dict[str, frozenset[str]] = field(default_factory=dict)  # doc id → fingerprints
     # The payload id the baseline's points were written with (None: no baseline); a live population
-    # written before the payload contract has reindex.identity.LEGACY_PAYLOAD_ID.
+    # written before the payload contract has reindex.domain.identity.LEGACY_PAYLOAD_ID.
     payload_id: str | None = None
     # doc id → the baseline's chunk texts of that document in ordinal order, None when not stored: what
     # sticky re-chunking keeps chunks from (a live population built with ``text.rechunk: sticky``).
     previous_texts: Callable[[str], list[str] | None] | None = None
-    # The live population's committed cursor (reindex.cursors): where a sync finds changes from without
+    # The live population's committed cursor (reindex.books.cursors): where a sync finds changes from without
     # reading unchanged content. None: no cursor (built before cursors, or a source without one).
     cursor: Committed | None = None
 
@@ -184,7 +184,7 @@ def explicit_baseline(
 def attach_retained(baseline: Baseline, store: ObjectStore, index: str, pipeline_id: str) -> Baseline:
     """Let ``baseline`` reuse a retained population of ``pipeline_id`` (one not live, fully built: ready
     or retired), e.g. the population a rollback left: its fingerprints per document count as reusable."""
-    from reindex.manifests import read_population
+    from reindex.books.manifests import read_population
 
     live = baseline.inputs.get("collection")
     for key in store.list(f"indexes/{index}/populations/"):

@@ -8,13 +8,13 @@ import time
 from collections.abc import Container
 from typing import Any, Callable
 
-from reindex.carried import CarryWriter
-from reindex.config import RechunkConfig, chunker_spec
-from reindex.domain import ChangeKind
+from reindex.books.carried import CarryWriter
+from reindex.domain.config import RechunkConfig, chunker_spec
+from reindex.domain.kinds import ChangeKind
 from reindex.errors import PlanError
-from reindex.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
-from reindex.pipeline import TextPipeline
-from reindex.cursors import Committed, source_key, verification_due
+from reindex.domain.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
+from reindex.adapters.pipeline import TextPipeline
+from reindex.books.cursors import Committed, source_key, verification_due
 from reindex.planner._baseline import Baseline, DocState
 from reindex.planner._live_docs import LiveDocs, docs_summary
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes, queries_changed
@@ -36,8 +36,8 @@ from reindex.planner._work import (
     what_if,
     whole_doc_tokens,
 )
-from reindex.sources import Changes, full_read_reason, open_source
-from reindex.sources.base import Document, ScanReport
+from reindex.adapters.sources import Changes, full_read_reason, open_source
+from reindex.adapters.sources.base import Document, ScanReport
 
 __all__ = ["plan_change"]
 
@@ -103,7 +103,7 @@ def plan_change(req: PlanRequest) -> Plan:
 
 
 def _carry_writer(req: PlanRequest, ident: Identity) -> CarryWriter | None:
-    """Where the chunks this plan cuts go for apply (:mod:`reindex.carried`), in the shard layout apply will
+    """Where the chunks this plan cuts go for apply (:mod:`reindex.books.carried`), in the shard layout apply will
     use: the live population's in place (same pipeline), else the config's; None when nothing is carried."""
     if req.carry_to is None:
         return None

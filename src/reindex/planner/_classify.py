@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reindex.config import ENV_SUFFIX, PipelineConfig, redact
-from reindex.domain import ChangeKind
-from reindex.identity import Identity
+from reindex.domain.config import ENV_SUFFIX, PipelineConfig, redact
+from reindex.domain.kinds import ChangeKind
+from reindex.domain.identity import Identity
 from reindex.planner._baseline import Baseline
 
 __all__ = ["IN_PLACE_KINDS", "KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes",

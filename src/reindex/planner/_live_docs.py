@@ -7,7 +7,7 @@ that too (DESIGN.md invariant 13). The plan's figures for the unchanged document
 less those of the documents it touches, so it needs the totals (kept per part, cached in the state store under
 the digest of the part's bytes: a part an apply rewrote is summed again once, by the next plan) and the states of
 the touched documents (their parts only: a document's rows are in the part of its shard). Reading the parts'
-bytes for their digests is what the plan's input check (:func:`reindex.manifests.manifest_digest`) does anyway;
+bytes for their digests is what the plan's input check (:func:`reindex.books.manifests.manifest_digest`) does anyway;
 decoding a part and building a state per document is what it no longer does for every part.
 
 Anything the fast path cannot vouch for falls back to reading every part, as before: a part not named by its
@@ -25,7 +25,7 @@ from typing import Any
 
 from reindex import cost as costmod
 from reindex.errors import ReindexError
-from reindex.manifests import (
+from reindex.books.manifests import (
     ManifestRow,
     chunk_manifest_keys,
     chunk_manifest_part_columns,
@@ -38,7 +38,7 @@ from reindex.manifests import (
     shard_of,
     write_json,
 )
-from reindex.stores.objects import ObjectStore
+from reindex.adapters.stores.objects import ObjectStore
 
 __all__ = ["STATE_COLUMNS", "DocState", "DocsSummary", "LiveDocs", "doc_payload", "docs_summary"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from reindex.domain import ChangeKind
+from reindex.domain.kinds import ChangeKind
 
 __all__ = ["Documents", "KeyNumbers", "forecast_line", "key_numbers"]
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from reindex.atomic import atomic_write_text, make_folders
-from reindex.domain import ChangeKind
+from reindex.foundation.atomic import atomic_write_text, make_folders
+from reindex.domain.kinds import ChangeKind
 from reindex.errors import PlanError
-from reindex.identity import canonical_json
+from reindex.domain.identity import canonical_json
 from reindex.planner._numbers import KeyNumbers, key_numbers
 
 __all__ = ["PLAN_SCHEMA", "Plan", "hash_body", "plan_filename", "read_plan", "seal", "write_plan"]

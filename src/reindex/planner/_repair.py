@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reindex.domain import ChangeKind
+from reindex.domain.kinds import ChangeKind
 from reindex.errors import PlanError
-from reindex.identity import Identity
+from reindex.domain.identity import Identity
 from reindex.planner._baseline import Baseline
 from reindex.planner._request import Repair
 from reindex.planner._work import Totals

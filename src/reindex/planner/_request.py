@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from reindex import cost as costmod
-from reindex.config import PipelineConfig
+from reindex.domain.config import PipelineConfig
 from reindex.planner._baseline import Baseline
 from reindex.planner._work import Rates
 
@@ -49,11 +49,11 @@ class PlanRequest:
     # document changes applied now to the live population under its own config; see usecases.plan).
     in_place_part: dict[str, Any] | None = None
     # The forecast of a pipeline-scoped change (``plan --forecast N``): what it buys, measured on a sample of both
-    # sides (see reindex.forecast); None when none was asked for or there is nothing to compare.
+    # sides (see reindex.decisions.forecast); None when none was asked for or there is nothing to compare.
     forecast: dict[str, Any] | None = None
     # A repair of the live population found by ``reindex doctor`` (see Repair): the plan is document-scoped, in
     # place, and does nothing else (a source that changed as well is refused: sync first).
     repair: Repair | None = None
-    # The state store the plan's exact chunks are written to for apply (reindex.carried: its shards read them
+    # The state store the plan's exact chunks are written to for apply (reindex.books.carried: its shards read them
     # instead of chunking again); None: nothing is carried (what-if plans, classify, tests of the planner).
     carry_to: Any = None

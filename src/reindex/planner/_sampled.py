@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from reindex import cost as costmod
-from reindex.identity import CorpusDigest, identity_of
+from reindex.domain.identity import CorpusDigest, identity_of
 from reindex.planner._baseline import Baseline
 from reindex.planner._request import PlanRequest
 from reindex.planner._work import DocWork, Totals, bucket, payload_old
-from reindex.sources.base import Document, ScanReport
+from reindex.adapters.sources.base import Document, ScanReport
 
 __all__ = ["SAMPLED_FIELDS", "SAMPLE_STRATA", "StratifiedDraw", "draw_stratified", "sampled_projection"]
 

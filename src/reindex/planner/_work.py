@@ -9,10 +9,10 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass, field, replace
 
 from reindex import cost as costmod
-from reindex.config import PipelineConfig
-from reindex.domain import ChangeKind
-from reindex.manifests import DOC_BATCH, build_rate_key, shard_of
-from reindex.pipeline import TextPipeline
+from reindex.domain.config import PipelineConfig
+from reindex.domain.kinds import ChangeKind
+from reindex.books.manifests import DOC_BATCH, build_rate_key, shard_of
+from reindex.adapters.pipeline import TextPipeline
 from reindex.planner._baseline import Baseline, DocState
 from reindex.planner._live_docs import DocsSummary, docs_summary
 
@@ -58,14 +58,14 @@ FOOTPRINT_FORMULAS = {
 
 def backend_of(cfg: PipelineConfig) -> str:
     """The cost model of the store the config writes to (its backend's declared ``footprint``)."""
-    from reindex.stores.opening import backend_for
+    from reindex.adapters.stores.opening import backend_for
 
     return backend_for(cfg.store).capabilities.footprint
 
 
 def index_build_of(cfg: PipelineConfig) -> str:
     """Where the store the config writes to builds its index (its backend's declared ``index_build``)."""
-    from reindex.stores.opening import backend_for
+    from reindex.adapters.stores.opening import backend_for
 
     return backend_for(cfg.store).capabilities.index_build
 
@@ -134,7 +134,7 @@ def whole_doc_tokens(pipe: TextPipeline, text: str, chunk_tokens: list[int]) -> 
     if not overlap or not chunk_tokens:
         return sum(chunk_tokens)
     if c.kind == "sliding":
-        from reindex.chunkers.sliding import sliding_stride
+        from reindex.adapters.chunkers.sliding import sliding_stride
 
         return sliding_stride(c.size, c.overlap) * (len(chunk_tokens) - 1) + chunk_tokens[-1]
     return pipe.tokenizer.count(text)
@@ -143,7 +143,7 @@ def whole_doc_tokens(pipe: TextPipeline, text: str, chunk_tokens: list[int]) -> 
 class ApplyBatches:
     """Apply's batching, replayed over the scan so that the plan counts what apply embeds.
 
-    Apply takes each shard's documents in scan order, :data:`reindex.manifests.DOC_BATCH` at a time;
+    Apply takes each shard's documents in scan order, :data:`reindex.books.manifests.DOC_BATCH` at a time;
     within a batch it first gathers every vector it can reuse (each document's own), then embeds each
     still-missing *text* once. So a text that two documents of one batch miss is embedded once, and not
     at all when another document of the batch reuses it (a licence footer, a repeated notice). The plan
@@ -391,7 +391,7 @@ class Rates:
     tokens_per_minute: float
     source: str  # config | apply | calibration | sampled | default
     measured: dict | None = None  # apply / calibration / sampled: by, at (ISO UTC), machine, plan_hash, tokens, seconds, …
-    # What the hours assume from a measured rate (reindex.throughput.plan_rate): basis (per CPU-second or per
+    # What the hours assume from a measured rate (reindex.foundation.throughput.plan_rate): basis (per CPU-second or per
     # worker wall-second), workers, CPUs. None: the rate is the whole apply's, as configured or by default.
     assumes: dict | None = None
     # The index build's rate (None: priced from the bench's figures, where the config's backend builds, one CPU).
@@ -406,7 +406,7 @@ def _stored_precision(cfg: PipelineConfig) -> str:
 
 def build_rate_name(cfg: PipelineConfig) -> str:
     """The name the index build of ``cfg``'s populations is measured and looked up under
-    (:func:`reindex.manifests.build_rate_key`: backend, dimension, stored precision, m, ef_construct)."""
+    (:func:`reindex.books.manifests.build_rate_key`: backend, dimension, stored precision, m, ef_construct)."""
     hnsw = cfg.store.hnsw
     return build_rate_key(backend_of(cfg), cfg.vector.dimension, _stored_precision(cfg), hnsw.m, hnsw.ef_construct)
 

@@ -8,7 +8,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Sequence
 
-from reindex.domain import ChangeKind
+from reindex.domain.kinds import ChangeKind
 from reindex.reports._format import duration, human_number, num, pct
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from html import escape as _e
 from pathlib import Path
 from typing import Sequence
 
-from reindex.atomic import atomic_write_text
-from reindex.evaluation import MAX_CANDIDATES, gate_metrics
+from reindex.foundation.atomic import atomic_write_text
+from reindex.decisions.evaluation import MAX_CANDIDATES, gate_metrics
 from reindex.reports._charts import (
     CHART_H,
     CHART_W,

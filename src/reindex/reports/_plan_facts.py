@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from reindex.domain import ChangeKind
+from reindex.domain.kinds import ChangeKind
 from reindex.reports._format import duration, human_bytes, num, pct, ratio, usd
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from reindex.domain import ChangeKind
-from reindex.eta import format_eta
+from reindex.domain.kinds import ChangeKind
+from reindex.engine.eta import format_eta
 from reindex.reports._format import human_bytes
 from reindex.reports._plan_facts import (build_line, forecast_serving_line, over_limit_line, rate_note, rechunk_line,
                                          throughput_text)
@@ -398,7 +398,7 @@ def status_text(st: dict[str, Any]) -> str:
     """What ``reindex status`` prints: the alias, every population and the lock."""
     import time
 
-    from reindex.locks import lease_words
+    from reindex.books.locks import lease_words
 
     lines = [f"index {st['index']}: alias → {st['aliases'].get(st['index'], 'none')}"]
     for p in st["populations"]:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from pathlib import Path
 
-from reindex.atomic import atomic_write_text
+from reindex.foundation.atomic import atomic_write_text
 from reindex.reports._plan_html import plan_html
 from reindex.reports._plan_md import plan_markdown
 

@@ -1,7 +1,7 @@
 """Shard runners: how an apply's shards and its catch-up are run.
 
 A :class:`ShardRunner` runs the shards of one :class:`ShardJob` against an
-:class:`~reindex.execution.ApplyContext`, then the catch-up, and returns the summary that the run report is
+:class:`~reindex.engine.execution.ApplyContext`, then the catch-up, and returns the summary that the run report is
 built from. Two implementations give identical populations and identical summaries:
 
 * :class:`ThreadRunner` — in this process, on a thread pool (the default: no server, no start-up cost);
@@ -18,7 +18,7 @@ A task-runner spec (:func:`parse_task_runner`) names where shards run, the same 
 cluster of threads), ``dask-processes[:N]`` (N worker processes), ``dask:tcp://HOST:PORT`` (an existing
 cluster) or ``prefect-pool:POOL[:N]`` (flow runs of the ``reindex-shard/POOL`` deployment on the work pool
 POOL: one per shard, or the shards dealt into N flow runs). Shards in other processes travel as
-:class:`reindex.workers.ShardSpec` (plain data).
+:class:`reindex.engine.workers.ShardSpec` (plain data).
 
 Both follow the same rules, written once here: a shard that raises is reported as a failed shard and the
 others go on; catch-up runs only when every shard finished without failures (a failed run is resumed, and
@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any, Callable, Literal, Protocol, TypeVar, runtime_checkable
 
-from reindex import execution, settings
+from reindex.engine import execution
+
+from reindex.foundation import settings
 from reindex.errors import ConfigError
 
 TASK_RUNNER_SPECS = "threads, threads:N, dask, dask-processes[:N], dask:tcp://HOST:PORT or prefect-pool:POOL[:N]"

@@ -5,8 +5,8 @@ each: one model per process) and stops it at the end; ``dask:tcp://HOST:PORT`` u
 (``dask scheduler`` + ``dask worker`` processes started from the project's environment, here or on other
 machines that see the same state and source). ``dask`` is a local cluster of threads in this process.
 
-Each shard is submitted as a :class:`reindex.workers.ShardSpec` (plain data) to
-:func:`reindex.workers.run_shard_spec`; no object of this process travels. As results arrive, this
+Each shard is submitted as a :class:`reindex.engine.workers.ShardSpec` (plain data) to
+:func:`reindex.engine.workers.run_shard_spec`; no object of this process travels. As results arrive, this
 process (the coordinator, holding the index lock) commits shards that staged their writes (the embedded
 store: it is the store's only writer) and turns their counts into progress events. A worker that dies
 mid-shard (SIGKILL, a lost machine) is noticed by the scheduler, which runs the shard again on another
@@ -22,7 +22,9 @@ from typing import Any, Iterator
 
 from distributed import Client, LocalCluster, as_completed
 
-from reindex import execution, settings, workers
+from reindex.engine import execution, workers
+
+from reindex.foundation import settings
 from reindex.errors import LockLost, RunnerError
 from reindex.runners import ShardJob, TaskRunnerSpec, deal_units, failure_of, parse_task_runner, summarize
 

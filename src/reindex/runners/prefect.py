@@ -1,12 +1,12 @@
 """The Prefect shard runner: apply's shards as task runs of the ``reindex-apply`` flow.
 
 Tasks are thin: one library call each. A shard task gets its shard as plain data (a
-:class:`reindex.workers.ShardSpec` as a dict) and runs it with :func:`reindex.workers.run_shard_spec`, in
+:class:`reindex.engine.workers.ShardSpec` as a dict) and runs it with :func:`reindex.engine.workers.run_shard_spec`, in
 whatever process the task runner puts it: a thread of this process (``threads``: the spec resolves to the
 coordinator's own context), or a Dask worker process through prefect-dask (``dask-processes:N``,
 ``dask:tcp://HOST:PORT``: the worker rebuilds the context from the spec; with the embedded store it stages
 its writes and the flow, in the coordinator's process, commits them). The flow body and the catch-up
-task run in the coordinator's process and use its context (:func:`reindex.workers.hosted_context`).
+task run in the coordinator's process and use its context (:func:`reindex.engine.workers.hosted_context`).
 Nothing is hashed for caching or persisted as a result. Shard tasks are not retried by Prefect: the call
 layer inside a shard already retries transient failures (``execution.retry_transient``, the S3 client),
 and a second layer here multiplied attempts (3 × 5 × 5) without helping. A failed shard is reported;
@@ -17,14 +17,14 @@ shards into groups (one per shard, or N) and starts each group as a flow run of 
 deployment (:data:`shard_flow`, created by ``reindex deploy-shards --pool POOL``) with ``run_deployment``:
 child flow runs that any worker of the pool picks up, each in a process of its own, here or on another
 machine. A shard flow run runs its specs one after another (one embedder per flow-run process) and
-publishes each shard's result in the state store (:func:`reindex.workers.publish_result`); the
+publishes each shard's result in the state store (:func:`reindex.engine.workers.publish_result`); the
 coordinator collects them, commits staged writes (the embedded store) and reports progress as they come.
 A flow run that fails or crashes (its process killed, its machine gone) before publishing all its shards
 is started once more for the shards it left; if that fails too, they are failed shards and the next apply
 resumes them. A run no worker picks up within ``REINDEX_POOL_START_TIMEOUT_S`` is cancelled.
 
 With no API configured, Prefect starts a temporary local server; its start-up timeout is raised to
-:data:`reindex.settings.EPHEMERAL_STARTUP_TIMEOUT_S` (Prefect's 20 s default is exceeded on a loaded 2-core
+:data:`reindex.foundation.settings.EPHEMERAL_STARTUP_TIMEOUT_S` (Prefect's 20 s default is exceeded on a loaded 2-core
 machine) when this module is imported before Prefect, and any failure to reach an API becomes one
 :class:`~reindex.errors.RunnerError` line naming the limit Prefect applied and the two ways out."""
 
@@ -36,7 +36,7 @@ import time
 import uuid
 from typing import Any
 
-from reindex.settings import apply_offline_defaults
+from reindex.foundation.settings import apply_offline_defaults
 
 apply_offline_defaults()  # also the temporary server's start-up limit, before Prefect reads its settings
 
@@ -46,10 +46,12 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from reindex import execution, settings, workers  # noqa: E402
+from reindex.engine import execution, workers  # noqa: E402
+
+from reindex.foundation import settings
 from reindex.errors import ConfigError, LockLost, ReindexError, RunnerError  # noqa: E402
-from reindex.eta import progress_line  # noqa: E402
-from reindex.orphans import mark_owner  # noqa: E402
+from reindex.engine.eta import progress_line  # noqa: E402
+from reindex.foundation.orphans import mark_owner  # noqa: E402
 from reindex.runners import ShardJob, TaskRunnerSpec, deal_units, failure_of, parse_task_runner, summarize  # noqa: E402
 
 __all__ = [
@@ -398,7 +400,7 @@ class PrefectRunner:
                               "start one (`prefect server start`) and set PREFECT_API_URL to it")
         if not _in_flow():
             check_api()
-            mark_owner()  # a temporary API server started now inherits the marker; see reindex.orphans
+            mark_owner()  # a temporary API server started now inherits the marker; see reindex.foundation.orphans
         if pool:
             check_shard_deployment(parse_task_runner(pool).pool or "")
         specs = [s.as_dict() for s in workers.shard_specs(ctx, job.shards, job.only, job.removed,
@@ -419,7 +421,7 @@ class PrefectRunner:
 
 def api_failure_line(err: BaseException) -> str:
     """One line for a Prefect API failure: the cause, then the two ways out (a temporary server that did not
-    start in time: :func:`reindex.settings.temporary_server_failure`)."""
+    start in time: :func:`reindex.foundation.settings.temporary_server_failure`)."""
     limit = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())  # what Prefect waited, not the environment
     return settings.temporary_server_failure(err, limit) or (
         f"Prefect could not run the apply: {type(err).__name__}: {err}".splitlines()[0] + f"; {WAYS_OUT}")

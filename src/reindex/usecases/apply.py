@@ -13,26 +13,30 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from reindex.atomic import atomic_write_text
-from reindex.config import PipelineConfig
+from reindex.foundation.atomic import atomic_write_text
+from reindex.domain.config import PipelineConfig
 from reindex.errors import ApprovalError
-from reindex.identity import CorpusDigest, identity_of, payload_id
-from reindex.pipeline import TextPipeline
-from reindex.sources import open_source, tracker_of
-from reindex.sources.base import Document, ScanReport
+from reindex.domain.identity import CorpusDigest, identity_of, payload_id
+from reindex.adapters.pipeline import TextPipeline
+from reindex.adapters.sources import open_source, tracker_of
+from reindex.adapters.sources.base import Document, ScanReport
 
-from reindex.approvals import check_approval, check_not_rejected, read_approval, signing_key
-from reindex.domain import ChangeKind, PopulationState
+from reindex.planner.approvals import check_approval, check_not_rejected, read_approval, signing_key
+from reindex.domain.kinds import ChangeKind, PopulationState
 from reindex.planner import (Baseline, Plan, PlanError, approval_of_plan, classify, forecast_refusal, queries_changed,
                              read_plan)
 
 
 
-from reindex import execution, settings
-from reindex.carried import CarriedRef, delete_carried
-from reindex.embedders import describe_embedder
-from reindex.cursors import Committed, Tracking, commit_cursor, read_committed, read_cursor, source_key
-from reindex.manifests import (
+from reindex.engine import execution
+
+
+
+from reindex.foundation import settings
+from reindex.books.carried import CarriedRef, delete_carried
+from reindex.adapters.embedders import describe_embedder
+from reindex.books.cursors import Committed, Tracking, commit_cursor, read_committed, read_cursor, source_key
+from reindex.books.manifests import (
     Population,
     read_apply_record,
     read_document_hashes,
@@ -42,11 +46,11 @@ from reindex.manifests import (
     write_population,
 )
 from reindex.errors import RunnerError
-from reindex.locks import Fence
+from reindex.books.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
-from reindex.workers import SharedTokenCounter, budget_key
-from reindex.stores.payload import INDEXED_FIELDS, filter_key
-from reindex.throughput import CpuClock
+from reindex.engine.workers import SharedTokenCounter, budget_key
+from reindex.adapters.stores.payload import INDEXED_FIELDS, filter_key
+from reindex.foundation.throughput import CpuClock
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
@@ -86,7 +90,7 @@ READ_CAP_BYTES = 64 * 2**20
 
 def corpus_digest_of(cfg: PipelineConfig, *, read: dict[str, Document] | None = None,
                      wanted: Collection[str] = ()) -> str:
-    """The corpus digest of the config's source now (:func:`reindex.identity.corpus_digest`). With ``read``,
+    """The corpus digest of the config's source now (:func:`reindex.domain.identity.corpus_digest`). With ``read``,
     the documents whose ids are in ``wanted`` are kept there too, in source order (none when they pass
     ``READ_CAP_BYTES`` in all)."""
     digest, size = CorpusDigest(), 0
@@ -112,8 +116,8 @@ def check_inputs(plan: Plan, cfg: PipelineConfig, state, *,
     """:func:`check_drift`, and the source's cursor as this check found it (None: a source without one): a
     plan that read from a cursor is checked from the same cursor (only what moved past it is read again);
     a plan that read the whole source is checked by reading it whole, its cursor taken just before."""
-    from reindex.identity import config_digest, legacy_config_digest
-    from reindex.manifests import check_chunk_manifest, manifest_digest, read_live, run_rewrites
+    from reindex.domain.identity import config_digest, legacy_config_digest
+    from reindex.books.manifests import check_chunk_manifest, manifest_digest, read_live, run_rewrites
 
     problems = []
     inputs = plan.body["inputs"]
@@ -531,7 +535,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
 
 
 def carried_ref(plan: Plan) -> CarriedRef | None:
-    """The plan's carried chunks (:mod:`reindex.carried`) for its shards, None when it carries none or carrying is
+    """The plan's carried chunks (:mod:`reindex.books.carried`) for its shards, None when it carries none or carrying is
     switched off (``REINDEX_CARRY_CHUNKS=0``)."""
     carried = plan.body.get("carried")
     if not carried or not settings.carry_chunks():
@@ -590,7 +594,7 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
         },
         "catch_up": catch,
         # Documents whose chunks the plan carried (not tokenized again) and documents chunked by the shards, with
-        # why a carry could not be used (reindex.carried).
+        # why a carry could not be used (reindex.books.carried).
         "carried": {"id": (plan.body.get("carried") or {}).get("id"), "documents": sum(r.get("carried", 0) for r in shards),
                     "chunked": sum(r.get("chunked", 0) for r in shards), "problems": [p for r in shards for p in r.get("carry_problems", [])]},
         # Wall and CPU seconds inside successful embedding calls, summed over workers, and the workers that

@@ -1,5 +1,5 @@
 """A running apply's progress, recorded for other processes: what ``reindex status`` shows of a build (tokens done /
-planned, the measured rate, the ETA: :mod:`reindex.eta`) while the apply holds the store and the lock."""
+planned, the measured rate, the ETA: :mod:`reindex.engine.eta`) while the apply holds the store and the lock."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import time
 from collections.abc import Callable
 
 from reindex.errors import ReindexError
-from reindex.eta import ProgressCounts
-from reindex.manifests import write_run_progress
+from reindex.engine.eta import ProgressCounts
+from reindex.books.manifests import write_run_progress
 
 __all__ = ["PROGRESS_EVERY_S", "ProgressRecord"]
 
 
 class ProgressRecord:
-    """Apply's progress events, passed on to the caller's callback and counted (:class:`reindex.eta.ProgressCounts`),
+    """Apply's progress events, passed on to the caller's callback and counted (:class:`reindex.engine.eta.ProgressCounts`),
     and every :data:`PROGRESS_EVERY_S` (and at the start, at each shard and at catch-up) recorded in the state store
     for ``reindex status`` in other processes: tokens done / planned, the measured rate, the ETA. A record is
     progress for people: one that cannot be written (the lock lost, the state unreachable) is skipped, never

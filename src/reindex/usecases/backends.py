@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from reindex.config import PipelineConfig
-from reindex import settings
+from reindex.domain.config import PipelineConfig
+from reindex.foundation import settings
 from reindex.errors import ConfigError
-from reindex.stores.objects import open_object_store
+from reindex.adapters.stores.objects import open_object_store
 
 __all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "free_disk_bytes",
            "lending", "lent", "make_embedder", "model_files", "read_only_store", "resolve_device", "shard_runner",
@@ -86,10 +86,10 @@ def state_store(cfg: PipelineConfig):
 
 
 def store_backend(cfg: PipelineConfig):
-    """The vector-store backend ``cfg`` names (:func:`reindex.stores.opening.backend_for`): its capabilities and,
+    """The vector-store backend ``cfg`` names (:func:`reindex.adapters.stores.opening.backend_for`): its capabilities and,
     for an embedded store, its folder (``store.path``, else ``qdrant/`` under a folder state or ``.reindex/``),
     resolved as this process sees it (what a shard worker in another process is told to open)."""
-    from reindex.stores.opening import backend_for
+    from reindex.adapters.stores.opening import backend_for
 
     base = cfg.state.uri if "://" not in cfg.state.uri else str(Path(".reindex").resolve())
     return backend_for(cfg.store, str(Path(base) / "qdrant"))
@@ -125,7 +125,7 @@ def read_only_store(cfg: PipelineConfig) -> Iterator[Any]:
     """The store opened for reading only, so that a command works while another process writes it (an apply
     holding the embedded store's one writer slot); None when nothing has been built there yet. Local mode
     admits one process per folder whatever the mode, so it is opened as before."""
-    from reindex.stores.vectors import NoStoreError
+    from reindex.adapters.stores.vectors import NoStoreError
 
     if not store_backend(cfg).capabilities.readers_beside_writer:
         store = vector_store_for(cfg)
@@ -142,12 +142,12 @@ def read_only_store(cfg: PipelineConfig) -> Iterator[Any]:
 
 
 def make_embedder(vector, **kwargs):
-    """The embedder of a vector half (see :func:`reindex.embedders.make_embedder`). Under an Index handle: the
+    """The embedder of a vector half (see :func:`reindex.adapters.embedders.make_embedder`). Under an Index handle: the
     embedder it was given for its own model, or one made once per vector half and options and kept."""
     o = _LENT.get()
     if o is not None and o.embedder is not None and _same_model(vector, o.cfg.vector):
         return o.embedder
-    from reindex.embedders import make_embedder as _make
+    from reindex.adapters.embedders import make_embedder as _make
 
     if o is None:
         return _make(vector, **kwargs)
@@ -164,15 +164,15 @@ def _same_model(a: Any, b: Any) -> bool:
 
 
 def model_files(vector):
-    """The files a local model's ``auto`` revision digests (see :func:`reindex.embedders.model_files`)."""
-    from reindex.embedders import model_files as _files
+    """The files a local model's ``auto`` revision digests (see :func:`reindex.adapters.embedders.model_files`)."""
+    from reindex.adapters.embedders import model_files as _files
 
     return _files(vector)
 
 
 def resolve_device(spec: str) -> str:
-    """The device ``embed.device`` names here (see :func:`reindex.embedders.resolve_device`)."""
-    from reindex.embedders import resolve_device as _resolve
+    """The device ``embed.device`` names here (see :func:`reindex.adapters.embedders.resolve_device`)."""
+    from reindex.adapters.embedders import resolve_device as _resolve
 
     return _resolve(spec)
 

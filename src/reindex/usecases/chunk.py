@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from reindex.config import (
+from reindex.domain.config import (
     PipelineConfig,
     SourceConfig,
     load_config,
@@ -15,10 +15,10 @@ from reindex.config import (
     with_chunker,
 )
 from reindex.errors import SourceError
-from reindex.identity import resolve_config, vector_id
-from reindex.pipeline import ChunkRecord, TextPipeline
-from reindex.sources import open_source
-from reindex.sources.base import Document, ScanReport
+from reindex.domain.identity import resolve_config, vector_id
+from reindex.adapters.pipeline import ChunkRecord, TextPipeline
+from reindex.adapters.sources import open_source
+from reindex.adapters.sources.base import Document, ScanReport
 
 
 
@@ -77,7 +77,7 @@ def _pipeline_config(config_path: str | Path | None, chunker: str | None) -> Pip
 def documents_of(path: str | Path, cfg: PipelineConfig, report: ScanReport) -> Iterator[Document]:
     p = Path(str(path))
     if not str(path).startswith("s3://") and p.is_file() and p.suffix.lower() in _SINGLE_FILE_SUFFIXES:
-        from reindex.sources.base import BadDocument, check_data
+        from reindex.adapters.sources.base import BadDocument, check_data
 
         data = p.read_bytes()
         problem = check_data(data)

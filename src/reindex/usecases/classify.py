@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reindex.config import chunker_spec
-from reindex.domain import ChangeKind
+from reindex.domain.config import chunker_spec
+from reindex.domain.kinds import ChangeKind
 from reindex.errors import ConfigError
 from reindex.usecases.configure import load_resolved
 from reindex.planner import PlanRequest, explicit_baseline, plan_change

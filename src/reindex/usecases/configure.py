@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reindex.atomic import atomic_write_text
-from reindex.config import (
+from reindex.foundation.atomic import atomic_write_text
+from reindex.domain.config import (
     PipelineConfig,
     TextHalf,
     VectorHalf,
@@ -16,8 +16,8 @@ from reindex.config import (
     load_config,
 )
 from reindex.errors import ConfigError, ReindexError
-from reindex.identity import Identity, identity_of, resolve_config
-from reindex.models import (
+from reindex.domain.identity import Identity, identity_of, resolve_config
+from reindex.domain.models import (
     API_MODEL_DIMENSIONS,
     model_dimension,
     model_max_tokens,
@@ -25,8 +25,8 @@ from reindex.models import (
     static_dimension,
     static_max_length,
 )
-from reindex.sources import open_source
-from reindex.sources.base import ScanReport
+from reindex.adapters.sources import open_source
+from reindex.adapters.sources.base import ScanReport
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 
@@ -90,7 +90,7 @@ def load_resolved(path: str | Path | PipelineConfig) -> PipelineConfig:
 
 
 def resolve(cfg: PipelineConfig) -> PipelineConfig:
-    """:func:`reindex.identity.resolve_config` with the model files of :mod:`reindex.usecases.backends` (an ONNX
+    """:func:`reindex.domain.identity.resolve_config` with the model files of :mod:`reindex.usecases.backends` (an ONNX
     backend's revision is the digest of its local export)."""
     return resolve_config(cfg, backends.model_files)
 
@@ -135,7 +135,7 @@ def source_problems(cfg: PipelineConfig) -> list[str]:
 
 def store_problems(cfg: PipelineConfig) -> list[str]:
     """Empty unless the embedded store's folder exists and is not a folder (a file named by store.path)."""
-    from reindex.stores.opening import store_folder_problem
+    from reindex.adapters.stores.opening import store_folder_problem
 
     b = backends.store_backend(cfg)
     problem = store_folder_problem(b.folder if b.capabilities.local_disk else None)
@@ -145,12 +145,12 @@ def store_problems(cfg: PipelineConfig) -> list[str]:
 def chunker_problems(cfg: PipelineConfig) -> list[str]:
     """Empty when the chunker can be built. Only a splitter named by import path (``kind: langchain`` or
     ``callable``) can fail here: it is imported and built, as ``plan`` would, without chunking anything."""
-    from reindex.config import CallableChunkerConfig, LangchainChunkerConfig
+    from reindex.domain.config import CallableChunkerConfig, LangchainChunkerConfig
 
     if not isinstance(cfg.text.chunker, (LangchainChunkerConfig, CallableChunkerConfig)):
         return []
-    from reindex.chunkers import make_chunker
-    from reindex.tokenizers import load_tokenizer
+    from reindex.adapters.chunkers import make_chunker
+    from reindex.adapters.tokenizers import load_tokenizer
 
     try:
         make_chunker(cfg.text.chunker, load_tokenizer(cfg.text.tokenizer))

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from reindex import reports
-from reindex.approvals import read_approval, read_rejection
-from reindex.domain import PopulationState
+from reindex.planner.approvals import read_approval, read_rejection
+from reindex.domain.kinds import PopulationState
 from reindex.errors import LockHeld, ReindexError
 from reindex.planner import Plan, read_plan, write_plan
 
@@ -224,7 +224,7 @@ def _carry_out_in_place_part(index: Any, plans_dir: Path) -> dict | CycleResult:
 def _carried_approval(index: Any, plan: Plan, path: Path, plans_dir: Path):
     """An approval of an earlier plan of the same pipeline change, carried over to ``plan`` when its numbers
     stayed within ``approval.carry_over`` (written beside ``plan``); None when there is none to carry."""
-    from reindex.approvals import carry_over, same_change, signing_key
+    from reindex.planner.approvals import carry_over, same_change, signing_key
 
     pol = index.config.approval
     for other in sorted(plans_dir.glob(f"*-{plan.index}-*.json"), reverse=True):
@@ -247,7 +247,7 @@ def _rolled_back(index: Any, plan: Plan) -> bool:
     """Whether ``plan`` was carried out and then undone: applied in place while the live index now matches the
     state before it, or built and cut over (its population retired since) or deleted. A population built by
     an apply and never cut over (``ready``) is not: the cycle goes on to its cutover."""
-    from reindex.manifests import read_apply_record, read_population
+    from reindex.books.manifests import read_apply_record, read_population
 
     done = read_apply_record(index.state, index.name, plan.plan_hash)
     if done is None:

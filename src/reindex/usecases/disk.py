@@ -7,15 +7,15 @@ the plan's peak footprint less the old population, plus :data:`EDGE_BUILD_OVERHE
 delta generation, ``generation_copy_bytes``); and on a memory file system (tmpfs) the first load of each
 population it opens, whose preallocated files the file system allocates when they are mapped
 (``newest_load_bytes``; 0 on a disk file system). The store checks again, exactly, before each load and write
-(``reindex.stores.edge._space``); this guard refuses before any work is done. A Qdrant server's disk is not
+(``reindex.adapters.stores.edge._space``); this guard refuses before any work is done. A Qdrant server's disk is not
 checked.
 """
 
 from __future__ import annotations
 
-from reindex.config import PipelineConfig
+from reindex.domain.config import PipelineConfig
 from reindex.errors import StateError
-from reindex.manifests import index_prefix, read_json
+from reindex.books.manifests import index_prefix, read_json
 from reindex.planner import Plan
 from reindex.usecases import backends
 
@@ -63,7 +63,7 @@ def _loads(cfg: PipelineConfig, *collections: str | None) -> int:
     folder = _folder(cfg)
     if folder is None or not _edge(cfg):
         return 0
-    from reindex.stores.edge import newest_load_bytes
+    from reindex.adapters.stores.edge import newest_load_bytes
 
     return sum(newest_load_bytes(folder, c) for c in sorted({c for c in collections if c}))
 
@@ -71,7 +71,7 @@ def _loads(cfg: PipelineConfig, *collections: str | None) -> int:
 def need_for_plan(plan: Plan, cfg: PipelineConfig) -> int:
     """What apply adds: the plan's peak footprint less the old population (plus the edge engine's preallocated
     files; in place on edge plus the files the delta generation copies, and on tmpfs fills when it loads it:
-    :func:`~reindex.stores.edge.generation_copy_bytes`). A resumed apply is checked for the whole footprint again
+    :func:`~reindex.adapters.stores.edge.generation_copy_bytes`). A resumed apply is checked for the whole footprint again
     (what it already wrote is not subtracted), so it may ask for more than it needs."""
     footprint = plan.body.get("cost", {}).get("footprint")
     folder = _folder(cfg)
@@ -81,7 +81,7 @@ def need_for_plan(plan: Plan, cfg: PipelineConfig) -> int:
     if _edge(cfg):
         need += EDGE_BUILD_OVERHEAD_BYTES
         if plan.kind.in_place and plan.body["inputs"]["baseline"].get("collection"):
-            from reindex.stores.edge import generation_copy_bytes
+            from reindex.adapters.stores.edge import generation_copy_bytes
 
             need += generation_copy_bytes(folder, plan.body["inputs"]["baseline"]["collection"])
     return need

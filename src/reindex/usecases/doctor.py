@@ -1,7 +1,7 @@
 """``reindex doctor``: are the books and the store one story? (DESIGN.md invariant 17)
 
-For each population with a collection to read, the store against its chunk manifest (:func:`reindex.drift.check_population`:
-counts, a sample of points, or every one with ``full``), and the index's own records (:func:`reindex.drift.check_books`:
+For each population with a collection to read, the store against its chunk manifest (:func:`reindex.decisions.drift.check_population`:
+counts, a sample of points, or every one with ``full``), and the index's own records (:func:`reindex.decisions.drift.check_books`:
 the alias, runs left half done, populations stuck in building, orphaned collections, staged results, a stale lock).
 Read-only: the store is opened as a reader, nothing is locked, so it works beside a running apply.
 
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reindex import cutover as co
-from reindex.config import PipelineConfig
-from reindex.drift import (
+from reindex.decisions import cutover as co
+from reindex.domain.config import PipelineConfig
+from reindex.decisions.drift import (
     PLAN_FIXES,
     Books,
     Finding,
@@ -29,14 +29,14 @@ from reindex.drift import (
     check_population,
 )
 from reindex.errors import ConfigError, ReindexError, StateError, VectorStoreError
-from reindex.locks import lock_key, parse_lock
-from reindex.manifests import (
+from reindex.books.locks import lock_key, parse_lock
+from reindex.books.manifests import (
     Population,
     count_chunk_manifest_rows,
     index_prefix,
     read_json,
 )
-from reindex.stores.vectors import one_line
+from reindex.adapters.stores.vectors import one_line
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved

@@ -1,5 +1,5 @@
 """``reindex plan --forecast N``: what a pipeline-scoped change buys, measured on a sample before paying for it
-(:mod:`reindex.forecast`). Reads the live population through a reader and builds both sides in a scratch store in
+(:mod:`reindex.decisions.forecast`). Reads the live population through a reader and builds both sides in a scratch store in
 a temporary folder, so it never touches the live alias and runs beside an apply."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from reindex.config import PipelineConfig
+from reindex.domain.config import PipelineConfig
 from reindex.errors import PlanError
-from reindex.evaluation import evaluate
-from reindex.forecast import (
+from reindex.decisions.evaluation import evaluate
+from reindex.decisions.forecast import (
     FORECAST_NEW,
     FORECAST_OLD,
     agreement,
@@ -24,13 +24,13 @@ from reindex.forecast import (
     forecast_serving,
     share_space,
 )
-from reindex.identity import identity_of
-from reindex.manifests import read_live
-from reindex.pipeline import TextPipeline
-from reindex.sources import open_source
-from reindex.sources.base import ScanReport
-from reindex.sources.extract import normalise
-from reindex.stores.opening import open_vector_store
+from reindex.domain.identity import identity_of
+from reindex.books.manifests import read_live
+from reindex.adapters.pipeline import TextPipeline
+from reindex.adapters.sources import open_source
+from reindex.adapters.sources.base import ScanReport
+from reindex.adapters.sources.extract import normalise
+from reindex.adapters.stores.opening import open_vector_store
 from reindex.usecases import backends
 from reindex.usecases.queries import comparison_queries
 

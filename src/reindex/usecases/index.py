@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reindex.config import PipelineConfig
+from reindex.domain.config import PipelineConfig
 from reindex.errors import ReindexError
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG, Lent

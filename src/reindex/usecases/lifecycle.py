@@ -9,22 +9,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reindex import reports
-from reindex.config import (
+from reindex.domain.config import (
     PipelineConfig,
     chunker_spec,
 )
 from reindex.errors import ConfigError, ReindexError, VectorStoreError
-from reindex.identity import identity_of
-from reindex.pipeline import TextPipeline
-from reindex.sources.extract import normalise
+from reindex.domain.identity import identity_of
+from reindex.adapters.pipeline import TextPipeline
+from reindex.adapters.sources.extract import normalise
 
-from reindex import cutover as co
-from reindex.domain import PopulationState
-from reindex import evaluation as ev
-from reindex.carried import prune_carried
-from reindex.cursors import commit_cursor, resume_tracking
-from reindex.manifests import read_live, read_population
-from reindex.approvals import check_not_rejected, read_approval, signing_key
+from reindex.decisions import cutover as co
+from reindex.domain.kinds import PopulationState
+from reindex.decisions import evaluation as ev
+from reindex.books.carried import prune_carried
+from reindex.books.cursors import commit_cursor, resume_tracking
+from reindex.books.manifests import read_live, read_population
+from reindex.planner.approvals import check_not_rejected, read_approval, signing_key
 from reindex.planner import (
     PlanError,
     read_plan,
@@ -35,7 +35,7 @@ from reindex.planner import (
 from reindex.usecases import backends, disk
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
-from reindex.locks import read_lock
+from reindex.books.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.queries import comparison_queries
 from reindex.usecases.serve import serving_view
@@ -138,8 +138,8 @@ def _model_agreement(store, shadow: str, old_cfg: PipelineConfig, cfg: PipelineC
     of their vectors where they share a space, else the top-k overlap in the evaluation says how they agree)."""
     from itertools import islice
 
-    from reindex.forecast import AGREEMENT_CHUNKS, agreement, share_space
-    from reindex.stores.payload import payload_text
+    from reindex.decisions.forecast import AGREEMENT_CHUNKS, agreement, share_space
+    from reindex.adapters.stores.payload import payload_text
 
     texts = [payload_text(p.payload, cfg.payload) for p in islice(store.scroll(shadow, batch=AGREEMENT_CHUNKS),
                                                                    AGREEMENT_CHUNKS)]
@@ -175,7 +175,7 @@ def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, l
     added or taken down since its apply, whether or not the live population was synced in place
     meanwhile), so that a cutover never serves text the corpus no longer holds. Under the index lock,
     before the gate; with the config the shadow was built with. None when the shadow is current."""
-    from reindex import execution
+    from reindex.engine import execution
     rec = read_population(state, cfg.index, shadow)
     built = cfg if identity_of(cfg).collection == shadow or rec is None else rec.config
     ident = identity_of(built)
@@ -346,7 +346,7 @@ def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[
     written; null until the apply has measured a rate). For the run the lock holder names, else the latest one."""
     import time
 
-    from reindex.manifests import population_prefix, read_run_progress
+    from reindex.books.manifests import population_prefix, read_run_progress
 
     prefix = f"{population_prefix(index, rec.collection)}/runs/"
     done: dict[str, int] = {}
@@ -411,7 +411,7 @@ def _aliases_or_repair(cfg: PipelineConfig, store, state) -> dict[str, str]:
     live records (``indexes/<index>/live.json``, one per index this state holds), with a warning saying so.
     ``store`` may be a reader: the rewrite then goes through the writer (refused, naming the file, while
     another process holds it)."""
-    from reindex.stores.edge import CorruptAliasesError
+    from reindex.adapters.stores.edge import CorruptAliasesError
 
     try:
         return store.list_aliases()

@@ -15,7 +15,7 @@ import uuid
 from contextvars import ContextVar
 from typing import Any, Iterator
 
-from reindex.locks import acquire_lock
+from reindex.books.locks import acquire_lock
 
 __all__ = ["holding_index_lock", "lock_owner"]
 
@@ -28,7 +28,7 @@ def lock_owner() -> str:
 @contextlib.contextmanager
 def holding_index_lock(state: Any, index: str, purpose: str) -> Iterator[Any]:
     """Hold the index lock for the duration of the block, renewed in the background; a writer calls
-    ``lock.check()`` before each write and stops when the lease is lost (see :mod:`reindex.locks`)."""
+    ``lock.check()`` before each write and stops when the lease is lost (see :mod:`reindex.books.locks`)."""
     key = (state.describe(), index)
     held = _HELD.get()
     if key in held:  # this call chain holds the index already: the inner writer works under that lease

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from reindex.config import (
+from reindex.domain.config import (
     PipelineConfig,
     SourceConfig,
     chunker_spec,
@@ -13,7 +13,7 @@ from reindex.config import (
     parse_chunker_spec,
 )
 from reindex.errors import ConfigError
-from reindex.identity import resolve_config, vector_id
+from reindex.domain.identity import resolve_config, vector_id
 
 
 
@@ -48,8 +48,8 @@ def measure(
     no-edit control, bands, paired differences, optional length calibration and optional retrieval
     quality on the same chunkings. Returns (MeasureReport, report paths or None)."""
     from reindex import measure as m
-    from reindex.chunkers import make_chunker
-    from reindex.tokenizers import load_tokenizer
+    from reindex.adapters.chunkers import make_chunker
+    from reindex.adapters.tokenizers import load_tokenizer
 
     if (pairs is None) == (from_git is None):
         raise ConfigError("give exactly one of --pairs FILE or --from-git REPO")
@@ -106,7 +106,7 @@ def _calibrated(specs: list, selected: list, tok, target_median: float) -> tuple
     """Tune each chunker's size on a held-out 10 % of the documents to ``target_median`` tokens; returns the
     tuned specs, the pairs left to measure and the calibration record."""
     from reindex import measure as m
-    from reindex.chunkers import make_chunker
+    from reindex.adapters.chunkers import make_chunker
 
     held, selected = m.calibration_split(selected)
     texts = list(dict.fromkeys(p.old_text for p in held))
@@ -128,8 +128,8 @@ def _calibrated(specs: list, selected: list, tok, target_median: float) -> tuple
 
 def _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, seed, lang, progress):
     from reindex import measure as m
-    from reindex.chunkers import make_chunker
-    from reindex.identity import fingerprint
+    from reindex.adapters.chunkers import make_chunker
+    from reindex.domain.identity import fingerprint
 
     qs = m.load_queries(queries)
     if lang is not None:
@@ -201,10 +201,10 @@ def measure_chains(
     from collections import Counter
 
     from reindex import measure as m
-    from reindex.chunkers import make_chunker
-    from reindex.chunkers.sticky import StickyConfig
+    from reindex.adapters.chunkers import make_chunker
+    from reindex.adapters.chunkers.sticky import StickyConfig
     from reindex.measure.sticky import chain_summary, chains_from_git, git_bytes, run_chain
-    from reindex.tokenizers import load_tokenizer
+    from reindex.adapters.tokenizers import load_tokenizer
 
     if revisions < 1:
         raise ConfigError("--chains must be at least 1 (revisions after the first text of each file)")

@@ -7,21 +7,23 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from reindex import reports, settings
-from reindex.config import (
+from reindex import reports
+
+from reindex.foundation import settings
+from reindex.domain.config import (
     PipelineConfig,
     load_config,
     parse_chunker_spec,
 )
 from reindex.errors import ConfigError, ReindexError, SourceError
-from reindex.identity import identity_of
-from reindex.pipeline import TextPipeline
-from reindex.sources import open_source
-from reindex.sources.base import ScanReport
+from reindex.domain.identity import identity_of
+from reindex.adapters.pipeline import TextPipeline
+from reindex.adapters.sources import open_source
+from reindex.adapters.sources.base import ScanReport
 
 from reindex import cost as costmod
-from reindex.approvals import Approval, approve as _approve, check_approval, read_approval, signing_key
-from reindex.manifests import read_build_rate, read_calibration, read_measured_rate, write_calibration
+from reindex.planner.approvals import Approval, approve as _approve, check_approval, read_approval, signing_key
+from reindex.books.manifests import read_build_rate, read_calibration, read_measured_rate, write_calibration
 from reindex.planner import (
     DEFAULT_TOKENS_PER_MINUTE,
     BuildRate,
@@ -41,7 +43,7 @@ from reindex.planner import (
 
 
 
-from reindex.throughput import CpuClock, plan_rate, rate_record
+from reindex.foundation.throughput import CpuClock, plan_rate, rate_record
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved, resolve
@@ -67,7 +69,7 @@ def rates_for(cfg: PipelineConfig, *, measure: bool = False) -> Rates:
     ``measure`` and a local model (sentence-transformers, model2vec) that has no rate yet, the model is
     timed here on :data:`SAMPLED_CHUNKS` chunks of the corpus instead of taking the default
     (:func:`sampled_rate`). Measured rates carry when and where, and what the hours assume
-    (:func:`reindex.throughput.plan_rate`: per CPU-second × the CPUs of the workers measured)."""
+    (:func:`reindex.foundation.throughput.plan_rate`: per CPU-second × the CPUs of the workers measured)."""
     return dataclasses.replace(_embedding_rates(cfg, measure), build=build_rate(cfg))
 
 
@@ -158,7 +160,7 @@ def make_plan(
     """Plan a change of ``config_path`` against the live population or an explicit baseline. ``forecast``: build
     both sides on a sample of that many documents (plus the documents ``queries`` — the cutover's labelled
     queries file — point at, or the cutover's probes) and put what the change buys into the plan
-    (:mod:`reindex.forecast`); asked for automatically when ``approval.require_forecast`` is set. ``verify``: read the whole source and compare content hashes even where its cursor would find the
+    (:mod:`reindex.decisions.forecast`); asked for automatically when ``approval.require_forecast`` is set. ``verify``: read the whole source and compare content hashes even where its cursor would find the
     changes."""
     cfg = load_resolved(config_path)
     part = None
@@ -199,7 +201,7 @@ def make_plan(
 
 
 def _carry_to(cfg: PipelineConfig):
-    """The state store a plan's chunks are carried to apply in (:mod:`reindex.carried`), or None when carrying is
+    """The state store a plan's chunks are carried to apply in (:mod:`reindex.books.carried`), or None when carrying is
     switched off (``REINDEX_CARRY_CHUNKS=0``)."""
     return backends.state_store(cfg) if settings.carry_chunks() else None
 
@@ -215,10 +217,10 @@ def _written(plan: Plan, out: str | Path | None) -> Path | None:
 def plan_in_place_part(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, out: str | Path | None = "plans",
                        progress=None) -> tuple[Plan, Path | None] | None:
     """The document changes of a pipeline-scoped change as a plan of their own: the live population's own
-    config (:meth:`~reindex.manifests.Population.governs`) against the live population, applied in place now
+    config (:meth:`~reindex.books.manifests.Population.governs`) against the live population, applied in place now
     while the pipeline change waits for approval and its build. None when the config names the live pipeline
     (then :func:`make_plan` is the whole change) or the part has nothing to apply in place."""
-    from reindex.manifests import read_live
+    from reindex.books.manifests import read_live
 
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
@@ -235,7 +237,7 @@ def plan_repair(config_path: str | Path | PipelineConfig, repair: Repair, *,
     document-scoped, in place, under the live population's own config (governed by the config file, as the
     in-place part of a pipeline change is), approved and applied like any plan. PlanError when there is no live
     population or the source changed as well (a sync comes first)."""
-    from reindex.manifests import read_live
+    from reindex.books.manifests import read_live
 
     cfg = load_resolved(config_path)
     state = backends.state_store(cfg)
@@ -259,7 +261,7 @@ def _plan_part(cfg: PipelineConfig, config_path, live, baseline, progress) -> Pl
 
 def _in_place_part(cfg: PipelineConfig, config_path, state, baseline, out, progress) -> dict | None:
     """Plan (and write) the in-place part of a pipeline change; its summary for the main plan."""
-    from reindex.manifests import read_live
+    from reindex.books.manifests import read_live
     from reindex.planner import plan_filename
 
     live = read_live(state, cfg.index)
@@ -278,8 +280,8 @@ def config_in_force(plan: Plan, cfg: PipelineConfig, state) -> PipelineConfig:
     """The config a plan is carried out under: the config file's, or — for the in-place part of a pipeline
     change (:func:`plan_in_place_part`) — the live population's own config governed by it. Anything else
     is left to the drift check, which refuses a plan made from another config."""
-    from reindex.identity import config_digest
-    from reindex.manifests import read_live
+    from reindex.domain.identity import config_digest
+    from reindex.books.manifests import read_live
 
     want = plan.body["inputs"]["config"]["digest"]
     if not plan.kind.in_place or want == config_digest(cfg):
@@ -296,11 +298,11 @@ def _restore_live(cfg: PipelineConfig, state) -> None:
     """A missing live record while the alias serves a population (deleted as corrupt, say) is rebuilt from the
     alias and the population records before planning: otherwise the plan would be an initial build of every
     document while readers are served the old population."""
-    from reindex.manifests import index_prefix
+    from reindex.books.manifests import index_prefix
 
     if state.exists(f"{index_prefix(cfg.index)}/live.json"):
         return
-    from reindex.cutover import restore_live  # only now: it imports the engine (~0.05 CPU-s a plan need not pay)
+    from reindex.decisions.cutover import restore_live  # only now: it imports the engine (~0.05 CPU-s a plan need not pay)
 
     with backends.read_only_store(cfg) as store:
         restored = restore_live(store, state, cfg.index) if store is not None else None
@@ -359,7 +361,7 @@ def estimate(
     dimension: int = 384, precision: str = "float32",
 ) -> costmod.Estimate:
     """Histogram arithmetic for a corpus nobody has chunked yet."""
-    from reindex.histogram import read_histogram
+    from reindex.cost.histogram_csv import read_histogram
 
     buckets = read_histogram(histogram)
     return costmod.estimate_histogram(
@@ -420,7 +422,7 @@ def _corpus_chunks(cfg: PipelineConfig, n: int, seed: int) -> list[str]:
 
 def _backend_variant(cfg: PipelineConfig, spec: str) -> PipelineConfig:
     """``cfg`` with ``vector.backend`` and ``vector.precision`` from ``BACKEND[:PRECISION]``, resolved."""
-    from reindex.config import config_from_dict
+    from reindex.domain.config import config_from_dict
 
     if cfg.vector.provider != "sentence-transformers":
         raise ConfigError(f"--backend {spec}: backends are compared for local sentence-transformers models; "
@@ -437,7 +439,7 @@ def _time_backend(cfg: PipelineConfig, texts: list[str], queries: list[str]) -> 
     import platform
     import time
 
-    from reindex.embedders import describe_embedder
+    from reindex.adapters.embedders import describe_embedder
 
     emb = backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
     emb.embed(texts[: min(8, len(texts))])  # warm-up: first-call allocation is not throughput

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reindex import evaluation as ev
-from reindex.config import PipelineConfig
-from reindex.identity import identity_of
-from reindex.pipeline import TextPipeline
-from reindex.sources import open_source
-from reindex.sources.base import ScanReport
+from reindex.decisions import evaluation as ev
+from reindex.domain.config import PipelineConfig
+from reindex.domain.identity import identity_of
+from reindex.adapters.pipeline import TextPipeline
+from reindex.adapters.sources import open_source
+from reindex.adapters.sources.base import ScanReport
 
 __all__ = ["comparison_queries"]
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from reindex.errors import ConfigError, StateError, TransientError, VectorStoreError
-from reindex.identity import identity_of
-from reindex.stores.payload import filter_key, payload_metadata, payload_text
+from reindex.domain.identity import identity_of
+from reindex.adapters.stores.payload import filter_key, payload_metadata, payload_text
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
@@ -103,7 +103,7 @@ class _Mode:
 
     kind: str  # bridge | cascade
     shadow: Any  # the shadow's Population: its model embeds the queries
-    bridge: Any  # reindex.serving.Bridge (bridge mode)
+    bridge: Any  # reindex.decisions.serving.Bridge (bridge mode)
     candidates: int
 
 
@@ -134,7 +134,7 @@ class _ReadSide:
 
     def _population(self, state, index: str, collection: str, *, fresh: bool):
         """The population record of ``collection`` (None when it has none), parsed once per record bytes."""
-        from reindex.manifests import Population, population_prefix
+        from reindex.books.manifests import Population, population_prefix
 
         with self._lock:
             cached = self._records.get(collection)
@@ -198,7 +198,7 @@ class _ReadSide:
 
     def _serving_record(self, state, index: str) -> dict | None:
         """The index's serving record (parsed once per bytes; with a remote state read at most once a second)."""
-        from reindex.manifests import serving_key
+        from reindex.books.manifests import serving_key
 
         with self._lock:
             cached = self._serving
@@ -238,7 +238,7 @@ class _ReadSide:
             with self._lock:
                 bridge = self._bridges.get(bid)
             if bridge is None and bid:
-                from reindex.serving import load_bridge
+                from reindex.decisions.serving import load_bridge
 
                 bridge = load_bridge(state, cfg.index, bid)
                 with self._lock:
@@ -257,7 +257,7 @@ class _ReadSide:
             hits = store.query(served.collection, mode.bridge.map(v_new)[0], limit=k, doc_id=doc_id, where=where)
             info.update(bridge=mode.bridge.id, bridge_kind=mode.bridge.kind, embeddings=1)
         else:
-            from reindex.serving import cascade_rerank
+            from reindex.decisions.serving import cascade_rerank
 
             passages = self._embedder(mode.shadow.config.vector, cfg.embed)
             v_old = served.embedder.embed([text]).vectors[0]
@@ -326,7 +326,7 @@ def query(text: str, config_path: str | Path = DEFAULT_CONFIG, *, k: int = 10, f
 def _raise_if_never_built(cfg, collection: str | None, err: VectorStoreError) -> None:
     """A search of the alias failed and no population was ever made live: say how to build one (checked only
     on failure, so a query costs nothing more)."""
-    from reindex.manifests import read_live
+    from reindex.books.manifests import read_live
 
     if collection is None and read_live(backends.state_store(cfg), cfg.index) is None:
         raise VectorStoreError(f"index {cfg.index!r} has nothing to search yet: build it with `reindex plan`, then "

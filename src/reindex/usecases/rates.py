@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from reindex.config import PipelineConfig
-from reindex.manifests import write_build_rate, write_measured_rate
+from reindex.domain.config import PipelineConfig
+from reindex.books.manifests import write_build_rate, write_measured_rate
 from reindex.planner import Plan, build_rate_name
-from reindex.throughput import host_load, rate_record
+from reindex.foundation.throughput import host_load, rate_record
 from reindex.usecases import backends
 
 __all__ = ["MIN_POINTS_TO_MEASURE_BUILD", "MIN_TOKENS_TO_MEASURE", "record_build_rate", "record_rate"]
@@ -22,7 +22,7 @@ MIN_TOKENS_TO_MEASURE = 20_000
 def record_rate(state, cfg: PipelineConfig, vector_id: str, plan: Plan, report: dict, runner: str) -> dict | None:
     """Record this run's embedding throughput for the vector half, so that the next plan prices with it: per
     CPU-second of the embedding calls, and per worker wall-second, with the workers that embedded at once,
-    the threads of each model call, the load and the CPU count (:func:`reindex.throughput.rate_record`).
+    the threads of each model call, the load and the CPU count (:func:`reindex.foundation.throughput.rate_record`).
     None when the run embedded too little to measure."""
     import os
     import platform

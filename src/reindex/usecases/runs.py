@@ -10,7 +10,7 @@ approval request (:func:`approval_request`: plan, footprint, deadline). Whicheve
   (:func:`record_rejection`, ``approve_plan``).
 
 A rejection is final for its plan hash: it revokes an approval given elsewhere, and a later approval
-is refused (see :mod:`reindex.approvals`)."""
+is refused (see :mod:`reindex.planner.approvals`)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import datetime as _dt
 from dataclasses import dataclass
 from pathlib import Path
 
-from reindex import settings
-from reindex.approvals import Rejection, reject
+from reindex.foundation import settings
+from reindex.planner.approvals import Rejection, reject
 from reindex.errors import ReindexError
 from reindex.planner import Plan, forecast_line, read_plan
 from reindex.usecases.configure import load_resolved

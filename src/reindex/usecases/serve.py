@@ -1,11 +1,11 @@
 """``reindex serving [--evaluate]``: what readers are served while a vector-half change builds, and the
-re-evaluation that may switch them (:mod:`reindex.serving` has the bridge, the cascade and the gate).
+re-evaluation that may switch them (:mod:`reindex.decisions.serving` has the bridge, the cascade and the gate).
 
 The mode is state, not config: ``indexes/<index>/serving.json`` names it, for the population the alias served
 when it was evaluated and the shadow whose model it uses. Readers (:mod:`reindex.usecases.query`) follow it only
 while the alias still serves that population and the shadow is still being built or waiting for its cutover;
 a cutover or a rollback moves the alias and so puts every reader back on native serving at once (and resets the
-record: :func:`reindex.manifests.reset_serving`). ``serving.*`` in the config says what an evaluation may
+record: :func:`reindex.books.manifests.reset_serving`). ``serving.*`` in the config says what an evaluation may
 choose (``mode``), how it gates (``metric``, ``min_delta``, ``min_pairs``) and when an apply re-evaluates
 (``every_shards``)."""
 
@@ -19,15 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from reindex.config import PipelineConfig
-from reindex.cutover import populations
-from reindex.domain import PopulationState
+from reindex.domain.config import PipelineConfig
+from reindex.decisions.cutover import populations
+from reindex.domain.kinds import PopulationState
 from reindex.errors import LockLost
-from reindex.locks import read_lock
-from reindex.manifests import (Population, population_prefix, read_live, read_population, read_serving,
+from reindex.books.locks import read_lock
+from reindex.books.manifests import (Population, population_prefix, read_live, read_population, read_serving,
                                write_serving)
-from reindex.pairs import read_pairs, runs_with_pairs
-from reindex.serving import ModeInputs, choose_mode, evaluate_modes, store_bridge
+from reindex.books.pairs import read_pairs, runs_with_pairs
+from reindex.decisions.serving import ModeInputs, choose_mode, evaluate_modes, store_bridge
 from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved

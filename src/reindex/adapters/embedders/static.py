@@ -1,0 +1,217 @@
+"""Static embeddings (``vector.provider: model2vec``): a model2vec folder, or one distilled here, offline,
+from a local sentence-transformers folder and kept in a content-addressed cache (as ONNX exports are).
+
+The one module that imports model2vec (lazily, inside functions: importing this module costs nothing).
+
+A static model is a table of token vectors: a text's vector is the mean of its tokens' rows (then
+normalised), so it does not depend on the batch, the shard layout or the thread count. Distillation
+(model2vec's ``distill``: one forward pass of the source model per vocabulary token, PCA to
+``STATIC_DISTILL_DIMS``, SIF weighting, float16) takes ~40–90 CPU-s for all-MiniLM-L6-v2 and writes ~15 MB.
+Its files' digest is the vector half's revision (docs/design-notes.md, "Identity")."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from reindex.foundation import settings
+from reindex.domain.config import VectorHalf
+from reindex.adapters.embedders.base import EmbedResult
+from reindex.adapters.embedders.sentence_transformers import load_transformer
+from reindex.errors import ConfigError, ModelError
+from reindex.domain.models import (
+    STATIC_DISTILL_DIMS,
+    digest_path,
+    is_static_folder,
+    resolve_model_path,
+    static_dimension,
+)
+from reindex.adapters.tokenizers import load_tokenizer
+
+__all__ = ["DISTILL_RECIPE", "StaticEmbedder", "distill_cache_key", "distilled", "model_files", "require_model2vec"]
+
+# Bump when the distillation recipe changes: a new recipe is a new cache folder (and a new vector id).
+DISTILL_RECIPE = "reindex/model2vec/v1"
+_MARK = "distill.json"  # written last: a cache folder holding it is complete
+_LOCK = threading.Lock()
+_CACHE: dict[str, object] = {}
+
+
+def require_model2vec(distill: bool = False) -> None:
+    """Raise ConfigError (one line, what to install) unless model2vec (and, to distil, its distillation
+    dependencies) can be imported."""
+    names = ("model2vec", "skeletoken", "sklearn") if distill else ("model2vec",)
+    missing = []
+    for name in names:
+        try:
+            __import__(name)
+        except ImportError:
+            missing.append({"sklearn": "scikit-learn"}.get(name, name))
+    if missing:
+        what = "distilling a static model from a sentence-transformers folder" if distill else "vector.provider: model2vec"
+        raise ConfigError(f"{what} needs {' and '.join(missing)}, not installed; run `pip install 'reindex[model2vec]'`")
+
+
+def distill_cache_key(source_digest: str, dims: int) -> str:
+    """The cache folder name of a distillation: the recipe, the source model's digest and the PCA dims."""
+    body = json.dumps([DISTILL_RECIPE, source_digest, dims], separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def distilled(source: Path, dimension: int | None = None) -> Path:
+    """The folder of the static model distilled from the sentence-transformers folder ``source``, made here
+    offline on first use and then kept in ``<cache>/model2vec/<key>``. ``dimension``: the configured
+    vector size, checked against what the distillation makes before any work (ConfigError)."""
+    source = Path(source)
+    dims = static_dimension(source)
+    if dims is None:
+        raise ConfigError(f"vector.model: {source} is neither a model2vec folder nor a model folder whose config.json "
+                          "gives hidden_size; point it at a static model or a sentence-transformers folder")
+    if dimension is not None and dimension != dims:
+        raise ConfigError(f"vector.dimension is {dimension} but a static model distilled from {source} makes "
+                          f"{dims}-dimensional vectors; set vector.dimension: {dims}")
+    source_digest = digest_path(source)
+    folder = settings.model_cache_dir() / "model2vec" / distill_cache_key(source_digest, STATIC_DISTILL_DIMS)
+    if (folder / _MARK).is_file():
+        return folder
+    require_model2vec(distill=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.parent / f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        _distill(source, tmp)
+        _stable_config(tmp / "config.json", source_digest)
+        (tmp / _MARK).write_text(json.dumps({"recipe": DISTILL_RECIPE, "source_digest": source_digest,
+                                             "pca_dims": STATIC_DISTILL_DIMS}, sort_keys=True, indent=1) + "\n",
+                                 encoding="utf-8")
+        try:
+            os.rename(tmp, folder)
+        except OSError:
+            if not (folder / _MARK).is_file():  # another process finished first: use its distillation
+                raise
+    except (ConfigError, ModelError):
+        raise
+    except Exception as err:  # noqa: BLE001 - a distillation failure is one clear line
+        raise ModelError(f"cannot distil a static model from {source}: {err}".splitlines()[0]) from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+@contextlib.contextmanager
+def _offline_and_quiet():
+    """Nothing reaches the network (the model and tokenizer come from the folder); no progress bars."""
+    keys = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE",
+            "TRANSFORMERS_VERBOSITY")
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                       "TQDM_DISABLE": "1", "TRANSFORMERS_VERBOSITY": "error"})
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _distill(source: Path, out: Path) -> None:
+    import io
+    import logging
+
+    loggers = [logging.getLogger(n) for n in ("model2vec", "skeletoken", "transformers", "sentence_transformers")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)  # advice about PCA sizes and pad tokens, not errors
+    try:
+        with _offline_and_quiet(), contextlib.redirect_stderr(io.StringIO()):  # model2vec's tqdm bars
+            _distill_quietly(source, out)
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _distill_quietly(source: Path, out: Path) -> None:
+    from model2vec.distill.distillation import distill_from_model
+
+    # Loaded from the folder only (model2vec's own `distill` would ask the hub about a name that is not a folder).
+    model, tokenizer = load_transformer(source)
+    static = distill_from_model(model=model, tokenizer=tokenizer, device="cpu", pca_dims=STATIC_DISTILL_DIMS)
+    static.save_pretrained(str(out))
+
+
+def _stable_config(path: Path, source_digest: str) -> None:
+    """model2vec writes the source folder's absolute path into ``config.json`` (``tokenizer_name``): the same
+    weights distilled from another install location would get another digest. Name the source by digest."""
+    conf = json.loads(path.read_text(encoding="utf-8"))
+    conf["tokenizer_name"] = source_digest
+    path.write_text(json.dumps(conf, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+
+
+def model_files(vector: VectorHalf) -> Path:
+    """The static model folder of this vector half: ``vector.model`` when it is a model2vec folder, else the
+    distillation of that sentence-transformers folder (made on first use)."""
+    source = resolve_model_path(vector.model)
+    return source if is_static_folder(source) else distilled(source, vector.dimension)
+
+
+def _load(path: str):
+    with _LOCK:
+        if path not in _CACHE:
+            require_model2vec()
+            with _offline_and_quiet():
+                from model2vec import StaticModel
+
+                try:
+                    _CACHE[path] = StaticModel.from_pretrained(path, force_download=False)
+                except Exception as err:  # noqa: BLE001 - any load failure is one clear line
+                    raise ModelError(f"cannot load the static model in {path}: {err}".splitlines()[0]) from None
+        return _CACHE[path]
+
+
+class StaticEmbedder:
+    """Embeds texts with a model2vec static model (a token table: mean of the tokens' rows, normalised)."""
+
+    def __init__(self, vector: VectorHalf, *, batch_size: int = 64) -> None:
+        self.vector = vector
+        self.batch_size = batch_size
+        self.path = model_files(vector)
+        if vector.revision.startswith("sha256:") and digest_path(self.path) != vector.revision:
+            raise ModelError(
+                f"the static model in {self.path} has digest {digest_path(self.path)} but vector.revision is "
+                f"{vector.revision} (distilled by another torch/model2vec version?); copy the folder from the machine "
+                "that planned, or plan again")
+        self.model = _load(str(self.path))
+        self.dimension = int(self.model.dim)
+        if self.dimension != vector.dimension:
+            raise ConfigError(f"vector.dimension is {vector.dimension} but the static model {vector.model} makes "
+                              f"{self.dimension}-dimensional vectors; set vector.dimension: {self.dimension}")
+        limit = self.model.max_length
+        self.max_tokens = min(limit, vector.max_tokens) if limit and vector.max_tokens else (vector.max_tokens or limit)
+        self._tok = load_tokenizer(str(self.path))  # the model's own tokens, no truncation
+
+    def describe(self) -> dict:
+        """Where and how this embedder runs: a table lookup in numpy, on the calling thread."""
+        return {"provider": "model2vec", "backend": "static", "precision": str(self.model.embedding.dtype),
+                "device": "cpu", "threads": 1}
+
+    def embed(self, texts: list[str]) -> EmbedResult:
+        if not texts:
+            return EmbedResult(np.zeros((0, self.dimension), dtype=np.float32), 0, 0)
+        inputs = [self.vector.prefix + t for t in texts] if self.vector.prefix else list(texts)
+        lengths = self._tok.count_batch(inputs)
+        truncated = sum(1 for n in lengths if self.max_tokens and n > self.max_tokens)
+        vecs = self.model.encode(inputs, max_length=self.max_tokens, batch_size=max(self.batch_size, 1),
+                                 normalize=self.vector.normalize, use_multiprocessing=False, show_progress_bar=False)
+        return EmbedResult(np.asarray(vecs, dtype=np.float32), truncated, sum(lengths))

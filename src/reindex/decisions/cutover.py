@@ -1,0 +1,451 @@
+"""Gate, atomic alias swap, verify, rollback, retention and gc.
+
+Invariant: the alias moves only in one ``update_collection_aliases`` call (``swap_alias``), only
+after the gate passed (or a forced cutover of an approved plan), and the population an alias points
+at is never deleted."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from reindex.domain.kinds import PopulationState
+from reindex.errors import CutoverError
+from reindex.engine.execution import crashpoint
+from reindex.books.manifests import (
+    Population,
+    count_chunk_manifest_rows,
+    index_prefix,
+    population_prefix,
+    read_apply_record,
+    read_chunk_manifest_columns,
+    read_json,
+    read_live,
+    read_population,
+    reset_serving,
+    write_live,
+    write_population,
+)
+from reindex.adapters.stores.objects import ObjectStore
+
+__all__ = [
+    "CutoverInputs", "Rule", "SERVABLE", "VERIFY_SAMPLE", "check_names", "delete_population", "evidence_rule",
+    "gate", "gc_candidates", "pending_intent", "populations", "reconcile", "require_verified", "restore_live",
+    "rollback", "run_cutover", "segment_rules", "swap", "verify_population",
+]
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    name: str
+    passed: bool
+    detail: str
+
+    def as_dict(self) -> dict:
+        return {"rule": self.name, "passed": self.passed, "detail": self.detail}
+
+
+def gate(policy: Any, evaluation: dict | None, *, shadow_points: int, planned_chunks: int, failures: int,
+         k: int) -> list[Rule]:
+    """Pass/fail per rule of the cutover policy (config ``cutover``)."""
+    rules = []
+    if policy.require_exact_count:
+        rules.append(Rule("point-count", shadow_points == planned_chunks,
+                          f"shadow holds {shadow_points:,} points, its chunk manifest has {planned_chunks:,} chunks"))
+    rules.append(Rule("no-failed-shards", failures == 0, f"{failures} failed shards or documents"))
+    if evaluation is not None:
+        agg = evaluation["aggregate"]
+        diff = agg.get(f"recall_at_{k}_diff")
+        if diff is not None:
+            rules.append(Rule(f"recall@{k}", diff["low"] >= policy.min_recall_delta,
+                              f"recall@{k} new − old = {diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}]; "
+                              f"lower bound must be ≥ {policy.min_recall_delta:+.3f}"))
+        else:
+            ov = agg.get(f"overlap_at_{k}", 0.0)
+            rules.append(Rule(f"overlap@{k}", ov >= policy.min_overlap,
+                              f"mean document overlap@{k} = {ov:.3f}; must be ≥ {policy.min_overlap:.3f} (no labels)"))
+        if "verdict" in agg:
+            rules.append(evidence_rule(agg, policy))
+        rules.extend(segment_rules(evaluation.get("segments") or {}, policy, k))
+    return rules
+
+
+def segment_rules(segments: dict, policy: Any, k: int) -> list[Rule]:
+    """One rule per field of ``cutover.segments``: every segment's recall@k lower bound, corrected for the number
+    of segments (Holm; :func:`reindex.decisions.evaluation.segment_results`), must be at least ``min_recall_delta``, the
+    overall recall rule's bound; the detail names each segment that falls short. Segments without labelled
+    queries have no recall and are not checked."""
+    metric, bound = f"recall_at_{k}", policy.min_recall_delta
+    rules = []
+    for name, values in segments.items():
+        checked = {v: seg[metric] for v, seg in values.items() if metric in seg}
+        if not checked:
+            continue
+        short = {v: d for v, d in checked.items() if d["low"] < bound}
+        shown = short or checked
+        detail = "; ".join(
+            f"{name}={v}: {d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] over {d['n']} queries"
+            for v, d in shown.items())
+        m = len({(f, v) for f, vs in segments.items() for v, seg in vs.items() if metric in seg})
+        why = (f"lower bound below {bound:+.3f} in {', '.join(f'{name}={v}' for v in short)}" if short
+               else f"every lower bound ≥ {bound:+.3f}")
+        rules.append(Rule(f"recall@{k} per {name}", not short,
+                          f"{why} (intervals corrected by Holm for {m} segments): {detail}"))
+    return rules
+
+
+def evidence_rule(agg: dict, policy: Any) -> Rule:
+    """The gate never passes by construction: when no metric could measure a difference (``cannot tell``: every
+    query at the ceiling on both sides, or degenerate intervals) it fails unless ``cutover.cannot_tell: pass``."""
+    per = ", ".join(f"{m} {v}" for m, v in agg.get("metrics", {}).items()) or "no labelled metric"
+    v = agg["verdict"]
+    if v != "cannot tell":
+        return Rule("evidence", True, f"verdict {v} ({per})")
+    allowed = getattr(policy, "cannot_tell", "fail") == "pass"
+    return Rule("evidence", allowed,
+                f"verdict cannot tell ({per}): the queries cannot see a difference between old and new"
+                + ("; let through by cutover.cannot_tell: pass" if allowed else
+                   "; give harder evidence (a --queries file with labelled passages, more cutover.probes) or set "
+                   "cutover.cannot_tell: pass"))
+
+
+@dataclass(frozen=True)
+class CutoverInputs:
+    """What one cutover needs besides the stores, gathered by the use case: the plan's shadow and the live
+    population it was made against, the policy, and the steps that need the config (each called only when
+    the cutover gets that far: catch the shadow up, read or sample the queries, evaluate old vs new, embed a
+    query for the post-swap probe)."""
+
+    index: str
+    plan_hash: str
+    shadow: str
+    expected_live: str | None  # the alias target the plan was made against (None: an initial build)
+    k: int
+    policy: Any  # config.cutover
+    force: bool
+    forced_by: Callable[[], str | None]
+    catch_up: Callable[[], dict | None]
+    queries: Callable[[], tuple[list, str]]
+    evaluate: Callable[[str, list], tuple[dict, str]]
+    embed: Callable[[list[str]], Any]
+    fence: Callable[[], None]
+    # A first build (no live population): the queries on the new population alone, for its own figures.
+    evaluate_alone: Callable[[list], dict] | None = None
+
+
+def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
+    """One cutover, in order: complete or undo an alias move a killed process left (reconcile); check the
+    alias still points where the plan expects; catch the shadow up; evaluate old vs new on identical queries;
+    gate; swap atomically when the gate passed (or ``force``). Returns the cutover report (``swap`` is None
+    when the alias did not move; ``already`` when it served the shadow before this call)."""
+    i = inputs
+    recovered = reconcile(store, state, i.index)
+    current = store.get_alias(i.index)
+    base = {"index": i.index, "plan_hash": i.plan_hash, "shadow": i.shadow, "live": current, "k": i.k,
+            "swap": None, "forced_by": None, "recovered": recovered}
+    if current == i.shadow:
+        return {**base, "passed": True, "already": True, "rules": [], "evaluation": None, "queries_source": None,
+                "query_vectors": None}
+    if current != i.expected_live:
+        raise CutoverError(
+            f"alias {i.index!r} points to {current or 'nothing'} but the plan was made against "
+            f"{i.expected_live or 'no alias'}: someone else moved it; run `reindex plan` again")
+    if current is None:
+        check_names(store, i.index)
+    caught_up = i.catch_up()
+    qs, query_source = i.queries()
+    evaluation, vectors_note = i.evaluate(current, qs) if current is not None else (None, None)
+    # A first build has nothing to compare with: its queries still run, on the new population alone, so that it
+    # has figures later cutovers can be held against; the gate keeps only the rules that apply to it.
+    alone = i.evaluate_alone(qs) if current is None and qs and i.evaluate_alone is not None else None
+    rules = _gate_rules(store, state, i, evaluation)
+    passed = all(r.passed for r in rules)
+    report = {**base, "queries_source": query_source if qs or current is not None else "none (initial build)",
+              "query_vectors": vectors_note, "rules": [r.as_dict() for r in rules], "passed": passed,
+              "evaluation": evaluation, "first_build": alone, "already": False, "caught_up": caught_up,
+              "verdict": evaluation["aggregate"].get("verdict") if evaluation else None,
+              "segments": (evaluation or {}).get("segments", {})}
+    if passed or i.force:
+        if not passed:
+            report["forced_by"] = i.forced_by()
+            logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", i.shadow,
+                                                 report["forced_by"])
+        probe = i.embed([qs[0].text])[0] if qs else None
+        report["swap"] = swap(store, state, i.index, i.shadow, current, probe, fence=i.fence)
+    return report
+
+
+def _gate_rules(store: Any, state: ObjectStore, i: CutoverInputs, evaluation: dict | None) -> list[Rule]:
+    """The gate against the shadow's chunk manifest (the plan's chunks plus catch-up changes) and the apply's
+    own record of its run in the state store (the run report beside the plan is a copy for people: a plan
+    folder moved or cleaned must not change what the gate sees)."""
+    run = read_apply_record(state, i.index, i.plan_hash) or {}
+    expected_points = count_chunk_manifest_rows(state, i.index, i.shadow)
+    return gate(i.policy, evaluation, shadow_points=store.count(i.shadow), planned_chunks=expected_points,
+                failures=len(run.get("failures", [])), k=i.k)
+
+
+def check_names(store: Any, index: str) -> None:
+    """Refuse when a collection is named like the alias (an alias and a collection would share a name)."""
+    if store.collection_exists(index):
+        raise CutoverError(
+            f"a collection named {index!r} exists, so the alias {index!r} cannot be created; "
+            "rename or delete that collection (readers should query the alias, not a collection)"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Verified populations: only a complete population may go live
+# --------------------------------------------------------------------------------------------
+
+SERVABLE = tuple(s for s in PopulationState if s.servable)
+VERIFY_SAMPLE = 32
+
+
+def verify_population(store: Any, state: ObjectStore, index: str, collection: str, *,
+                      sample: int = VERIFY_SAMPLE) -> list[str]:
+    """Why ``collection`` must not go live (empty when it may): its state record says it was built
+    completely, the collection exists, its point count equals its chunk manifest's rows, and a sample of
+    manifest rows is stored with a vector and the same fingerprint."""
+    rec = read_population(state, index, collection)
+    if rec is None:
+        return [f"{collection} has no population record: it was never built by reindex"]
+    if not rec.state.servable:
+        return [f"{collection} is {rec.state}, not a complete population"]
+    if not store.collection_exists(collection):
+        return [f"collection {collection} no longer exists (deleted by gc?)"]
+    # Three columns, not row objects: at a million chunks a row list cost ~3 CPU-s and ~400 MB.
+    rows: list[tuple[str, str, str]] = []  # (point id, doc id, fingerprint)
+    for cols in read_chunk_manifest_columns(state, index, collection, ["point_id", "doc_id", "fingerprint"]):
+        rows.extend(zip(cols["point_id"], cols["doc_id"], cols["fingerprint"]))
+    problems = []
+    points = store.count(collection)
+    if points != len(rows):
+        problems.append(f"{collection} holds {points:,} points but its chunk manifest has {len(rows):,} chunks")
+    if rows and not problems:
+        step = max(1, len(rows) // sample)
+        picked = rows[::step][:sample]
+        found = {p.id: p for p in store.retrieve(collection, [r[0] for r in picked], with_vectors=True)}
+        dim = rec.config.vector.dimension
+        for point_id, doc_id, fingerprint in picked:
+            p = found.get(point_id)
+            if p is None or p.vector is None:
+                problems.append(f"point {point_id} of {doc_id} is missing from {collection}")
+            elif p.payload.get("fingerprint") != fingerprint:
+                problems.append(f"point {point_id} of {doc_id} holds another text than its manifest row")
+            elif dim and len(p.vector) != dim:
+                problems.append(f"point {point_id} has {len(p.vector)} dimensions, not {dim}")
+            if len(problems) >= 3:
+                break
+    return problems
+
+
+def require_verified(store: Any, state: ObjectStore, index: str, collection: str, action: str) -> None:
+    """Raise CutoverError naming what is wrong unless ``collection`` verifies."""
+    problems = verify_population(store, state, index, collection)
+    if problems:
+        raise CutoverError(f"refusing to {action} {collection}: " + "; ".join(problems)
+                           + "; rebuild it with `reindex plan` and `reindex apply`")
+
+
+# --------------------------------------------------------------------------------------------
+# Intents: every alias move is recorded before it happens and completed or undone after a kill
+# --------------------------------------------------------------------------------------------
+
+
+def _intent_key(index: str) -> str:
+    return f"{index_prefix(index)}/intent.json"
+
+
+def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: str | None, at: float,
+                 extra: dict | None = None) -> dict:
+    """The bookkeeping after the alias moved: live record, population states, serving back to native (the alias
+    serves the new population now: readers stopped following the serving mode the moment it moved), history,
+    intent cleared."""
+    write_live(state, index, new, previous if op == "cutover" else None)
+    reset_serving(state, index, f"{op} to {new}: native serving", at=at)
+    _set_state(state, index, new, PopulationState.LIVE, at)
+    if previous and previous != new:
+        _set_state(state, index, previous, PopulationState.RETIRED, at)
+    record = {"index": index, "from": previous, "to": new, "at": at, **(extra or {})}
+    state.put(f"{index_prefix(index)}/history/{int(at * 1000)}-{op}.json", json.dumps(record).encode())
+    state.delete(_intent_key(index))
+    return record
+
+
+def pending_intent(state: ObjectStore, index: str) -> dict | None:
+    """An alias move that was started and not finished (a killed cutover or rollback), if any."""
+    return read_json(state, _intent_key(index))
+
+
+def restore_live(store: Any, state: ObjectStore, index: str) -> dict | None:
+    """Rebuild a missing ``live.json`` from what the alias serves and the population records (the alias is
+    the truth readers see; the live record is its bookkeeping). Returns what was restored, or None when
+    there is a live record already, or no alias, or the alias names a collection without a record."""
+    if read_json(state, f"{index_prefix(index)}/live.json"):
+        return None
+    target = store.get_alias(index)
+    rec = read_population(state, index, target) if target else None
+    if rec is None:
+        return None
+    previous = None
+    for key in sorted(state.list(f"{index_prefix(index)}/history/"), reverse=True):
+        moved = read_json(state, key) or {}
+        if moved.get("to") == target:
+            previous = moved.get("from")
+            break
+    write_live(state, index, target, previous)
+    if rec.state is not PopulationState.LIVE:
+        _set_state(state, index, target, PopulationState.LIVE, time.time())
+    return {"index": index, "collection": target, "previous": previous}
+
+
+def reconcile(store: Any, state: ObjectStore, index: str) -> dict | None:
+    """Complete or undo an alias move a killed process left behind. Returns what was done, or None.
+
+    The intent names the move; the alias says how far it got: at the new population → finish the
+    bookkeeping; still at the old one → drop the intent (nothing happened)."""
+    intent = read_json(state, _intent_key(index))
+    if not intent:
+        return None
+    current = store.get_alias(index)
+    if current == intent["to"]:
+        rec = _finish_move(state, index, intent["op"], intent["to"], intent.get("from"), time.time(),
+                           {"recovered": True})
+        return {"recovered": intent["op"], "outcome": "completed", **rec}
+    state.delete(_intent_key(index))
+    return {"recovered": intent["op"], "outcome": "undone", "index": index, "from": intent.get("from"),
+            "to": intent["to"], "alias": current}
+
+
+def _move_alias(store: Any, state: ObjectStore, index: str, op: str, new: str, current: str | None,
+                fence: Callable[[], None] | None) -> None:
+    """Confirm this writer still holds the index lock, record the intent, then move the alias in one atomic call."""
+    if fence is not None:
+        fence()
+    state.put(_intent_key(index), json.dumps({"op": op, "from": current, "to": new, "at": time.time()}).encode())
+    crashpoint(f"{op}-before-swap")
+    store.swap_alias(index, new, current)
+    crashpoint(f"{op}-after-swap")
+
+
+def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current: str | None,
+         probe_vector: Any = None, fence: Callable[[], None] | None = None) -> dict:
+    """Move the alias ``index`` to ``new`` in one atomic call, verify, and record the previous target."""
+    current = store.get_alias(index)
+    if current is None:
+        check_names(store, index)
+    if current != expected_current:
+        raise CutoverError(
+            f"alias {index!r} points to {current or 'nothing'} but the plan expected {expected_current or 'nothing'}: "
+            "someone else moved it; plan again"
+        )
+    require_verified(store, state, index, new, "make live")
+    _move_alias(store, state, index, "cutover", new, current, fence)
+    resolved = store.get_alias(index)
+    if resolved != new:
+        raise CutoverError(f"alias {index!r} resolves to {resolved} after the swap, not {new}")
+    verified = None
+    if probe_vector is not None:
+        hits = store.query(index, probe_vector, limit=1)
+        new_rec = read_population(state, index, new)
+        want = new_rec.identity["pipeline_id"] if new_rec else None
+        verified = bool(hits) and hits[0].payload.get("pipeline_id") == want
+        if not verified:
+            store.swap_alias(index, current, new) if current else store.delete_alias(index)
+            state.delete(_intent_key(index))
+            raise CutoverError(f"a query through {index!r} did not answer from {new}; the alias was moved back")
+    return _finish_move(state, index, "cutover", new, current, time.time(), {"verified_query": verified})
+
+
+def _set_state(state: ObjectStore, index: str, collection: str, value: PopulationState, at: float) -> None:
+    rec = read_population(state, index, collection)
+    if rec is None:
+        return
+    write_population(state, rec.with_state(value, at=at))
+
+
+def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None,
+             fence: Callable[[], None] | None = None) -> dict:
+    """Swap the alias back to the previous population (or ``to``) in one atomic call, after verifying it."""
+    live = read_json(state, f"{index_prefix(index)}/live.json")
+    current = store.get_alias(index)
+    target = to or (live or {}).get("previous")
+    if not target:
+        raise CutoverError(f"index {index!r} has no previous population to roll back to (already rolled back, or never cut over)")
+    if not store.collection_exists(target):
+        raise CutoverError(f"cannot roll back to {target}: the collection no longer exists (deleted by gc?)")
+    if target == current:
+        raise CutoverError(f"alias {index!r} already points to {target}")
+    require_verified(store, state, index, target, "roll back to")
+    _move_alias(store, state, index, "rollback", target, current, fence)
+    return _finish_move(state, index, "rollback", target, current, time.time())
+
+
+def populations(state: ObjectStore, index: str) -> list[Population]:
+    keys = [k for k in state.list(f"{index_prefix(index)}/populations/") if k.endswith("/population.json")]
+    out = []
+    for k in keys:
+        d = read_json(state, k)
+        if d:
+            out.append(Population.from_dict(d, f"{state.describe()}/{k}"))
+    return sorted(out, key=lambda r: r.created_at)
+
+
+def gc_candidates(store: Any, state: ObjectStore, index: str, *, older_than_s: float, retention_s: float,
+                  force: bool, names: list[str] | None = None) -> list[dict]:
+    """What gc would delete: retired populations past ``older_than_s`` (or the named ones), never one an
+    alias points at, never one that was live within ``retention_s`` unless ``force``; plus populations a
+    killed gc left half-deleted. Each entry: collection, state, age_days, protected (reason or None)."""
+    protected = set(store.list_aliases().values())
+    live = read_live(state, index)
+    if live:
+        protected.add(live.collection)
+    now = time.time()
+    recs = {r.collection: r for r in populations(state, index)}
+    if names:
+        for n in names:
+            if n in protected:
+                raise CutoverError(f"{n} is served by an alias (live); gc never deletes a live population")
+            if n not in recs and not store.collection_exists(n):
+                raise CutoverError(f"{n}: no such population of index {index!r}")
+        chosen = list(names)
+    else:
+        chosen = [c for c, r in recs.items() if c not in protected and (
+            r.state is PopulationState.DELETING
+            or (r.state is PopulationState.RETIRED and now - r.updated_at >= older_than_s))]
+    out = []
+    for c in chosen:
+        rec = recs.get(c)
+        age = (now - rec.updated_at) / 86400 if rec else None
+        why = None
+        if rec and rec.state is PopulationState.RETIRED and now - rec.updated_at < retention_s and not force:
+            why = (f"live until {age:.2f} days ago, within the {retention_s / 86400:g}-day rollback window; "
+                   "pass --force to delete it anyway")
+        out.append({"collection": c, "state": rec.state if rec else "unknown",
+                    "age_days": round(age, 2) if age is not None else None, "protected": why})
+    return out
+
+
+def delete_population(store: Any, state: ObjectStore, index: str, collection: str) -> None:
+    """Delete a population in two recoverable steps: mark it ``deleting`` (it can never go live again),
+    delete the collection, then its state. A kill between the steps leaves a ``deleting`` record that the
+    next gc finishes; it never leaves a half-deleted collection that looks valid."""
+    if collection in set(store.list_aliases().values()):
+        raise CutoverError(f"{collection} is served by an alias (live); gc never deletes a live population")
+    _set_state(state, index, collection, PopulationState.DELETING, time.time())
+    reset_serving(state, index, f"{collection} was deleted", shadow=collection)
+    crashpoint("gc-marked")
+    if store.collection_exists(collection):
+        store.delete_collection(collection)
+    crashpoint("gc-collection-deleted")
+    keys = state.list(population_prefix(index, collection) + "/")
+    record = f"{population_prefix(index, collection)}/population.json"
+    for key in sorted(k for k in keys if k != record):
+        state.delete(key)
+    state.delete(record)  # last: until it is gone the population stays marked deleting
