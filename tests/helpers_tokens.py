@@ -1,7 +1,7 @@
 """Counting what the tokenizer encodes, through the third-party seam: the ``tokenizers`` library's
-``Tokenizer`` replaced by a class whose ``from_file`` wraps the real object (every ``encode`` and
-``encode_batch`` counted: calls and characters), and ``reindex.adapters.tokenizers.load_tokenizer``'s per-process cache
-emptied before and after so that reindex loads the wrapped one and no other test keeps it."""
+``Tokenizer`` replaced by a class whose ``from_file`` wraps the real object (every ``encode``, ``encode_batch``
+and ``encode_batch_fast`` counted: calls and characters), and ``reindex.adapters.tokenizers.load_tokenizer``'s
+per-process cache emptied before and after so that reindex loads the wrapped one and no other test keeps it."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ class _Counted:
         self._counts["calls"] += len(texts)
         self._counts["chars"] += sum(len(t) for t in texts)
         return self._real.encode_batch(texts, *args, **kwargs)
+
+    def encode_batch_fast(self, texts: list[str], *args: Any, **kwargs: Any) -> Any:
+        self._counts["calls"] += len(texts)
+        self._counts["chars"] += sum(len(t) for t in texts)
+        return self._real.encode_batch_fast(texts, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:  # pre_tokenizer, no_truncation, no_padding, …
         return getattr(self._real, name)

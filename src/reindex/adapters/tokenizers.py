@@ -173,11 +173,20 @@ class HFTokenizer:
 
     def count_batch(self, texts: list[str]) -> list[int]:
         """Token counts of ``texts``, encoded in one batch (long texts window by window)."""
+        return [len(ids) for ids in self.ids_batch(texts)]
+
+    def ids_batch(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of every text (no special tokens, no truncation), in one batch without offsets (long texts
+        window by window): the one tokenization an embedder both counts and feeds to its model."""
         if not texts:
             return []
         if any(len(t) > self.window_chars for t in texts):
-            return [self.count(t) for t in texts]
-        return [len(e.ids) for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+            return [[i for a, b in self._pieces(t) for i in self._fast([t[a:b]])[0]] for t in texts]
+        return self._fast(list(texts))
+
+    def _fast(self, texts: list[str]) -> list[list[int]]:
+        encode = getattr(self.backend, "encode_batch_fast", None) or self.backend.encode_batch  # fast: no offsets
+        return [e.ids for e in encode(texts, add_special_tokens=False)]
 
 
 @functools.lru_cache(maxsize=16)

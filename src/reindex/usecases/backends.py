@@ -22,7 +22,7 @@ from reindex.errors import ConfigError
 from reindex.adapters.stores.objects import open_object_store
 
 __all__ = ["DEFAULT_CONFIG", "Borrowed", "Lent", "free_disk_bytes",
-           "lending", "lent", "make_embedder", "model_files", "read_only_store", "resolve_device", "shard_runner",
+           "lending", "lent", "make_embedder", "make_query_embedder", "model_files", "read_only_store", "resolve_device", "shard_runner",
            "state_store", "store_backend",
            "vector_reader_for", "vector_store_for"]
 
@@ -155,6 +155,14 @@ def make_embedder(vector, **kwargs):
     if key not in o.embedders:
         o.embedders[key] = _make(vector, **kwargs)
     return o.embedders[key]
+
+
+def make_query_embedder(vector, **kwargs):
+    """The embedder a reader embeds queries with: :func:`make_embedder`'s, run on one intra-op thread a query
+    without touching the build's thread settings (:func:`reindex.adapters.embedders.for_queries`)."""
+    from reindex.adapters.embedders import for_queries
+
+    return for_queries(make_embedder(vector, **kwargs))
 
 
 def _same_model(a: Any, b: Any) -> bool:

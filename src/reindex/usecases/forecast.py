@@ -69,8 +69,8 @@ def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *,
             docs = source.scan(ScanReport(), keep=sample.documents.__contains__)
             cost = build_new_side(scratch, cfg, docs, lambda t: new_emb.embed(t).vectors, reusable,
                                   batch=cfg.apply.embed_batch_size)
-            old_q = backends.make_embedder(old_cfg.vector.for_queries(), options=cfg.embed)
-            new_q = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
+            old_q = backends.make_query_embedder(old_cfg.vector.for_queries(), options=cfg.embed)
+            new_q = backends.make_query_embedder(cfg.vector.for_queries(), options=cfg.embed)
             k = cfg.cutover.k
             evaluation = evaluate(scratch, FORECAST_OLD, FORECAST_NEW, qs, lambda t: old_q.embed(t).vectors,
                                   lambda t: new_q.embed(t).vectors, k=k, seed=seed, payload_old=old_cfg.payload,

@@ -120,7 +120,7 @@ def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: 
     if same_vectors and old_cfg.vector.for_queries().prefix == cfg.vector.for_queries().prefix:
         embed_old, note = embed_new, "identical on both sides (same vector half)"
     else:
-        old_emb = backends.make_embedder(old_cfg.vector.for_queries(), options=old_cfg.embed)
+        old_emb = backends.make_query_embedder(old_cfg.vector.for_queries(), options=old_cfg.embed)
         embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
         note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
                 else "each side embeds queries with its own vector.query_prefix")
@@ -244,7 +244,7 @@ def cutover(
 
             def embed_new(texts: list[str]):
                 if not new_emb:
-                    new_emb.append(backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed))
+                    new_emb.append(backends.make_query_embedder(cfg.vector.for_queries(), options=cfg.embed))
                 return new_emb[0].embed(texts).vectors
 
             def forced_by() -> str | None:

@@ -164,7 +164,7 @@ class _ReadSide:
         with self._lock:
             emb = self._embedders.get(key)
             if emb is None:
-                emb = self._embedders[key] = backends.make_embedder(vector, options=options)
+                emb = self._embedders[key] = backends.make_query_embedder(vector, options=options)
             return emb
 
     def served(self, cfg, store, target: str, *, fresh: bool = False) -> _Served:

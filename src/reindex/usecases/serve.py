@@ -152,8 +152,8 @@ def evaluate_serving(cfg: PipelineConfig, state, store, *, queries: str | Path |
     qs, source = query_list if query_list is not None else comparison_queries(cfg, queries or s.queries)
     done = _shards_done(state, index, shadow.collection).get(run, 0) if run else 0
     live_cfg, new_cfg = live.config, shadow.config
-    old_q = backends.make_embedder(live_cfg.vector.for_queries(), options=cfg.embed)
-    new_q = backends.make_embedder(new_cfg.vector.for_queries(), options=cfg.embed)
+    old_q = backends.make_query_embedder(live_cfg.vector.for_queries(), options=cfg.embed)
+    new_q = backends.make_query_embedder(new_cfg.vector.for_queries(), options=cfg.embed)
     new_p = backends.make_embedder(new_cfg.vector, options=cfg.embed)
     allowed = ("bridge", "cascade") if s.mode == "auto" else (s.mode,)
     inputs = ModeInputs(store=store, live=live.collection, shadow=shadow.collection, live_cfg=live_cfg,

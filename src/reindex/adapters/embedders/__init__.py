@@ -6,8 +6,8 @@ from reindex.domain.config import EmbedConfig, VectorHalf
 from reindex.adapters.embedders.base import Embedder, EmbedResult
 from reindex.errors import ConfigError
 
-__all__ = ["Embedder", "EmbedResult", "describe_embedder", "make_embedder", "model_files", "resolve_device",
-           "vector_config_of"]
+__all__ = ["Embedder", "EmbedResult", "describe_embedder", "for_queries", "make_embedder", "model_files",
+           "resolve_device", "vector_config_of"]
 
 
 def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedConfig | None = None) -> Embedder:
@@ -33,6 +33,14 @@ def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedCon
 
         return HashEmbedder(vector, batch_size=batch_size)
     raise ConfigError(f"vector.provider: {vector.provider!r} has no embedder in this version")
+
+
+def for_queries(embedder: Embedder) -> Embedder:
+    """``embedder`` as a reader embeds queries with: one intra-op thread a query, the process's (a build's)
+    thread settings unchanged (:mod:`reindex.adapters.embedders.queries`)."""
+    from reindex.adapters.embedders.queries import for_queries as _for
+
+    return _for(embedder)
 
 
 def model_files(vector: VectorHalf):

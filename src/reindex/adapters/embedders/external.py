@@ -69,6 +69,19 @@ class ExternalEmbedder:
         return {"provider": self.vector.provider, "backend": type(self.instance).__qualname__,
                 "precision": self.vector.precision, "device": None}
 
+    def for_queries(self):
+        """This embedder as a reader embeds queries: on the query threads (a class that runs torch gets one
+        intra-op thread a query; :mod:`reindex.adapters.embedders.queries`)."""
+        from reindex.adapters.embedders.queries import QueryEmbedder
+        from reindex.adapters.embedders.sentence_transformers import one_intra_op_thread
+
+        return QueryEmbedder(self, one_intra_op_thread)
+
+    def raw(self, texts: list[str]) -> np.ndarray:
+        """The bare library call on the same inputs (the class's own batch method): what calibration compares
+        :meth:`embed` with."""
+        return np.asarray(self._embed([self.vector.prefix + t for t in texts]), dtype=np.float32)
+
     def embed(self, texts: list[str]) -> EmbedResult:
         if not texts:
             return EmbedResult(np.zeros((0, self.dimension), dtype=np.float32), 0, 0)

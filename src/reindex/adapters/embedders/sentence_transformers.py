@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -34,11 +35,12 @@ from reindex.domain.models import digest_path, resolve_model_path
 from reindex.adapters.tokenizers import load_tokenizer
 
 __all__ = ["ONNX_OPSET", "ONNX_RECIPE", "ReindexErrors", "SentenceTransformerEmbedder", "load_transformer",
-           "model_files", "onnx_cache_key", "onnx_device", "onnx_export", "require_onnxruntime", "resolve_device"]
+           "model_files", "one_intra_op_thread", "onnx_cache_key", "onnx_device", "onnx_export", "require_onnxruntime",
+           "resolve_device"]
 
 ReindexErrors = (ConfigError, ModelError)
 _LOCK = threading.Lock()
-_CACHE: dict[tuple[str, str, str, str], object] = {}
+_CACHE: dict[tuple[str, str, str, str, int | None], object] = {}
 
 # Bump when the export or quantisation recipe changes: a new recipe is a new cache folder (and its files'
 # digest a new vector id).
@@ -124,11 +126,42 @@ def _load_torch(path: str, device: str):
         return SentenceTransformer(path, device=device, local_files_only=True)
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def one_intra_op_thread() -> bool:
+    """Set the calling thread to one torch intra-op thread, leaving the process-wide number (what a thread
+    started later takes) as it was; False (nothing done) before torch is imported. A thread's OpenMP team size and
+    MKL's local count are its own; ``torch.set_num_threads`` also sets the process-wide number, which a throwaway
+    thread puts back (setting it sets the setter's own count too). Callers serialise calls
+    (:func:`reindex.adapters.embedders.queries.in_query_thread`)."""
+    if "torch" not in sys.modules:
+        return False
+    import torch
+
+    process: list[int] = []
+    probe = threading.Thread(target=lambda: process.append(torch.get_num_threads()), name="reindex-torch-probe")
+    probe.start()  # a new thread's first look takes the process-wide number
+    probe.join()
+    torch.get_num_threads()  # this thread's first look (it would reset the count later): taken before ours is set
+    torch.set_num_threads(1)
+    back = threading.Thread(target=torch.set_num_threads, args=(process[0],), name="reindex-torch-restore")
+    back.start()
+    back.join()
+    return True
+
+
 def _load(path: str, backend: str = "torch", precision: str = "float32", device: str = "cpu"):
     """The model in ``path`` (cached per process: one model per backend, precision and device)."""
     _offline()
+    # An ONNX session's threads are its own (the calling thread's torch count when made): a query thread's
+    # one-thread session is another entry than the build's.
+    threads = _torch_threads() if backend == "onnx" else None
     with _LOCK:
-        key = (path, backend, precision, device)
+        key = (path, backend, precision, device, threads)
         if key not in _CACHE:
             try:
                 model = _load_torch(path, device)
@@ -351,8 +384,91 @@ def model_files(vector: VectorHalf) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
+class _Feed:
+    """The model's features built from reindex's token ids: each text is tokenized once (the model's own
+    ``tokenizer.json``, without truncation or padding), its tokens counted, and the same ids, truncated to the
+    model's limit, wrapped in the model's special tokens and padded, are what the network reads. The model's
+    own preprocessing never runs. Made only when it builds exactly the model's features for probe texts
+    (:func:`_feed_for`); otherwise the embedder counts, then lets the model tokenize (two passes)."""
+
+    def __init__(self, tok, *, limit: int, prefix: list[int], suffix: list[int], prefix_types: list[int],
+                 suffix_types: list[int], content_type: int, pad_id: int, keys: tuple[str, ...], extra: dict) -> None:
+        self.tok, self.limit = tok, limit  # limit: content tokens (specials excluded)
+        self.prefix, self.suffix = np.asarray(prefix, np.int64), np.asarray(suffix, np.int64)
+        self.prefix_types, self.suffix_types = np.asarray(prefix_types, np.int64), np.asarray(suffix_types, np.int64)
+        self.content_type, self.pad_id, self.keys, self.extra = content_type, pad_id, keys, extra
+
+    def features(self, rows: list[list[int]]) -> dict:
+        """The padded tensors (right padding, longest row) of ``rows`` of content ids, truncated to the limit."""
+        import torch
+
+        a, b = len(self.prefix), len(self.suffix)
+        rows = [r[: self.limit] for r in rows]
+        width = a + b + max(len(r) for r in rows)
+        ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        types = np.zeros((len(rows), width), dtype=np.int64)
+        for i, r in enumerate(rows):
+            n = len(r)
+            ids[i, :a], ids[i, a:a + n], ids[i, a + n:a + n + b] = self.prefix, r, self.suffix
+            mask[i, : a + n + b] = 1
+            types[i, :a], types[i, a:a + n], types[i, a + n:a + n + b] = self.prefix_types, self.content_type, self.suffix_types
+        made = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        return {**{k: torch.from_numpy(made[k]) for k in self.keys}, **self.extra}
+
+
+_FEED_PROBES = ("Reindex feeds the model its own token ids.", "Ünïcödé, accents — and 中文 text; CamelCaseWords!",
+                "a")
+
+
+def _feed_for(model, tok):
+    """A :class:`_Feed` for ``model`` and its tokenizer ``tok`` (reindex's HFTokenizer of the model folder), or None
+    when the model is not a plain text transformer whose features it reproduces exactly."""
+    import torch
+
+    try:
+        if getattr(model, "truncate_dim", None) or getattr(model, "prompts", None) and getattr(model, "default_prompt_name", None):
+            return None
+        backend = tok.backend
+        plain = backend.encode("probe", add_special_tokens=False)
+        full = backend.post_process(plain)
+        special = list(full.special_tokens_mask)
+        if 0 not in special:
+            return None
+        first = special.index(0)
+        last = len(special) - special[::-1].index(0)
+        if last - first != len(plain.ids) or any(special[first:last]):
+            return None
+        seq = int(getattr(model, "max_seq_length", 0) or 0)
+        limit = seq - (len(special) - (last - first))
+        if limit <= 0:
+            return None
+        hf_tok = getattr(model, "tokenizer", None)
+        if hf_tok is None or getattr(hf_tok, "padding_side", "right") != "right":
+            return None
+        pad = getattr(hf_tok, "pad_token_id", None)
+        preprocess = getattr(model, "preprocess", None) or model.tokenize
+        long = " ".join(["word"] * (limit + 8))
+        probes = [*_FEED_PROBES, long]
+        want = preprocess(probes)
+        tensors = tuple(k for k, v in want.items() if torch.is_tensor(v))
+        if not set(tensors) <= {"input_ids", "attention_mask", "token_type_ids"} or "input_ids" not in tensors:
+            return None
+        feed = _Feed(tok, limit=limit, prefix=full.ids[:first], suffix=full.ids[last:],
+                     prefix_types=full.type_ids[:first], suffix_types=full.type_ids[last:],
+                     content_type=full.type_ids[first], pad_id=0 if pad is None else int(pad), keys=tensors,
+                     extra={k: v for k, v in want.items() if not torch.is_tensor(v)})
+        got = feed.features(tok.ids_batch(probes))
+        if all(torch.equal(got[k], want[k].cpu()) for k in tensors):
+            return feed
+    except Exception:  # noqa: BLE001 - any surprise in a model's layout: the model tokenizes, as before
+        return None
+    return None
+
+
 class SentenceTransformerEmbedder:
-    """Batches texts through a local sentence-transformers model; counts truncated inputs."""
+    """Batches texts through a local sentence-transformers model; counts truncated inputs. Each text is
+    tokenized once: the count and the model's input come from the same token ids (:class:`_Feed`)."""
 
     def __init__(self, vector: VectorHalf, *, batch_size: int = 64, device: str = "auto") -> None:
         if vector.backend not in ("torch", "onnx"):
@@ -382,6 +498,9 @@ class SentenceTransformerEmbedder:
             raise ConfigError(f"vector.dimension is {vector.dimension} but model {vector.model} makes {dim}-dimensional vectors")
         self.dimension = dim
         self._tok = load_tokenizer(str(self.path))  # the model's own word pieces, no truncation or padding
+        self._feed = _feed_for(self.model, self._tok)
+        if self._feed is not None:
+            self.max_tokens = self._feed.limit  # the model's length less its own special tokens
 
     def describe(self) -> dict:
         """Where and how this embedder runs (for run reports and calibration)."""
@@ -389,19 +508,59 @@ class SentenceTransformerEmbedder:
 
         # threads: torch's intra-op threads (onnxruntime is given the same number), the CPUs one call uses.
         return {"provider": self.vector.provider, "backend": self.vector.backend, "precision": self.vector.precision,
-                "device": self.device, "threads": torch.get_num_threads() if self.device == "cpu" else None}
+                "device": self.device, "threads": torch.get_num_threads() if self.device == "cpu" else None,
+                "tokenized": "once" if self._feed is not None else "twice"}
+
+    def for_queries(self):
+        """This embedder as a reader embeds queries: on the query threads, one intra-op thread each
+        (:mod:`reindex.adapters.embedders.queries`); an ONNX model with a one-thread session of its own. On a GPU,
+        itself."""
+        from reindex.adapters.embedders.queries import QueryEmbedder, in_query_thread
+
+        if self.device != "cpu":
+            return self
+        if self.vector.backend == "onnx":
+            return QueryEmbedder(in_query_thread(SentenceTransformerEmbedder, self.vector, batch_size=self.batch_size,
+                                                 device=self.device, prepare=one_intra_op_thread),
+                                 one_intra_op_thread)
+        return QueryEmbedder(self, one_intra_op_thread)
+
+    def raw(self, texts: list[str]) -> np.ndarray:
+        """The bare library call on the same inputs (``SentenceTransformer.encode``): what calibration compares
+        :meth:`embed` with."""
+        inputs = [self.vector.prefix + t for t in texts] if self.vector.prefix else list(texts)
+        return self.model.encode(inputs, batch_size=self.batch_size, normalize_embeddings=self.vector.normalize,
+                                 convert_to_numpy=True, show_progress_bar=False)
 
     def embed(self, texts: list[str]) -> EmbedResult:
         if not texts:
             return EmbedResult(np.zeros((0, self.dimension), dtype=np.float32), 0, 0)
         inputs = [self.vector.prefix + t for t in texts] if self.vector.prefix else list(texts)
-        lengths = self._tok.count_batch(inputs)
+        if self._feed is None:
+            lengths = self._tok.count_batch(inputs)
+            vecs = self.raw(texts)
+        else:
+            ids = self._tok.ids_batch(inputs)
+            lengths = [len(r) for r in ids]
+            vecs = self._forward(ids, lengths)
         truncated = sum(1 for n in lengths if self.max_tokens and n > self.max_tokens)
-        vecs = self.model.encode(
-            inputs,
-            batch_size=self.batch_size,
-            normalize_embeddings=self.vector.normalize,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
         return EmbedResult(np.asarray(vecs, dtype=np.float32), truncated, sum(lengths))
+
+    def _forward(self, ids: list[list[int]], lengths: list[int]) -> np.ndarray:
+        """The model's vectors of token-id rows: longest first in batches (less padding), back in order."""
+        import torch
+
+        order = sorted(range(len(ids)), key=lambda i: -lengths[i])
+        out = np.zeros((len(ids), self.dimension), dtype=np.float32)
+        self.model.eval()
+        with torch.inference_mode():
+            for at in range(0, len(order), max(self.batch_size, 1)):
+                rows = order[at: at + max(self.batch_size, 1)]
+                features = self._feed.features([ids[i] for i in rows])
+                if self.device != "cpu":
+                    features = {k: v.to(self.device) if torch.is_tensor(v) else v for k, v in features.items()}
+                vec = self.model(features)["sentence_embedding"]
+                if self.vector.normalize:
+                    vec = torch.nn.functional.normalize(vec, p=2, dim=1)
+                out[rows] = vec.float().cpu().numpy()
+        return out

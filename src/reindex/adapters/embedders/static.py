@@ -180,8 +180,24 @@ def _load(path: str):
         return _CACHE[path]
 
 
+class _Ids:
+    """The static model fed token ids: its own pooling (``StaticModel._encode_batch``: the mean of the tokens'
+    rows, weights and token mapping applied, normalised) over ids that reindex tokenized, so the text is
+    tokenized once for both its count and its vector."""
+
+    def __init__(self, model) -> None:
+        self._model = model
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
+
+    def tokenize(self, sentences):  # the "sentences" handed to _encode_batch are already id lists
+        return sentences
+
+
 class StaticEmbedder:
-    """Embeds texts with a model2vec static model (a token table: mean of the tokens' rows, normalised)."""
+    """Embeds texts with a model2vec static model (a token table: mean of the tokens' rows, normalised). Each text
+    is tokenized once (the static folder's ``tokenizer.json``): the same ids give its count and its vector."""
 
     def __init__(self, vector: VectorHalf, *, batch_size: int = 64) -> None:
         self.vector = vector
@@ -199,19 +215,66 @@ class StaticEmbedder:
                               f"{self.dimension}-dimensional vectors; set vector.dimension: {self.dimension}")
         limit = self.model.max_length
         self.max_tokens = min(limit, vector.max_tokens) if limit and vector.max_tokens else (vector.max_tokens or limit)
+        # model2vec cuts a text to max_length × the median token length in characters before tokenizing it.
+        self._cut = self.max_tokens * int(self.model.median_token_length) if self.max_tokens else None
         self._tok = load_tokenizer(str(self.path))  # the model's own tokens, no truncation
+        self._fed = self._feeds_exactly()
 
     def describe(self) -> dict:
         """Where and how this embedder runs: a table lookup in numpy, on the calling thread."""
         return {"provider": "model2vec", "backend": "static", "precision": str(self.model.embedding.dtype),
-                "device": "cpu", "threads": 1}
+                "device": "cpu", "threads": 1, "tokenized": "once" if self._fed else "twice"}
+
+    def raw(self, texts: list[str]) -> np.ndarray:
+        """The bare library call on the same inputs (``StaticModel.encode``): what calibration compares
+        :meth:`embed` with."""
+        inputs = [self.vector.prefix + t for t in texts] if self.vector.prefix else list(texts)
+        return self.model.encode(inputs, max_length=self.max_tokens, batch_size=max(self.batch_size, 1),
+                                 normalize=self.vector.normalize, use_multiprocessing=False, show_progress_bar=False)
 
     def embed(self, texts: list[str]) -> EmbedResult:
         if not texts:
             return EmbedResult(np.zeros((0, self.dimension), dtype=np.float32), 0, 0)
         inputs = [self.vector.prefix + t for t in texts] if self.vector.prefix else list(texts)
-        lengths = self._tok.count_batch(inputs)
-        truncated = sum(1 for n in lengths if self.max_tokens and n > self.max_tokens)
-        vecs = self.model.encode(inputs, max_length=self.max_tokens, batch_size=max(self.batch_size, 1),
-                                 normalize=self.vector.normalize, use_multiprocessing=False, show_progress_bar=False)
-        return EmbedResult(np.asarray(vecs, dtype=np.float32), truncated, sum(lengths))
+        if not self._fed:
+            lengths = self._tok.count_batch(inputs)
+            truncated = sum(1 for n in lengths if self.max_tokens and n > self.max_tokens)
+            return EmbedResult(np.asarray(self.raw(texts), dtype=np.float32), truncated, sum(lengths))
+        vecs, lengths, truncated = self._embed_ids(inputs)
+        return EmbedResult(vecs, truncated, sum(lengths))
+
+    def _embed_ids(self, inputs: list[str]) -> tuple[np.ndarray, list[int], int]:
+        """Vectors, token counts and truncated inputs: every character tokenized once. The model reads what
+        ``StaticModel.encode`` reads (the text cut to ``max_length`` × the median token length in characters,
+        then ``max_length`` tokens, the unknown token dropped). A text longer than that cut is counted as its
+        head's tokens plus its tail's (tokenized apart: within a token of a whole count) and is truncated."""
+        cut = self._cut
+        heads = [t[:cut] for t in inputs] if cut else inputs
+        ids = self._tok.ids_batch(heads)
+        lengths = [len(r) for r in ids]
+        long = [i for i, t in enumerate(inputs) if cut and len(t) > cut]
+        if long:
+            for i, tail in zip(long, self._tok.ids_batch([inputs[i][cut:] for i in long])):
+                lengths[i] += len(tail)
+        limit = self.max_tokens
+        truncated = sum(1 for i, n in enumerate(lengths) if limit and (n > limit or (cut and len(inputs[i]) > cut)))
+        unk = self.model.unk_token_id
+        rows = [r[:limit] if limit else r for r in ids]
+        if unk is not None:
+            rows = [[t for t in r if t != unk] for r in rows]
+        step = max(self.batch_size, 1)
+        fed = _Ids(self.model)
+        parts = [type(self.model)._encode_batch(fed, rows[i:i + step], self.vector.normalize) for i in range(0, len(rows), step)]
+        return np.asarray(np.concatenate(parts), dtype=np.float32), lengths, truncated
+
+    def _feeds_exactly(self) -> bool:
+        """Whether reindex's ids give exactly the library's vectors here (a model2vec release whose internals moved:
+        no, and the model tokenizes again after the count)."""
+        probes = ["Reindex feeds the static model its own token ids.", "Ünïcödé — 中文; CamelCaseWords!", "a"]
+        if self._cut:
+            probes.append(" ".join(["word"] * (self.max_tokens + 8)))
+            probes.append("x" * (self._cut + 5) + " tail")
+        try:
+            return bool(np.array_equal(self._embed_ids(probes)[0], np.asarray(self.raw(probes), dtype=np.float32)))
+        except Exception:  # noqa: BLE001 - internals that moved: the library's own path
+            return False
