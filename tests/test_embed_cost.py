@@ -171,3 +171,18 @@ def test_a_reader_embeds_queries_on_one_intra_op_thread_and_the_builds_setting_i
 def test_an_embedder_without_intra_op_threads_is_its_own_query_embedder() -> None:
     emb = make_embedder(VectorHalf(provider="hash", dimension=8))
     assert for_queries(emb) is emb
+
+
+def test_a_command_that_embedded_a_query_exits_at_once() -> None:
+    """The query threads never hold a process's exit (``reindex``'s exit joins every non-daemon thread first)."""
+    import subprocess
+    import sys
+
+    code = ("from reindex.adapters.embedders import make_embedder\n"
+            "from reindex.adapters.embedders.queries import QueryEmbedder\n"
+            "from reindex.domain.config import VectorHalf\n"
+            "from reindex.foundation.exiting import exit_now\n"
+            "QueryEmbedder(make_embedder(VectorHalf(provider='hash', dimension=8))).embed(['a query'])\n"
+            "exit_now(3)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr

@@ -55,6 +55,11 @@ class TaskRunnerSpec:
         return self.kind.startswith("dask")
 
     @property
+    def elsewhere(self) -> bool:
+        """Shards run (and embed) in other processes: the coordinator needs no model of its own."""
+        return self.kind in ("dask-processes", "dask-cluster", "prefect-pool")
+
+    @property
     def name(self) -> str:
         """The spec as written canonically (run reports name the runner with it)."""
         if self.kind == "prefect-pool":
@@ -225,6 +230,7 @@ class ThreadRunner:
     embedding (the embedder serialises model calls)."""
 
     name = "in-process"
+    embeds_elsewhere = False  # the shards embed here, with the apply's embedder
 
     def __init__(self, workers: int | None = None) -> None:
         self.workers = workers or settings.shard_workers()

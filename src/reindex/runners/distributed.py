@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 from distributed import Client, LocalCluster, as_completed
 
+from reindex.adapters.embedders import import_names
 from reindex.engine import execution, workers
 
 from reindex.foundation import settings
@@ -43,9 +44,11 @@ class DaskRunner:
         if not self.spec.dask:
             raise RunnerError(f"DaskRunner needs a dask task-runner spec, not {self.spec.kind}")
         self.name = self.spec.name
+        # Worker processes make their own embedder: the coordinator loads none unless it embeds (a catch-up).
+        self.embeds_elsewhere = self.spec.elsewhere
 
     @contextlib.contextmanager
-    def _client(self) -> Iterator[Client]:
+    def _client(self, preload: tuple[str, ...] = ()) -> Iterator[Client]:
         if self.spec.kind == "dask-cluster":
             try:
                 client = Client(self.spec.address, timeout=CONNECT_TIMEOUT_S)
@@ -60,7 +63,8 @@ class DaskRunner:
         kw: dict[str, Any] = ({"n_workers": self.spec.workers, "threads_per_worker": 1, "processes": True}
                               if processes else
                               {"n_workers": 1, "threads_per_worker": settings.shard_workers(), "processes": False})
-        with LocalCluster(dashboard_address=None, silence_logs=logging.ERROR, **kw) as cluster, Client(cluster) as client:
+        with _forked_workers(preload if processes else None), \
+                LocalCluster(dashboard_address=None, silence_logs=logging.ERROR, **kw) as cluster, Client(cluster) as client:
             yield client
 
     def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
@@ -70,7 +74,8 @@ class DaskRunner:
         results: dict[int, dict] = {}
         failed: dict[int, dict] = {}
         tag = uuid.uuid4().hex[:8]
-        with self._client() as client, workers.hosting(ctx):
+        preload = ("reindex.engine.workers", *import_names(ctx.cfg.vector))
+        with self._client(preload) as client, workers.hosting(ctx):
             futures = {client.submit(workers.run_shard_unit, unit, key=f"reindex-shards-{unit[0].shard}-"
                                      f"{unit[-1].shard}-{tag}", pure=False): [s.shard for s in unit] for unit in units}
             for fut in as_completed(list(futures)):
@@ -105,3 +110,24 @@ class DaskRunner:
 
     def __repr__(self) -> str:
         return f"DaskRunner({self.name!r})"
+
+
+@contextlib.contextmanager
+def _forked_workers(preload: tuple[str, ...] | None) -> Iterator[None]:
+    """Worker processes forked from a server that imported ``preload`` once (multiprocessing's forkserver), not
+    spawned to import everything again: a spawned worker imports dask.distributed, reindex and the model library
+    itself (~1 CPU-s with the hash embedder, ~6 with sentence-transformers, per worker). The forkserver starts
+    from the nanny, after it set the workers' environment (``OMP_NUM_THREADS=1``…), so the libraries it imports
+    read that. Nothing changes where there is no forkserver (Windows) or for a cluster of threads."""
+    import multiprocessing
+
+    if preload is None or "forkserver" not in multiprocessing.get_all_start_methods():
+        yield
+        return
+    import dask
+    from distributed.utils import get_mp_context
+
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        # distributed sets its own preload list on first use; ours goes after it, before the server starts.
+        get_mp_context().set_forkserver_preload(["distributed", *preload])
+        yield

@@ -393,6 +393,11 @@ class PrefectRunner:
     def name(self) -> str:
         return self.pool or "prefect"
 
+    @property
+    def embeds_elsewhere(self) -> bool:
+        """The shard tasks run in other processes (Dask workers, flow runs on a pool): they make their embedders."""
+        return parse_task_runner(self.task_runner or _TASK_RUNNER.get() or settings.task_runner_spec()).elsewhere
+
     def run(self, ctx: execution.ApplyContext, job: ShardJob) -> dict:
         pool = self.pool
         if pool and not settings.prefect_api_url():

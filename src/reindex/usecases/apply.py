@@ -349,13 +349,14 @@ class _BuiltOnFirstUse:
         return getattr(self._embedder(), name)
 
 
-def _embedder_for(plan: Plan, cfg: PipelineConfig):
-    """The apply's embedder. A plan that embeds nothing (payload-only, removals, full reuse) gets one made only
-    if something is embedded after all (a catch-up edit), so it never loads the model for nothing."""
+def _embedder_for(plan: Plan, cfg: PipelineConfig, elsewhere: bool = False):
+    """The apply's embedder. A plan that embeds nothing (payload-only, removals, full reuse), or whose shards embed
+    in other processes (``elsewhere``: each makes its own), gets one made only if something is embedded here after
+    all (a catch-up edit), so it never loads the model for nothing."""
     def make():
         return backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
 
-    return make() if plan.body["work"]["tokens_to_embed"] else _BuiltOnFirstUse(make)
+    return make() if plan.body["work"]["tokens_to_embed"] and not elsewhere else _BuiltOnFirstUse(make)
 
 
 #: The lease an apply holds through the index build: its ttl plus this many times the build's planned CPU-seconds.
@@ -456,7 +457,7 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             index=cfg.index, cfg=cfg, identity=ident, target=target, old=None if in_place else old,
             old_shards=old_cfg.apply.shards if old_cfg else None, run=plan.plan_hash, shards=shards,
             state=state, store=store,
-            embedder=_embedder_for(plan, cfg),
+            embedder=_embedder_for(plan, cfg, getattr(runner, "embeds_elsewhere", False)),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, confirm=lambda: lock.check(confirm=True), token_budget=_token_budget(plan, plan_path, cfg),
             lease=Fence.of(lock), store_path=backends.store_backend(cfg).folder,

@@ -6,8 +6,8 @@ from reindex.domain.config import EmbedConfig, VectorHalf
 from reindex.adapters.embedders.base import Embedder, EmbedResult
 from reindex.errors import ConfigError
 
-__all__ = ["Embedder", "EmbedResult", "describe_embedder", "for_queries", "make_embedder", "model_files",
-           "resolve_device", "vector_config_of"]
+__all__ = ["Embedder", "EmbedResult", "describe_embedder", "for_queries", "import_names", "make_embedder",
+           "model_files", "resolve_device", "vector_config_of"]
 
 
 def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedConfig | None = None) -> Embedder:
@@ -41,6 +41,12 @@ def for_queries(embedder: Embedder) -> Embedder:
     from reindex.adapters.embedders.queries import for_queries as _for
 
     return _for(embedder)
+
+
+def import_names(vector: VectorHalf) -> tuple[str, ...]:
+    """The third-party modules a process imports to embed with ``vector`` (seconds of CPU for a model library):
+    what a pool of worker processes imports once, before it forks them."""
+    return {"sentence-transformers": ("sentence_transformers",), "model2vec": ("model2vec",)}.get(vector.provider, ())
 
 
 def model_files(vector: VectorHalf):

@@ -15,8 +15,9 @@ models get a session of their own with one thread (onnxruntime's threads belong 
 from __future__ import annotations
 
 import os
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Callable, TypeVar
 
 from reindex.adapters.embedders.base import EmbedResult
@@ -25,7 +26,7 @@ __all__ = ["QueryEmbedder", "for_queries", "in_query_thread", "query_threads"]
 
 T = TypeVar("T")
 _LOCK = threading.Lock()
-_POOL: ThreadPoolExecutor | None = None
+_POOL: _Pool | None = None
 _LOCAL = threading.local()  # .prepared: the prepare functions this pool thread has run
 
 
@@ -50,11 +51,35 @@ def _prepare(prepare: Callable[[], bool] | None) -> None:
             done.add(prepare)
 
 
-def _pool() -> ThreadPoolExecutor:
+class _Pool:
+    """``size`` daemon threads taking calls from one queue: idle, they never hold a process's exit (a
+    ThreadPoolExecutor's threads are joined at exit, and ``reindex``'s own exit joins every other thread first)."""
+
+    def __init__(self, size: int) -> None:
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        for i in range(size):
+            threading.Thread(target=self._work, name=f"reindex-query_{i}", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            fn, done = self._calls.get()
+            if done.set_running_or_notify_cancel():
+                try:
+                    done.set_result(fn())
+                except BaseException as err:  # noqa: BLE001 - handed to the caller, raised there
+                    done.set_exception(err)
+
+    def submit(self, fn: Callable[[], T]) -> Future:
+        done: Future = Future()
+        self._calls.put((fn, done))
+        return done
+
+
+def _pool() -> _Pool:
     global _POOL
     with _LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=query_threads(), thread_name_prefix="reindex-query")
+            _POOL = _Pool(query_threads())
         return _POOL
 
 
