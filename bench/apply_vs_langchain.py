@@ -29,6 +29,10 @@ Scenarios, after an initial build of snapshot_old at size 250 (timed; issue 24's
   (a) document edit: snapshot_old → snapshot_new (37 edited, 10 added documents)
   (b) chunker change: size 250 → 200 (LangChain: re-index with the new splitter under cleanup=full)
   (c) no-op: run again with nothing changed
+  (d) model change (``--scenarios …,model-change``): the embedder changes (hash-v1 → hash-v2, another vector space;
+      ours: ``vector.revision``, a pipeline-scoped vector change, shadow build and cutover). LangChain's ``index()``
+      keys its records on content and metadata only: it skips every document and leaves the old model's vectors
+      (the table says so); its figure is what that skip costs.
 With ``--repeat N`` each scenario step is run N times from a copy of the state before it (median kept).
 ``--cut 150`` indexes a 150-PEP cut of the two snapshots instead (the first 12 edited and 3 added ids in
 sorted order, plus 135 unchanged ones drawn with ``random.Random(0)``), written into the work folder.
@@ -68,7 +72,7 @@ CONFIG = """\
 index: docs
 source: ./corpus.parquet
 text: {{chunker: {{kind: recursive, size: {size}}}}}
-vector: {{provider: hash}}
+vector: {{provider: hash, revision: {revision}}}
 """
 # --model minilm: the packaged all-MiniLM-L6-v2 on both sides (ours: the default vector half, torch, float32;
 # LangChain: a sentence-transformers model loaded from the same folder, normalised vectors).
@@ -78,6 +82,9 @@ source: ./corpus.parquet
 text: {{chunker: {{kind: recursive, size: {size}}}}}
 vector: {{model: all-MiniLM-L6-v2}}
 """
+#: The hash "model" before and after the model-change scenario (the hash provider salts its vectors with any
+#: revision but the first, so the second is another vector space, as a new model would be).
+HASH_MODELS = ("hash-v1", "hash-v2")
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,10 +111,12 @@ def lc_step(workdir: Path, size: int, model: str = "hash") -> None:
     from transformers import AutoTokenizer
 
     class HashEmbeddings(Embeddings):
-        """Same vectors as reindex's ``hash`` provider (no prefix, normalised)."""
+        """Same vectors as reindex's ``hash`` provider (no prefix, normalised; ``hash-v2``: salted as ours is)."""
+
+        salt = "" if model in ("hash", HASH_MODELS[0]) else model + "\0"
 
         def _one(self, text: str) -> list[float]:
-            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+            seed = int.from_bytes(hashlib.blake2b((self.salt + text).encode(), digest_size=8).digest(), "little")
             v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
             return (v / np.linalg.norm(v)).tolist()
 
@@ -222,10 +231,16 @@ class Ours(_Side):
     def __init__(self, root: Path, mode: str, env: dict[str, str], model: str = "hash") -> None:
         self.root, self.mode, self.env, self.model = root, mode, env, model
         self.last_plan: Path | None = None
+        self.size, self.revision = 250, HASH_MODELS[0]
 
     def set_size(self, size: int) -> None:
+        self.size = size
         config = CONFIG_MINILM if self.model == "minilm" else CONFIG
-        (self.root / "reindex.yaml").write_text(config.format(size=size), encoding="utf-8")
+        (self.root / "reindex.yaml").write_text(config.format(size=size, revision=self.revision), encoding="utf-8")
+
+    def set_model(self, revision: str) -> None:
+        self.revision = revision
+        self.set_size(self.size)
 
     def step(self) -> dict:
         """plan (+ approve) + apply, each a fresh process; returns seconds per process and counts."""
@@ -242,8 +257,11 @@ class Ours(_Side):
         rep = json.loads(out)
         a = rep.get("actual", {})
         return {"total": t_plan + t_appr + t_apply, "cpu": c_plan + c_appr + c_apply, "plan": t_plan, "approve": t_appr, "apply": t_apply,
+                "plan_cpu": c_plan, "apply_cpu": c_apply,
                 "kind": plan["kind"], "status": rep["status"], "in_apply_s": rep.get("seconds"),
-                "embedded": a.get("embedded", 0), "points": a.get("points_in_collection")}
+                "embedded": a.get("embedded", 0), "points": a.get("points_in_collection"),
+                # the HNSW build of a new population (LangChain's local-mode store builds none): CPU inside apply
+                "hnsw_cpu": float((rep.get("index_build") or {}).get("cpu_seconds") or 0.0)}
 
     def cutover(self) -> tuple[float, float]:
         """Move the alias to the new population. The hash embedder's vectors carry no meaning, so the
@@ -266,6 +284,9 @@ class Theirs(_Side):
 
     def set_size(self, size: int) -> None:
         self.size = size
+
+    def set_model(self, revision: str) -> None:
+        self.model = revision  # index() will skip every document: its records do not name the embedder
 
     def step(self) -> dict:
         t, out, cpu = timed([str(PY), str(Path(__file__).resolve()), "lc-step", str(self.root), str(self.size),
@@ -291,7 +312,8 @@ def run_step(side, repeat: int, snap: Path) -> dict:
     med = statistics.median(r["total"] for r in runs)
     best = min(runs, key=lambda r: abs(r["total"] - med))
     return {**best, "total": med, "cpu": statistics.median(r["cpu"] for r in runs),
-            "runs": [round(r["total"], 2) for r in runs]}
+            "hnsw_cpu": statistics.median(r.get("hnsw_cpu", 0.0) for r in runs),
+            "runs": [round(r["total"], 2) for r in runs], "cpus": [round(r["cpu"], 2) for r in runs]}
 
 
 def free_port() -> int:
@@ -414,7 +436,7 @@ def main() -> None:
                 shutil.rmtree(work / initial / side.root.name, ignore_errors=True)
                 shutil.copytree(side.root, work / initial / side.root.name)
         wanted = {x.strip() for x in args.scenarios.split(",") if x.strip()}
-        unknown = wanted - {"document-edit", "chunker-change", "no-op"}
+        unknown = wanted - {"document-edit", "chunker-change", "no-op", "model-change"}
         if unknown:
             raise SystemExit(f"--scenarios: unknown {sorted(unknown)}")
         if "document-edit" in wanted:
@@ -423,6 +445,10 @@ def main() -> None:
             scenario("chunker-change", lambda s: s.set_size(args.new_size))
         if "no-op" in wanted:
             scenario("no-op", lambda s: None)
+        if "model-change" in wanted:
+            if args.model != "hash":
+                raise SystemExit("--scenarios model-change: with --model hash only (hash-v1 → hash-v2)")
+            scenario("model-change", lambda s: s.set_model(HASH_MODELS[1]))
     finally:
         shutil.rmtree(lc_root, ignore_errors=True)
         if server is not None:
@@ -434,6 +460,22 @@ def main() -> None:
 
     if args.json_out:
         args.json_out.write_text(json.dumps({"results": results, "cutovers": cutovers}, indent=2))
+    print()
+    print(f"CPU-seconds, every process of the step (median of {args.repeat}; load {os.getloadavg()[0]:.1f} at the end). "
+          "ours = plan (+ approve) + apply (+ cutover); LangChain = one process (imports, split, index()).")
+    print("| scenario | LangChain CPU-s (import / split + index()) |" + "".join(
+        f" ours ({m}) CPU-s | of it HNSW build | **ratio** | ratio without HNSW |" for m in modes))
+    print("|---|---:|" + "---:|---:|---:|---:|" * len(modes))
+    for name, row in results.items():
+        r = row["langchain"]
+        lc = r["cpu"]
+        note = " (LangChain skips every document: index() keys records on content, not the model; its vectors stay " \
+               "the old model's)" if name == "model-change" else ""
+        line = f"| {name}{note} | {lc:.2f} ({r['import_cpu_s']:.2f} / {r['split_cpu_s'] + r['index_cpu_s']:.2f}) |"
+        for m in modes:
+            o, h = row[m]["cpu"], row[m].get("hnsw_cpu", 0.0)
+            line += f" {o:.2f} | {h:.2f} | **{o / lc:.2f}** | {(o - h) / lc:.2f} |"
+        print(line)
     print()
     print(f"whole-process wall seconds (median of {args.repeat}); ours = plan (+ approve) + apply (+ cutover); "
           "ratio = ours / LangChain index()")

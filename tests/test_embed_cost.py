@@ -186,3 +186,24 @@ def test_a_command_that_embedded_a_query_exits_at_once() -> None:
             "exit_now(3)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr
+
+
+def test_a_distillation_says_what_it_does_why_what_it_costs_and_how_far_it_got(tiny: Path, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from reindex.cli import main
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("hello", encoding="utf-8")
+    config = tmp_path / "reindex.yaml"
+    config.write_text(f"index: docs\nsource: {tmp_path / 'corpus'}\nstate: {{uri: {tmp_path / 'state'}}}\n"
+                      f"vector: {{provider: model2vec, model: {tiny}, dimension: {TINY_HIDDEN}}}\n", encoding="utf-8")
+    monkeypatch.setenv("REINDEX_CACHE_DIR", str(tmp_path / "empty-cache"))  # nothing distilled yet
+    r = CliRunner().invoke(main, ["validate", "-c", str(config), "--json"])
+    assert r.exit_code == 0, r.output
+    said = [line for line in r.stderr.splitlines() if line.startswith("reindex: distilling a static model")]
+    assert "no static model distilled from it is cached yet" in said[0] and "Expected about" in said[0]
+    assert any("100% (" in line for line in said) and "done in" in said[-1] and "empty-cache" in said[-1]
+    r = CliRunner().invoke(main, ["validate", "-c", str(config), "--json"])
+    assert r.exit_code == 0 and "distilling" not in r.stderr  # cached: nothing to say

@@ -103,7 +103,7 @@ def test_calibrate_json_reports_each_backend_against_float32_torch(workspace: Pa
     assert (r["backend"], r["precision"], r["device"]) == ("onnx", "int8", "cpu")
     assert r["reference"] == "torch/float32" and r["probes"] == 16
     for b in rows.values():
-        assert b["tokens_per_second"] > 0 and b["chunks"] == 16
+        assert b["tokens_per_second"] > 0 and b["chunks"] == 16 and b["embed_vs_raw"] > 0
     assert rows[("onnx", "float32")]["cosine_to_float32"] > 0.99999  # the same network in another runtime
     assert 0.95 < rows[("onnx", "int8")]["cosine_to_float32"] < 0.99999
     assert 0.5 <= rows[("onnx", "int8")]["recall_at_10_overlap"] <= 1.0

@@ -163,6 +163,8 @@ def test_calibrate_under_busy_loops_records_the_idle_rate_per_cpu_second(tmp_pat
     request.getfixturevalue("busy")
     loaded = api.calibrate(ws.config, chunks=256)
     assert idle["tokens"] == loaded["tokens"]
+    # reindex's embed against sentence-transformers' own encode of the same chunks (CPU): a number, per backend
+    assert all(b["embed_vs_raw"] > 0 for b in (*idle["backends"], *loaded["backends"]))
     # "Idle" is whatever else the box runs (the rest of the suite, in make test); the busy loops add two per core.
     # The wall rate falls with the share of the cores the calibration gets; the rate per CPU-second does not
     # (cache and frequency effects aside): it stays near the first figure, and nearer to it than the wall rate.

@@ -382,7 +382,8 @@ def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_
     Timed in CPU-seconds (what the model costs, whatever the load) and wall seconds. Precedence of the rate a
     plan uses: cost.tokens_per_minute in the config, then the rate the last apply of the same model measured,
     then this calibration, then (a local model) 32 chunks timed by the plan, else 150,000 tokens/min. Local backends
-    are compared with float32 torch on the same chunks (mean cosine, top-10 overlap on probe queries).
+    are compared with float32 torch on the same chunks (mean cosine, top-10 overlap on probe queries), and each
+    embedder with the library call it stands on (--json: embed_vs_raw, CPU of reindex's embed ÷ the library's).
 
     \b
     Example:
@@ -399,9 +400,10 @@ def calibrate(config_path: str, chunks: int, backend_specs: tuple[str, ...], as_
         agree = (f"; cosine to float32 {b['cosine_to_float32']:.4f}, top-10 overlap {b['recall_at_10_overlap']:.2f}"
                  if "recall_at_10_overlap" in b else "")
         per_cpu = f"{b['tokens_per_cpu_second']:,.0f} tokens per CPU-second, " if b.get("tokens_per_cpu_second") else ""
+        raw = f"; {b['embed_vs_raw']:.2f}× the library's own call" if b.get("embed_vs_raw") else ""
         click.echo(f"{b['model']}{where}: {per_cpu}{b['tokens_per_second']:,.0f} tokens/s of wall ({b['tokens_per_minute']:,.0f}"
                    f"/min) on {b['chunks']} chunks, {b['tokens']:,} tokens in {b['cpu_seconds']} CPU-s / {b['seconds']} s "
-                   f"(load {b['load']} on {b['cpus']} CPUs){agree}; recorded for plans")
+                   f"(load {b['load']} on {b['cpus']} CPUs){agree}{raw}; recorded for plans")
 
 
 @main.command()

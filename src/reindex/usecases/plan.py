@@ -444,6 +444,8 @@ def _time_backend(cfg: PipelineConfig, texts: list[str], queries: list[str]) -> 
     emb = backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
     emb.embed(texts[: min(8, len(texts))])  # warm-up: first-call allocation is not throughput
     res, seconds, cpu = CpuClock().call(emb.embed, texts)
+    raw = getattr(emb, "raw", None)  # the bare library call under the embedder, on the same texts
+    raw_cpu = CpuClock().call(raw, texts)[2] if callable(raw) else None
     q = emb if cfg.vector.query_prefix is None else backends.make_embedder(
         cfg.vector.for_queries(), batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
     qv = q.embed(queries).vectors if queries else None
@@ -455,6 +457,8 @@ def _time_backend(cfg: PipelineConfig, texts: list[str], queries: list[str]) -> 
         "chunks": len(texts),
         **rate_record(res.tokens, cpu, seconds, workers=1, threads=described.get("threads")),
         "truncated": res.truncated,
+        # CPU of reindex's embed ÷ the library's own call (None: no library call to compare, e.g. an API or hash)
+        "embed_vs_raw": round(cpu / raw_cpu, 3) if raw_cpu else None,
         "machine": f"{platform.machine()} {os.cpu_count()} cpus",
         "at": time.time(),
     }

@@ -1,7 +1,7 @@
 """A cheap, deterministic embedder for tests and benchmarks (provider ``hash``).
 
 Vectors are unit vectors derived from a hash of the input text: equal texts get equal vectors,
-different texts unrelated ones. No model, microseconds per text, so orchestration cost is visible
+different texts unrelated ones; ``vector.revision`` other than ``hash-v1`` salts the hash (another "model"). No model, microseconds per text, so orchestration cost is visible
 in benchmarks. With ``REINDEX_EMBED_LOG`` set, every embedded text's digest is appended to that file
 (tests use it to prove no text is embedded twice across a crash and a resume)."""
 
@@ -30,6 +30,8 @@ class HashEmbedder:
         self.dimension = vector.dimension
         self.max_tokens = vector.max_tokens
         self.batch_size = batch_size
+        # A revision other than the first is another "model": another vector space (benchmarks of a model change).
+        self._salt = "" if vector.revision in ("auto", "hash-v1") else vector.revision + "\0"
 
     def describe(self) -> dict:
         """Where and how this embedder runs (for run reports): no model, on the CPU."""
@@ -37,7 +39,8 @@ class HashEmbedder:
                 "threads": 1}
 
     def _one(self, text: str) -> np.ndarray:
-        seed = int.from_bytes(hashlib.blake2b((self.vector.prefix + text).encode(), digest_size=8).digest(), "little")
+        seed = int.from_bytes(hashlib.blake2b((self._salt + self.vector.prefix + text).encode(), digest_size=8).digest(),
+                              "little")
         v = np.random.default_rng(seed).standard_normal(self.dimension).astype(np.float32)
         return v / np.linalg.norm(v) if self.vector.normalize else v
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from reindex.foundation import settings
 from reindex.domain.config import VectorHalf
-from reindex.adapters.embedders.base import EmbedResult
+from reindex.adapters.embedders.base import EmbedResult, Preparing
 from reindex.errors import ConfigError, ModelError
 from reindex.domain.models import digest_path, resolve_model_path
 from reindex.adapters.tokenizers import load_tokenizer
@@ -231,6 +231,10 @@ def onnx_export(source: Path, precision: str) -> Path:
     tmp = folder.parent / f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
+    saying = Preparing(f"exporting {source} to ONNX ({precision})",
+                       "vector.backend onnx runs the model with onnxruntime on a local export, and none of this model "
+                       "at this precision is cached yet", "about 5-10 CPU-seconds for all-MiniLM-L6-v2 (measured here: "
+                       "float32 8.8, int8 4.7), more for a larger model")
     try:
         _export(source, precision, tmp)
         # Written last: a folder with export.json is complete.
@@ -242,6 +246,7 @@ def onnx_export(source: Path, precision: str) -> Path:
         except OSError:
             if not (folder / "export.json").is_file():  # another process finished first: use its export
                 raise
+        saying.finished(str(folder))
     except ReindexErrors:
         raise
     except Exception as err:  # noqa: BLE001 - an exporter failure is one clear line

@@ -24,7 +24,7 @@ import numpy as np
 
 from reindex.foundation import settings
 from reindex.domain.config import VectorHalf
-from reindex.adapters.embedders.base import EmbedResult
+from reindex.adapters.embedders.base import EmbedResult, Preparing
 from reindex.adapters.embedders.sentence_transformers import load_transformer
 from reindex.errors import ConfigError, ModelError
 from reindex.domain.models import (
@@ -36,7 +36,8 @@ from reindex.domain.models import (
 )
 from reindex.adapters.tokenizers import load_tokenizer
 
-__all__ = ["DISTILL_RECIPE", "StaticEmbedder", "distill_cache_key", "distilled", "model_files", "require_model2vec"]
+__all__ = ["DISTILL_RECIPE", "StaticEmbedder", "distill_cache_key", "distilled", "expected_distill_cost", "model_files",
+           "require_model2vec"]
 
 # Bump when the distillation recipe changes: a new recipe is a new cache folder (and a new vector id).
 DISTILL_RECIPE = "reindex/model2vec/v1"
@@ -86,8 +87,12 @@ def distilled(source: Path, dimension: int | None = None) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.parent / f".{folder.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
+    saying = Preparing(f"distilling a static model from {source}",
+                       "vector.provider model2vec names a sentence-transformers folder, and no static model distilled "
+                       f"from it is cached yet (one forward pass of the model per vocabulary token, then PCA to {dims} "
+                       "dimensions)", expected_distill_cost(source))
     try:
-        _distill(source, tmp)
+        _distill(source, tmp, saying)
         _stable_config(tmp / "config.json", source_digest)
         (tmp / _MARK).write_text(json.dumps({"recipe": DISTILL_RECIPE, "source_digest": source_digest,
                                              "pca_dims": STATIC_DISTILL_DIMS}, sort_keys=True, indent=1) + "\n",
@@ -97,6 +102,7 @@ def distilled(source: Path, dimension: int | None = None) -> Path:
         except OSError:
             if not (folder / _MARK).is_file():  # another process finished first: use its distillation
                 raise
+        saying.finished(str(folder))
     except (ConfigError, ModelError):
         raise
     except Exception as err:  # noqa: BLE001 - a distillation failure is one clear line
@@ -106,14 +112,41 @@ def distilled(source: Path, dimension: int | None = None) -> Path:
     return folder
 
 
+#: Vocabulary tokens a static distillation encodes per CPU-second with all-MiniLM-L6-v2 (6 layers × 384): 30,522
+#: tokens in 74-123 CPU-s measured here (bench/RESULTS.md); a larger model costs in proportion to layers × width.
+_DISTILL_TOKENS_PER_CPU_S = 250
+_MINILM_SIZE = 6 * 384
+
+
+def expected_distill_cost(source: Path) -> str:
+    """What distilling ``source`` is expected to cost, from its vocabulary and size (read from its files)."""
+    def read(name: str) -> dict:
+        try:
+            return json.loads((Path(source) / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+
+    conf = read("config.json")
+    vocab = int(conf.get("vocab_size") or 30522)
+    layers, width = int(conf.get("num_hidden_layers") or 6), int(conf.get("hidden_size") or 384)
+    cpu = vocab / _DISTILL_TOKENS_PER_CPU_S * layers * width / _MINILM_SIZE
+    return (f"about {max(cpu, 1):.0f} CPU-seconds ({vocab:,} vocabulary tokens through a {layers}-layer, {width}-wide "
+            f"model; all-MiniLM-L6-v2 measured 74-123 CPU-s here), longer in wall time on a busy machine")
+
+
 @contextlib.contextmanager
-def _offline_and_quiet():
-    """Nothing reaches the network (the model and tokenizer come from the folder); no progress bars."""
+def _offline_and_quiet(progress: bool = False):
+    """Nothing reaches the network (the model and tokenizer come from the folder); no progress bars (unless
+    ``progress``: the distillation's bar is read for its counts)."""
     keys = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS", "TQDM_DISABLE",
             "TRANSFORMERS_VERBOSITY")
     saved = {k: os.environ.get(k) for k in keys}
     os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-                       "TQDM_DISABLE": "1", "TRANSFORMERS_VERBOSITY": "error"})
+                       "TRANSFORMERS_VERBOSITY": "error"})
+    if not progress:
+        os.environ["TQDM_DISABLE"] = "1"
+    else:
+        os.environ.pop("TQDM_DISABLE", None)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -126,8 +159,7 @@ def _offline_and_quiet():
                 os.environ[k] = v
 
 
-def _distill(source: Path, out: Path) -> None:
-    import io
+def _distill(source: Path, out: Path, saying: Preparing) -> None:
     import logging
 
     loggers = [logging.getLogger(n) for n in ("model2vec", "skeletoken", "transformers", "sentence_transformers")]
@@ -135,7 +167,8 @@ def _distill(source: Path, out: Path) -> None:
     for lg in loggers:
         lg.setLevel(logging.ERROR)  # advice about PCA sizes and pad tokens, not errors
     try:
-        with _offline_and_quiet(), contextlib.redirect_stderr(io.StringIO()):  # model2vec's tqdm bars
+        # model2vec's tqdm bar goes to `saying`, which turns its counts into a line every tenth of the way.
+        with _offline_and_quiet(progress=True), contextlib.redirect_stderr(saying):
             _distill_quietly(source, out)
     finally:
         for lg, level in zip(loggers, levels):
