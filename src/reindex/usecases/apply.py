@@ -398,6 +398,12 @@ def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJ
     return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]), **sized(shards))
 
 
+def check_runner_options(runner: ShardRunner | None, task_runner: str | None) -> None:
+    """Refuse ``runner`` and ``task_runner`` together, before any work."""
+    if runner is not None and task_runner is not None:
+        raise RunnerError("pass either runner= or task_runner=, not both (a runner already knows where its shards run)")
+
+
 def apply_plan(
     ctx: Context,
     plan_path: str | Path,
@@ -414,8 +420,7 @@ def apply_plan(
     is true, in-process otherwise; ``use_prefect`` is the older name of ``prefect``). ``task_runner``: where
     the shards run (``threads[:N]``, ``dask``, ``dask-processes[:N]``, ``dask:tcp://HOST:PORT`` with or
     without Prefect; ``prefect-pool:POOL[:N]``, flow runs on a Prefect work pool; see :mod:`reindex.runners`)."""
-    if runner is not None and task_runner is not None:
-        raise RunnerError("pass either runner= or task_runner=, not both (a runner already knows where its shards run)")
+    check_runner_options(runner, task_runner)
     plan = read_plan(plan_path)
     cfg = ctx.config
     check_plan_index(plan, cfg, plan_path)

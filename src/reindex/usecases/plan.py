@@ -441,9 +441,7 @@ def _time_backend(ctx: Context, cfg: PipelineConfig, texts: list[str], queries: 
     emb = ctx.embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
     emb.embed(texts[: min(8, len(texts))])  # warm-up: first-call allocation is not throughput
     res, seconds, cpu = CpuClock().call(emb.embed, texts)
-    q = emb if cfg.vector.query_prefix is None else ctx.embedder(
-        cfg.vector.for_queries(), batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
-    qv = q.embed(queries).vectors if queries else None
+    qv = ctx.with_config(cfg).next_side().embed_queries(queries) if queries else None
     described = describe_embedder(emb)
     rec = {
         "vector_id": identity_of(cfg).vector_id,
