@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from reindex.books.layout import Books
 from reindex.domain.kinds import ChangeKind
 from reindex.engine.eta import format_eta
 from reindex.reports._format import human_bytes
@@ -223,7 +224,7 @@ def apply_text(r: Any) -> str:
     if r.report_path:
         lines.append(f"  run report: {r.report_path}")
     if r.status == "done" and ChangeKind.of(r.kind).needs_cutover:
-        plan = str(r.report_path).removesuffix(".run.json") + ".json" if r.report_path else "PLAN"
+        plan = str(Books.plan_of_run_report(r.report_path)) if r.report_path else "PLAN"
         first = ChangeKind.of(r.kind) is ChangeKind.INITIAL
         lines.append(f"next: `reindex cutover {plan}` " + (
             "creates the alias readers query (nothing is served until then)" if first else
