@@ -6,10 +6,10 @@ the reader embeds with the config file's vector half, which is MiniLM), then for
 texts, the ways in rotating order, process CPU and wall of each call:
 
 * **querier**: ``api.Querier.query(text, k=10)`` on a held reader (embedding, search, shaping);
-* **reader embed**: the held reader's query embedder alone (``backends.make_query_embedder``: one intra-op thread
-  on the query pool);
-* **before**: the embedder readers used before (``backends.make_embedder``), called on the main thread at the
-  process's default threads;
+* **reader embed**: a reader's query embedder alone (``Context.side(…).query_embedder()``, what ``Querier`` embeds
+  with: one intra-op thread on the query pool);
+* **before**: the embedder readers used before (``reindex.context.backends.make_embedder``), called on the main
+  thread at the process's default threads;
 * **raw 1-thread**: ``SentenceTransformer.encode([text])`` on a thread set to one torch thread.
 
 Prints medians per query (ms of CPU and wall), the ratios to raw, and the main thread's torch threads before and
@@ -83,7 +83,7 @@ def main() -> None:
     import torch
 
     from reindex import api
-    from reindex.usecases import backends
+    from reindex.context import Context, backends
 
     logging.getLogger("reindex").setLevel(logging.ERROR)  # the "no population record" note, once
     root = Path(args.dir or tempfile.mkdtemp(prefix="bench-query-embed-"))
@@ -95,7 +95,7 @@ def main() -> None:
         main_threads = torch.get_num_threads()
         cfg = api.load_resolved(config)
         querier = api.Querier(config)
-        reader_q = backends.make_query_embedder(cfg.vector.for_queries(), options=cfg.embed)
+        reader_q = Context(cfg).next_side().query_embedder()
         before_q = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
         model = before_q.model
         ways = {

@@ -207,3 +207,29 @@ def test_a_distillation_says_what_it_does_why_what_it_costs_and_how_far_it_got(t
     assert any("100% (" in line for line in said) and "done in" in said[-1] and "empty-cache" in said[-1]
     r = CliRunner().invoke(main, ["validate", "-c", str(config), "--json"])
     assert r.exit_code == 0 and "distilling" not in r.stderr  # cached: nothing to say
+
+
+def test_every_query_side_of_a_context_embeds_on_one_intra_op_thread(tiny: Path, tmp_path: Path) -> None:
+    """Readers, cutover, serving and the forecast get their query embedders from Context.side: all sized for one
+    query; the passage embedder (a build's) is the plain one, shared, and closing the context leaves a given one."""
+    import torch
+
+    from reindex.context import Context
+    from reindex.domain.config import config_from_dict
+
+    cfg = config_from_dict({"index": "docs", "source": str(tmp_path), "state": {"uri": str(tmp_path / "state")},
+                            "vector": {"model": str(tiny), "dimension": TINY_HIDDEN, "query_prefix": "query: "},
+                            "embed": {"device": "cpu"}})
+    given = make_embedder(cfg.vector, options=CPU)
+    closed: list = []
+    given.close = lambda: closed.append(True)  # type: ignore[attr-defined]
+    ctx = Context(cfg, embedder=given)
+    before = torch.get_num_threads()
+    queries = ctx.side(None).query_embedder()
+    assert isinstance(queries, QueryEmbedder) and queries.describe()["threads"] == 1
+    assert queries is ctx.side(None).query_embedder()  # made once per context
+    assert ctx.embedder(cfg.vector) is given  # the build's passage embedder, unwrapped
+    queries.embed(["a query"])
+    assert torch.get_num_threads() == before
+    ctx.close()
+    assert not closed  # what the caller gave is the caller's

@@ -99,9 +99,10 @@ class QueryEmbedder:
     """An embedder whose calls run on the query pool, each thread prepared by ``prepare`` (one intra-op thread);
     the embedder it wraps is unchanged and may be the build's own."""
 
-    def __init__(self, inner: Any, prepare: Callable[[], bool] | None = None) -> None:
+    def __init__(self, inner: Any, prepare: Callable[[], bool] | None = None, *, owns: bool = False) -> None:
         self.inner = inner
         self.prepare = prepare
+        self.owns = owns  # made for it (an ONNX model's one-thread session): closed with it
         self.vector = getattr(inner, "vector", None)
         self.dimension = inner.dimension
         self.max_tokens = getattr(inner, "max_tokens", None)
@@ -116,8 +117,9 @@ class QueryEmbedder:
         return {**out, "threads": 1, "role": "queries"}
 
     def close(self) -> None:
+        """Close the embedder it wraps if it was made for it; one it was given (the build's) is its owner's."""
         close = getattr(self.inner, "close", None)
-        if callable(close):
+        if self.owns and callable(close):
             close()
 
 

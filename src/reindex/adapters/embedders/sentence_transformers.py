@@ -527,7 +527,7 @@ class SentenceTransformerEmbedder:
         if self.vector.backend == "onnx":
             return QueryEmbedder(in_query_thread(SentenceTransformerEmbedder, self.vector, batch_size=self.batch_size,
                                                  device=self.device, prepare=one_intra_op_thread),
-                                 one_intra_op_thread)
+                                 one_intra_op_thread, owns=True)
         return QueryEmbedder(self, one_intra_op_thread)
 
     def raw(self, texts: list[str]) -> np.ndarray:
