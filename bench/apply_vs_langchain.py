@@ -186,7 +186,11 @@ def lc_step(workdir: Path, size: int, model: str = "hash") -> None:
 
 
 def base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "REINDEX_"))}
+    # PYTHONDONTWRITEBYTECODE (set on some of our machines) is dropped: with it, every fresh process of ours
+    # compiled reindex's sources again (~0.3 CPU-s a process, an editable checkout's artefact: a pip-installed
+    # wheel is compiled at install time, as LangChain's packages are).
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_API_URL", "REINDEX_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
                PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING",
                # under load the ephemeral API can take longer than the 20 s default to come up

@@ -51,11 +51,12 @@ embed: {{device: cpu}}
 """
 
 
-def env() -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "REINDEX_"))}
+def env(src: Path = REPO / "src") -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("PREFECT_API_URL", "REINDEX_")) and k != "PYTHONDONTWRITEBYTECODE"}
     e.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false",
              PREFECT_SERVER_ANALYTICS_ENABLED="false",
-             PYTHONPATH=os.pathsep.join([str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]))
+             PYTHONPATH=os.pathsep.join([str(src), *filter(None, [os.environ.get("PYTHONPATH")])]))
     return e
 
 
@@ -87,15 +88,18 @@ def _sample(root: int, seen: dict[int, tuple[str, float]], stop: threading.Event
                 cmd = " ".join(p.cmdline())
             except psutil.Error:
                 continue
-            role = ("coordinator" if p.pid == root else "forkserver" if "forkserver" in cmd and "main(" in cmd
+            server = "forkserver import main" in cmd and p.ppid() == root  # its forks share its command line
+            role = ("coordinator" if p.pid == root else "forkserver" if server
                     else "resource tracker" if "resource_tracker" in cmd else "worker")
+            if os.environ.get("BENCH_TREE"):
+                print(p.pid, p.ppid(), role, round(t.user + t.system, 2), cmd[:150], file=sys.stderr)
             seen[p.pid] = (role, t.user + t.system)
         stop.wait(0.05)
 
 
-def run(cmd: list[str], cwd: Path, ok=(0,)) -> tuple[str, float, float]:
+def run(cmd: list[str], cwd: Path, ok=(0,), src: Path = REPO / "src") -> tuple[str, float, float]:
     c, t = cpu_children(), time.perf_counter()
-    p = subprocess.Popen(cmd, cwd=cwd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, cwd=cwd, env=env(src), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: dict[int, tuple[str, float]] = {}
     stop = threading.Event()
     sampler = threading.Thread(target=_sample, args=(p.pid, seen, stop), daemon=True)
@@ -179,21 +183,27 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--model", action="store_true", help="the packaged MiniLM instead of the hash embedder")
     ap.add_argument("--work", type=Path, default=REPO / "build" / "bench_workers_cpu")
+    ap.add_argument("--base", type=Path, default=None,
+                    help="another checkout's src/ (e.g. a worktree of main): its dask-processes run beside ours (before)")
+    ap.add_argument("--variants", default="threads,dask,cluster,cluster+imports",
+                    help="which of threads, dask, dask@base, threads@base, cluster, cluster+imports to run")
     args = ap.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
-    base = args.work / "base"
-    plan = setup(base, args.peps, args.shards, args.model)
+    plan = setup(args.work / "base", args.peps, args.shards, args.model)
     spec = f"dask-processes:{args.workers}"
     (args.work / "cluster.py").write_text(CLUSTER, encoding="utf-8")
-    variants = {
-        "threads": lambda ws: run([str(REINDEX), "apply", str(plan), "-c", "reindex.yaml", "--no-progress", "--json",
-                                   "--no-prefect"], ws),
-        spec: lambda ws: run([str(REINDEX), "apply", str(plan), "-c", "reindex.yaml", "--no-progress", "--json",
-                              "--no-prefect", "--task-runner", spec], ws),
+    apply = [str(REINDEX), "apply", str(plan), "-c", "reindex.yaml", "--no-progress", "--json", "--no-prefect"]
+    base = (args.base or REPO / "src").resolve()
+    every = {
+        "threads": lambda ws: run(apply, ws),
+        "dask": lambda ws: run([*apply, "--task-runner", spec], ws),
+        "threads@base": lambda ws: run(apply, ws, src=base),
+        "dask@base": lambda ws: run([*apply, "--task-runner", spec], ws, src=base),
         "cluster": lambda ws: run([str(PY), str(args.work / "cluster.py"), str(args.workers), "0", "0"], ws),
-        "cluster + shard imports": lambda ws: run([str(PY), str(args.work / "cluster.py"), str(args.workers), "1",
-                                                   "1" if args.model else "0"], ws),
+        "cluster+imports": lambda ws: run([str(PY), str(args.work / "cluster.py"), str(args.workers), "1",
+                                           "1" if args.model else "0"], ws),
     }
+    variants = {k: every[k] for k in args.variants.split(",")}
     cpu: dict[str, list[float]] = {k: [] for k in variants}
     wall: dict[str, list[float]] = {k: [] for k in variants}
     points = 0
@@ -201,29 +211,32 @@ def main() -> None:
     for i in range(args.repeat):
         for name in names[i % len(names):] + names[: i % len(names)]:
             ws = args.work / f"trial-{i}-{name.replace(' ', '_').replace(':', '_')}"
-            shutil.copytree(base, ws)
+            shutil.copytree(args.work / "base", ws)
             out, c, w = variants[name](ws)
-            if name in ("threads", spec):
+            if name.startswith(("threads", "dask")):
                 rep = json.loads(out)
                 assert rep["status"] == "done", rep
                 points = rep["actual"]["points_in_collection"]
+                # CPU inside the shards' embedding calls (their threads', as the shards measured them)
+                TREE["(embedding calls)"] = sum(s.get("embed_cpu_seconds", 0.0) for s in rep.get("shards", []))
             cpu[name].append(c)
             wall[name].append(w)
             roles = ", ".join(f"{k} {v:.2f}" for k, v in sorted(TREE.items()))
             print(f"round {i + 1} {name:26s} {c:7.2f} CPU-s {w:6.1f} s wall (load {os.getloadavg()[0]:.1f}); "
                   f"sampled: {roles}", flush=True)
             shutil.rmtree(ws)
-    serial = stage_commit(base, points)
+    serial = stage_commit(args.work / "base", points)
     med = {k: (statistics.median(cpu[k]), statistics.median(wall[k])) for k in variants}
-    t = med["threads"][0]
+    t = med["threads"][0] if "threads" in med else next(iter(med.values()))[0]
     print(f"\n{args.peps} PEPs, {points} points, {args.shards} shards, {'MiniLM' if args.model else 'hash'} embedder; "
           f"median of {args.repeat}; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'':28s} {'CPU-s':>8s} {'wall s':>8s} {'÷ threads CPU':>14s}")
+    print(f"{'':28s} {'CPU-s':>8s} {'wall s':>8s} {'÷ threads CPU':>14s}  ({spec} = dask)")
     for k, (c, w) in med.items():
         print(f"{k:28s} {c:8.2f} {w:8.2f} {c / t:14.2f}")
     print(f"{'stage + commit (encode+decode)':28s} {serial:8.2f} {'':8s} {serial / t:14.2f}")
-    rest = med[spec][0] - t - med["cluster + shard imports"][0] - serial
-    print(f"{'left (scheduling, polling…)':28s} {rest:8.2f} {'':8s} {rest / t:14.2f}")
+    if "dask" in med and "cluster+imports" in med:
+        rest = med["dask"][0] - t - med["cluster+imports"][0] - serial
+        print(f"{'left (scheduling, polling…)':28s} {rest:8.2f} {'':8s} {rest / t:14.2f}")
 
 
 if __name__ == "__main__":

@@ -408,6 +408,39 @@ def test_keep_skips_unwanted_documents_unread_but_still_reports_duplicates(tmp_p
     assert [(b.doc_id, b.kind) for b in report.bad] == [("b", "duplicate-id")]
 
 
+def test_a_parquet_shard_scan_converts_only_its_own_texts_and_reads_the_same_documents(tmp_path: Path) -> None:
+    """A shard's scan of a Parquet file of every document: its rows are the full scan's, duplicates still reported,
+    and the texts of other shards' rows never become Python strings (issue 44: 16 shards converted every text)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reindex.adapters.sources import open_source
+    from reindex.foundation import tables
+
+    ids = [f"doc-{i:03d}" for i in range(40)] + ["doc-007", "   "]
+    pq.write_table(pa.table({"id": ids, "text": [f"text of {d} " * 20 for d in ids], "lang": ["en"] * len(ids)}),
+                   tmp_path / "docs.parquet")
+    src = str(tmp_path / "docs.parquet")
+    full = {d.doc_id: d for d in open_source(src).scan(ScanReport())}
+    converted: list[int] = []
+    real = tables.pa.array
+
+    def counting(values, *args, **kwargs):  # the mask of wanted rows each batch converts by
+        converted.append(sum(bool(v) for v in values))
+        return real(values, *args, **kwargs)
+
+    mine = {"doc-001", "doc-007", "doc-020"}
+    report = ScanReport()
+    tables.pa.__dict__["array"] = counting
+    try:
+        got = {d.doc_id: d for d in open_source(src).scan(report, keep=mine.__contains__)}
+    finally:
+        del tables.pa.__dict__["array"]
+    assert got.keys() == mine and all(got[d].content_hash == full[d].content_hash for d in mine)
+    assert converted == [4]  # one batch, four wanted rows (doc-007 twice): the other texts stayed in Arrow
+    assert {(b.doc_id, b.kind) for b in report.bad} == {("doc-007", "duplicate-id"), ("row:42", "malformed")}
+
+
 def test_an_empty_document_id_is_bad_input_not_a_document(tmp_path: Path) -> None:
     """Issue 22: ``{"id": ""}`` became a document with an empty id; now it is reported by line/row."""
     path = write_jsonl(tmp_path / "docs.jsonl", [json.dumps({"id": "", "text": "x"}), json.dumps({"id": "  ", "text": "y"}),

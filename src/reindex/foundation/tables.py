@@ -6,8 +6,9 @@ Columns travel as plain Python lists keyed by column name; pyarrow's many except
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
 class _Pyarrow:
@@ -105,12 +106,31 @@ class ParquetReader:
     def num_rows(self) -> int:
         return self._file.metadata.num_rows
 
-    def batches(self, columns: Sequence[str], batch_rows: int) -> Iterator[dict[str, list]]:
-        """Batches of at most ``batch_rows`` rows, each as ``{column: values}``."""
+    def batches(self, columns: Sequence[str], batch_rows: int, *, key: str | None = None,
+                wanted: Callable[[Any], bool] | None = None) -> Iterator[dict[str, list]]:
+        """Batches of at most ``batch_rows`` rows, each as ``{column: values}``. With ``key`` and ``wanted``, the other
+        columns' values become Python objects only in the rows whose ``key`` value is wanted (None in the others):
+        a shard reading its documents out of a file of all of them converts its own texts, not every shard's."""
         try:
             for batch in self._file.iter_batches(batch_size=batch_rows, columns=list(columns),
                                                  use_threads=USE_THREADS):
-                yield {c: batch.column(c).to_pylist() for c in columns}
+                if key is None or wanted is None:
+                    yield {c: batch.column(c).to_pylist() for c in columns}
+                    continue
+                keys = batch.column(key).to_pylist()
+                mask = [k is not None and wanted(k) for k in keys]
+                if all(mask):
+                    yield {c: keys if c == key else batch.column(c).to_pylist() for c in columns}
+                    continue
+                at = [i for i, m in enumerate(mask) if m]
+                out: dict[str, list] = {key: keys}
+                for c in columns:
+                    if c != key:
+                        values: list = [None] * len(keys)
+                        for i, v in zip(at, batch.column(c).filter(pa.array(mask)).to_pylist()):
+                            values[i] = v
+                        out[c] = values
+                yield out
         except (OSError, pa.ArrowException) as err:
             raise TableError(_one_line(err)) from None
 

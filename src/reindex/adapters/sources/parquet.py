@@ -69,7 +69,9 @@ class ParquetSource:
         pf = self._open()
         row = 0
         try:
-            for batch in pf.batches(columns, self.cfg.batch_rows):
+            # A shard's scan (``keep``) makes Python strings of its own rows' texts only.
+            for batch in pf.batches(columns, self.cfg.batch_rows, key=self.id_column,
+                                    wanted=None if keep is None else lambda d: keep(_id_text(d))):
                 ids = batch[self.id_column]
                 texts = batch[self.text_column]
                 metas = {c: batch[c] for c in self.cfg.metadata_fields}
@@ -88,10 +90,11 @@ class ParquetSource:
             pf.close()
 
     def _row(self, admission: Admission, row: int, doc_id: object, text: object, meta: dict[str, Any]) -> Document | None:
+        # A row not wanted by ``keep`` arrives with text None: Admission.skip drops it before its text is looked at.
         if doc_id is None:
             admission.reject(f"row:{row}", f"missing id (null {self.id_column!r})")
             return None
-        doc_id = doc_id.decode("utf-8", "replace") if isinstance(doc_id, bytes) else str(doc_id)
+        doc_id = _id_text(doc_id)
         if not doc_id.strip():
             admission.reject(f"row:{row}", f"malformed: id column {self.id_column!r} is empty ({doc_id!r}); every document needs a non-empty id")
             return None
@@ -193,3 +196,8 @@ def _column(path: Path, names: list[str], configured: str | None, defaults: tupl
         f"{path}: no {what} column (looked for {', '.join(defaults)}); columns are {', '.join(names)}; "
         f"set source.{option}"
     )
+
+
+def _id_text(doc_id: object) -> str:
+    """A document id as text (a bytes id decoded, anything else as ``str``)."""
+    return doc_id.decode("utf-8", "replace") if isinstance(doc_id, bytes) else str(doc_id)
