@@ -26,6 +26,7 @@ __all__ = [
     "forecast_serving_line",
     "chains_text",
     "measure_text",
+    "units_text",
     "plan_text",
     "serving_line",
     "serving_text",
@@ -246,6 +247,13 @@ def chains_text(r: dict) -> str:
                 lines.append(f"         final revision's drift: W1/median {s['final_distance']:.3f}, out of bounds "
                              f"{s['final_out_of_bounds']:.1%} (fresh cut {s['final_fresh_out_of_bounds']:.1%})")
     return "\n".join(lines)
+
+
+def units_text(r: dict) -> str:
+    """The table ``reindex measure --unit`` prints: R_c at chunk and unit level, composed-vs-whole quality."""
+    from reindex.measure.units import units_markdown
+
+    return units_markdown(r)
 
 
 def measure_text(r: Any) -> str:
