@@ -541,8 +541,8 @@ def read_chunk_texts(store: ObjectStore, index: str, collection: str, wanted: se
 @dataclass(frozen=True)
 class UnitPart:
     """A unit part: per unit fingerprint (``fingerprint(vector id, unit text)``) a vector — a static model's
-    float64 token sum, or a model's unit vector — and a count: the tokens summed (static) or the unit's tokens
-    in the text tokenizer (the weight of a token-weighted mean)."""
+    float64 token sum, or a model's float32 unit vector — and a count: the tokens summed (static) or the unit's
+    tokens in the text tokenizer (the weight of a token-weighted mean)."""
 
     keys: tuple[str, ...]
     vectors: Any  # numpy array (n, dimension)
@@ -565,7 +565,7 @@ def _unit_bytes(units: dict[str, tuple[Any, int]]) -> bytes:
     dim = len(next(iter(units.values()))[0]) if units else 0
     vecs = np.stack([np.asarray(units[k][0]) for k in keys]) if keys else np.zeros((0, dim))
     buf = io.BytesIO()
-    np.savez(buf, keys=np.asarray(keys, dtype="U32"), vectors=vecs,
+    np.savez(buf, keys=np.asarray(keys, dtype="S32"), vectors=vecs,
              counts=np.asarray([units[k][1] for k in keys], dtype=np.int64))
     return buf.getvalue()
 
@@ -577,7 +577,7 @@ def _unit_of_bytes(store: ObjectStore, key: str, data: bytes) -> UnitPart:
 
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            return UnitPart(tuple(z["keys"].tolist()), z["vectors"], z["counts"])
+            return UnitPart(tuple(k.decode("ascii") for k in z["keys"].tolist()), z["vectors"], z["counts"])
     except (OSError, ValueError, KeyError) as err:
         raise StateError(f"{store.describe()}/{key}: not a readable unit part ({err}); delete it and re-run the apply "
                          "(the units of its chunks are then embedded again once)") from None

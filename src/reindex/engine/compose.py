@@ -85,7 +85,7 @@ class UnitComposer:
             return sums, counts
         res = call(units)
         counts = np.asarray(self.ctx.pipeline.tokenizer.count_batch(units), dtype=np.int64)
-        return np.asarray(res.vectors, dtype=np.float64), counts
+        return np.asarray(res.vectors, dtype=np.float32), counts
 
     def missing(self, chunks: Sequence[str]) -> list[str]:
         """The distinct units of ``chunks`` that are neither in the part nor embedded in this run, in order."""
@@ -99,7 +99,8 @@ class UnitComposer:
 
     def remember(self, units: list[str], vectors: np.ndarray, counts: np.ndarray) -> None:
         """Keep embedded units, and store them under the run before the chunks composed of them are written."""
-        new = {fingerprint(self.vid, u): (np.asarray(v, dtype=np.float64), int(n)) for u, v, n in zip(units, vectors, counts)}
+        dtype = np.float64 if self.exact else np.float32  # exact sums need float64; a model's vector is float32
+        new = {fingerprint(self.vid, u): (np.asarray(v, dtype=dtype), int(n)) for u, v, n in zip(units, vectors, counts)}
         with self._lock:
             self.added.update(new)
             self.units_embedded += len(units)
@@ -124,7 +125,7 @@ class UnitComposer:
                 v, k = self.added[fp] if fp in self.added else self.known[fp]
                 if fp in self.known and fp not in self.added:
                     self.units_reused += 1
-                acc += v if self.exact else k * v
+                acc += v if self.exact else k * v.astype(np.float64)
                 n += k
             out[i], counts[i] = acc, n
         if self.exact:

@@ -105,7 +105,11 @@ def plan_change(req: PlanRequest) -> Plan:
     elapsed = time.perf_counter() - started
     body = _plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read)
     if units is not None:
-        body["work"]["units"] = units.tally.as_dict()
+        body["work"]["units"] = u = units.tally.as_dict()
+        body["cost"]["footprint"]["unit_parts"] = {
+            "disk_bytes_added": u["unit_part_bytes_added"],
+            "where": "the state store, beside the chunk manifest (populations/<collection>/units/): per unit a "
+                     "vector (float64 token sums for model2vec, else float32) and a count"}
     if req.repair is not None:
         body["repair"], lines = repair_section(req.repair, sorted(t.affected))
         body["explanation"] = lines + body["explanation"]
@@ -285,7 +289,7 @@ def _unit_tally(req: PlanRequest, ident: Identity, pipe: TextPipeline) -> _Units
     same_vector = baseline.identity is not None and baseline.identity.vector_id == ident.vector_id
     known = baseline.unit_keys if (in_place or baseline.live_shards == shards) and same_vector else None
     return _Units(UnitTally(cfg.vector.compose_unit, ident.vector_id, pipe.tokenizer, shards, known,
-                            cfg.vector.dimension * 8))
+                            cfg.vector.dimension * (8 if cfg.vector.provider == "model2vec" else 4)))
 
 
 def _scan_exact(

@@ -21,8 +21,8 @@ from reindex.domain.identity import fingerprint
 
 __all__ = ["UNIT_PART_BYTES_PER_UNIT", "UnitTally"]
 
-#: Bytes a unit part holds per unit beyond its vector: the 32-character fingerprint (UTF-32 in the npz) and the count.
-UNIT_PART_BYTES_PER_UNIT = 32 * 4 + 8
+#: Bytes a unit part holds per unit beyond its vector: the 32-character fingerprint (ASCII) and the count.
+UNIT_PART_BYTES_PER_UNIT = 32 + 8
 
 
 @dataclass
@@ -34,7 +34,7 @@ class UnitTally:
     tokenizer: Tokenizer
     shards: int
     known: Callable[[str], frozenset[str]] | None  # part name → unit fingerprints of the part apply reads
-    vector_bytes: int  # bytes of one stored unit vector (dimension × 8: float64)
+    vector_bytes: int  # bytes of one stored unit vector (dimension × 8: float64 sums of a static model; else × 4)
     chunks: int = 0  # chunk texts composed
     _seen: dict[int, dict[str, int]] = field(default_factory=lambda: defaultdict(dict))  # shard → fp → tokens
     _reused: Counter = field(default_factory=Counter)

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from reindex.domain.kinds import ChangeKind
 from reindex.engine.eta import format_eta
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import (build_line, forecast_serving_line, over_limit_line, rate_note, rechunk_line,
+from reindex.reports._plan_facts import (build_line, forecast_serving_line, over_limit_line, rate_note, rechunk_line, units_line,
                                          throughput_text)
 
 __all__ = [
@@ -109,6 +109,8 @@ def plan_text(plan: Any, path: Any) -> str:
     lines += [f"  {ln}" for ln in forecast_lines(n.forecast)]
     if (rc := rechunk_line(b["work"])) is not None:
         lines.append(f"  {rc}")
+    if (ul := units_line(b["work"])) is not None:
+        lines.append(f"  {ul}")
     if (over := over_limit_line(plan)) is not None:
         lines.append(f"  warning: {over}")
     if n.cross_document_chunks:
