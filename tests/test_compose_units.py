@@ -16,7 +16,8 @@ import pytest
 
 from helpers_index import REINDEX_BIN, Workspace, config_text, read_log, subprocess_env
 from reindex.adapters.stores.payload import payload_text
-from reindex.books.manifests import read_unit_part, shard_name
+from reindex.books.layout import shard_name
+from reindex.books.units import read_unit_part
 from reindex.domain.config import VectorHalf
 from reindex.domain.identity import vector_id
 

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from reindex.adapters.chunkers.units import parse_unit_spec, unit_texts
-from reindex.books.manifests import read_run_units, read_unit_part, shard_name, write_run_units
+from reindex.books.layout import shard_name
+from reindex.books.units import read_run_units, read_unit_part, write_run_units
 from reindex.domain.identity import fingerprint
 
 __all__ = ["UnitComposer", "unit_source"]
@@ -63,9 +64,15 @@ class UnitComposer:
         self.units_reused = 0
         self._lock = threading.Lock()
         self._prefix: tuple[np.ndarray, int] | None = None
+        self._cut: dict[str, list[str]] = {}
 
     def units_of(self, text: str) -> list[str]:
-        return unit_texts(text, self.ctx.pipeline.tokenizer, self.spec)
+        """The units of one chunk text (kept until its batch is composed: :meth:`missing` and :meth:`compose`
+        ask for the same texts)."""
+        got = self._cut.get(text)
+        if got is None:
+            got = self._cut[text] = unit_texts(text, self.ctx.pipeline.tokenizer, self.spec)
+        return got
 
     def _prefix_part(self) -> tuple[np.ndarray, int]:
         if self._prefix is None:
@@ -128,6 +135,7 @@ class UnitComposer:
                 acc += v if self.exact else k * v.astype(np.float64)
                 n += k
             out[i], counts[i] = acc, n
+            self._cut.pop(c, None)
         if self.exact:
             limit = getattr(self.ctx.embedder, "max_tokens", None)
             over = [i for i in range(len(chunks)) if limit and counts[i] > limit]

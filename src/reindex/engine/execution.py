@@ -58,8 +58,8 @@ from reindex.books.manifests import (
     write_chunk_manifest_part,
     write_chunk_texts_part,
     write_shard_manifest,
-    write_unit_part,
 )
+from reindex.books.units import write_unit_part
 from reindex.books.cursors import Tracking
 from reindex.engine.compose import UnitComposer
 from reindex.books.pairs import per_shard, record_shard_pairs

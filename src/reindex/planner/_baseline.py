@@ -28,8 +28,8 @@ from reindex.books.manifests import (
     read_live,
     shard_name,
     shard_of,
-    unit_part_keys,
 )
+from reindex.books.units import unit_part_keys
 from reindex.adapters.pipeline import TextPipeline
 from reindex.planner._live_docs import DocState, LiveDocs
 from reindex.adapters.sources import open_source

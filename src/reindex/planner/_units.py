@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from reindex.adapters.chunkers.units import parse_unit_spec, unit_texts
 from reindex.adapters.tokenizers import Tokenizer
-from reindex.books.manifests import shard_name, shard_of
+from reindex.books.layout import shard_name
+from reindex.books.manifests import shard_of
 from reindex.domain.identity import fingerprint
 
 __all__ = ["UNIT_PART_BYTES_PER_UNIT", "UnitTally"]
