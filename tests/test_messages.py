@@ -101,7 +101,7 @@ def test_a_metadata_only_change_says_metadata_changed_and_payloads_rewritten(tmp
 
 def test_an_apply_that_embeds_nothing_never_makes_the_embedder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The demo's metadata-only change: its apply must not load the model (seconds of import and load)."""
-    from reindex.usecases import backends
+    from reindex.context import backends
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     corpus, cfg = tmp_path / "docs.jsonl", tmp_path / "reindex.yaml"

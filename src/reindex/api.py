@@ -38,7 +38,7 @@ _HOMES = {
     "reindex.decisions.drift": ("Finding",),
     "reindex.usecases.query": ("Querier", "QueryResult", "parse_filters"),
     "reindex.usecases.serve": ("ServingReport",),
-    "reindex.usecases.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
+    "reindex.context.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
     "reindex.usecases.chunk": ("ChunkSummary", "chunk_path", "summarize_chunks"),
     "reindex.usecases.classify": ("Classification", "classify_change"),
     "reindex.usecases.configure": ("Validation", "init_config", "load_resolved", "validate_config"),
@@ -80,7 +80,10 @@ def make_plan(config_path: Any = "reindex.yaml", **kwargs: Any) -> Any:
 
 
 def apply_plan(plan_path: Any, config_path: Any = "reindex.yaml", **kwargs: Any) -> Any:
-    """``Index.open(config_path).apply(plan_path, **kwargs)``."""
+    """``Index.open(config_path).apply(plan_path, **kwargs)`` (conflicting runner options refused first)."""
+    from reindex.usecases.apply import check_runner_options
+
+    check_runner_options(kwargs.get("runner"), kwargs.get("task_runner"))
     with _index(config_path) as ix: return ix.apply(plan_path, **kwargs)  # noqa: E701
 
 

@@ -11,10 +11,13 @@ from typing import Any, Mapping
 from reindex.foundation.atomic import atomic_write_text, make_folders
 from reindex.domain.kinds import ChangeKind
 from reindex.errors import PlanError
-from reindex.domain.identity import canonical_json
+from reindex.books.manifests import read_live
+from reindex.domain.config import PipelineConfig
+from reindex.domain.identity import canonical_json, config_digest
 from reindex.planner._numbers import KeyNumbers, key_numbers
 
-__all__ = ["PLAN_SCHEMA", "Plan", "hash_body", "plan_filename", "read_plan", "seal", "write_plan"]
+__all__ = ["PLAN_SCHEMA", "Plan", "check_plan_index", "config_in_force", "hash_body", "plan_filename", "read_plan",
+           "seal", "write_plan"]
 
 PLAN_SCHEMA = "reindex/plan/v1"
 
@@ -91,3 +94,25 @@ def read_plan(path: str | Path) -> Plan:
             "the plan was edited after it was made; run `reindex plan` again"
         )
     return Plan(body)
+
+
+def check_plan_index(plan: Plan, cfg: PipelineConfig, plan_path: str | Path) -> None:
+    if plan.index != cfg.index:
+        raise PlanError(f"{plan_path}: plan is for index {plan.index!r}, but the config is for {cfg.index!r}")
+
+
+
+def config_in_force(plan: Plan, cfg: PipelineConfig, state) -> PipelineConfig:
+    """The config a plan is carried out under: the config file's, or — for the in-place part of a pipeline
+    change (:func:`plan_in_place_part`) — the live population's own config governed by it. Anything else
+    is left to the drift check, which refuses a plan made from another config."""
+    want = plan.body["inputs"]["config"]["digest"]
+    if not plan.kind.in_place or want == config_digest(cfg):
+        return cfg
+    live = read_live(state, cfg.index)
+    if live is not None:
+        governed = live.governs(cfg)
+        if config_digest(governed) == want:
+            return governed
+    return cfg
+

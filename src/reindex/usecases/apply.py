@@ -23,8 +23,8 @@ from reindex.adapters.sources.base import Document, ScanReport
 
 from reindex.planner.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain.kinds import ChangeKind, PopulationState
-from reindex.planner import (Baseline, Plan, PlanError, approval_of_plan, classify, forecast_refusal, queries_changed,
-                             read_plan)
+from reindex.planner import (Baseline, Plan, PlanError, approval_of_plan, check_plan_index, classify, config_in_force,
+                             forecast_refusal, queries_changed, read_plan)
 
 
 
@@ -52,12 +52,12 @@ from reindex.runners import ShardJob, ShardRunner, describe
 from reindex.engine.workers import SharedTokenCounter, budget_key
 from reindex.adapters.stores.payload import INDEXED_FIELDS, filter_key
 from reindex.foundation.throughput import CpuClock
-from reindex.usecases.apply_progress import ProgressRecord
-from reindex.usecases.context import Context
-from reindex.usecases.disk import check_free_disk
-from reindex.usecases.locking import holding_index_lock
-from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
-from reindex.usecases.rates import MIN_POINTS_TO_MEASURE_BUILD, MIN_TOKENS_TO_MEASURE, record_build_rate, record_rate
+from reindex.context.progress import ProgressRecord
+from reindex.context import Context
+from reindex.context.disk import check_free_disk
+from reindex.context.locking import holding_index_lock
+from reindex.usecases.plan import make_plan, plan_in_place_part
+from reindex.context.rates import MIN_POINTS_TO_MEASURE_BUILD, MIN_TOKENS_TO_MEASURE, record_build_rate, record_rate
 
 __all__ = [
     "ApplyReport", "BUILD_LEASE_FACTOR", "MIN_POINTS_TO_MEASURE_BUILD", "MIN_TOKENS_TO_MEASURE", "READ_CAP_BYTES",
@@ -398,6 +398,12 @@ def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJ
     return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]), **sized(shards))
 
 
+def check_runner_options(runner: ShardRunner | None, task_runner: str | None) -> None:
+    """Refuse ``runner`` and ``task_runner`` together, before any work."""
+    if runner is not None and task_runner is not None:
+        raise RunnerError("pass either runner= or task_runner=, not both (a runner already knows where its shards run)")
+
+
 def apply_plan(
     ctx: Context,
     plan_path: str | Path,
@@ -414,8 +420,7 @@ def apply_plan(
     is true, in-process otherwise; ``use_prefect`` is the older name of ``prefect``). ``task_runner``: where
     the shards run (``threads[:N]``, ``dask``, ``dask-processes[:N]``, ``dask:tcp://HOST:PORT`` with or
     without Prefect; ``prefect-pool:POOL[:N]``, flow runs on a Prefect work pool; see :mod:`reindex.runners`)."""
-    if runner is not None and task_runner is not None:
-        raise RunnerError("pass either runner= or task_runner=, not both (a runner already knows where its shards run)")
+    check_runner_options(runner, task_runner)
     plan = read_plan(plan_path)
     cfg = ctx.config
     check_plan_index(plan, cfg, plan_path)
@@ -599,7 +604,7 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
         "carried": {"id": (plan.body.get("carried") or {}).get("id"), "documents": sum(r.get("carried", 0) for r in shards),
                     "chunked": sum(r.get("chunked", 0) for r in shards), "problems": [p for r in shards for p in r.get("carry_problems", [])]},
         # Wall and CPU seconds inside successful embedding calls, summed over workers, and the workers that
-        # embedded at once (timing, like "seconds"; "recorded": see reindex.usecases.rates.record_rate).
+        # embedded at once (timing, like "seconds"; "recorded": see reindex.context.rates.record_rate).
         "throughput": {"tokens_embedded": total("tokens_embedded"),
                        "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3),
                        "embed_cpu_seconds": round(sum(r.get("embed_cpu_seconds", 0.0) for r in shards), 3),

@@ -30,7 +30,7 @@ from reindex.errors import LockHeld, ReindexError
 from reindex.planner import Plan, read_plan, write_plan
 from reindex.books.layout import Books
 from reindex.usecases.apply import apply_plan, record_cursor
-from reindex.usecases.context import Context
+from reindex.context import Context
 from reindex.usecases.lifecycle import cutover, gc
 from reindex.usecases.plan import make_plan, plan_in_place_part
 
@@ -117,7 +117,7 @@ def _earlier_plan(fresh: Plan, plans_dir: Path) -> Path | None:
 
 def run_cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
     """One cycle of the context's index; see the module docstring."""
-    from reindex.usecases.locking import holding_index_lock
+    from reindex.context.locking import holding_index_lock
 
     name = ctx.index
     with contextlib.ExitStack() as held:
@@ -195,7 +195,10 @@ def _plan_file(fresh: Plan, plans_dir: Path) -> tuple[Path, Plan]:
     if path is not None:
         return path, read_plan(path)
     path = write_plan(fresh, plans_dir)
-    reports.write_reports(fresh, path)
+    if fresh.body["approval"]["required"] or fresh.kind.builds_population:
+        # A person reads these (an approval, a new population's cutover). A change the cycle applies in place on
+        # its own keeps its plan file and run record; `reindex show PLAN` renders it.
+        reports.write_reports(fresh, path)
     return path, fresh
 
 

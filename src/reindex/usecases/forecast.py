@@ -31,8 +31,8 @@ from reindex.adapters.sources import open_source
 from reindex.adapters.sources.base import ScanReport
 from reindex.adapters.sources.extract import normalise
 from reindex.adapters.stores.opening import open_vector_store
-from reindex.usecases.context import Context
-from reindex.usecases.queries import comparison_queries
+from reindex.context import Context
+from reindex.context.queries import comparison_queries
 
 __all__ = ["DEFAULT_FORECAST_DOCUMENTS", "forecast_change"]
 

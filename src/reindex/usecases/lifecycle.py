@@ -25,21 +25,17 @@ from reindex.books.carried import prune_carried
 from reindex.books.cursors import commit_cursor, resume_tracking
 from reindex.books.manifests import read_live, read_population
 from reindex.planner.approvals import check_not_rejected, read_approval, signing_key
-from reindex.planner import (
-    PlanError,
-    read_plan,
-)
+from reindex.planner import PlanError, check_plan_index, read_plan
 
 
 
-from reindex.usecases import disk
-from reindex.usecases.context import Context, Side
+from reindex.context import disk
+from reindex.context import Context, Side
 from reindex.books.layout import Books
 from reindex.books.locks import read_lock
-from reindex.usecases.locking import holding_index_lock
-from reindex.usecases.queries import comparison_queries
+from reindex.context.locking import holding_index_lock
+from reindex.context.queries import comparison_queries
 from reindex.usecases.serve import serving_view
-from reindex.usecases.plan import check_plan_index
 
 __all__ = [
     "CutoverReport", "GcAction", "IndexStatus", "PopulationStatus", "build_progress", "cutover", "gc", "parse_age",

@@ -20,7 +20,7 @@ from reindex.domain.models import STATIC_DISTILL_DIMS
 
 
 
-from reindex.usecases import backends
+from reindex.context import backends
 
 __all__ = ["COMPOSE_MODELS", "measure", "measure_chains", "measure_units"]
 

@@ -8,7 +8,7 @@ reader *where* the index is (its name, the state store, the vector store) and ho
 prefix, payload layout, metadata fields). So a config edit changes nothing a reader sees until a cutover moves
 the alias, and a cutover or a rollback is followed without a restart. Every reader path — ``reindex query``,
 ``api.query``, :class:`Querier`, both retrievers and ``ReindexVectorStore`` — goes through :class:`_ReadSide`,
-which asks the context for the population's side (:meth:`~reindex.usecases.context.Context.side`: invariant 18).
+which asks the context for the population's side (:meth:`~reindex.context.Context.side`: invariant 18).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 
 from reindex.errors import ConfigError, StateError, TransientError, VectorStoreError
 from reindex.adapters.stores.payload import filter_key, payload_metadata, payload_text
-from reindex.usecases.backends import DEFAULT_CONFIG
+from reindex.context.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
-from reindex.usecases.context import Context, Side
+from reindex.context import Context, Side
 
 __all__ = ["Querier", "QueryResult", "parse_filters", "query"]
 
