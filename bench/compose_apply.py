@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from helpers_index import SAMPLE, Workspace, config_text  # noqa: E402
-from reindex.books.manifests import unit_parts_bytes  # noqa: E402
+from reindex.books.units import unit_parts_bytes  # noqa: E402
 
 VECTORS = {"static": "{{provider: model2vec, model: all-MiniLM-L6-v2, dimension: 256{compose}}}",
            "minilm": "{{provider: sentence-transformers, model: all-MiniLM-L6-v2, dimension: 384{compose}}}"}
