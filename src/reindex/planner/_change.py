@@ -108,8 +108,8 @@ def plan_change(req: PlanRequest) -> Plan:
         body["work"]["units"] = u = units.tally.as_dict()
         body["cost"]["footprint"]["unit_parts"] = {
             "disk_bytes_added": u["unit_part_bytes_added"],
-            "where": "the state store, beside the chunk manifest (populations/<collection>/units/): per unit a "
-                     "vector (float64 token sums for model2vec, else float32) and a count"}
+            "where": "the state store, a unit part beside each chunk-manifest part: per unit a vector "
+                     "(float64 token sums for model2vec, else float32) and a count"}
     if req.repair is not None:
         body["repair"], lines = repair_section(req.repair, sorted(t.affected))
         body["explanation"] = lines + body["explanation"]
