@@ -32,7 +32,14 @@ def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     return ws
 
 
-def test_query_before_any_build_names_the_commands_that_build_an_index(tmp_path: Path) -> None:
+def test_query_before_any_build_names_the_commands_that_build_an_index(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex.context import backends
+
+    def no_model(*a, **k):
+        raise AssertionError("a query of an index with nothing to search loaded a model")
+
+    monkeypatch.setattr(backends, "make_embedder", no_model)  # said before any model is loaded
     ws = Workspace(tmp_path / "ws")
     r = _cli("query", "style guide", "-c", str(ws.config))
     assert r.exit_code == 1

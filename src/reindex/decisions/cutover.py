@@ -33,7 +33,7 @@ from reindex.books.layout import Books
 
 __all__ = [
     "CutoverInputs", "Rule", "SERVABLE", "VERIFY_SAMPLE", "check_names", "delete_population", "evidence_rule",
-    "gate", "gc_candidates", "pending_intent", "populations", "reconcile", "require_verified", "restore_live",
+    "gate", "gc_candidates", "last_move_to", "pending_intent", "populations", "reconcile", "require_verified", "restore_live",
     "rollback", "run_cutover", "segment_rules", "swap", "verify_population",
 ]
 
@@ -176,7 +176,8 @@ def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
             logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", i.shadow,
                                                  report["forced_by"])
         probe = i.embed([qs[0].text])[0] if qs else None
-        report["swap"] = swap(store, state, i.index, i.shadow, current, probe, fence=i.fence)
+        report["swap"] = swap(store, state, i.index, i.shadow, current, probe, fence=i.fence,
+                              forced_by=report["forced_by"])
     return report
 
 
@@ -278,6 +279,15 @@ def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: st
     return record
 
 
+def last_move_to(state: ObjectStore, index: str, collection: str) -> dict | None:
+    """The newest recorded alias move to ``collection`` (a cutover or a rollback), or None."""
+    for key in sorted(state.list(Books(state, index).history_prefix), reverse=True):
+        moved = read_json(state, key) or {}
+        if moved.get("to") == collection:
+            return moved
+    return None
+
+
 def pending_intent(state: ObjectStore, index: str) -> dict | None:
     """An alias move that was started and not finished (a killed cutover or rollback), if any."""
     return read_json(state, _intent_key(index))
@@ -335,8 +345,9 @@ def _move_alias(store: Any, state: ObjectStore, index: str, op: str, new: str, c
 
 
 def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current: str | None,
-         probe_vector: Any = None, fence: Callable[[], None] | None = None) -> dict:
-    """Move the alias ``index`` to ``new`` in one atomic call, verify, and record the previous target."""
+         probe_vector: Any = None, fence: Callable[[], None] | None = None, forced_by: str | None = None) -> dict:
+    """Move the alias ``index`` to ``new`` in one atomic call, verify, and record the previous target (and who forced
+    it past a failed gate, ``forced_by``)."""
     current = store.get_alias(index)
     if current is None:
         check_names(store, index)
@@ -360,7 +371,8 @@ def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current:
             store.swap_alias(index, current, new) if current else store.delete_alias(index)
             state.delete(_intent_key(index))
             raise CutoverError(f"a query through {index!r} did not answer from {new}; the alias was moved back")
-    return _finish_move(state, index, "cutover", new, current, time.time(), {"verified_query": verified})
+    return _finish_move(state, index, "cutover", new, current, time.time(),
+                        {"verified_query": verified, **({"forced_by": forced_by} if forced_by else {})})
 
 
 def _set_state(state: ObjectStore, index: str, collection: str, value: PopulationState, at: float) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from reindex import reports
 from reindex.planner.approvals import read_approval, read_rejection
+from reindex.decisions.cutover import last_move_to
 from reindex.domain.kinds import PopulationState
 from reindex.errors import LockHeld, ReindexError
 from reindex.planner import Plan, read_plan, write_plan
@@ -157,11 +158,16 @@ def _cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
                            f"by {rejection.by}; nothing changes until the config or the corpus does", **base)
     if _rolled_back(ctx, plan):
         # Carried out and cut over before, and the live index is back where that plan started: someone rolled
-        # back. Going forward again is a person's decision, never a cron tick's.
+        # back. Going forward again is a person's decision, never a cron tick's (with --force again if the cutover
+        # that went forward was forced past its gate).
+        moved = last_move_to(ctx.state, name, plan.body["identity"]["new"]["collection"]) if \
+            plan.kind.builds_population else None
+        forced = f" --force (the cutover was forced by {moved['forced_by']} past a failed gate)" if \
+            moved and moved.get("forced_by") else ""
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) was "
                            "carried out before and the index has moved back since (a rollback?): nothing is done "
-                           f"automatically; run `reindex cutover {path}` to go forward again, or change the config",
-                           **base)
+                           f"automatically; run `reindex cutover {path}{forced}` to go forward again, or change the "
+                           "config", **base)
     approved = approval is not None and approval.plan_hash == plan.plan_hash
     needs = bool(plan.body["approval"]["required"])
     if needs and not approved:

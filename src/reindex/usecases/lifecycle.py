@@ -124,6 +124,8 @@ def _evaluate(ctx: Context, store, old: Side, new: Side, shadow: str, qs: list, 
                              text_new=partial(normalise, cfg=new.config.text.normaliser))
     if not same_vectors:
         evaluation["agreement"] = _model_agreement(store, shadow, old, new)
+    evaluation["sides"] = {"old": {"collection": old.collection, **old.model},
+                           "new": {"collection": new.collection, **new.model}}
     return evaluation, note
 
 

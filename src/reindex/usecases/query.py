@@ -160,6 +160,7 @@ class _ReadSide:
         cfg = ctx.config
         collection = target if target != cfg.index else store.get_alias(cfg.index)
         if collection is None:
+            _raise_if_never_built(ctx, None, None)  # said before any model is loaded
             collection = target  # no alias: the store answers (or refuses) for the name itself
         pop = self._population(ctx.state, cfg.index, collection, fresh=fresh)
         side = ctx.side(pop, collection=collection)
@@ -296,9 +297,9 @@ def query(ctx: Context, text: str, *, k: int = 10, filters: dict[str, str] | Non
         store.close()
 
 
-def _raise_if_never_built(ctx: Context, collection: str | None, err: VectorStoreError) -> None:
-    """A search of the alias failed and no population was ever made live: say how to build one (checked only
-    on failure, so a query costs nothing more)."""
+def _raise_if_never_built(ctx: Context, collection: str | None, err: VectorStoreError | None) -> None:
+    """A search of the alias failed (or found no alias) and no population was ever made live: say how to build one
+    (checked only then, so a query costs nothing more)."""
     from reindex.books.manifests import read_live
 
     if collection is None and read_live(ctx.state, ctx.index) is None:
