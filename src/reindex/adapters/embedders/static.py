@@ -36,7 +36,8 @@ from reindex.domain.models import (
 )
 from reindex.adapters.tokenizers import load_tokenizer
 
-__all__ = ["DISTILL_RECIPE", "StaticEmbedder", "distill_cache_key", "distilled", "expected_distill_cost", "model_files",
+__all__ = ["DISTILL_RECIPE", "StaticEmbedder", "compose_sums", "distill_cache_key", "distilled",
+           "expected_distill_cost", "model_files",
            "require_model2vec"]
 
 # Bump when the distillation recipe changes: a new recipe is a new cache folder (and a new vector id).
@@ -199,6 +200,18 @@ def model_files(vector: VectorHalf) -> Path:
     return source if is_static_folder(source) else distilled(source, vector.dimension)
 
 
+def compose_sums(sums: np.ndarray, counts: np.ndarray, *, normalize: bool = True) -> np.ndarray:
+    """Float32 vectors ``sum / count`` per row (zero rows for no tokens), L2-normalised when ``normalize``;
+    the arithmetic is float64 until the cast, so equal sums and counts give bit-identical vectors."""
+    sums = np.asarray(sums, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    mean = np.divide(sums, counts[:, None], out=np.zeros_like(sums), where=counts[:, None] > 0)
+    if normalize:
+        norms = np.linalg.norm(mean, axis=1, keepdims=True)
+        mean = np.divide(mean, norms, out=np.zeros_like(mean), where=norms > 0)
+    return mean.astype(np.float32)
+
+
 def _load(path: str):
     with _LOCK:
         if path not in _CACHE:
@@ -230,11 +243,19 @@ class _Ids:
 
 class StaticEmbedder:
     """Embeds texts with a model2vec static model (a token table: mean of the tokens' rows, normalised). Each text
-    is tokenized once (the static folder's ``tokenizer.json``): the same ids give its count and its vector."""
+    is tokenized once (the static folder's ``tokenizer.json``): the same ids give its count and its vector.
 
-    def __init__(self, vector: VectorHalf, *, batch_size: int = 64) -> None:
+    ``exact`` (``vector.compose: units``): a text's vector is computed here from its token sums in float64
+    (:meth:`token_sums`) instead of by model2vec's ``encode``, which rounds the mean to the table's float16
+    and cuts long texts by characters first. The float16 rows are exact in float64 and so is their sum for
+    any text under 8,192 tokens, in any order: a chunk's vector composed from its units' sums and counts
+    (:func:`compose_sums`) is bit-identical to the chunk embedded whole. The two paths differ by the float16
+    rounding (about 1e-4 per component), which is why ``exact`` belongs to the vector half."""
+
+    def __init__(self, vector: VectorHalf, *, batch_size: int = 64, exact: bool | None = None) -> None:
         self.vector = vector
         self.batch_size = batch_size
+        self.exact = (getattr(vector, "compose", "none") == "units") if exact is None else exact
         self.path = model_files(vector)
         if vector.revision.startswith("sha256:") and digest_path(self.path) != vector.revision:
             raise ModelError(
@@ -251,6 +272,7 @@ class StaticEmbedder:
         # model2vec cuts a text to max_length × the median token length in characters before tokenizing it.
         self._cut = self.max_tokens * int(self.model.median_token_length) if self.max_tokens else None
         self._tok = load_tokenizer(str(self.path))  # the model's own tokens, no truncation
+        self._ids = None  # the model's tokenizer without truncation (token_sums), made on first use
         self._fed = self._feeds_exactly()
 
     def describe(self) -> dict:
@@ -265,10 +287,55 @@ class StaticEmbedder:
         return self.model.encode(inputs, max_length=self.max_tokens, batch_size=max(self.batch_size, 1),
                                  normalize=self.vector.normalize, use_multiprocessing=False, show_progress_bar=False)
 
+    def _model_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's ids by the model's own tokenizer, without special tokens or truncation (unknown tokens kept)."""
+        if self._ids is None:
+            import copy
+
+            tok = copy.deepcopy(self.model.tokenizer)
+            tok.no_truncation()
+            self._ids = tok
+        return [e.ids for e in self._ids.encode_batch_fast(list(texts), add_special_tokens=False)]
+
+    def _without_unknown(self, ids: list[list[int]]) -> list[list[int]]:
+        unk = self.model.unk_token_id
+        return [[i for i in r if i != unk] for r in ids] if unk is not None else ids
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """The ids model2vec averages for each text: its tokenizer without special tokens and without
+        truncation, unknown tokens dropped (as ``StaticModel.tokenize`` does)."""
+        return self._without_unknown(self._model_ids(texts))
+
+    def token_sums(self, texts: list[str], limit: int | None = None,
+                   ids: list[list[int]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(sums, counts)``: the float64 sum of each text's token rows (its first ``limit`` tokens when given)
+        and how many tokens were summed. No prefix is added: these are a unit's parts of a chunk's vector.
+        ``ids``: the texts' :meth:`token_ids`, when the caller has them already (not tokenized again)."""
+        sums = np.zeros((len(texts), self.dimension), dtype=np.float64)
+        counts = np.zeros(len(texts), dtype=np.int64)
+        table = self.model.embedding
+        for i, row in enumerate(self.token_ids(texts) if ids is None else ids):
+            if limit is not None:
+                row = row[:limit]
+            if row:
+                sums[i] = table[np.asarray(row, dtype=np.int64)].astype(np.float64).sum(axis=0)
+                counts[i] = len(row)
+        return sums, counts
+
+    def vectors_of_sums(self, sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Vectors from token sums and counts: the mean, normalised when the vector half says so (float32)."""
+        return compose_sums(sums, counts, normalize=self.vector.normalize)
+
     def embed(self, texts: list[str]) -> EmbedResult:
         if not texts:
             return EmbedResult(np.zeros((0, self.dimension), dtype=np.float32), 0, 0)
         inputs = [self.vector.prefix + t for t in texts] if self.vector.prefix else list(texts)
+        if self.exact:  # one tokenization: the model's own ids give the count and the sums
+            raw_ids = self._model_ids(inputs)
+            lengths = [len(r) for r in raw_ids]
+            truncated = sum(1 for n in lengths if self.max_tokens and n > self.max_tokens)
+            sums, counts = self.token_sums(inputs, self.max_tokens, ids=self._without_unknown(raw_ids))
+            return EmbedResult(self.vectors_of_sums(sums, counts), truncated, sum(lengths))
         if not self._fed:
             lengths = self._tok.count_batch(inputs)
             truncated = sum(1 for n in lengths if self.max_tokens and n > self.max_tokens)
