@@ -103,6 +103,21 @@ def test_the_static_model_tokenizes_each_embedded_text_once(tiny: Path, tokenize
     assert got.truncated == 2  # the long run of words (tokens) and the long text (characters)
 
 
+def test_the_static_models_exact_path_tokenizes_each_embedded_text_once(tiny: Path) -> None:
+    """``vector.compose: units`` embeds from float64 token sums: the same ids give the count and the sums."""
+    from reindex.adapters.embedders.static import StaticEmbedder
+
+    emb = StaticEmbedder(VectorHalf(provider="model2vec", model=str(tiny), dimension=TINY_HIDDEN), exact=True)
+    texts = _texts(emb.max_tokens)
+    want_sums, want_counts = emb.token_sums(texts, emb.max_tokens)
+    counts: Counter = Counter()
+    emb._ids = _Counted(emb._ids, counts)  # the model's own tokenizer, as the exact path runs it
+    got = emb.embed(texts)
+    assert counts["calls"] == len(texts) and counts["chars"] == sum(map(len, texts))
+    assert np.array_equal(got.vectors, emb.vectors_of_sums(want_sums, want_counts))
+    assert got.tokens == sum(len(r) for r in emb._model_ids(texts)) and got.truncated == 1
+
+
 @pytest.mark.parametrize("vector", [
     {"provider": "hash", "dimension": 8},
     {"provider": "langchain", "model": "langchain_core.embeddings.DeterministicFakeEmbedding", "params": {"size": 8},
