@@ -124,19 +124,28 @@ def test_the_gate_needs_the_lower_bound_above_the_margin_and_never_passes_by_cei
     cutover = SimpleNamespace(min_recall_delta=-0.02)
 
     def rows(diffs: list[float], base: float = 0.5) -> dict:
-        return {"aggregate": aggregate([{"query_id": f"q{i}", "overlap_at_10": 1.0, "rbo": 1.0, "latency_old_ms": 1.0,
-                                         "latency_new_ms": 1.0, "ndcg_at_10_old": base, "ndcg_at_10_new": base + d}
-                                        for i, d in enumerate(diffs)], 10)}
+        got = [{"query_id": f"q{i}", "overlap_at_10": 1.0, "rbo": 1.0, "latency_old_ms": 1.0, "latency_new_ms": 1.0,
+                "ndcg_at_10_old": base, "ndcg_at_10_new": base + d} for i, d in enumerate(diffs)]
+        return {"aggregate": aggregate(got, 10), "rows": got}
 
     def passed(evaluation: dict, **kw) -> bool:
         return all(r.passed for r in mode_rules(evaluation, SimpleNamespace(**{**vars(serving), **kw}), cutover, 10))
 
-    clear = rows([0.1, 0.2, 0.15, 0.1, 0.2, 0.12, 0.18, 0.1] * 4)
+    clear = rows([0.1, 0.2, 0.15, 0.1, 0.2, 0.12, 0.18, 0.1] * 12)  # 96 queries: a finite-sample bound needs some
     assert passed(clear)
     assert not passed(clear, min_delta=0.5)  # the margin is the gate's, not a suggestion
     wobbly = rows([0.3, -0.2, 0.25, -0.15, 0.3, -0.25, 0.2, -0.1] * 4)  # a positive mean whose interval spans 0
     assert wobbly["aggregate"]["ndcg_at_10_diff"]["mean"] > 0 and not passed(wobbly)
     assert not passed(rows([-0.1] * 8 + [-0.2] * 8))
+    # A relaxed margin never lets a measurably worse mode serve: its own verdict says no.
+    worse = rows([-0.3, -0.2, -0.25, -0.3] * 8)
+    assert not passed(worse, min_delta=-1.0)
+    rule = next(r for r in mode_rules(worse, SimpleNamespace(**{**vars(serving), "min_delta": -1.0}), cutover, 10)
+                if r.name == "ndcg_at_10 not worse")
+    assert not rule.passed and "measurably worse" in rule.detail
+    # The bound is anytime-valid: the same evidence at a later look of the build needs more to pass.
+    modest = rows([0.15, 0.05, 0.1, -0.05, 0.2, 0.0, 0.1, 0.05] * 12)
+    assert passed(modest) and not all(r.passed for r in mode_rules(modest, serving, cutover, 10, look=40))
     ceiling = rows([0.0] * 16, base=1.0)  # every query at the maximum on both sides: cannot tell, never a pass
     rules = mode_rules(ceiling, serving, cutover, 10)
     assert not all(r.passed for r in rules) and any("cannot tell" in r.detail for r in rules)
@@ -317,9 +326,10 @@ def test_a_cascade_reads_built_vectors_from_the_shadow_and_evidence_goes_stale_a
         half = ix.serving(evaluate=True)
         assert half.evidence["shards_done"] == 2 and half.evidence["shards_total"] == 4
         cost = half.evidence["modes"]["cascade"]["cost"]
-        # Another process than the writer cannot read an unpublished shadow: every candidate is embedded, counted.
-        assert cost["shadow_readable"] is False and cost["from_shadow_per_query"] == 0
-        assert cost["candidates_per_query"] == 20 and 19 <= cost["embedded_per_query"] <= 20  # (repeated texts once)
+        # What a reader in another process pays: the committed half of the shadow was shared with readers, so
+        # about half the candidates are read from it and the rest embedded (one batch per query).
+        assert cost["shadow_readable"] is True and cost["candidates_per_query"] == 20
+        assert 4 <= cost["from_shadow_per_query"] <= 16 and cost["embedded_per_query"] >= 4
         assert ix.status()["serving"]["stale"] is False
         first = half.mode
 
@@ -345,6 +355,7 @@ def test_a_cascade_reads_built_vectors_from_the_shadow_and_evidence_goes_stale_a
         assert ix.status()["serving"]["stale"] is False
     answer = api.query("How does the cyclic garbage collector find reference cycles?", ws.config, k=5)
     assert answer.mode == "cascade" and answer.serving["candidates"] == 20 and len(answer.results) == 5
-    assert answer.serving["from_shadow"] == 0 and 0 < answer.serving["embedded"] <= 20  # a reader: not published
+    # A reader in another process: the finished build was shared, so every candidate comes from the shadow.
+    assert answer.serving["from_shadow"] == answer.serving["candidates"] == 20 and answer.serving["embedded"] == 0
     scores = [h["score"] for h in answer.results]
     assert scores == sorted(scores, reverse=True)  # ranked by the new model's similarity

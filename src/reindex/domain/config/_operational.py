@@ -366,6 +366,22 @@ class ServingConfig(_OpModel):
                               "every this many committed shards (0: only `reindex serving --evaluate`).")
     queries: str | None = Field(None, description="Labelled queries file (JSONL, as `reindex cutover --queries`) the "
                                 "modes are evaluated on; None: the cutover's probes.")
+    max_ms: float | Literal["auto"] = Field(
+        "auto", description="A mode goes live only when a reader pays at most this many milliseconds per query (p95, "
+        "measured from a reader's seat: a reader opened as another process opens it); auto: 5 × the slower native "
+        "p95 (the live model's reads now, the new model's query after the cutover), at least 20 ms.")
+    max_embedded_per_query: int | None = Field(
+        None, ge=0, description="A mode goes live only when a reader embeds at most this many cascade candidates per "
+        "query (the rest read from the shadow as the build shares it); null: no limit of its own (max_ms bounds what "
+        "embedding costs here). Set it for a model paid per token: 0 serves the cascade only once every candidate is "
+        "built.")
+
+    @field_validator("max_ms")
+    @classmethod
+    def _positive_ms(cls, value: float | str) -> float | str:
+        if value != "auto" and float(value) <= 0:
+            raise ValueError(f"got {value}; expected a number of milliseconds above 0, or auto")
+        return value
 
 
 class SyncConfig(_OpModel):
