@@ -39,7 +39,9 @@ from reindex.decisions.cutover import Rule, evidence_rule, segment_rules
 from reindex.errors import StateError, VectorStoreError
 from reindex.decisions.evaluation import Query, evaluate, gate_metrics, side_of_hits
 from reindex.domain.identity import fingerprint, identity_of, point_id
-from reindex.books.manifests import bridge_key
+from reindex.books.layout import Books
+from reindex.books.manifests import bridge_key, read_serving_checked
+from reindex.decisions.drift import Finding
 from reindex.books.pairs import MAX_OCCURRENCE, PairSet
 from reindex.adapters.sources.extract import normalise
 from reindex.adapters.stores.objects import ObjectStore
@@ -48,7 +50,7 @@ from reindex.adapters.stores.vectors import Hit
 from reindex.foundation.stats import betting_lower_bound, percentile, spent_alpha
 
 __all__ = ["AUTO_FACTOR", "AUTO_FLOOR_MS", "BRIDGE_KINDS", "COST_QUERIES", "MODES", "MODE_NAMES", "RIDGE_GRID",
-           "SERVING_ALPHA", "Bridge", "EvaluationMemo", "ModeInputs", "ModeQuery", "answer_in_mode", "beats_old",
+           "SERVING_ALPHA", "Bridge", "EvaluationMemo", "check_serving", "ModeInputs", "ModeQuery", "answer_in_mode", "beats_old",
            "cascade_rerank", "choose_mode", "cost_rules", "cost_sample", "digest_of", "evaluate_modes", "fit_bridge",
            "fit_procrustes", "fit_ridge", "gate_metric", "load_bridge", "look_of", "measure_native", "measure_reader",
            "mode_rules", "paired_diffs", "reader_passages", "recommend", "store_bridge"]
@@ -801,3 +803,49 @@ def recommend(full: dict | None, modes: dict[str, dict], serving: Any, k: int) -
             "reason": f"{full_said}, and {best} passes its gate ({g['diff']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}] "
                       "over old" + (f", {kept:.0%} of the rebuild's gain" if kept is not None else "")
                       + "): serve it while the new population builds"}
+
+
+# --------------------------------------------------------------------------------------------
+# Doctor: the optional files of serving (the record, the bridges) and the shadow readers would follow
+# --------------------------------------------------------------------------------------------
+
+
+def check_serving(state: ObjectStore, index: str, damaged_records: Sequence[tuple[str, str]] = ()) -> list[Finding]:
+    """What ``reindex doctor`` finds in serving's optional files: a serving record that is not a JSON object, a bridge
+    file that does not load, the bridge the record names missing, and the record of the shadow it names damaged
+    (``damaged_records``: (collection, why) of every population record that does not read). Readers serve the live
+    population natively past each of them (logged once); each finding's detail says how to fix it."""
+    books = Books(state, index)
+    out: list[Finding] = []
+    rec, damage = read_serving_checked(state, index)
+    if damage is not None:
+        out.append(Finding("serving-record-damaged", None, 1, (books.serving_key,),
+                           f"{damage}: readers serve the live population natively; `reindex serving --evaluate` "
+                           f"writes a good one (so do a cutover, a rollback and gc), or delete "
+                           f"{books.describe(books.serving_key)}"))
+    bad = []
+    for key in state.list(books.bridges_prefix):
+        bid = books.bridge_of(key)
+        if bid is None:
+            continue
+        try:
+            Bridge.from_bytes(state.get(key) or b"", key)
+        except StateError as err:
+            bad.append((key, str(err)))
+    if bad:
+        out.append(Finding("bridge-damaged", None, len(bad), tuple(k for k, _ in bad),
+                           f"{len(bad)} bridge file(s) do not load ({bad[0][1]}): readers of a bridge serve the live "
+                           f"population natively; delete {books.describe(bad[0][0])} and run `reindex serving "
+                           "--evaluate` to fit it again"))
+    if rec and rec.get("mode") == "bridge":
+        bid = (rec.get("bridge") or {}).get("id")
+        if bid and state.get(books.bridge_key(bid)) is None:
+            out.append(Finding("bridge-missing", None, 1, (books.bridge_key(bid),),
+                               f"the serving record names bridge {bid}, which is not in the state store: readers serve "
+                               "the live population natively; `reindex serving --evaluate` fits it again"))
+    for collection, why in damaged_records:
+        named = bool(rec) and rec.get("shadow") == collection
+        out.append(Finding("population-record-damaged", collection, 1, (books.population_key(collection),),
+                           f"{why}" + (" — the serving record's shadow: readers serve the live population natively "
+                                       "until it reads again" if named else "")))
+    return out

@@ -352,6 +352,18 @@ class ServingWatch:
             self.deferred += 1
             _log.info("serving evaluation after %d shards deferred: the evaluations so far used %.1f CPU-s of the "
                       "build's %.1f (at most %.0f %%)", done, self.spent, self.build_cpu(), 100 * EVALUATION_CPU_SHARE)
+            try:  # said in the record, for `reindex status`
+                rec, _ = read_serving_checked(self.ctx.state, self.cfg.index)
+                if rec and rec.get("shadow") == self.shadow:
+                    build = self.build_cpu()
+                    rec["evaluations"] = {**(rec.get("evaluations") or {}), "deferred": self.deferred,
+                                          "build_cpu_seconds": round(build, 3),
+                                          "share": round(self.spent / build, 4) if build > 0 else None}
+                    _record(self.ctx.state, self.cfg, rec, self.fence)
+            except LockLost:
+                raise
+            except Exception as err:  # noqa: BLE001 - a note for people; the build goes on
+                _log.warning("serving: the deferral could not be recorded: %s", one_line(err))
             return
         try:
             if self._queries is None:
