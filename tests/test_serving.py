@@ -214,6 +214,15 @@ def test_a_mode_that_loses_is_refused_readers_stay_on_old_and_the_forecast_says_
     assert sv["recommendation"] == "stay" and "not better" in sv["reason"]
     assert sv["numbers"]["reindex"]["high"] < 0  # the new model is worse, with its interval
     assert sv["modes"]["bridge"]["passed"] is False and sv["modes"]["cascade"]["passed"] is False
+    # What readers will pay per query, before the build: the cascade embeds its candidates at the start, none once built.
+    readers = sv["readers"]
+    assert readers["cascade"]["at_start"]["embedded_per_query"] > 40 and readers["cascade"]["built"]["embedded_per_query"] == 0
+    assert readers["bridge"]["embeddings_per_query"] == 1 and readers["old"]["reader_ms_p95"] > 0
+    from reindex.reports import forecast_serving_line
+
+    line = forecast_serving_line(sv)
+    assert "readers will pay per query (p95): old ~1 embeddings" in line and "at the start of the build" in line
+    assert line.split("at the start of the build, ")[1].startswith("~2 embeddings")  # its two queries, once built
     ws.approve(path)
     ws.apply(path)
     with Index.open(ws.config) as ix, api.Querier(ws.config) as q:
@@ -450,6 +459,11 @@ def test_a_mode_better_in_quality_but_too_slow_for_readers_stays_old_says_why_an
     assert rec["mode"] == "cascade" and cost["from_shadow_per_query"] == 20 and cost["embedded_per_query"] == 0
     assert rec["since"] >= rec["evidence"]["evaluated_at"]  # when readers switched, not when the evaluation began
     assert rec["evaluations"]["count"] == 1 and rec["evaluations"]["build_cpu_seconds"] > 0
+    st = _cli(ws, "status")["serving"]  # what the build's evaluations cost it, said in status
+    assert st["evaluations"]["budget"] == 0.1 and st["evaluations"]["share"] == rec["evaluations"]["share"]
+    line = subprocess.run([str(REINDEX_BIN), "status", "-c", str(ws.config)], capture_output=True, text=True,
+                          env=_env(), cwd=ws.root, timeout=300).stdout
+    assert "1 evaluation, " in line and "of the build's" in line and "serving cascade since" in line
 
 
 def test_an_apply_records_its_progress_per_shard_while_serving_is_on(tmp_path: Path) -> None:

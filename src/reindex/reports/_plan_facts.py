@@ -251,8 +251,8 @@ def forecast_serving_line(sv: dict[str, Any]) -> str:
 def readers_words(readers: dict[str, Any]) -> str:
     """What readers will pay per query in each mode, before the build ("; readers will pay ~N embeddings / ~M ms per
     query: ..."), measured on the forecast's sample."""
-    def one(c: dict[str, Any]) -> str:
-        return f"~{c['embedded_per_query']:g} embeddings / ~{c['reader_ms_p95']:,.0f} ms"
+    def one(c: dict[str, Any]) -> str:  # every embedding a query makes: its own, and a cascade's candidates
+        return f"~{c.get('embeddings_per_query', c['embedded_per_query']):g} embeddings / ~{c['reader_ms_p95']:,.0f} ms"
 
     said = []
     if "old" in readers:

@@ -351,8 +351,12 @@ class ServingConfig(_OpModel):
         "that mode, still gated.")
     metric: Literal["ndcg", "recall", "mrr"] = Field(
         "ndcg", description="The metric (at cutover.k) whose paired lower bound (mode − old) must beat min_delta.")
-    min_delta: float = Field(0.0, description="A mode goes live when its lower 95 % bound of metric − old's is above "
-                             "this (and no segment of cutover.segments is hurt past cutover.min_recall_delta).")
+    min_delta: float = Field(0.0, description="A mode goes live when its anytime lower bound of metric − old's is "
+                             "above this: a betting bound whose level is spent over the build's evaluations, so that "
+                             "all of them together switch on a mode no better than old with probability at most 5 % "
+                             "(and no segment of cutover.segments is hurt past cutover.min_recall_delta). A mode "
+                             "measurably worse than old is refused whatever this says; validate warns of a negative "
+                             "value.")
     candidates: int = Field(50, gt=0, strict=True, description="Cascade: candidates recalled from the live population "
                             "and reranked by the new model.")
     min_pairs: int = Field(500, gt=0, strict=True, description="Bridge: free pairs needed before one is fitted.")
