@@ -27,6 +27,9 @@ from reindex.planner._numbers import KeyNumbers, forecast_line, key_numbers
 from reindex.planner._plan import (
     PLAN_SCHEMA,
     Plan,
+    PlanBaseline,
+    PlanCorpus,
+    PlanRepair,
     check_plan_index,
     config_in_force,
     hash_body,
@@ -92,4 +95,7 @@ __all__ = [
     "write_plan",
     "check_plan_index",
     "config_in_force",
+    "PlanBaseline",
+    "PlanCorpus",
+    "PlanRepair",
 ]
