@@ -528,11 +528,17 @@ def test_a_damaged_optional_file_never_takes_readers_down_and_doctor_finds_it(tm
             "serving record": "serving-record-damaged"}[damaged]
     f = next(f for f in found["findings"] if f["kind"] == kind)
     assert key in " ".join(f["examples"]) and any(f["detail"] in a for a in found["advice"])
+    if damaged != "shadow record":  # (a damaged population record stops status with one line naming it)
+        assert _cli(ws, "status")["serving"]["mode"] == "old"  # what readers get, not what the record says
     if damaged == "serving record":
-        assert _cli(ws, "status")["serving"]["mode"] == "old"
         ws.cutover(path)  # a damaged serving record is written over, never a reason to refuse
         rec = read_serving(ws.state(), "docs")
         assert rec["mode"] == "old" and "damaged record replaced" in rec["reason"]
+        ws.state().put(key, b"garbage")  # and a sync of an edit goes on beside a damaged record
+        ws.edit_documents()
+        r = subprocess.run([str(REINDEX_BIN), "sync", "-c", str(ws.config), "--plans", str(ws.plans)],
+                           capture_output=True, text=True, env=_env(), cwd=ws.root, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_validate_warns_of_a_negative_serving_margin(tmp_path: Path) -> None:

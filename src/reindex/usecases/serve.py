@@ -27,8 +27,8 @@ from reindex.books.locks import read_lock
 from reindex.books.layout import Books
 from reindex.books.manifests import Population, read_live, read_population, read_serving_checked, write_serving
 from reindex.books.pairs import read_pairs, runs_with_pairs
-from reindex.decisions.serving import (EvaluationMemo, ModeInputs, choose_mode, evaluate_modes, reader_passages,
-                                       store_bridge)
+from reindex.decisions.serving import (EvaluationMemo, ModeInputs, choose_mode, evaluate_modes, load_bridge,
+                                       reader_passages, store_bridge)
 from reindex.adapters.stores.vectors import one_line
 from reindex.foundation.throughput import CpuClock
 from reindex.context import Context
@@ -123,6 +123,13 @@ def serving_view(state, index: str, alias_target: str | None) -> ServingReport:
                                        "mode was evaluated for (a cutover or a rollback): native serving")
             elif pop is None or pop.state not in SHADOW_STATES:
                 mode, reason = "old", f"{shadow} is {pop.state if pop else 'gone'}, no longer a shadow: native serving"
+            elif mode == "bridge":  # readers load it; say what they do when it does not load
+                bid = (rec.get("bridge") or {}).get("id")
+                try:
+                    if not bid or load_bridge(state, index, bid) is None:
+                        mode, reason = "old", f"bridge {bid} is not in the state store: native serving"
+                except StateError as err:
+                    mode, reason = "old", f"{one_line(err)}: native serving"
     stale = False
     if shadow and rec.get("run") and evidence:
         stale = _shards_done(state, index, shadow).get(rec["run"], 0) > int(evidence.get("shards_done", 0))
