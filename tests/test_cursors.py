@@ -166,14 +166,27 @@ def test_a_folder_removal_and_an_addition_are_found_from_the_listing(tmp_path: P
     assert gone not in points and points["new.md"] >= 1
 
 
-def test_a_folder_file_that_moved_between_plan_and_apply_is_refused(tmp_path: Path) -> None:
+def test_a_folder_file_that_moved_between_plan_and_apply_is_refused_only_when_the_plan_changes_it(
+        tmp_path: Path) -> None:
+    """The drift check's scope is the documents the plan changes (issue 43): another file that moved is the
+    catch-up's; an edit of the planned file itself refuses the plan, which --replan makes again."""
     ix, corpus, live = _folder(tmp_path)
-    a, b = corpus / DOCS[1].name, corpus / DOCS[3].name
+    a, b, c = corpus / DOCS[1].name, corpus / DOCS[3].name, corpus / DOCS[4].name
     a.write_text(_edited(_text(a)), encoding="utf-8")
     plan, path = ix.plan()
+    assert plan.body["inputs"]["corpus"]["touched"]["documents"] == 1
     os.utime(b, ns=(b.stat().st_atime_ns, b.stat().st_mtime_ns + 10**9))  # metadata moves: the cursor moves
-    with pytest.raises(PlanError, match=r"the source moved since the plan \(read from its cursor: .*\)\. Run "
-                                        r"`reindex plan` again, or pass --replan"):
+    c.write_text(_edited(_text(c)), encoding="utf-8")  # an edit the plan did not price
+    r = ix.apply(path)
+    assert r.status == "done" and r.report["catch_up"]["documents"] == 1  # c, replayed from where the plan started
+    assert ix.hashes(live)[a.name] == _content_hash(_text(a)) and ix.hashes(live)[c.name] == _content_hash(_text(c))
+    assert ix.plan()[0].kind == "none"  # the committed cursor holds all of it
+
+    a.write_text(_edited(_text(a)), encoding="utf-8")
+    plan, path = ix.plan()
+    a.write_text(_text(a) + "Edited again after the plan.\n", encoding="utf-8")  # the planned file moves
+    with pytest.raises(PlanError, match=r"the source moved since the plan in the documents it changes \(read from its "
+                                        r"cursor: .*\)\. Run `reindex plan` again, or pass --replan"):
         ix.apply(path)
     replanned = api.apply_plan(path, ix.config, use_prefect=False, replan=True)
     assert replanned.status == "done" and ix.hashes(live)[a.name] == _content_hash(_text(a))
@@ -292,8 +305,10 @@ def test_an_s3_sync_reads_only_the_edited_object(tmp_path: Path, s3_server: str,
     assert reads == [edited]  # one object read; the listing told the others apart
     reads.clear()
     bucket.put(DOCS[3].name, DOCS[3].read_bytes())  # the same bytes, a new LastModified: the listing moved
-    with pytest.raises(PlanError, match="the source moved since the plan"):
+    bucket.put(edited, _edited(_edited(_text(DOCS[1]))).encode())  # and the planned object moved again
+    with pytest.raises(PlanError, match="the source moved since the plan in the documents it changes"):
         ix.apply(path)
+    bucket.put(edited, _edited(_text(DOCS[1])).encode())
     plan, path = ix.plan()
     reads.clear()
     r = ix.apply(path)
@@ -438,16 +453,22 @@ def test_a_change_log_is_read_from_the_committed_offset(tmp_path: Path, monkeypa
         start + appended
 
 
-def test_a_change_log_appended_between_plan_and_apply_is_refused_and_a_rewritten_one_needs_verify(
+def test_a_change_log_appended_between_plan_and_apply_is_refused_when_it_changes_a_planned_document_and_a_rewritten_one_needs_verify(
         tmp_path: Path) -> None:
     log = tmp_path / "changes.jsonl"
     _append(log, *({"op": "upsert", "doc_id": f.name, "text": _text(f)} for f in DOCS))
     ix = Ix(tmp_path / "ix", {"kind": "changelog", "uri": str(log)})
     live = ix.build()
+    _append(log, {"op": "upsert", "doc_id": "z", "text": "zeroth"})
+    _, path = ix.plan()
+    _append(log, {"op": "upsert", "doc_id": "y", "text": "another document"})  # outside the plan: caught up
+    assert ix.apply(path).status == "done"
+    assert {"z", "y"} <= ix.hashes(live).keys()
     _append(log, {"op": "upsert", "doc_id": "a", "text": "first"})
     _, path = ix.plan()
-    _append(log, {"op": "upsert", "doc_id": "b", "text": "second"})
-    with pytest.raises(PlanError, match="the source moved since the plan"):
+    _append(log, {"op": "upsert", "doc_id": "a", "text": "first, edited"}, {"op": "upsert", "doc_id": "b",
+                                                                            "text": "second"})
+    with pytest.raises(PlanError, match="the source moved since the plan in the documents it changes"):
         ix.apply(path)
     log.write_text(log.read_text().replace("first", "FIRST"))  # rewritten before the committed offset? not yet
     assert ix.sync()["outcome"] == "applied-in-place"
@@ -597,7 +618,9 @@ def test_a_postgresql_cursor_moved_between_plan_and_apply_is_refused(tmp_path: P
     _pg(postgres, f"UPDATE {table} SET body = 'one', updated_at = '2026-12-03T00:00:00Z' WHERE id = %s", DOCS[0].name)
     _, path = ix.plan()
     _pg(postgres, f"UPDATE {table} SET body = 'two', updated_at = '2026-12-03T00:00:01Z' WHERE id = %s", DOCS[3].name)
-    with pytest.raises(PlanError, match="the source moved since the plan"):
+    _pg(postgres, f"UPDATE {table} SET body = 'one, again', updated_at = '2026-12-03T00:00:02Z' WHERE id = %s",
+        DOCS[0].name)
+    with pytest.raises(PlanError, match="the source moved since the plan in the documents it changes"):
         ix.apply(path)
 
 

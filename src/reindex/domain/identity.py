@@ -49,7 +49,8 @@ __all__ = [
     "TEXT_ID_VERSION", "VECTOR_ID_VERSION", "canonical_json", "collection_name", "config_digest", "content_hash",
     "corpus_digest", "digest_json", "document_hash", "fingerprint", "identity_of", "jsonable",
     "legacy_config_digest", "payload_id", "payload_id_of_record", "pipeline_id", "point_id", "point_ids",
-    "resolve_config", "splitter_version", "text_id", "vector_id",
+    "resolve_config", "splitter_version", "text_id", "vector_id", "TOUCHED_REMOVED", "TOUCHED_UNMOVED",
+    "TOUCHED_UNREADABLE", "touched_digest",
 ]
 
 TEXT_ID_VERSION = "reindex/text/v1"
@@ -340,6 +341,24 @@ def corpus_digest(documents: Iterable[tuple[str, str]]) -> str:
     for doc_id, content_hash in documents:
         d.add(doc_id, content_hash)
     return d.hexdigest()
+
+
+#: What a document the plan changes is, in :func:`touched_digest`, when it is not a document read with a content
+#: hash: removed from the source, unreadable there now, or not moved past the cursor the plan read from.
+TOUCHED_REMOVED, TOUCHED_UNREADABLE, TOUCHED_UNMOVED = "-removed", "-unreadable", "-unmoved"
+TOUCHED_VERSION = "reindex/touched/v1"
+
+
+def touched_digest(states: Mapping[str, str]) -> str:
+    """The digest of the documents a plan changes, each as it found it (doc id → its content hash, or
+    :data:`TOUCHED_REMOVED`): the scope of an in-place plan's drift check. The one home of this formula: the
+    planner records it and apply's drift check recomputes it over the same ids (docs/design-notes.md, "What a
+    plan's corpus digest means")."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{TOUCHED_VERSION}\n".encode())
+    for doc_id in sorted(states):
+        h.update(f"{doc_id}\0{states[doc_id]}\n".encode())
+    return h.hexdigest()
 
 
 def digest_json(value: Any) -> str:

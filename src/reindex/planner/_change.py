@@ -12,13 +12,15 @@ from reindex.books.carried import CarryWriter
 from reindex.domain.config import RechunkConfig, chunker_spec
 from reindex.domain.kinds import ChangeKind
 from reindex.errors import PlanError
-from reindex.domain.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
+from reindex.domain.identity import (LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id,
+                                     touched_digest)
 from reindex.adapters.pipeline import TextPipeline
-from reindex.books.cursors import Committed, source_key, verification_due
+from reindex.books.cursors import Committed, Tracking, source_key, verification_due
 from reindex.planner._baseline import Baseline, DocState
 from reindex.planner._live_docs import LiveDocs, docs_summary
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes, queries_changed
 from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
+from reindex.planner._reading import touched_states
 from reindex.planner._repair import repair_kind, repair_section
 from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import sampled_projection
@@ -36,7 +38,7 @@ from reindex.planner._work import (
     what_if,
     whole_doc_tokens,
 )
-from reindex.adapters.sources import Changes, full_read_reason, open_source
+from reindex.adapters.sources import Changes, full_read_reason, open_source, tracker_of
 from reindex.adapters.sources.base import Document, ScanReport
 
 __all__ = ["plan_change"]
@@ -61,14 +63,31 @@ def plan_change(req: PlanRequest) -> Plan:
     projection = None
     since, why = _read_mode(req, source, ident)
     read: dict[str, Any] = {"mode": "full", "cursor": getattr(source, "cursor_kind", None), "from": None, "why": why}
+    hashes: dict[str, str] = {}  # the documents the plan changes → their content hash as read
+    reading = req.reading
+
+    def changed(doc: Document) -> None:
+        hashes[doc.doc_id] = doc.content_hash
+        if reading is not None:
+            reading.keep(doc)
+
     if since is not None:
         changes = _scan_changes(req, source, since, report, work_for, t, seen,
-                                _apply_batches(baseline, cfg, ident, same_chunks))
+                                _apply_batches(baseline, cfg, ident, same_chunks), changed)
         read.update(mode="cursor", cursor=since.cursor.kind, **{"from": since.cursor.digest}, why=None,
                     how=changes.how, documents_read=len(changes.documents), bytes_read=changes.bytes_read)
         corpus_digest = changes.digest
+        if reading is not None:  # the read ended here: what the apply's catch-up finds changes from
+            reading.tracking = Tracking(source, changes.cursor, since.source_key, since.verified_at,
+                                        started_from=since.cursor.digest)
     elif req.sample is None:
-        _scan_exact(req, source, report, work_for, t, digest, seen, _apply_batches(baseline, cfg, ident, same_chunks))
+        tracked = tracker_of(source) if reading is not None and req.corpus_uri is None else None
+        if tracked is not None and baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id:
+            # In place, read whole: the cursor taken before the read (what it sees is at or past it), as apply's
+            # drift check takes it; kept only for the documents the population then holds.
+            reading.tracking = Tracking(tracked, tracked.position(), source_key(cfg.source), time.time(), full=True)
+        _scan_exact(req, source, report, work_for, t, digest, seen, _apply_batches(baseline, cfg, ident, same_chunks),
+                    changed)
         corpus_digest = digest.hexdigest()
     else:
         projection = sampled_projection(req, source, report, work_for, t, digest, seen)
@@ -95,7 +114,16 @@ def plan_change(req: PlanRequest) -> Plan:
         kind = repair_kind(req.repair, baseline, ident, kind, t)
     carried = carry.finish() if carry is not None and kind.does_work else None
     elapsed = time.perf_counter() - started
-    body = _plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read)
+    touched = None
+    if kind.in_place and req.repair is None and req.sample is None and not payload_changed:
+        # The plan's scope: the documents it changes, as it found them. Apply refuses the plan when one of them moved
+        # since; a document outside it that moved is the catch-up's, or the next cycle's.
+        states = touched_states(t.affected, t.removed, hashes)
+        touched = {"digest": touched_digest(states), "documents": len(states)}
+    if reading is not None:
+        reading.corpus_digest = corpus_digest
+    body = _plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read,
+                      touched)
     if req.repair is not None:
         body["repair"], lines = repair_section(req.repair, sorted(t.affected))
         body["explanation"] = lines + body["explanation"]
@@ -153,7 +181,7 @@ def unchanged_work(doc_id: str, old: DocState) -> DocWork:
 
 def _scan_changes(
     req: PlanRequest, source, since: Committed, report: ScanReport, work_for: Callable[[Document], DocWork],
-    t: Totals, seen: set[str], batches: ApplyBatches,
+    t: Totals, seen: set[str], batches: ApplyBatches, changed: Callable[[Document], None] = lambda doc: None,
 ) -> Changes:
     """The work of the documents the cursor says changed (their content read), the live population's figures
     for every other document (not read: its totals less those of the documents this plan touches, so that only
@@ -170,6 +198,7 @@ def _scan_changes(
         batches.add(w, t)
         if w.status != "unchanged":
             t.affected.append(doc.doc_id)
+            changed(doc)
     known = baseline.docs
     bad = {b.doc_id for b in report.bad}
     # A feed names its removals (looked up one by one); a listing is compared with every known id.
@@ -245,9 +274,10 @@ def _apply_batches(baseline: Baseline, cfg, ident: Identity, same_chunks: set[st
 
 def _scan_exact(
     req: PlanRequest, source, report: ScanReport, work_for: Callable[[Document], DocWork], t: Totals,
-    digest: CorpusDigest, seen: set[str], batches: ApplyBatches,
+    digest: CorpusDigest, seen: set[str], batches: ApplyBatches, changed: Callable[[Document], None] = lambda doc: None,
 ) -> None:
-    """Every document of the new corpus, its work computed exactly (with apply's batching replayed)."""
+    """Every document of the new corpus, its work computed exactly (with apply's batching replayed); ``changed`` sees
+    each document whose status is not unchanged."""
     n = 0
     for doc in source.scan(report):
         n += 1
@@ -258,6 +288,7 @@ def _scan_exact(
         batches.add(w, t)
         if w.status != "unchanged":
             t.affected.append(doc.doc_id)
+            changed(doc)
         if req.progress and n % 50 == 0:
             req.progress("chunking", n, None)
     batches.finish(t)
@@ -290,7 +321,7 @@ def _count_old(baseline: Baseline, t: Totals) -> None:
 
 def _plan_body(
     req: PlanRequest, kind: str, documents_changed: bool, t: Totals, projection: dict | None, elapsed: float,
-    source, report: ScanReport, digest: str, read: dict[str, Any],
+    source, report: ScanReport, digest: str, read: dict[str, Any], touched: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The plan document, before sealing."""
     cfg, baseline = req.config, req.baseline
@@ -319,7 +350,7 @@ def _plan_body(
             "baseline": baseline.inputs,
             "corpus": {"uri": source.describe(), "digest": digest,
                        "documents": docs_total if read["mode"] == "cursor" else report.documents,
-                       "bytes": report.bytes, "read": read},
+                       "bytes": report.bytes, "read": read, **({"touched": touched} if touched else {})},
         },
         "config": cfg.model_dump(mode="json"),
         "work": {**_work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,

@@ -12,12 +12,20 @@ What a cycle does, under the index lock from before planning to after cutover:
 * another writer holds the index → ``skipped``, nothing touched (a cron tick beside a running apply is normal,
   not a failure).
 
+A source that moves all the time does not stop a cycle: the plan hands what it read to its apply (the documents
+it changes, as read, and the cursor its read ended at; :class:`~reindex.planner.PlanReading`), so the apply writes
+what was priced and its catch-up (or the next cycle) takes what moved since. A plan whose inputs moved all the
+same (the config, the live population, a build's corpus) is made again, at most ``SyncPolicy.replans`` times
+(``CycleResult.replanned``), then the cycle stops with a :class:`~reindex.errors.DriftError` naming what moved.
+
 Drivers (the CLI's ``reindex sync``, the scheduled ``reindex-sync`` flow, a cron job, a service) hold slots,
 pause for approval and render; they never re-sequence these steps."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -26,10 +34,12 @@ from typing import Any
 from reindex import reports
 from reindex.planner.approvals import read_approval, read_rejection
 from reindex.domain.kinds import PopulationState
-from reindex.errors import LockHeld, ReindexError
-from reindex.planner import Plan, read_plan, write_plan
+from reindex.errors import DriftError, LockHeld, ReindexError
+from reindex.planner import Plan, PlanReading, read_plan, write_plan
 
 __all__ = ["CycleOutcome", "CycleResult", "SyncPolicy"]
+
+_log = logging.getLogger("reindex")
 
 
 class CycleOutcome(StrEnum):
@@ -40,12 +50,13 @@ class CycleOutcome(StrEnum):
     GATE_FAILED = "gate-failed"
     REJECTED = "rejected"
     SKIPPED = "skipped"
+    RETRYING = "retrying"  # the live mode only: a transient error ended the cycle; the watch tries again
 
     @property
     def exit_code(self) -> int:
         """``reindex sync``'s exit status: 0 done or nothing to do or skipped, 2 waits for approval, 3 the
         gate failed (as ``reindex cutover``)."""
-        return {CycleOutcome.AWAITING_APPROVAL: 2, CycleOutcome.GATE_FAILED: 3}.get(self, 0)
+        return {CycleOutcome.AWAITING_APPROVAL: 2, CycleOutcome.GATE_FAILED: 3, CycleOutcome.RETRYING: 1}.get(self, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +66,8 @@ class SyncPolicy:
     ``gc``: delete retired populations past ``cutover.retention_days`` at the end (never a live one, never one
     inside the rollback window); ``apply_new_populations``: build and cut over a change that needs no approval
     (False: leave every population-building change for an explicit ``reindex apply``/``cutover``); ``verify``: read
-    the whole source and compare content hashes instead of trusting the source's cursor (metadata can lie)."""
+    the whole source and compare content hashes instead of trusting the source's cursor (metadata can lie);
+    ``replans``: how many times a plan whose inputs moved before its apply is made again before the cycle gives up."""
 
     plans_dir: str | Path | None = None
     queries: str | Path | None = None
@@ -64,6 +76,7 @@ class SyncPolicy:
     gc: bool = True
     apply_new_populations: bool = True
     verify: bool = False  # read the whole source and compare content hashes (``reindex sync --verify``)
+    replans: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,15 +93,21 @@ class CycleResult:
     cutover: dict | None = None
     gc: list = field(default_factory=list)
     in_place: dict | None = None  # the document changes of a pipeline change, applied in place first
+    replanned: int = 0  # plans made again because their inputs moved before their apply
+    error: str | None = None  # ``retrying``: the transient error that ended the cycle
+    retry_in: float | None = None  # ``retrying``: seconds until the watch tries again
 
     @property
     def exit_code(self) -> int:
         return self.outcome.exit_code
 
     def as_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome.value, "index": self.index, "message": self.message,
-                "plan_file": self.plan_file, "plan_hash": self.plan_hash, "kind": self.kind, "apply": self.apply,
-                "cutover": self.cutover, "gc": list(self.gc), "in_place": self.in_place}
+        out = {"outcome": self.outcome.value, "index": self.index, "message": self.message,
+               "plan_file": self.plan_file, "plan_hash": self.plan_hash, "kind": self.kind, "apply": self.apply,
+               "cutover": self.cutover, "gc": list(self.gc), "in_place": self.in_place, "replanned": self.replanned}
+        if self.outcome is CycleOutcome.RETRYING:
+            out.update(error=self.error, retry_in=self.retry_in)
+        return out
 
 
 def _same_inputs(a: Plan, b: Plan) -> bool:
@@ -122,15 +141,30 @@ def run_cycle(index: Any, policy: SyncPolicy) -> CycleResult:
             held.enter_context(holding_index_lock(index.state, name, "sync"))
         except LockHeld as err:
             return CycleResult(CycleOutcome.SKIPPED, name, str(err))  # the outcome says "skipped" already
-        return _cycle(index, policy)
+        replanned = 0
+        while True:
+            try:
+                return dataclasses.replace(_cycle(index, policy), replanned=replanned)
+            except DriftError as err:
+                if replanned >= policy.replans:
+                    moved = "; ".join(err.problems) or str(err)
+                    raise DriftError(
+                        f"index {name!r}: {moved} (planned {replanned + 1} times in this sync; each plan's inputs moved "
+                        "before it could be applied: run `reindex sync` again, or `reindex sync --watch`, which retries "
+                        "with backoff)", problems=err.problems) from None
+                replanned += 1
+                _log.info("reindex sync: %s; planning again (%d of at most %d)", "; ".join(err.problems) or err,
+                          replanned, policy.replans)
 
 
 def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
     name = index.name
     plans_dir = Path(policy.plans_dir) if policy.plans_dir else index.plans_dir
-    fresh, _ = index.plan(out=None, verify=policy.verify)
+    reading = PlanReading()  # what the plan reads, handed to its apply: nothing is read twice, nothing drifts
+    fresh, _ = index.plan(out=None, verify=policy.verify, reading=reading)
     if not fresh.kind.does_work:
-        index.record_cursor(fresh)  # metadata that moved without content, or a full read: start there next time
+        # metadata that moved without content, or a full read: start there next time
+        index.record_cursor(fresh, reading=reading)
         return CycleResult(CycleOutcome.NOTHING_TO_DO, name, f"nothing to do: index {name!r} matches its config and "
                            "corpus", plan_hash=fresh.plan_hash, kind=fresh.kind)
     in_place = None
@@ -141,7 +175,8 @@ def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
         if isinstance(done, CycleResult):
             return done
         in_place = done
-        fresh, _ = index.plan(out=None)
+        reading = PlanReading()
+        fresh, _ = index.plan(out=None, reading=reading)
         if not fresh.kind.does_work:  # cannot happen while the config names another pipeline; kept honest
             return CycleResult(CycleOutcome.APPLIED_IN_PLACE, name, "applied the document changes in place",
                                in_place=in_place)
@@ -169,7 +204,7 @@ def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
     if plan.kind.builds_population and not (approved or policy.apply_new_populations):
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) builds "
                            f"a new population: run `reindex apply {path}`", **base)
-    applied = index.apply(path)
+    applied = index.apply(path, reading=reading)
     if applied.status == "failed":
         raise ReindexError(f"apply of {path} failed: {len(applied.report['failures'])} failures (see "
                            f"{applied.report_path}); run `reindex sync` again to resume")
@@ -200,7 +235,8 @@ def _carry_out_in_place_part(index: Any, plans_dir: Path) -> dict | CycleResult:
     """Apply the document changes of a pipeline change in place under the live population's own config (the
     approval policy applies to them as to any in-place change). The apply's result, or the cycle's answer
     when the part waits for approval or was rejected."""
-    got = index.plan_in_place_part(out=None)
+    reading = PlanReading()
+    got = index.plan_in_place_part(out=None, reading=reading)
     if got is None:
         return {}
     path, part = _plan_file(got[0], plans_dir)
@@ -214,7 +250,7 @@ def _carry_out_in_place_part(index: Any, plans_dir: Path) -> dict | CycleResult:
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, index.name, f"plan {part.plan_hash[:12]} ({part.kind}) "
                            f"needs approval: run `reindex approve {path} --by NAME`, then `reindex sync` again "
                            "(the document changes of a pipeline change, applied in place first)", **base)
-    applied = index.apply(path)
+    applied = index.apply(path, reading=reading)
     if applied.status == "failed":
         raise ReindexError(f"apply of {path} failed: {len(applied.report['failures'])} failures (see "
                            f"{applied.report_path}); run `reindex sync` again to resume")

@@ -29,6 +29,7 @@ from reindex.planner import (
     BuildRate,
     Plan,
     PlanError,
+    PlanReading,
     PlanRequest,
     Rates,
     Repair,
@@ -156,12 +157,13 @@ def make_plan(
     forecast: int | None = None,
     queries: str | Path | None = None,
     verify: bool = False,
+    reading: PlanReading | None = None,
 ) -> tuple[Plan, Path | None]:
     """Plan a change of ``config_path`` against the live population or an explicit baseline. ``forecast``: build
     both sides on a sample of that many documents (plus the documents ``queries`` — the cutover's labelled
     queries file — point at, or the cutover's probes) and put what the change buys into the plan
     (:mod:`reindex.decisions.forecast`); asked for automatically when ``approval.require_forecast`` is set. ``verify``: read the whole source and compare content hashes even where its cursor would find the
-    changes."""
+    changes. ``reading``: filled with what the plan read, for its apply in this process (:class:`~reindex.planner.PlanReading`)."""
     cfg = load_resolved(config_path)
     part = None
     if forecast is not None and (baseline_config is not None or baseline_corpus is not None):
@@ -195,7 +197,7 @@ def make_plan(
     explicit = baseline_config is not None or baseline_corpus is not None  # a what-if: apply refuses it
     req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg, measure=new_vectors), sample=sample, seed=seed,
                       progress=progress, model_limit=_model_limit(cfg), in_place_part=part, forecast=outlook,
-                      verify=verify, carry_to=None if explicit else _carry_to(cfg))
+                      verify=verify, carry_to=None if explicit else _carry_to(cfg), reading=None if explicit else reading)
     plan = plan_change(req)
     return plan, _written(plan, out)
 
@@ -215,7 +217,7 @@ def _written(plan: Plan, out: str | Path | None) -> Path | None:
 
 
 def plan_in_place_part(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, out: str | Path | None = "plans",
-                       progress=None) -> tuple[Plan, Path | None] | None:
+                       progress=None, reading: PlanReading | None = None) -> tuple[Plan, Path | None] | None:
     """The document changes of a pipeline-scoped change as a plan of their own: the live population's own
     config (:meth:`~reindex.books.manifests.Population.governs`) against the live population, applied in place now
     while the pipeline change waits for approval and its build. None when the config names the live pipeline
@@ -227,7 +229,7 @@ def plan_in_place_part(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG
     live = read_live(state, cfg.index)
     if live is None or identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id:
         return None
-    part = _plan_part(cfg, config_path, live, live_baseline(state, cfg.index), progress)
+    part = _plan_part(cfg, config_path, live, live_baseline(state, cfg.index), progress, reading)
     return (part, _written(part, out)) if part is not None else None
 
 
@@ -251,11 +253,11 @@ def plan_repair(config_path: str | Path | PipelineConfig, repair: Repair, *,
     return plan, _written(plan, out)
 
 
-def _plan_part(cfg: PipelineConfig, config_path, live, baseline, progress) -> Plan | None:
+def _plan_part(cfg: PipelineConfig, config_path, live, baseline, progress, reading=None) -> Plan | None:
     """The plan of the document changes under ``live``'s own config, if they are anything to apply in place."""
     part_cfg = live.governs(cfg)
     part = plan_change(PlanRequest(part_cfg, str(config_path), baseline, rates_for(part_cfg), progress=progress,
-                                   model_limit=_model_limit(part_cfg), carry_to=_carry_to(part_cfg)))
+                                   model_limit=_model_limit(part_cfg), carry_to=_carry_to(part_cfg), reading=reading))
     return part if part.kind.in_place else None
 
 
