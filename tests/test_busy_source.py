@@ -301,3 +301,23 @@ def test_watch_refuses_an_interval_that_is_not_a_finite_positive_number_in_one_l
     r = CliRunner().invoke(main, ["sync", "--watch", "--interval", interval, "-c", str(ws.config)])
     assert r.exit_code == 1 and r.output == (f"error: --interval {float(interval)}: must be a finite number of seconds "
                                              "above 0, e.g. 2\n"), r.output
+
+
+def test_a_mass_removal_after_the_plan_is_not_caught_up_but_left_for_an_approved_plan(tmp_path: Path) -> None:
+    """The drift check no longer refuses a plan for documents it does not change, so the catch-up meets them; it
+    replays edits, but never removes more than approval.max_removed_share of the index unpriced (invariant 8)."""
+    ws = Workspace(tmp_path / "ws")
+    live = ws.build_live()
+    docs = sorted(ws.corpus.iterdir())
+    _append(docs[0], "An edit the plan prices.")
+    plan, path = ws.plan()
+    assert plan.body["work"]["affected_documents"] == [docs[0].name]
+    for d in docs[6:]:  # 18 of 24 documents go after the plan: far past the 5 % that needs approval
+        d.rename(tmp_path / d.name)
+    r = ws.apply(path)
+    assert r.status == "done" and "left for the next sync" in r.report["catch_up"]["deferred"]
+    with ws.store() as s:
+        held = {p.payload["doc_id"] for p in s.scroll(live)}
+    assert {d.name for d in docs} <= held  # nothing removed unpriced
+    nxt, _ = ws.plan()
+    assert nxt.body["work"]["documents"]["removed"] == 18 and nxt.body["approval"]["required"]

@@ -659,6 +659,7 @@ class Found:
     removed: set[str]
     documents: dict[str, Document]
     cursor: Cursor | None
+    held: int = 0  # documents the target held before these changes
 
 
 def find_changes(ctx: ApplyContext) -> Found:
@@ -671,7 +672,7 @@ def find_changes(ctx: ApplyContext) -> Found:
         known = LiveDocs(ctx.state, ctx.index, ctx.target, ctx.shards)
         docs = {d.doc_id: d for d in ch.documents if getattr(known.get(d.doc_id), "content_hash", None) != d.content_hash}
         removed = ch.removed(known if ch.listed is None else known.ids()) - {b.doc_id for b in report.bad}
-        return Found(set(docs), removed, docs, ch.cursor)
+        return Found(set(docs), removed, docs, ch.cursor, len(known))
     recorded = read_document_hashes(ctx.state, ctx.index, ctx.target)
     changed: set[str] = set()
     seen: set[str] = set()
@@ -680,7 +681,7 @@ def find_changes(ctx: ApplyContext) -> Found:
         if recorded.get(doc.doc_id) != doc.content_hash:
             changed.add(doc.doc_id)
     seen |= {b.doc_id for b in report.bad}  # unreadable now is not removed: its points stay
-    return Found(changed, set(recorded) - seen, {}, None)
+    return Found(changed, set(recorded) - seen, {}, None, len(recorded))
 
 
 def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
@@ -692,8 +693,13 @@ def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
 def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
     """Replay documents that changed since the plan into the target, in place, until nothing changed or
     ``rounds`` is reached; with ``ctx.tracking``, each round reads only what moved past the cursor, replays
-    those documents as read, and advances the cursor when clean. Returns counts per round."""
+    those documents as read, and advances the cursor when clean. Returns counts per round.
+
+    A catch-up does what no plan priced, so it does not remove more than ``approval.max_removed_share`` of the
+    target's documents (invariant 8: mass removals need approval): a round that would is left, its cursor not
+    advanced, for the next sync to plan (``deferred`` says why)."""
     history = []
+    deferred = None
     in_place, carried = ctx.in_place, ctx.carried
     ctx.in_place = True  # catch-up is a document-scoped delta, whatever built the target
     ctx.documents = None  # it replays what the source holds now, never the copies the drift check read
@@ -709,6 +715,12 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
                     ctx.tracking.advance(found.cursor)  # metadata that moved without content: not read again
                 break
             changed, removed = found.changed, found.removed
+            share = ctx.cfg.approval.max_removed_share
+            if found.held and len(removed) > share * found.held:
+                deferred = (f"{len(removed):,} of the {found.held:,} documents were removed from the source since the "
+                            f"plan (> approval.max_removed_share {share:.0%}): left for the next sync, which plans them "
+                            "and asks for approval")
+                break
             ctx.documents = found.documents if found.cursor is not None else None
             shards = sorted({shard_of(d, ctx.shards) for d in changed | removed})
             ctx.emit(kind="catch-up", round=n + 1, documents=len(changed) + len(removed))
@@ -726,4 +738,7 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
     finally:
         ctx.in_place, ctx.carried = in_place, carried
         ctx.documents = None
-    return {"rounds": history, "documents": sum(h["changed"] + h["removed"] for h in history)}
+    out = {"rounds": history, "documents": sum(h["changed"] + h["removed"] for h in history)}
+    if deferred:
+        out["deferred"] = deferred
+    return out
