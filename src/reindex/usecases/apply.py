@@ -442,11 +442,12 @@ def _embedder_for(plan: Plan, cfg: PipelineConfig):
     return make() if plan.body["work"]["tokens_to_embed"] else _BuiltOnFirstUse(make)
 
 
-#: The lease an apply holds through the index build: its ttl plus this many times the build's planned CPU-seconds.
-#: The edge engine's build keeps the interpreter lock for its whole length, so the heartbeat cannot renew during it;
-#: on a loaded box the build's wall is several times its CPU (70 s of wall for a 60 k-point build at load 5 on 2
-#: cores, ~30 CPU-s planned). A process killed during the build leaves a lock that a contender on another host waits
-#: out (one on the same host takes it over at once: the holder is provably gone).
+#: The lease an apply holds through the index build when no lease keeper can be started (a state store that cannot
+#: be named for another process): its ttl plus this many times the build's planned CPU-seconds. The edge engine's
+#: build keeps the interpreter lock for its whole length, so the heartbeat cannot renew during it; on a loaded box
+#: the build's wall is several times its CPU (70 s of wall for a 60 k-point build at load 5 on 2 cores, ~30 CPU-s
+#: planned; 15–20× at load 35). The lease keeper (:meth:`~reindex.books.locks.IndexLock.renewed_elsewhere`) renews it
+#: from another process instead, whatever the load.
 BUILD_LEASE_FACTOR = 4.0
 
 
@@ -585,8 +586,10 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             _commit_tracking(ctx, summary, plan)  # the content is final here; the index build below takes long
             # The index build, timed: CPU-seconds of this process while it runs (the engine's threads; the shards
             # are done), which the next plan with the same parameters prices its build with.
-            lock.extend(build_lease(plan, lock.ttl))  # the engine's build holds the interpreter: no renewal runs
-            _, build_wall, build_cpu = CpuClock().call(store.finish_bulk, target)
+            # The engine's build holds the interpreter: no thread of this process runs until it returns. Another
+            # process renews the lease meanwhile (extended by the build's price where none can be started).
+            with lock.renewed_elsewhere(fallback_lease=build_lease(plan, lock.ttl)):
+                _, build_wall, build_cpu = CpuClock().call(store.finish_bulk, target)
             build = {"seconds": round(build_wall, 3), "cpu_seconds": round(build_cpu, 3)}
             lock.check(confirm=True)
             _set_population_state(state, cfg, target, PopulationState.READY)

@@ -166,6 +166,10 @@ class LocalObjectStore:
     def describe(self) -> str:
         return f"folder {self.root}"
 
+    def location(self) -> tuple[str, str | None]:
+        """What :func:`open_object_store` opens this store again from, in another process: (uri, endpoint)."""
+        return str(self.root.resolve()), None
+
     def describe_key(self, key: str) -> str:
         """One object of this store, for messages: ``the file /path/to/key``."""
         return f"the file {self.root / key}"
@@ -399,6 +403,10 @@ class S3ObjectStore:
     def describe(self) -> str:
         where = f"s3://{self.bucket}/{self.prefix}"
         return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
+
+    def location(self) -> tuple[str, str | None]:
+        """What :func:`open_object_store` opens this store again from, in another process: (uri, endpoint)."""
+        return f"s3://{self.bucket}/{self.prefix}", self.endpoint_url
 
     def describe_key(self, key: str) -> str:
         """One object of this store, for messages: ``the object s3://bucket/prefix/key``."""
