@@ -123,6 +123,21 @@ class _ReadSide:
         self._noted: set[tuple[str, str]] = set()
         self._serving: tuple[bytes, float, dict | None] | None = None  # serving.json (bytes, read at, parsed)
         self._bridges: dict[str, Any] = {}  # bridge id → Bridge
+        self._states: dict[tuple[str, str | None], Any] = {}  # the state as this reader reads it, per location
+
+    def _state(self, cfg):
+        """The state store as a reader reads it (fail fast, last good records through an outage: invariant 20),
+        held for this reader's life; the handle's own when one lends it."""
+        from reindex.adapters.stores.objects import open_reader_store
+
+        o = backends.lent()
+        if o is not None and o.state is not None and o.owns(cfg):
+            return o.state
+        at = (cfg.state.uri, cfg.state.endpoint_url)
+        with self._lock:
+            if at not in self._states:
+                self._states[at] = open_reader_store(*at)
+            return self._states[at]
 
     def close(self) -> None:
         with self._lock:
@@ -172,7 +187,7 @@ class _ReadSide:
         collection = target if target != cfg.index else store.get_alias(cfg.index)
         if collection is None:
             collection = target  # no alias: the store answers (or refuses) for the name itself
-        pop = self._population(backends.state_store(cfg), cfg.index, collection, fresh=fresh)
+        pop = self._population(self._state(cfg), cfg.index, collection, fresh=fresh)
         own = identity_of(cfg).vector_id
         if pop is None:
             note = (f"{collection} has no population record in the state store; queries are embedded with the "
@@ -225,7 +240,7 @@ class _ReadSide:
         """The serving mode readers of the alias follow now, for the population ``served``: the record's mode while
         the alias still serves the population it was evaluated for and its shadow is still a shadow, the bridge
         joining exactly these two vector ids; None (native serving) otherwise."""
-        state = backends.state_store(cfg)
+        state = self._state(cfg)
         rec = self._serving_record(state, cfg.index)
         if not rec or rec.get("mode") not in ("bridge", "cascade") or rec.get("live") != served.collection:
             return None
