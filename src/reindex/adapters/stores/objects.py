@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import email.utils
+import errno
 import fcntl
 import hashlib
 import logging
@@ -336,13 +337,7 @@ class LocalObjectStore:
             with open(path, "rb") as f:
                 written = os.fstat(f.fileno()).st_mtime_ns
                 data = f.read()
-            probe = path.with_name(f"{_TMP_PREFIX}clock-{uuid.uuid4().hex}")
-            try:
-                with open(probe, "wb"):
-                    pass
-                now = os.stat(probe).st_mtime_ns
-            finally:
-                probe.unlink(missing_ok=True)
+            now = _file_system_now(path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
         except OSError as err:
@@ -405,6 +400,24 @@ class LocalObjectStore:
                 key = name if rel_dir == "." else f"{rel_dir}/{name}"
                 if key.startswith(prefix):
                     yield key
+
+
+def _file_system_now(path: Path) -> int:
+    """Now on the clock that stamps ``path``'s folder (ns): a probe file's modification time. A folder this process may
+    not write to (a read-only mount, a reader's permissions: ``reindex doctor`` there) has no probe: this host's
+    clock, which stamps a local file system's files too (only a network mount written by other hosts can differ)."""
+    probe = path.with_name(f"{_TMP_PREFIX}clock-{uuid.uuid4().hex}")
+    try:
+        with open(probe, "wb"):
+            pass
+    except OSError as err:
+        if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return time.time_ns()
+        raise
+    try:
+        return os.stat(probe).st_mtime_ns
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def _digest(data: bytes) -> str:
