@@ -321,3 +321,60 @@ def test_a_mass_removal_after_the_plan_is_not_caught_up_but_left_for_an_approved
     assert {d.name for d in docs} <= held  # nothing removed unpriced
     nxt, _ = ws.plan()
     assert nxt.body["work"]["documents"]["removed"] == 18 and nxt.body["approval"]["required"]
+
+
+def test_the_live_mode_keeps_plans_keep_plans_and_never_one_that_built_a_population(tmp_path: Path) -> None:
+    """Issue 43: live mode wrote a plan and three reports per change and nothing pruned them (5 edits, 20 files).
+    With plans.keep: 2, the folder holds the newest two in-place plans and the plan that built the population."""
+    ws = Workspace(tmp_path / "ws", extra="plans: {keep: 2}\n")
+    ws.build_live()
+    built = sorted(p.name for p in ws.plans.glob("*-initial-*"))
+    assert built and any(n.endswith(".run.json") for n in built)
+    doc = sorted(ws.corpus.iterdir())[0]
+    seen: list = []
+    stop = threading.Event()
+
+    def on_cycle(r) -> None:
+        seen.append(r)
+        if len(seen) < 5:
+            _append(doc, f"Edit {len(seen)} of the watched document.")
+        else:
+            stop.set()
+
+    _append(doc, "Edit 0 of the watched document.")
+    with Index.open(ws.config) as ix:
+        ix.watch(SyncPolicy(plans_dir=ws.plans), interval=0.05, stop=stop, on_cycle=on_cycle)
+    assert [r.outcome.value for r in seen] == ["applied-in-place"] * 5
+    in_place = sorted(p.name for p in ws.plans.glob("*-document-scoped-*.json") if p.name.count(".") == 1)
+    assert len(in_place) == 2 and {Path(r.plan_file).name for r in seen[-2:]} == set(in_place)
+    assert sorted(p.name for p in ws.plans.glob("*-initial-*")) == built  # the build's plan and reports stay
+    left = {p.name.split(".", 1)[0] for p in ws.plans.iterdir() if p.is_file()}
+    assert left == {n.removesuffix(".json") for n in in_place} | {n.split(".", 1)[0] for n in built}
+
+
+def test_a_watch_keeps_its_last_good_config_when_the_file_is_edited_into_one_that_does_not_load(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    doc = sorted(ws.corpus.iterdir())[0]
+    seen: list = []
+    stop = threading.Event()
+
+    def on_cycle(r) -> None:
+        seen.append(r)
+        if len(seen) == 1:
+            ws.config.write_text("index: [an edit half made\n", encoding="utf-8")
+            _append(doc, "Edited while the config is broken.")
+        elif r.outcome == "applied-in-place":
+            ws.write_config(120)  # the edit finished: a chunker change, planned against from the next cycle
+        elif r.outcome == "awaiting-approval":
+            stop.set()
+
+    with caplog.at_level(logging.WARNING, logger="reindex"), Index.open(ws.config) as ix:
+        ix.watch(SyncPolicy(plans_dir=ws.plans), interval=0.05, stop=stop, on_cycle=on_cycle)
+    assert [r.outcome.value for r in seen if r.outcome != "nothing-to-do"] == ["applied-in-place", "awaiting-approval"]
+    assert seen[-1].kind == "pipeline-scoped/text"  # the config file as it is now, not the one the handle opened with
+    said = [r for r in caplog.records if "no longer loads" in r.getMessage()]
+    assert len(said) == 1 and "syncing with the config it had" in said[0].getMessage()

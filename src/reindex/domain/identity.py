@@ -368,7 +368,7 @@ def digest_json(value: Any) -> str:
 
 # Config sections that only say how a run goes (prices, approval policy, parallelism, batch sizes, API
 # access, the cutover gate): a plan stays valid when they change (DESIGN invariant 10).
-RUN_ONLY_SECTIONS = ("cost", "approval", "apply", "embed", "cutover", "sync", "serving")
+RUN_ONLY_SECTIONS = ("cost", "approval", "apply", "embed", "cutover", "sync", "serving", "plans")
 
 
 # Where things live (the planner calls a change of these operational): a plan made before a workspace was

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -14,7 +16,7 @@ from reindex.errors import PlanError
 from reindex.domain.identity import canonical_json
 from reindex.planner._numbers import KeyNumbers, key_numbers
 
-__all__ = ["PLAN_SCHEMA", "Plan", "hash_body", "plan_filename", "read_plan", "seal", "write_plan"]
+__all__ = ["PLAN_SCHEMA", "Plan", "hash_body", "plan_filename", "prune_plans", "read_plan", "seal", "write_plan"]
 
 PLAN_SCHEMA = "reindex/plan/v1"
 
@@ -69,6 +71,45 @@ def write_plan(plan: Plan, out_dir: str | Path) -> Path:
     make_folders(out)  # durable, as the plan file in it
     path = out / plan_filename(plan)
     return atomic_write_text(path, json.dumps(plan.body, indent=2, ensure_ascii=False) + "\n")
+
+
+def prune_plans(plans_dir: str | Path, index: str, keep: int | None,
+                carried_out: Callable[[str], bool]) -> list[str]:
+    """Delete the files of ``index``'s plans in ``plans_dir`` past the newest ``keep`` (``plans.keep``; None: none)
+    that were carried out in place (``carried_out(plan hash)``, their run recorded in the state): the plan, its
+    reports, run and cutover reports, approval and rejection. A plan that builds a population (its kind is in its
+    name) or was not carried out is never deleted: a cutover, a rollback or an approval may need it. Returns the plan
+    files deleted. A live mode writes a plan and three reports per change: without this, its folder only grew."""
+    folder = Path(plans_dir)
+    if keep is None or not folder.is_dir():
+        return []
+    plans = []
+    for p in folder.glob(f"*-{index}-*.json"):
+        if p.name.count(".") != 1:
+            continue
+        try:
+            plans.append((p.stat().st_mtime_ns, p))
+        except OSError:
+            continue
+    plans.sort(reverse=True)
+    in_place = tuple(f"-{index}-{k.value.replace('/', '-')}-" for k in ChangeKind if k.in_place)
+    gone = []
+    for _, p in plans[keep:]:
+        if not any(m in p.name for m in in_place):
+            continue
+        try:
+            plan = read_plan(p)
+        except PlanError:
+            continue
+        if plan.index != index or not plan.kind.in_place or not carried_out(plan.plan_hash):
+            continue
+        stem = p.name.removesuffix(".json")
+        for other in [*folder.glob(f"{glob_escape(stem)}.*"), folder / "approvals" / p.name, folder / "rejections" / p.name]:
+            if other != p:
+                other.unlink(missing_ok=True)
+        p.unlink(missing_ok=True)  # last: a plan file whose reports are gone is still one that can be read again
+        gone.append(str(p))
+    return gone
 
 
 def read_plan(path: str | Path) -> Plan:

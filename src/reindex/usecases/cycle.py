@@ -144,7 +144,9 @@ def run_cycle(index: Any, policy: SyncPolicy) -> CycleResult:
         replanned = 0
         while True:
             try:
-                return dataclasses.replace(_cycle(index, policy), replanned=replanned)
+                result = _cycle(index, policy)
+                _prune_plans(index, policy)
+                return dataclasses.replace(result, replanned=replanned)
             except DriftError as err:
                 if replanned >= policy.replans:
                     moved = "; ".join(err.problems) or str(err)
@@ -292,6 +294,19 @@ def _rolled_back(index: Any, plan: Plan) -> bool:
         return True
     rec = read_population(index.state, index.name, plan.body["identity"]["new"]["collection"])
     return rec is None or rec.state is not PopulationState.READY
+
+
+def _prune_plans(index: Any, policy: SyncPolicy) -> None:
+    """The plans folder's retention (``plans.keep``): older plans carried out in place are deleted."""
+    from reindex.books.manifests import read_apply_record
+    from reindex.planner import prune_plans
+
+    plans_dir = Path(policy.plans_dir) if policy.plans_dir else index.plans_dir
+    gone = prune_plans(plans_dir, index.name, index.config.plans.keep,
+                       lambda plan_hash: read_apply_record(index.state, index.name, plan_hash) is not None)
+    if gone:
+        _log.info("reindex sync: deleted %d plan(s) carried out in place, past plans.keep %s", len(gone),
+                  index.config.plans.keep)
 
 
 def _gc(index: Any, policy: SyncPolicy) -> list:

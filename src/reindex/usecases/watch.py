@@ -12,7 +12,8 @@ again by the cycle itself (``replanned``); a transient error — a plan that kep
 vector store that does not answer, an I/O error — ends that cycle only: it is reported (outcome ``retrying``,
 with the error and when the next try comes) and tried again after a backoff that doubles up to
 :data:`MAX_BACKOFF_S` and resets after a cycle that succeeds. Only a fatal error ends the watch: a lost lock,
-a config that no longer loads, a source or state that retrying cannot fix. A change that waits for approval
+a source or state that retrying cannot fix. A config file that no longer loads is said once and the last good
+config kept until it loads again. A change that waits for approval
 is said once; the watch then plans nothing until the source, the config or an approval or rejection in the
 plans folder moves.
 
@@ -98,13 +99,19 @@ def watch(index: Any, policy: Any, *, interval: float = DEFAULT_INTERVAL_S, stop
             while not stop.is_set():
                 now = _config_bytes(config_path)
                 if now != source:  # the config file changed: the next cycle plans against it
-                    from reindex.usecases.configure import load_resolved
+                    from reindex.domain.config import load_config
+                    from reindex.usecases.configure import resolve
 
-                    ix.close()
-                    ix = Index(config_path, load_resolved(config_path), state=index.state, store=writer,
-                               runner=index._lent.runner)
                     source = now
-                    _log.info("reindex sync --watch: %s changed; planning against it from now on", config_path)
+                    try:
+                        cfg = resolve(load_config(config_path))  # the file itself (the handle lends its own config)
+                    except ConfigError as err:  # an edit half made: said once, the last good config kept
+                        _log.warning("reindex sync --watch: %s no longer loads (%s); syncing with the config it had",
+                                     config_path, err)
+                    else:
+                        ix.close()
+                        ix = Index(config_path, cfg, state=index.state, store=writer, runner=index._lent.runner)
+                        _log.info("reindex sync --watch: %s changed; planning against it from now on", config_path)
                 if waiting is not None and waiting[1] == _waits_on(ix.config, now, plans_dir):
                     stop.wait(interval)  # the same plan waits for the same approval: nothing to plan again
                     continue

@@ -29,6 +29,9 @@ OPS = ("upsert", "delete")
 class ChangelogSource:
     """An append-only log of upserts and deletes; documents are the fold of the log (see the module)."""
 
+    #: The SourceConfig fields this kind reads besides uri and kind (``reindex validate`` refuses any other set).
+    reads_fields = ("id_field", "text_field", "metadata_fields")
+
     cursor_kind = "offset"
 
     def __init__(self, cfg: SourceConfig, path: Path) -> None:

@@ -41,7 +41,7 @@ from reindex.domain.config._halves import (
 )
 from reindex.domain.config._operational import (
     SourceConfig, RESERVED_PAYLOAD_KEYS, PayloadConfig, HnswConfig, StoreConfig, StateConfig, CostConfig, EmbedConfig,
-    ApprovalConfig, ApplyConfig, CutoverConfig, ServingConfig, SyncConfig, duration_seconds,
+    ApprovalConfig, ApplyConfig, CutoverConfig, ServingConfig, SyncConfig, PlansConfig, duration_seconds,
 )
 
 __all__ = [
@@ -49,7 +49,7 @@ __all__ = [
     "CallableChunkerConfig", "CdcChunkerConfig", "ChunkerConfig", "ChunkerModel", "ConfigModel", "CostConfig",
     "CutoverConfig", "ENV_SUFFIX", "EmbedConfig", "FixedCharsChunkerConfig", "FixedChunkerConfig",
     "HnswConfig", "LangchainChunkerConfig", "MarkdownChunkerConfig", "NormaliserConfig", "OPERATIONAL", "ParagraphChunkerConfig",
-    "PayloadConfig", "PersonName", "PipelineConfig", "RECORDED", "RESERVED_PAYLOAD_KEYS", "RechunkConfig",
+    "PayloadConfig", "PersonName", "PipelineConfig", "PlansConfig", "RECORDED", "RESERVED_PAYLOAD_KEYS", "RechunkConfig",
     "RecursiveChunkerConfig", "STICKY_KINDS", "SentenceChunkerConfig", "ServingConfig", "SlidingChunkerConfig", "SourceConfig",
     "StateConfig", "StoreConfig", "SyncConfig", "TEXT", "TextHalf", "VECTOR", "VectorHalf", "absolutize",
     "check_params", "chunker_spec", "config_from_dict", "config_from_yaml", "default_config_yaml",
@@ -81,6 +81,7 @@ class PipelineConfig(ConfigModel):
     sync: SyncConfig = Field(default_factory=SyncConfig, description="How syncs find changes (cursors, verification).")
     serving: ServingConfig = Field(default_factory=ServingConfig,
                                    description="What readers are served while a vector-half change builds.")
+    plans: PlansConfig = Field(default_factory=PlansConfig, description="The plans folder's retention.")
 
     @model_validator(mode="after")
     def _segments_are_metadata(self, info: ValidationInfo) -> "PipelineConfig":
@@ -222,7 +223,8 @@ def default_config_yaml(index: str = "docs", source: str = "./corpus") -> str:
     lines.append(f"# [operational] {top['source'].description}")
     lines.append("source:")
     _emit(lines, SourceConfig, {"uri": source}, 1)
-    for name in ("text", "vector", "payload", "store", "state", "cost", "approval", "apply", "embed", "cutover", "sync"):
+    for name in ("text", "vector", "payload", "store", "state", "cost", "approval", "apply", "embed", "cutover", "sync",
+                 "plans"):
         model = top[name].annotation
         lines.append(f"# [{field_half(model)}] {top[name].description}")
         lines.append(f"{name}:")
