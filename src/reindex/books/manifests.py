@@ -45,7 +45,7 @@ from typing import Any, Iterable, Iterator
 
 from reindex.domain.config import PipelineConfig, config_from_dict
 from reindex.domain.kinds import PopulationState, check_transition
-from reindex.errors import StateError
+from reindex.errors import ReindexError, StateError
 from reindex.domain.identity import digest_json as _digest_json, identity_of, payload_id_of_record
 from reindex.adapters.stores.objects import ObjectStore
 from reindex.foundation.tables import TableError, columns_from_parquet, parquet_from_columns
@@ -329,18 +329,75 @@ def part_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+DIGESTS_VERSION = "reindex/part-digests/v1"
+
+
+def part_digests_key(index: str, collection: str) -> str:
+    """Where the digests of a population's manifest parts are recorded with each part's signature."""
+    return f"{population_prefix(index, collection)}/summaries/digests.json"
+
+
+def part_digests(store: ObjectStore, index: str, collection: str, *,
+                 read: dict[str, bytes] | None = None) -> list[tuple[str, str]]:
+    """(key, digest of its bytes) of each part of a population's chunk manifest, in listing order, reading only the
+    parts that changed: a part whose signature (its listing metadata: a file's inode, size and times, an object's
+    ETag; ``ObjectStore.signatures``) is the one recorded with its digest in :func:`part_digests_key` is not read;
+    the others are read (with their signature, from the same read) and hashed, and the record updated. The record is
+    a cache of facts (this signature, these bytes): a damaged or stale one only costs reading the parts again. A
+    store without signatures reads and hashes every part, as before. ``read``: the bytes of the parts read here are
+    kept there (a plan decodes a changed part it had to hash)."""
+    signatures, get_signed = getattr(store, "signatures", None), getattr(store, "get_signed", None)
+    if not callable(signatures) or not callable(get_signed):
+        out = []
+        for key in chunk_manifest_keys(store, index, collection):
+            data = store.get(key) or b""
+            if read is not None:
+                read[key] = data
+            out.append((key, part_digest(data)))
+        return out
+    sigs = {k: v for k, v in signatures(f"{population_prefix(index, collection)}/chunks/").items()
+            if k.endswith(".parquet")}
+    cache = part_digests_key(index, collection)
+    try:
+        rec = read_json(store, cache)
+    except StateError:
+        rec = None
+    known = rec.get("parts") if isinstance(rec, dict) and rec.get("version") == DIGESTS_VERSION else None
+    known = known if isinstance(known, dict) else {}
+    out, fresh = [], {}
+    for key in sorted(sigs):
+        entry = known.get(key)
+        if isinstance(entry, list) and len(entry) == 2 and entry[0] == sigs[key] and isinstance(entry[1], str):
+            sig, digest = entry
+        else:
+            got = get_signed(key)
+            data, sig = got if got is not None else (b"", None)  # deleted between list and read: as it reads now
+            digest = part_digest(data)
+            if read is not None:
+                read[key] = data
+        out.append((key, digest))
+        if sig is not None:
+            fresh[key] = [sig, digest]
+    if fresh != known:
+        try:
+            write_json(store, cache, {"version": DIGESTS_VERSION, "parts": fresh})
+        except (ReindexError, OSError):
+            pass  # a cache: a store that refuses the write only costs the next reader the hashing
+    return out
+
+
 def manifest_digest(store: ObjectStore, index: str, collection: str, *,
                     rewritten: dict[str, tuple[str | None, str]] | None = None) -> str:
     """A digest of a population's chunk manifest (each part's key and the digest of its bytes), for plan
     input checks. ``rewritten`` (part key → (digest before, digest after): the parts one run rewrote, see
     :func:`rewrite_chunk_manifest_part`): a part holding exactly what that run wrote counts as what it held
     before the run (absent: not counted), so a resumed run does not take its own writes for drift, while
-    any other change to any part still changes the digest."""
+    any other change to any part still changes the digest. Parts whose signature did not move are not read
+    (:func:`part_digests`)."""
     parts = []
-    for key in chunk_manifest_keys(store, index, collection):
-        digest: str | None = part_digest(store.get(key) or b"")
+    for key, digest in part_digests(store, index, collection):
         if rewritten and key in rewritten and digest == rewritten[key][1]:
-            digest = rewritten[key][0]
+            digest = rewritten[key][0]  # type: ignore[assignment]
             if digest is None:
                 continue
         parts.append((key, digest))
@@ -376,8 +433,7 @@ def rewrite_chunk_manifest_part(store: ObjectStore, index: str, collection: str,
     if earlier is not None:
         before = earlier.get("before")
     else:
-        current = store.get(key)
-        before = part_digest(current) if current is not None else None
+        before = dict(part_digests(store, index, collection)).get(key)  # the part's own bytes only if they moved
     write_json(store, _rewrite_key(index, collection, run, part),
                {"part": key, "before": before, "after": part_digest(data), "at": time.time()})
     store.put(key, data)
@@ -583,6 +639,7 @@ __all__ = [
     "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_manifest_part_columns",
     "chunk_manifest_part_rows", "chunk_summary_key",
     "chunk_texts_key", "count_chunk_manifest_rows", "digest_json", "digest_of_parts", "index_prefix", "manifest_digest", "part_digest",
+    "part_digests", "part_digests_key",
     "population_prefix", "read_apply_record", "read_calibration", "read_chunk_manifest",
     "read_build_rate", "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
     "read_document_hashes", "read_json", "read_live", "read_measured_rate", "read_population",

@@ -6,14 +6,14 @@ Why: a sync that finds its changes from a cursor reads the changed documents onl
 that too (DESIGN.md invariant 13). The plan's figures for the unchanged documents are the population's totals
 less those of the documents it touches, so it needs the totals (kept per part, cached in the state store under
 the digest of the part's bytes: a part an apply rewrote is summed again once, by the next plan) and the states of
-the touched documents (their parts only: a document's rows are in the part of its shard). Reading the parts'
-bytes for their digests is what the plan's input check (:func:`reindex.books.manifests.manifest_digest`) does anyway;
-decoding a part and building a state per document is what it no longer does for every part.
+the touched documents (their parts only: a document's rows are in the part of its shard). A part's digest is read
+from the digests recorded with its signature (:func:`reindex.books.manifests.part_digests`): only a part that moved
+is read and hashed, so the plan's manifest digest, like its totals, costs what changed (issue 43).
 
 Anything the fast path cannot vouch for falls back to reading every part, as before: a part not named by its
 shard, a document in a part its shard does not name (a hand-edited or foreign manifest), iterating over all
-documents. Costs: O(parts) bytes read and hashed, O(touched parts) decoded; O(manifest) once per rewritten part
-for its summary."""
+documents. Costs: O(parts) signatures and small summaries read, O(moved parts) bytes read and hashed, O(touched
+parts) decoded; a rewritten part is summed once, for its summary."""
 
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ from reindex import cost as costmod
 from reindex.errors import ReindexError
 from reindex.books.manifests import (
     ManifestRow,
-    chunk_manifest_keys,
     chunk_manifest_part_columns,
     chunk_manifest_part_rows,
     chunk_summary_key,
     digest_of_parts,
     part_digest,
+    part_digests,
     read_json,
     shard_name,
     shard_of,
@@ -178,8 +178,9 @@ class _Part:
 class LiveDocs(Mapping[str, DocState]):
     """A population's documents (doc id → :class:`DocState`), read from its chunk manifest part by part when asked.
 
-    Made from one pass over the parts' bytes (their digests: :attr:`digest` is the manifest digest a plan records),
-    each part's totals taken from the summary cached for that digest or computed once from the part. A document is
+    Made from the parts' digests (:attr:`digest` is the manifest digest a plan records; a part whose signature did
+    not move is not read: :func:`~reindex.books.manifests.part_digests`), each part's totals taken from the summary
+    cached for that digest or computed once from the part. A document is
     then looked up in the one part its shard names (the layout apply writes, ``shards`` being the population's own
     shard count); when some part does not keep to that layout, or when every document is iterated, every part is
     read, exactly as a whole-manifest read."""
@@ -189,16 +190,17 @@ class LiveDocs(Mapping[str, DocState]):
         self._parts: dict[str, _Part] = {}
         self._loaded: dict[str, dict[str, DocState]] = {}  # part key → its documents
         self._all: dict[str, DocState] | None = None
-        for key in chunk_manifest_keys(store, index, collection):
-            data = store.get(key) or b""  # deleted between list and get: as manifest_digest counts it
-            self._parts[key] = self._part(key, data)
+        read: dict[str, bytes] = {}  # parts whose signature moved: read (and hashed) by part_digests
+        for key, digest in part_digests(store, index, collection, read=read):
+            self._parts[key] = self._part(key, digest, read.get(key))
         self.digest = digest_of_parts((p.key, p.digest) for p in self._parts.values())
         self.routed = all(p.routed for p in self._parts.values())
 
     # -- the parts -------------------------------------------------------------------------------------------
 
-    def _part(self, key: str, data: bytes) -> _Part:
-        digest = part_digest(data)
+    def _part(self, key: str, digest: str, data: bytes | None) -> _Part:
+        """A part's totals: from the summary cached for its digest, else from its bytes (``data`` when already
+        read), decoded once (a part that moved since its digest was taken counts as it reads now)."""
         name = key.rsplit("/", 1)[-1].removesuffix(".parquet")
         cache = chunk_summary_key(self._index, self._collection, name)
         try:
@@ -211,6 +213,9 @@ class LiveDocs(Mapping[str, DocState]):
                 return _Part(key, digest, DocsSummary.from_json(cached["summary"]), bool(cached["routed"]))
             except (KeyError, TypeError, ValueError):
                 pass  # a damaged cache entry: summed again below
+        if data is None:
+            data = self._store.get(key) or b""  # deleted since: as manifest_digest counts it
+            digest = part_digest(data)
         states = self._decode(key, data)
         self._loaded[key] = states
         self._write_prefixes(name, digest, _prefixes(fp for d in states.values() for fp in d.fingerprints))

@@ -384,6 +384,39 @@ class LocalObjectStore:
     def list(self, prefix: str = "") -> list[str]:
         return sorted(self.iter_keys(prefix))
 
+    def signatures(self, prefix: str) -> dict[str, str]:
+        """Key → signature of the objects directly in the folder ``prefix`` names (one ``stat`` each, no byte read):
+        the signature :meth:`get_signed` returns with an object's bytes, unchanged while its bytes are (a write
+        replaces the file: new inode, and its change time moves; ``ctime`` cannot be set back)."""
+        folder, _, start = prefix.rpartition("/")
+        out = {}
+        try:
+            with os.scandir(self.root / folder if folder else self.root) as entries:
+                for e in entries:
+                    if e.name.startswith(_HIDDEN) or not e.name.startswith(start) or not e.is_file(follow_symlinks=False):
+                        continue
+                    try:
+                        out[f"{folder}/{e.name}" if folder else e.name] = _signature(e.stat(follow_symlinks=False))
+                    except FileNotFoundError:
+                        continue
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        except OSError as err:
+            raise StateError(f"cannot list {self.root / folder}: {err.strerror or err}") from None
+        return out
+
+    def get_signed(self, key: str) -> tuple[bytes, str] | None:
+        """The bytes under ``key`` and their signature (:meth:`signatures`), from one open file: they belong together."""
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                sig = _signature(os.fstat(f.fileno()))
+                return f.read(), sig
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except OSError as err:
+            raise StateError(f"cannot read {path}: {err.strerror or err}") from None
+
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
         """Keys under ``prefix`` (unsorted; :meth:`list` sorts)."""
         # Only walk the folder the prefix names; the rest of the prefix filters names.
@@ -400,6 +433,11 @@ class LocalObjectStore:
                 key = name if rel_dir == "." else f"{rel_dir}/{name}"
                 if key.startswith(prefix):
                     yield key
+
+
+def _signature(st: os.stat_result) -> str:
+    """A file's signature: inode, size, modification and change times (ns)."""
+    return f"f:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 def _file_system_now(path: Path) -> int:
@@ -684,6 +722,18 @@ class S3ObjectStore:
 
     def list(self, prefix: str = "") -> list[str]:
         return sorted(self.iter_keys(prefix))
+
+    def signatures(self, prefix: str) -> dict[str, str]:
+        """Key → signature (the ETag: a digest of the bytes) of the objects directly under the folder ``prefix``
+        names, from the listing: no object is read."""
+        folder = prefix.rpartition("/")[0]
+        return {key: f"e:{etag}" for key, etag, _, _ in self.iter_listing(prefix)
+                if key.rpartition("/")[0] == folder}
+
+    def get_signed(self, key: str) -> tuple[bytes, str] | None:
+        """The bytes under ``key`` and their signature (:meth:`signatures`), from one GET."""
+        got = self._get_object(key)
+        return None if got is None else (got[0], f"e:{got[1]['ETag']}")
 
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
         """Keys under ``prefix`` in S3's order (UTF-8 byte order, which equals sorted order), one
