@@ -763,3 +763,35 @@ def test_the_cursor_fields_are_in_the_config_digest_only_when_set() -> None:
     for field in ({"cursor": "updated_at"}, {"deleted_field": "gone"}, {"kind": "changelog"}, {"table": "t"}):
         assert config_digest(cfg(**field)) != config_digest(cfg()), field
     assert config_digest(cfg(password_env="DB_PASSWORD")) == config_digest(cfg())
+
+
+def test_a_change_log_finds_its_end_reading_back_a_few_kilobytes(tmp_path: Path) -> None:
+    """Issue 43: each open read the log's last 64 KB to find its last complete line; now from 4 KB, doubling."""
+    from reindex.adapters.sources.changelog import ChangelogSource
+    from reindex.domain.config import SourceConfig
+
+    log = tmp_path / "changes.jsonl"
+    _append(log, *({"op": "upsert", "doc_id": f"d{i}", "text": "x" * 500} for i in range(400)))  # ~200 KB
+    src = ChangelogSource(SourceConfig(uri=str(log), kind="changelog"), log)
+
+    class Counting:
+        def __init__(self, f) -> None:
+            self.f, self.read_bytes = f, 0
+
+        def read(self, n: int = -1) -> bytes:
+            data = self.f.read(n)
+            self.read_bytes += len(data)
+            return data
+
+        def __getattr__(self, name: str):
+            return getattr(self.f, name)
+
+    with log.open("rb") as raw:
+        f = Counting(raw)
+        end = src._end(f)
+        assert end == log.stat().st_size and f.read_bytes == 4096
+    with log.open("ab") as raw:
+        raw.write(b'{"op": "upsert", "doc_id": "half", "text": "' + b"y" * 10_000)  # a long line still being written
+    with log.open("rb") as raw:
+        f = Counting(raw)
+        assert src._end(f) == end and f.read_bytes == 4096 + 8192  # 12 KB back: the last newline

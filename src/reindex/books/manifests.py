@@ -265,7 +265,9 @@ def chunk_manifest_part_rows(data: bytes, where: str) -> list[ManifestRow]:
 
 def write_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str, rows: Iterable[ManifestRow]) -> str:
     key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
-    store.put(key, chunk_manifest_bytes(rows))
+    data = chunk_manifest_bytes(rows)
+    store.put(key, data)
+    _written_part(store, index, collection, key, data)
     return key
 
 
@@ -375,6 +377,9 @@ def part_digests(store: ObjectStore, index: str, collection: str, *,
             digest = part_digest(data)
             if read is not None:
                 read[key] = data
+            remember = getattr(store, "remember", None)
+            if callable(remember):
+                remember(key, data, sig)  # the decode that follows reads it from memory
         out.append((key, digest))
         if sig is not None:
             fresh[key] = [sig, digest]
@@ -384,6 +389,52 @@ def part_digests(store: ObjectStore, index: str, collection: str, *,
         except (ReindexError, OSError):
             pass  # a cache: a store that refuses the write only costs the next reader the hashing
     return out
+
+
+def read_json_cached(store: ObjectStore, key: str) -> dict | None:
+    """:func:`read_json` of an object this process may read again (a part's summary): from the store's memory while its
+    signature holds."""
+    cached = getattr(store, "get_cached", None)
+    if not callable(cached):
+        return read_json(store, key)
+    data = cached(key)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError as err:
+        raise StateError(f"{store.describe()}/{key}: not valid JSON ({err}); restore it or delete it") from None
+
+
+def read_part_bytes(store: ObjectStore, key: str) -> bytes | None:
+    """A manifest part's bytes, from the store's memory of them while their signature holds (``get_cached``: a
+    plan and its apply's shard read the part they touch once), else read."""
+    cached = getattr(store, "get_cached", None)
+    return cached(key) if callable(cached) else store.get(key)
+
+
+def _written_part(store: ObjectStore, index: str, collection: str, key: str, data: bytes) -> None:
+    """After a writer holding the index lock wrote a manifest part: its digest recorded with its new signature, and
+    its bytes remembered, so that nothing reads back what was just written (the catch-up, the next cycle's plan).
+    Under the lock nobody else writes the part between the write and the ``stat``."""
+    signature = getattr(store, "signature", None)
+    if not callable(signature):
+        return
+    sig = signature(key)
+    remember = getattr(store, "remember", None)
+    if callable(remember):
+        remember(key, data, sig)
+    if sig is None:
+        return
+    cache = part_digests_key(index, collection)
+    try:
+        rec = read_json(store, cache)
+        parts = rec.get("parts") if isinstance(rec, dict) and rec.get("version") == DIGESTS_VERSION else None
+        parts = dict(parts) if isinstance(parts, dict) else {}
+        parts[key] = [sig, part_digest(data)]
+        write_json(store, cache, {"version": DIGESTS_VERSION, "parts": parts})
+    except (ReindexError, OSError):
+        pass  # a cache: the next reader hashes the part
 
 
 def manifest_digest(store: ObjectStore, index: str, collection: str, *,
@@ -437,6 +488,7 @@ def rewrite_chunk_manifest_part(store: ObjectStore, index: str, collection: str,
     write_json(store, _rewrite_key(index, collection, run, part),
                {"part": key, "before": before, "after": part_digest(data), "at": time.time()})
     store.put(key, data)
+    _written_part(store, index, collection, key, data)
     return key
 
 
@@ -544,7 +596,7 @@ def write_shard_manifest(store: ObjectStore, index: str, collection: str, run: s
 
 def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str) -> list[ManifestRow]:
     key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
-    data = store.get(key)
+    data = read_part_bytes(store, key)
     if data is None:
         return []
     return chunk_manifest_part_rows(data, f"{store.describe()}/{key}")
@@ -639,7 +691,7 @@ __all__ = [
     "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_manifest_part_columns",
     "chunk_manifest_part_rows", "chunk_summary_key",
     "chunk_texts_key", "count_chunk_manifest_rows", "digest_json", "digest_of_parts", "index_prefix", "manifest_digest", "part_digest",
-    "part_digests", "part_digests_key",
+    "part_digests", "part_digests_key", "read_json_cached", "read_part_bytes",
     "population_prefix", "read_apply_record", "read_calibration", "read_chunk_manifest",
     "read_build_rate", "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
     "read_document_hashes", "read_json", "read_live", "read_measured_rate", "read_population",

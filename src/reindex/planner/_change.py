@@ -53,8 +53,9 @@ def plan_change(req: PlanRequest) -> Plan:
     same_chunks: set[str] = set()  # edited documents whose chunks did not change (a metadata edit)
     t = Totals(model_limit=req.model_limit)
     carry = _carry_writer(req, ident)
+    cross = _CrossLookup(baseline) if req.cross_document and baseline.config is not None else None
     work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document, same_chunks,
-                         t.rechunk, carry)
+                         t.rechunk, carry, cross)
 
     report = ScanReport()
     digest = CorpusDigest()
@@ -73,7 +74,7 @@ def plan_change(req: PlanRequest) -> Plan:
 
     if since is not None:
         changes = _scan_changes(req, source, since, report, work_for, t, seen,
-                                _apply_batches(baseline, cfg, ident, same_chunks), changed)
+                                _apply_batches(baseline, cfg, ident, same_chunks), changed, cross)
         read.update(mode="cursor", cursor=since.cursor.kind, **{"from": since.cursor.digest}, why=None,
                     how=changes.how, documents_read=len(changes.documents), bytes_read=changes.bytes_read)
         corpus_digest = changes.digest
@@ -124,6 +125,11 @@ def plan_change(req: PlanRequest) -> Plan:
         reading.corpus_digest = corpus_digest
     body = _plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read,
                       touched)
+    if cross is not None and cross.skipped:
+        body["work"]["cross_document"].update(
+            counted=False, why=f"not counted: looking the changed chunks up among the population's "
+            f"{len(baseline.docs):,} documents' fingerprints would read more than the change (a what-if; apply reuses "
+            "within a document only)")
     if req.repair is not None:
         body["repair"], lines = repair_section(req.repair, sorted(t.affected))
         body["explanation"] = lines + body["explanation"]
@@ -182,6 +188,7 @@ def unchanged_work(doc_id: str, old: DocState) -> DocWork:
 def _scan_changes(
     req: PlanRequest, source, since: Committed, report: ScanReport, work_for: Callable[[Document], DocWork],
     t: Totals, seen: set[str], batches: ApplyBatches, changed: Callable[[Document], None] = lambda doc: None,
+    cross: _CrossLookup | None = None,
 ) -> Changes:
     """The work of the documents the cursor says changed (their content read), the live population's figures
     for every other document (not read: its totals less those of the documents this plan touches, so that only
@@ -189,6 +196,8 @@ def _scan_changes(
     kept (invariant 8). ``seen`` gets the documents read."""
     baseline = req.baseline
     changes = source.changes(since.cursor, report)
+    if cross is not None:  # a sync reads what changed: the population's prefixes only when that is in proportion
+        cross.budget = max(CROSS_LOOKUP_BYTES, CROSS_LOOKUP_FACTOR * changes.bytes_read)
     read_ids: set[str] = set()
     for doc in changes.documents:
         read_ids.add(doc.doc_id)
@@ -217,9 +226,41 @@ def _scan_changes(
     return changes
 
 
+#: A plan that reads from a cursor looks a changed chunk up among every fingerprint of the population (the
+#: cross-document what-if, 8 bytes of prefix a chunk) only when that read costs at most this many bytes, or this
+#: factor times the bytes of the changed documents it read: a one-document sync at a million chunks would read 8 MB
+#: of prefixes for a what-if figure. Otherwise the figure is not counted, and the plan says so.
+CROSS_LOOKUP_BYTES = 256 * 1024
+CROSS_LOOKUP_FACTOR = 64
+
+
+class _CrossLookup:
+    """Membership among the baseline's fingerprints for the cross-document figure, looked up only within
+    ``budget`` bytes of prefixes (None: always, as a full read does); ``skipped`` when it was not."""
+
+    def __init__(self, baseline: Baseline) -> None:
+        self._docs, self._found = baseline.docs, None
+        self.budget: float | None = None
+        self.skipped = False
+
+    def __contains__(self, fp: object) -> bool:
+        if self.skipped:
+            return False
+        if self._found is None:
+            docs = self._docs
+            if isinstance(docs, LiveDocs):
+                if self.budget is not None and 8 * docs.summary.chunks > self.budget:
+                    self.skipped = True
+                    return False
+                self._found = docs.fingerprints()
+            else:
+                self._found = {f for d in docs.values() for f in d.fingerprints}
+        return fp in self._found
+
+
 def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool,
               same_chunks: set[str] | None = None, rechunk: RechunkTally | None = None,
-              carry: CarryWriter | None = None) -> Callable[[Document], DocWork]:
+              carry: CarryWriter | None = None, cross: _CrossLookup | None = None) -> Callable[[Document], DocWork]:
     """The function that computes one document's work against ``baseline``; edited documents whose
     chunks are the baseline's (same fingerprints in order: only their metadata changed) go into
     ``same_chunks``. With ``text.rechunk: sticky`` and a live baseline of the same pipeline (the change
@@ -227,11 +268,9 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
     will do it, and ``rechunk`` tallies what that kept, re-cut and how far it drifted. Every document cut
     here goes to ``carry`` (apply reads its chunks instead of cutting it again)."""
     same_pipeline = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
-    old_fps_global: Container[str] | None = None
-    if cross_document and baseline.config is not None:
-        docs = baseline.docs
-        old_fps_global = (docs.fingerprints() if isinstance(docs, LiveDocs) else
-                          {fp for d in docs.values() for fp in d.fingerprints})
+    old_fps_global: Container[str] | None = cross
+    if old_fps_global is None and cross_document and baseline.config is not None:
+        old_fps_global = _CrossLookup(baseline)
 
     def work_for(doc: Document) -> DocWork:
         old = baseline.docs.get(doc.doc_id)

@@ -33,7 +33,8 @@ from reindex.books.manifests import (
     digest_of_parts,
     part_digest,
     part_digests,
-    read_json,
+    read_part_bytes,
+    read_json_cached,
     shard_name,
     shard_of,
     write_json,
@@ -204,7 +205,7 @@ class LiveDocs(Mapping[str, DocState]):
         name = key.rsplit("/", 1)[-1].removesuffix(".parquet")
         cache = chunk_summary_key(self._index, self._collection, name)
         try:
-            cached = read_json(self._store, cache)
+            cached = read_json_cached(self._store, cache)
         except ReindexError:
             cached = None
         if (isinstance(cached, dict) and cached.get("version") == SUMMARY_VERSION and cached.get("digest") == digest
@@ -214,7 +215,7 @@ class LiveDocs(Mapping[str, DocState]):
             except (KeyError, TypeError, ValueError):
                 pass  # a damaged cache entry: summed again below
         if data is None:
-            data = self._store.get(key) or b""  # deleted since: as manifest_digest counts it
+            data = read_part_bytes(self._store, key) or b""  # deleted since: as manifest_digest counts it
             digest = part_digest(data)
         states = self._decode(key, data)
         self._loaded[key] = states
@@ -255,14 +256,14 @@ class LiveDocs(Mapping[str, DocState]):
         name = key.rsplit("/", 1)[-1].removesuffix(".parquet")
         cache = chunk_summary_key(self._index, self._collection, name).removesuffix(".json") + ".fps.npz"
         try:
-            data = self._store.get(cache)
+            data = read_part_bytes(self._store, cache)
             if data:
                 with np.load(io.BytesIO(data)) as z:
                     if str(z["digest"]) == part.digest:
                         return z["prefixes"]
         except (ReindexError, OSError, ValueError, KeyError):
             pass  # damaged: read again below
-        data = self._store.get(key) or b""
+        data = read_part_bytes(self._store, key) or b""
         fps = chunk_manifest_part_columns(data, f"{self._store.describe()}/{key}", ["fingerprint"])["fingerprint"] \
             if data else []
         prefixes = _prefixes(fps)
@@ -286,7 +287,7 @@ class LiveDocs(Mapping[str, DocState]):
 
     def _documents_of(self, key: str) -> dict[str, DocState]:
         if key not in self._loaded:
-            self._loaded[key] = self._decode(key, self._store.get(key) or b"")
+            self._loaded[key] = self._decode(key, read_part_bytes(self._store, key) or b"")
         return self._loaded[key]
 
     def _every(self) -> dict[str, DocState]:
@@ -300,13 +301,13 @@ class LiveDocs(Mapping[str, DocState]):
 
     def _columns(self) -> Iterator[dict[str, list]]:
         for key in self._parts:
-            data = self._store.get(key)
+            data = read_part_bytes(self._store, key)
             if data:
                 yield chunk_manifest_part_columns(data, f"{self._store.describe()}/{key}", STATE_COLUMNS)
 
     def _rows(self) -> Iterator[ManifestRow]:
         for key in self._parts:
-            data = self._store.get(key)
+            data = read_part_bytes(self._store, key)
             if data:
                 yield from chunk_manifest_part_rows(data, f"{self._store.describe()}/{key}")
 
@@ -361,7 +362,7 @@ class LiveDocs(Mapping[str, DocState]):
             if key in self._loaded:
                 out.update(self._loaded[key])
             else:
-                data = self._store.get(key) or b""
+                data = read_part_bytes(self._store, key) or b""
                 if data:
                     out.update(chunk_manifest_part_columns(data, f"{self._store.describe()}/{key}", ["doc_id"])["doc_id"])
         return out

@@ -247,11 +247,63 @@ class ReaderStore:
 
 
 # --------------------------------------------------------------------------------------------
+# Reads that a process makes twice: kept by signature
+# --------------------------------------------------------------------------------------------
+
+#: The most bytes a store keeps of objects read through ``get_cached`` (least recently used first out).
+CACHE_BYTES = 64 * 2**20
+
+
+class _SignedCache:
+    """Objects this store read (or wrote under the index lock), kept with their signature: ``get_cached`` asks the
+    store for the signature only (a ``stat``, a HEAD) and answers from memory while it is the same. A plan, then its
+    apply's shard, then the next cycle of a live mode read a manifest part once between its writes, not each time."""
+
+    def _cache_init(self) -> None:
+        from collections import OrderedDict
+
+        self._cached: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+        self._cached_bytes = 0
+        self._cache_lock = threading.Lock()
+
+    def remember(self, key: str, data: bytes, signature: str | None) -> None:
+        """Keep ``data`` as the bytes of ``key`` while its signature is ``signature`` (None: forget it)."""
+        with self._cache_lock:
+            old = self._cached.pop(key, None)
+            if old is not None:
+                self._cached_bytes -= len(old[1])
+            if signature is None or len(data) > CACHE_BYTES // 4:
+                return
+            self._cached[key] = (signature, data)
+            self._cached_bytes += len(data)
+            while self._cached_bytes > CACHE_BYTES and self._cached:
+                _, (_, dropped) = self._cached.popitem(last=False)
+                self._cached_bytes -= len(dropped)
+
+    def get_cached(self, key: str) -> bytes | None:
+        """:meth:`get`, answered from memory when the object's signature has not moved since this store read it."""
+        sig = self.signature(key)  # type: ignore[attr-defined]
+        if sig is None:
+            self.remember(key, b"", None)
+            return None
+        with self._cache_lock:
+            hit = self._cached.get(key)
+            if hit is not None and hit[0] == sig:
+                self._cached.move_to_end(key)
+                return hit[1]
+        got = self.get_signed(key)  # type: ignore[attr-defined]
+        if got is None:
+            return None
+        self.remember(key, got[0], got[1])
+        return got[0]
+
+
+# --------------------------------------------------------------------------------------------
 # Local folder
 # --------------------------------------------------------------------------------------------
 
 
-class LocalObjectStore:
+class LocalObjectStore(_SignedCache):
     """Objects as files under a folder. Atomic puts via temp file + fsync + rename; create-if-absent
     via a hard link of a fully written temp file (the link fails if the name exists).
 
@@ -269,6 +321,7 @@ class LocalObjectStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(os.path.expanduser(root))
+        self._cache_init()
 
     def describe(self) -> str:
         return f"folder {self.root}"
@@ -405,6 +458,15 @@ class LocalObjectStore:
             raise StateError(f"cannot list {self.root / folder}: {err.strerror or err}") from None
         return out
 
+    def signature(self, key: str) -> str | None:
+        """The signature of one object (:meth:`signatures`), None when there is none."""
+        try:
+            return _signature(os.stat(self._path(key), follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as err:
+            raise StateError(f"cannot read {self.root / key}: {err.strerror or err}") from None
+
     def get_signed(self, key: str) -> tuple[bytes, str] | None:
         """The bytes under ``key`` and their signature (:meth:`signatures`), from one open file: they belong together."""
         path = self._path(key)
@@ -525,7 +587,7 @@ def _code(err: bex.ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code", ""))
 
 
-class S3ObjectStore:
+class S3ObjectStore(_SignedCache):
     """Objects under ``s3://bucket/prefix``. Transient failures are retried with exponential backoff
     and jitter (``attempts`` in all) and then raise TransientError; other failures raise StateError."""
 
@@ -549,6 +611,7 @@ class S3ObjectStore:
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        self._cache_init()
         import boto3  # ~0.1 CPU-s: only a state on S3 pays it
         from botocore.config import Config
 
@@ -729,6 +792,20 @@ class S3ObjectStore:
         folder = prefix.rpartition("/")[0]
         return {key: f"e:{etag}" for key, etag, _, _ in self.iter_listing(prefix)
                 if key.rpartition("/")[0] == folder}
+
+    def signature(self, key: str) -> str | None:
+        """The signature of one object (its ETag, from a HEAD: no body), None when there is none."""
+        full = self._key(key)
+
+        def op() -> str | None:
+            try:
+                return f"e:{self._client.head_object(Bucket=self.bucket, Key=full)['ETag']}"
+            except bex.ClientError as err:
+                if _code(err) in _NOT_FOUND:
+                    return None
+                raise
+
+        return self._call(f"head {key!r}", op)
 
     def get_signed(self, key: str) -> tuple[bytes, str] | None:
         """The bytes under ``key`` and their signature (:meth:`signatures`), from one GET."""
