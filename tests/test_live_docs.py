@@ -26,8 +26,8 @@ from reindex.books.manifests import (
     read_live,
     shard_name,
     shard_of,
-    write_chunk_manifest_part,
 )
+from reindex.books.parts import write_chunk_manifest_part
 
 SHARDS = 8
 COMPARED = ("kind", "work", "cost", "charts", "sensitivity", "approval")
@@ -324,7 +324,8 @@ def _part_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_a_manifest_digest_reads_only_the_parts_that_moved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.books.manifests import manifest_digest, part_digest, part_digests_key
+    from reindex.books.layout import Books
+    from reindex.books.parts import manifest_digest, part_digest
 
     ix = Log(tmp_path / "ix")
     live = ix.build()
@@ -343,14 +344,14 @@ def test_a_manifest_digest_reads_only_the_parts_that_moved(tmp_path: Path, monke
     reads.clear()
     assert manifest_digest(ix.state(), "docs", live) == moved and reads == []  # and recorded
     # A damaged record is a cache: every part read again, the same digest.
-    state.put(part_digests_key("docs", live), b"{not json")
+    state.put(Books(state, "docs").part_digests_key(live), b"{not json")
     reads.clear()
     assert manifest_digest(ix.state(), "docs", live) == moved and len(reads) == len(keys)
     assert part_digest(b"") != moved
 
 
 def _digest_of_every_part(state: Any, keys: list[str]) -> str:
-    from reindex.books.manifests import digest_of_parts, part_digest
+    from reindex.books.parts import digest_of_parts, part_digest
 
     return digest_of_parts((k, part_digest(state.get(k) or b"")) for k in keys)
 

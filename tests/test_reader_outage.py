@@ -13,7 +13,8 @@ import pytest
 from helpers_index import Workspace
 
 from reindex import api
-from reindex.adapters.stores.objects import ReaderStore, open_object_store
+from reindex.adapters.stores.objects import open_object_store
+from reindex.adapters.stores.reading import ReaderStore
 from reindex.errors import StateError, TransientError
 
 

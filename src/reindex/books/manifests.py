@@ -1,27 +1,6 @@
 """State kept in the object store: population records, chunk manifests, calibration.
 
-Layout under the state URI (a folder or ``s3://bucket/prefix``)::
-
-    indexes/<index>/live.json                              the population the alias serves
-    indexes/<index>/populations/<collection>/population.json
-    indexes/<index>/populations/<collection>/chunks/<part>.parquet   chunk manifest parts
-    indexes/<index>/populations/<collection>/chunk-texts/<part>.parquet  chunk texts by fingerprint
-                                                           (sticky re-chunking only)
-    indexes/<index>/populations/<collection>/summaries/<part>.json  totals of a manifest part's documents (and
-                          <part>.fps.npz: its fingerprints' 64-bit prefixes), for the digest of the part it names
-    indexes/<index>/populations/<collection>/rewrites/<run>/<part>.json  digests of a manifest part
-                                                           before and after an in-place run rewrote it
-    indexes/<index>/populations/<collection>/runs/<run>/shard-<k>.json   shard manifests (presence = done)
-    indexes/<index>/populations/<collection>/runs/<run>/progress.json    how far a running apply is (reindex status)
-    indexes/<index>/carried/<carry id>.json                 the chunks a plan cut, carried to its apply's shards
-    indexes/<index>/carried/parts/<digest>.parquet           (reindex.books.carried)
-    calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
-    calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
-    calibration/index-build/<backend>-<d>d-<precision>-m<m>-ef<ef>.json  the index build (HNSW) the last apply
-                                                           with those parameters measured
-    indexes/<index>/serving.json                           the serving mode readers follow during a model change
-    indexes/<index>/serving/bridges/<id>.npz               fitted bridges (new-model queries → the live space)
-    indexes/<index>/populations/<collection>/runs/<run>/pairs/<shard>.npz   free (old, new) vector pairs
+Where each of them lives is :class:`reindex.books.layout.Books`'s business (every key is spelled there).
 
 A chunk manifest row: doc_id, content_hash, ordinal, fingerprint, tokens, point_id. It lets planning
 and catch-up run without scrolling the vector store.
@@ -45,24 +24,17 @@ from typing import Any, Iterable, Iterator
 
 from reindex.domain.config import PipelineConfig, config_from_dict
 from reindex.domain.kinds import PopulationState, check_transition
-from reindex.errors import ReindexError, StateError
+from reindex.errors import StateError
 from reindex.domain.identity import digest_json as _digest_json, identity_of, payload_id_of_record
 from reindex.adapters.stores.objects import ObjectStore
 from reindex.foundation.tables import TableError, columns_from_parquet, parquet_from_columns
+from reindex.books.layout import Books, shard_name
 
 # Column → Parquet type of a chunk-text part.
 CHUNK_TEXT_COLUMNS = {"fingerprint": "string", "text": "string"}
 # Column → Parquet type of a chunk manifest part.
 CHUNK_COLUMNS = {"doc_id": "string", "content_hash": "string", "ordinal": "int32", "fingerprint": "string",
                  "tokens": "int32", "point_id": "string"}
-
-
-def index_prefix(index: str) -> str:
-    return f"indexes/{index}"
-
-
-def population_prefix(index: str, collection: str) -> str:
-    return f"{index_prefix(index)}/populations/{collection}"
 
 
 def read_json(store: ObjectStore, key: str) -> dict | None:
@@ -108,12 +80,6 @@ class Population:
     def payload_id(self) -> str:
         """The payload contract's id of the recorded config (the legacy id for a record without one)."""
         return payload_id_of_record(self.config_json)
-
-    def model(self) -> dict[str, Any]:
-        """What answers queries for this population: provider, model, backend, precision, dimension."""
-        v = self.config.vector
-        return {"provider": v.provider, "model": v.model, "backend": v.backend, "precision": v.precision,
-                "dimension": v.dimension}
 
     def governs(self, cfg: PipelineConfig) -> PipelineConfig:
         """The config an in-place sync of this population runs under while ``cfg`` (the config file) names
@@ -175,7 +141,7 @@ def _record_problem(d: Any, types: dict[str, Any]) -> str | None:
 
 
 def read_population(store: ObjectStore, index: str, collection: str) -> Population | None:
-    key = f"{population_prefix(index, collection)}/population.json"
+    key = Books(store, index).population_key(collection)
     d = read_json(store, key)
     if not d:
         return None
@@ -186,12 +152,18 @@ def write_population(store: ObjectStore, record: Population) -> None:
     """Write a population record; its state may move only along :data:`reindex.domain.kinds.TRANSITIONS`."""
     old = read_population(store, record.index, record.collection)
     check_transition(record.collection, old.state if old else None, record.state)
-    write_json(store, f"{population_prefix(record.index, record.collection)}/population.json", record.as_dict())
+    write_json(store, Books(store, record.index).population_key(record.collection), record.as_dict())
+
+
+def read_live_record(store: ObjectStore, index: str) -> dict | None:
+    """The index's live record as stored (``collection``, ``previous``, ``at``), None before the first cutover:
+    what rollback and the checks of the books read besides the population it names (:func:`read_live`)."""
+    return read_json(store, Books(store, index).live_key) or None
 
 
 def read_live(store: ObjectStore, index: str) -> Population | None:
     """The population the index's alias serves, per the state store (None before the first cutover)."""
-    key = f"{index_prefix(index)}/live.json"
+    key = Books(store, index).live_key
     d = read_json(store, key)
     if not d:
         return None
@@ -202,7 +174,7 @@ def read_live(store: ObjectStore, index: str) -> Population | None:
     rec = read_population(store, index, d["collection"])
     if rec is None:
         raise StateError(
-            f"{store.describe()}: indexes/{index}/live.json names population {d['collection']!r} "
+            f"{Books(store, index).describe(key)} names population {d['collection']!r} "
             "but its record is missing; the state store is inconsistent"
         )
     return rec
@@ -211,7 +183,7 @@ def read_live(store: ObjectStore, index: str) -> Population | None:
 def apply_record_key(index: str, plan_hash: str) -> str:
     """Where a finished apply of a plan records its run (written once, when no shard failed): its presence
     means the plan's work is done; cutover's gate reads its failures and the cycle its collection."""
-    return f"{index_prefix(index)}/runs/{plan_hash}/done.json"
+    return Books(None, index).apply_record_key(plan_hash)
 
 
 def read_apply_record(store: ObjectStore, index: str, plan_hash: str) -> dict | None:
@@ -224,7 +196,7 @@ def write_apply_record(store: ObjectStore, index: str, plan_hash: str, record: d
 
 
 def write_live(store: ObjectStore, index: str, collection: str, previous: str | None) -> None:
-    write_json(store, f"{index_prefix(index)}/live.json",
+    write_json(store, Books(store, index).live_key,
                 {"collection": collection, "previous": previous, "at": time.time()})
 
 
@@ -263,16 +235,9 @@ def chunk_manifest_part_rows(data: bytes, where: str) -> list[ManifestRow]:
     return [ManifestRow(*row) for row in zip(*(cols[name] for name in CHUNK_COLUMNS))]
 
 
-def write_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str, rows: Iterable[ManifestRow]) -> str:
-    key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
-    data = chunk_manifest_bytes(rows)
-    store.put(key, data)
-    _written_part(store, index, collection, key, data)
-    return key
-
-
 def chunk_manifest_keys(store: ObjectStore, index: str, collection: str) -> list[str]:
-    return [k for k in store.list(f"{population_prefix(index, collection)}/chunks/") if k.endswith(".parquet")]
+    books = Books(store, index)
+    return [k for k in store.list(books.chunks_prefix(collection)) if books.part_of(k) is not None]
 
 
 def read_chunk_manifest(store: ObjectStore, index: str, collection: str) -> Iterator[ManifestRow]:
@@ -326,180 +291,9 @@ def count_chunk_manifest_rows(store: ObjectStore, index: str, collection: str) -
     return sum(len(cols["point_id"]) for cols in read_chunk_manifest_columns(store, index, collection, ["point_id"]))
 
 
-def part_digest(data: bytes) -> str:
-    """The digest of one chunk manifest part's bytes."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-DIGESTS_VERSION = "reindex/part-digests/v1"
-
-
-def part_digests_key(index: str, collection: str) -> str:
-    """Where the digests of a population's manifest parts are recorded with each part's signature."""
-    return f"{population_prefix(index, collection)}/summaries/digests.json"
-
-
-def part_digests(store: ObjectStore, index: str, collection: str, *,
-                 read: dict[str, bytes] | None = None) -> list[tuple[str, str]]:
-    """(key, digest of its bytes) of each part of a population's chunk manifest, in listing order, reading only the
-    parts that changed: a part whose signature (its listing metadata: a file's inode, size and times, an object's
-    ETag; ``ObjectStore.signatures``) is the one recorded with its digest in :func:`part_digests_key` is not read;
-    the others are read (with their signature, from the same read) and hashed, and the record updated. The record is
-    a cache of facts (this signature, these bytes): a damaged or stale one only costs reading the parts again. A
-    store without signatures reads and hashes every part, as before. ``read``: the bytes of the parts read here are
-    kept there (a plan decodes a changed part it had to hash)."""
-    signatures, get_signed = getattr(store, "signatures", None), getattr(store, "get_signed", None)
-    if not callable(signatures) or not callable(get_signed):
-        out = []
-        for key in chunk_manifest_keys(store, index, collection):
-            data = store.get(key) or b""
-            if read is not None:
-                read[key] = data
-            out.append((key, part_digest(data)))
-        return out
-    sigs = {k: v for k, v in signatures(f"{population_prefix(index, collection)}/chunks/").items()
-            if k.endswith(".parquet")}
-    cache = part_digests_key(index, collection)
-    try:
-        rec = read_json(store, cache)
-    except StateError:
-        rec = None
-    known = rec.get("parts") if isinstance(rec, dict) and rec.get("version") == DIGESTS_VERSION else None
-    known = known if isinstance(known, dict) else {}
-    out, fresh = [], {}
-    for key in sorted(sigs):
-        entry = known.get(key)
-        if isinstance(entry, list) and len(entry) == 2 and entry[0] == sigs[key] and isinstance(entry[1], str):
-            sig, digest = entry
-        else:
-            got = get_signed(key)
-            data, sig = got if got is not None else (b"", None)  # deleted between list and read: as it reads now
-            digest = part_digest(data)
-            if read is not None:
-                read[key] = data
-            remember = getattr(store, "remember", None)
-            if callable(remember):
-                remember(key, data, sig)  # the decode that follows reads it from memory
-        out.append((key, digest))
-        if sig is not None:
-            fresh[key] = [sig, digest]
-    if fresh != known:
-        try:
-            write_json(store, cache, {"version": DIGESTS_VERSION, "parts": fresh})
-        except (ReindexError, OSError):
-            pass  # a cache: a store that refuses the write only costs the next reader the hashing
-    return out
-
-
-def read_json_cached(store: ObjectStore, key: str) -> dict | None:
-    """:func:`read_json` of an object this process may read again (a part's summary): from the store's memory while its
-    signature holds."""
-    cached = getattr(store, "get_cached", None)
-    if not callable(cached):
-        return read_json(store, key)
-    data = cached(key)
-    if data is None:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError as err:
-        raise StateError(f"{store.describe()}/{key}: not valid JSON ({err}); restore it or delete it") from None
-
-
-def read_part_bytes(store: ObjectStore, key: str) -> bytes | None:
-    """A manifest part's bytes, from the store's memory of them while their signature holds (``get_cached``: a
-    plan and its apply's shard read the part they touch once), else read."""
-    cached = getattr(store, "get_cached", None)
-    return cached(key) if callable(cached) else store.get(key)
-
-
-def _written_part(store: ObjectStore, index: str, collection: str, key: str, data: bytes) -> None:
-    """After a writer holding the index lock wrote a manifest part: its digest recorded with its new signature, and
-    its bytes remembered, so that nothing reads back what was just written (the catch-up, the next cycle's plan).
-    Under the lock nobody else writes the part between the write and the ``stat``."""
-    signature = getattr(store, "signature", None)
-    if not callable(signature):
-        return
-    sig = signature(key)
-    remember = getattr(store, "remember", None)
-    if callable(remember):
-        remember(key, data, sig)
-    if sig is None:
-        return
-    cache = part_digests_key(index, collection)
-    try:
-        rec = read_json(store, cache)
-        parts = rec.get("parts") if isinstance(rec, dict) and rec.get("version") == DIGESTS_VERSION else None
-        parts = dict(parts) if isinstance(parts, dict) else {}
-        parts[key] = [sig, part_digest(data)]
-        write_json(store, cache, {"version": DIGESTS_VERSION, "parts": parts})
-    except (ReindexError, OSError):
-        pass  # a cache: the next reader hashes the part
-
-
-def manifest_digest(store: ObjectStore, index: str, collection: str, *,
-                    rewritten: dict[str, tuple[str | None, str]] | None = None) -> str:
-    """A digest of a population's chunk manifest (each part's key and the digest of its bytes), for plan
-    input checks. ``rewritten`` (part key → (digest before, digest after): the parts one run rewrote, see
-    :func:`rewrite_chunk_manifest_part`): a part holding exactly what that run wrote counts as what it held
-    before the run (absent: not counted), so a resumed run does not take its own writes for drift, while
-    any other change to any part still changes the digest. Parts whose signature did not move are not read
-    (:func:`part_digests`)."""
-    parts = []
-    for key, digest in part_digests(store, index, collection):
-        if rewritten and key in rewritten and digest == rewritten[key][1]:
-            digest = rewritten[key][0]  # type: ignore[assignment]
-            if digest is None:
-                continue
-        parts.append((key, digest))
-    return digest_of_parts(parts)
-
-
-def digest_of_parts(parts: Iterable[tuple[str, str | None]]) -> str:
-    """:func:`manifest_digest` of (part key, digest of its bytes) pairs, in listing order."""
-    h = hashlib.blake2b(digest_size=16)
-    for key, digest in parts:
-        h.update(key.encode() + b"\0" + str(digest).encode() + b"\0")
-    return h.hexdigest()
-
-
 def chunk_summary_key(index: str, collection: str, part: str) -> str:
     """Where the totals of a chunk manifest part's documents are cached, for the digest of its bytes they name."""
-    return f"{population_prefix(index, collection)}/summaries/{part}.json"
-
-
-def _rewrite_key(index: str, collection: str, run: str, part: str) -> str:
-    return f"{population_prefix(index, collection)}/rewrites/{run}/{part}.json"
-
-
-def rewrite_chunk_manifest_part(store: ObjectStore, index: str, collection: str, run: str, part: str,
-                                rows: Iterable[ManifestRow]) -> str:
-    """Replace manifest part ``part`` of a population in place (an in-place apply of plan ``run``), first
-    recording the digests of the part it replaces and of the new bytes. A run killed after this write can
-    then resume with its plan: :func:`run_rewrites` lets the drift check tell its own writes from anyone
-    else's. The first record of a run keeps its "before" (a resumed run rewrites a part it already wrote)."""
-    key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
-    data = chunk_manifest_bytes(rows)
-    earlier = read_json(store, _rewrite_key(index, collection, run, part))
-    if earlier is not None:
-        before = earlier.get("before")
-    else:
-        before = dict(part_digests(store, index, collection)).get(key)  # the part's own bytes only if they moved
-    write_json(store, _rewrite_key(index, collection, run, part),
-               {"part": key, "before": before, "after": part_digest(data), "at": time.time()})
-    store.put(key, data)
-    _written_part(store, index, collection, key, data)
-    return key
-
-
-def run_rewrites(store: ObjectStore, index: str, collection: str, run: str) -> dict[str, tuple[str | None, str]]:
-    """Manifest part key → (digest before, digest after) of the parts run ``run`` rewrote in place."""
-    out: dict[str, tuple[str | None, str]] = {}
-    for key in store.list(f"{population_prefix(index, collection)}/rewrites/{run}/"):
-        rec = read_json(store, key)
-        if rec and isinstance(rec.get("part"), str) and isinstance(rec.get("after"), str):
-            out[rec["part"]] = (rec.get("before"), rec["after"])
-    return out
+    return Books(None, index).summary_key(collection, part)
 
 
 # --------------------------------------------------------------------------------------------
@@ -508,20 +302,20 @@ def run_rewrites(store: ObjectStore, index: str, collection: str, run: str) -> d
 
 
 def write_calibration(store: ObjectStore, vector_id: str, result: dict) -> None:
-    write_json(store, f"calibration/{vector_id}.json", result)
+    write_json(store, Books.calibration_key(vector_id), result)
 
 
 def read_calibration(store: ObjectStore, vector_id: str) -> dict | None:
-    return read_json(store, f"calibration/{vector_id}.json")
+    return read_json(store, Books.calibration_key(vector_id))
 
 
 def write_measured_rate(store: ObjectStore, vector_id: str, result: dict) -> None:
     """The embedding throughput the last apply of this vector half measured."""
-    write_json(store, f"calibration/{vector_id}.apply.json", result)
+    write_json(store, Books.measured_rate_key(vector_id), result)
 
 
 def read_measured_rate(store: ObjectStore, vector_id: str) -> dict | None:
-    return read_json(store, f"calibration/{vector_id}.apply.json")
+    return read_json(store, Books.measured_rate_key(vector_id))
 
 
 def build_rate_key(backend: str, dimension: int, precision: str, m: int, ef_construct: int) -> str:
@@ -531,11 +325,11 @@ def build_rate_key(backend: str, dimension: int, precision: str, m: int, ef_cons
 
 def write_build_rate(store: ObjectStore, key: str, result: dict) -> None:
     """The index build (HNSW) the last apply with these parameters (:func:`build_rate_key`) measured."""
-    write_json(store, f"calibration/index-build/{key}.json", result)
+    write_json(store, Books.build_rate_key(key), result)
 
 
 def read_build_rate(store: ObjectStore, key: str) -> dict | None:
-    return read_json(store, f"calibration/index-build/{key}.json")
+    return read_json(store, Books.build_rate_key(key))
 
 
 def digest_json(value: Any) -> str:
@@ -559,17 +353,14 @@ def shard_of(doc_id: str, shards: int) -> int:
     return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little") % shards
 
 
-def shard_name(shard: int) -> str:
-    return f"shard-{shard:04d}"
-
 
 def shard_manifest_key(index: str, collection: str, run: str, shard: int) -> str:
-    return f"{population_prefix(index, collection)}/runs/{run}/{shard_name(shard)}.json"
+    return Books(None, index).shard_manifest_key(collection, run, shard)
 
 
 def run_progress_key(index: str, collection: str, run: str) -> str:
     """Where a running apply of plan ``run`` records how far it is (``reindex status`` reads it)."""
-    return f"{population_prefix(index, collection)}/runs/{run}/progress.json"
+    return Books(None, index).progress_key(collection, run)
 
 
 def write_run_progress(store: ObjectStore, index: str, collection: str, run: str, snapshot: dict) -> None:
@@ -594,16 +385,8 @@ def write_shard_manifest(store: ObjectStore, index: str, collection: str, run: s
     write_json(store, shard_manifest_key(index, collection, run, shard), manifest)
 
 
-def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str) -> list[ManifestRow]:
-    key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
-    data = read_part_bytes(store, key)
-    if data is None:
-        return []
-    return chunk_manifest_part_rows(data, f"{store.describe()}/{key}")
-
-
 def chunk_texts_key(index: str, collection: str, part: str) -> str:
-    return f"{population_prefix(index, collection)}/chunk-texts/{part}.parquet"
+    return Books(None, index).chunk_texts_key(collection, part)
 
 
 def write_chunk_texts_part(store: ObjectStore, index: str, collection: str, part: str, texts: dict[str, str]) -> str:
@@ -631,10 +414,11 @@ def read_chunk_texts_part(store: ObjectStore, index: str, collection: str, part:
 def read_chunk_texts(store: ObjectStore, index: str, collection: str, wanted: set[str] | None = None) -> dict[str, str]:
     """Fingerprint → text over every chunk-text part of a population, only ``wanted`` fingerprints if given."""
     out: dict[str, str] = {}
-    for key in store.list(f"{population_prefix(index, collection)}/chunk-texts/"):
-        if not key.endswith(".parquet"):
+    for key in store.list(Books(store, index).chunk_texts_prefix(collection)):
+        name = Books.part_of(Books(None, index), key)
+        if name is None:
             continue
-        part = read_chunk_texts_part(store, index, collection, key.rsplit("/", 1)[-1][: -len(".parquet")])
+        part = read_chunk_texts_part(store, index, collection, name)
         out.update(part if wanted is None else {f: t for f, t in part.items() if f in wanted})
     return out
 
@@ -646,7 +430,7 @@ def read_chunk_texts(store: ObjectStore, index: str, collection: str, wanted: se
 
 def serving_key(index: str) -> str:
     """Where the serving mode of an index is recorded (``indexes/<index>/serving.json``; readers read it)."""
-    return f"{index_prefix(index)}/serving.json"
+    return Books(None, index).serving_key
 
 
 def read_serving(store: ObjectStore, index: str) -> dict | None:
@@ -673,12 +457,12 @@ def reset_serving(store: ObjectStore, index: str, reason: str, *, at: float | No
 
 def pairs_key(index: str, collection: str, run: str, shard: int) -> str:
     """A shard's free pairs (``reindex.books.pairs``), beside the run's shard manifests."""
-    return f"{population_prefix(index, collection)}/runs/{run}/pairs/{shard_name(shard)}.npz"
+    return Books(None, index).pairs_key(collection, run, shard)
 
 
 def bridge_key(index: str, bridge_id: str) -> str:
     """A fitted bridge's matrices (``reindex.decisions.serving``), named by its id."""
-    return f"{index_prefix(index)}/serving/bridges/{bridge_id}.npz"
+    return Books(None, index).bridge_key(bridge_id)
 
 
 # --------------------------------------------------------------------------------------------
@@ -688,14 +472,12 @@ def bridge_key(index: str, bridge_id: str) -> str:
 
 __all__ = [
     "CHUNK_COLUMNS", "CHUNK_TEXT_COLUMNS", "DOC_BATCH", "ManifestRow", "Population", "apply_record_key",
-    "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_manifest_part_columns",
-    "chunk_manifest_part_rows", "chunk_summary_key",
-    "chunk_texts_key", "count_chunk_manifest_rows", "digest_json", "digest_of_parts", "index_prefix", "manifest_digest", "part_digest",
-    "part_digests", "part_digests_key", "read_json_cached", "read_part_bytes",
-    "population_prefix", "read_apply_record", "read_calibration", "read_chunk_manifest",
-    "read_build_rate", "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
-    "read_document_hashes", "read_json", "read_live", "read_measured_rate", "read_population",
-    "read_shard_manifest", "rewrite_chunk_manifest_part", "run_rewrites", "shard_manifest_key", "shard_name",
-    "shard_of", "write_apply_record", "write_build_rate", "write_calibration", "write_chunk_manifest_part", "write_chunk_texts_part",
-    "write_json", "write_live", "write_measured_rate", "write_population", "write_shard_manifest",
+    "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys",
+    "chunk_manifest_part_columns", "chunk_manifest_part_rows", "chunk_summary_key", "chunk_texts_key",
+    "count_chunk_manifest_rows", "digest_json", "read_apply_record", "read_calibration", "read_chunk_manifest",
+    "read_build_rate", "read_chunk_manifest_columns", "read_chunk_texts", "read_chunk_texts_part",
+    "read_document_hashes", "read_json", "read_live", "read_live_record", "read_measured_rate", "read_population",
+    "read_shard_manifest", "shard_manifest_key", "shard_name", "shard_of", "write_apply_record", "write_build_rate",
+    "write_calibration", "write_chunk_texts_part", "write_json", "write_live", "write_measured_rate",
+    "write_population", "write_shard_manifest",
 ]

@@ -46,20 +46,18 @@ from reindex.books.manifests import (
     DOC_BATCH,
     ManifestRow,
     read_chunk_manifest,
-    read_chunk_manifest_part,
     read_chunk_texts,
     read_chunk_texts_part,
     read_document_hashes,
     read_population,
     read_shard_manifest,
-    rewrite_chunk_manifest_part,
     shard_name,
     shard_of,
-    write_chunk_manifest_part,
     write_chunk_texts_part,
     write_shard_manifest,
 )
 from reindex.books.cursors import Tracking
+from reindex.books.parts import read_chunk_manifest_part, rewrite_chunk_manifest_part, write_chunk_manifest_part
 from reindex.books.pairs import per_shard, record_shard_pairs
 from reindex.adapters.pipeline import ChunkRecord, TextPipeline
 from reindex.planner import LiveDocs

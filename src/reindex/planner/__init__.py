@@ -28,6 +28,11 @@ from reindex.planner._numbers import KeyNumbers, forecast_line, key_numbers
 from reindex.planner._plan import (
     PLAN_SCHEMA,
     Plan,
+    PlanBaseline,
+    PlanCorpus,
+    PlanRepair,
+    check_plan_index,
+    config_in_force,
     hash_body,
     plan_filename,
     prune_plans,
@@ -95,4 +100,9 @@ __all__ = [
     "seal",
     "touched_states",
     "write_plan",
+    "check_plan_index",
+    "config_in_force",
+    "PlanBaseline",
+    "PlanCorpus",
+    "PlanRepair",
 ]

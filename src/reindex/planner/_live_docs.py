@@ -7,7 +7,7 @@ that too (DESIGN.md invariant 13). The plan's figures for the unchanged document
 less those of the documents it touches, so it needs the totals (kept per part, cached in the state store under
 the digest of the part's bytes: a part an apply rewrote is summed again once, by the next plan) and the states of
 the touched documents (their parts only: a document's rows are in the part of its shard). A part's digest is read
-from the digests recorded with its signature (:func:`reindex.books.manifests.part_digests`): only a part that moved
+from the digests recorded with its signature (:func:`reindex.books.parts.part_digests`): only a part that moved
 is read and hashed, so the plan's manifest digest, like its totals, costs what changed (issue 43).
 
 Anything the fast path cannot vouch for falls back to reading every part, as before: a part not named by its
@@ -25,21 +25,16 @@ from typing import Any
 
 from reindex import cost as costmod
 from reindex.errors import ReindexError
+from reindex.books.layout import Books, shard_name
 from reindex.books.manifests import (
     ManifestRow,
     chunk_manifest_part_columns,
     chunk_manifest_part_rows,
-    chunk_summary_key,
-    digest_of_parts,
-    part_digest,
-    part_digests,
-    read_part_bytes,
-    read_json_cached,
-    shard_name,
     shard_of,
     write_json,
 )
 from reindex.adapters.stores.objects import ObjectStore
+from reindex.books.parts import digest_of_parts, part_digest, part_digests, read_json_cached, read_part_bytes
 
 __all__ = ["STATE_COLUMNS", "DocState", "DocsSummary", "LiveDocs", "doc_payload", "docs_summary"]
 
@@ -180,7 +175,7 @@ class LiveDocs(Mapping[str, DocState]):
     """A population's documents (doc id → :class:`DocState`), read from its chunk manifest part by part when asked.
 
     Made from the parts' digests (:attr:`digest` is the manifest digest a plan records; a part whose signature did
-    not move is not read: :func:`~reindex.books.manifests.part_digests`), each part's totals taken from the summary
+    not move is not read: :func:`~reindex.books.parts.part_digests`), each part's totals taken from the summary
     cached for that digest or computed once from the part. A document is
     then looked up in the one part its shard names (the layout apply writes, ``shards`` being the population's own
     shard count); when some part does not keep to that layout, or when every document is iterated, every part is
@@ -188,6 +183,7 @@ class LiveDocs(Mapping[str, DocState]):
 
     def __init__(self, store: ObjectStore, index: str, collection: str, shards: int) -> None:
         self._store, self._index, self._collection, self._shards = store, index, collection, shards
+        self._books = Books(store, index)
         self._parts: dict[str, _Part] = {}
         self._loaded: dict[str, dict[str, DocState]] = {}  # part key → its documents
         self._all: dict[str, DocState] | None = None
@@ -202,8 +198,8 @@ class LiveDocs(Mapping[str, DocState]):
     def _part(self, key: str, digest: str, data: bytes | None) -> _Part:
         """A part's totals: from the summary cached for its digest, else from its bytes (``data`` when already
         read), decoded once (a part that moved since its digest was taken counts as it reads now)."""
-        name = key.rsplit("/", 1)[-1].removesuffix(".parquet")
-        cache = chunk_summary_key(self._index, self._collection, name)
+        name = self._books.part_of(key) or key
+        cache = self._books.summary_key(self._collection, name)
         try:
             cached = read_json_cached(self._store, cache)
         except ReindexError:
@@ -238,8 +234,7 @@ class LiveDocs(Mapping[str, DocState]):
         buf = io.BytesIO()
         np.savez(buf, digest=np.array(digest), prefixes=prefixes)
         try:
-            self._store.put(chunk_summary_key(self._index, self._collection, name).removesuffix(".json") + ".fps.npz",
-                            buf.getvalue())
+            self._store.put(self._books.fingerprints_key(self._collection, name), buf.getvalue())
         except (ReindexError, OSError):
             pass  # a cache, as the summary
 
@@ -253,8 +248,8 @@ class LiveDocs(Mapping[str, DocState]):
         if key in self._loaded:
             return _prefixes(fp for d in self._loaded[key].values() for fp in d.fingerprints)
         part = self._parts[key]
-        name = key.rsplit("/", 1)[-1].removesuffix(".parquet")
-        cache = chunk_summary_key(self._index, self._collection, name).removesuffix(".json") + ".fps.npz"
+        name = self._books.part_of(key) or key
+        cache = self._books.fingerprints_key(self._collection, name)
         try:
             data = read_part_bytes(self._store, cache)
             if data:
@@ -312,12 +307,7 @@ class LiveDocs(Mapping[str, DocState]):
                 yield from chunk_manifest_part_rows(data, f"{self._store.describe()}/{key}")
 
     def _home(self, doc_id: str) -> str:
-        return f"{self._prefix}{shard_name(shard_of(doc_id, self._shards))}.parquet"
-
-    @property
-    def _prefix(self) -> str:
-        first = next(iter(self._parts), "")
-        return first.rsplit("/", 1)[0] + "/" if first else ""
+        return self._books.chunk_part_key(self._collection, shard_name(shard_of(doc_id, self._shards)))
 
     # -- the mapping -----------------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ plans folder moves.
 
 Cost per tick with nothing changed: one look at the source through its cursor (a folder's listing, a change
 log's tail) and the cycle's fixed work; the writer is opened once, not per batch. A change of the config
-file is picked up at the next tick (the handle is made again from it; the writer stays)."""
+file is picked up at the next tick (the context is made again from it; the writer stays)."""
 
 from __future__ import annotations
 
@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reindex.books.layout import Books
+from reindex.context import Context
+from reindex.context.locking import holding_index_lock
 from reindex.errors import ConfigError, DriftError, ReindexError, TransientError
-from reindex.usecases import backends
-from reindex.usecases.locking import holding_index_lock
 
 __all__ = ["DEFAULT_INTERVAL_S", "MAX_BACKOFF_S", "RETRYABLE", "WatchSummary", "check_interval", "watch"]
 
@@ -72,58 +73,52 @@ def check_interval(interval: float) -> float:
     return float(interval)
 
 
-def watch(index: Any, policy: Any, *, interval: float = DEFAULT_INTERVAL_S, stop: threading.Event | None = None,
+def watch(ctx: Context, policy: Any, *, interval: float = DEFAULT_INTERVAL_S, stop: threading.Event | None = None,
           ticks: int | None = None, on_cycle: Callable[[Any], None] | None = None,
           max_backoff: float = MAX_BACKOFF_S) -> WatchSummary:
-    """Run cycles of ``index`` (an :class:`~reindex.usecases.index.Index`) under one lock and one writer until
-    ``stop`` is set (or ``ticks`` cycles ran): right after a cycle that changed something, else every
-    ``interval`` seconds; after a transient error, after a backoff (see the module). ``on_cycle`` sees every cycle's
-    result but a repeated wait for the same approval (the CLI prints those that did something, waited, were planned
-    again or are retried)."""
-    from reindex.usecases.cycle import CycleOutcome, CycleResult
+    """Run cycles of the context's index under one lock and one writer until ``stop`` is set (or ``ticks`` cycles
+    ran): right after a cycle that changed something, else every ``interval`` seconds; after a transient error,
+    after a backoff (see the module). ``on_cycle`` sees every cycle's result but a repeated wait for the same
+    approval (the CLI prints those that did something, waited, were planned again or are retried)."""
+    from reindex.usecases.cycle import CycleOutcome, CycleResult, run_cycle
 
     interval = check_interval(interval)
-    Index = type(index)  # the handle's own class: this module sits below it (index.watch imports it)
     stop = stop or threading.Event()
     summary = WatchSummary()
-    config_path = index._lent.config_path
+    config_path = ctx.config_path
     source = _config_bytes(config_path)
-    plans_dir = Path(policy.plans_dir) if policy.plans_dir else index.plans_dir
-    with holding_index_lock(index.state, index.name, "sync --watch"):
-        writer = backends.vector_store_for(index.config)  # loaded once for every batch of the watch
-        ix = Index(config_path, index.config, state=index.state, store=writer, embedder=index._lent.embedder,
-                   runner=index._lent.runner)
+    plans_dir = Path(policy.plans_dir) if policy.plans_dir else Path("plans")
+    with holding_index_lock(ctx, "sync --watch"):
+        writer = ctx.store()  # loaded once for every batch of the watch
+        cycles = ctx.with_store(writer)
         failures = 0
         waiting: tuple[str | None, tuple] | None = None  # (plan hash said, what it waits on) while a plan waits
         try:
             while not stop.is_set():
                 now = _config_bytes(config_path)
                 if now != source:  # the config file changed: the next cycle plans against it
-                    from reindex.domain.config import load_config
-                    from reindex.usecases.configure import resolve
+                    from reindex.usecases.configure import load_resolved
 
                     source = now
                     try:
-                        cfg = resolve(load_config(config_path))  # the file itself (the handle lends its own config)
+                        cycles = cycles.with_config(load_resolved(config_path))
                     except ConfigError as err:  # an edit half made: said once, the last good config kept
                         _log.warning("reindex sync --watch: %s no longer loads (%s); syncing with the config it had",
                                      config_path, err)
                     else:
-                        ix.close()
-                        ix = Index(config_path, cfg, state=index.state, store=writer, runner=index._lent.runner)
                         _log.info("reindex sync --watch: %s changed; planning against it from now on", config_path)
-                if waiting is not None and waiting[1] == _waits_on(ix.config, now, plans_dir):
+                if waiting is not None and waiting[1] == _waits_on(cycles.config, now, plans_dir):
                     stop.wait(interval)  # the same plan waits for the same approval: nothing to plan again
                     continue
                 try:
-                    result = ix.sync(policy)
+                    result = run_cycle(cycles, policy)
                 except RETRYABLE as err:
                     failures += 1
                     delay = min(max_backoff, interval * 2 ** (failures - 1))
                     why = " ".join(str(err).split()) or type(err).__name__
                     _log.warning("reindex sync --watch: this cycle failed (%s); trying again in %g s", why, delay)
-                    result = CycleResult(CycleOutcome.RETRYING, ix.name, f"this cycle failed ({why}); trying again in "
-                                         f"{delay:g} s ({failures} in a row)", error=why, retry_in=delay)
+                    result = CycleResult(CycleOutcome.RETRYING, cycles.index, f"this cycle failed ({why}); trying again "
+                                         f"in {delay:g} s ({failures} in a row)", error=why, retry_in=delay)
                     summary.retries += 1
                     _count(summary, result)
                     if on_cycle is not None:
@@ -144,7 +139,7 @@ def watch(index: Any, policy: Any, *, interval: float = DEFAULT_INTERVAL_S, stop
                 said = None
                 if result.outcome is CycleOutcome.AWAITING_APPROVAL:
                     said = waiting[0] if waiting is not None else None
-                    waiting = (result.plan_hash, _waits_on(ix.config, now, plans_dir))
+                    waiting = (result.plan_hash, _waits_on(cycles.config, now, plans_dir))
                     result = _waiting_words(result)
                 else:
                     waiting = None
@@ -157,7 +152,6 @@ def watch(index: Any, policy: Any, *, interval: float = DEFAULT_INTERVAL_S, stop
                     stop.wait(interval)
             summary.stopped_by = summary.stopped_by or "stop"
         finally:
-            ix.close()
             writer.close()
     return summary
 
@@ -180,13 +174,11 @@ def _waits_on(cfg: Any, config: bytes | None, plans_dir: Path) -> tuple:
     and where the source stands (its cursor's position; a file's size and time; None when it cannot be told
     cheaply, then it is planned again every tick as before)."""
     marks = []
-    for folder, pattern in ((plans_dir / "approvals", "*.json"), (plans_dir / "rejections", "*.json"),
-                            (plans_dir, "*.approval.json"), (plans_dir, "*.rejection.json")):  # and the legacy places
-        for p in sorted(folder.glob(pattern)) if folder.is_dir() else ():
-            try:
-                marks.append((str(p), p.stat().st_mtime_ns))
-            except OSError:
-                continue
+    for p in Books.decision_records(plans_dir):
+        try:
+            marks.append((str(p), p.stat().st_mtime_ns))
+        except OSError:
+            continue
     return config, tuple(marks), _source_mark(cfg)
 
 
