@@ -669,7 +669,9 @@ def find_changes(ctx: ApplyContext) -> Found:
         ch = ctx.tracking.source.changes(ctx.tracking.cursor, report)
         known = LiveDocs(ctx.state, ctx.index, ctx.target, ctx.shards)
         docs = {d.doc_id: d for d in ch.documents if getattr(known.get(d.doc_id), "content_hash", None) != d.content_hash}
-        removed = ch.removed(known if ch.listed is None else known.ids()) - {b.doc_id for b in report.bad}
+        candidates = ch.gone_from(ctx.tracking.cursor)  # a listing's: the ids its cursor named that it lost
+        removed = ch.removed(known if ch.listed is None else candidates if candidates is not None else known.ids())
+        removed = {d for d in removed if d in known} - {b.doc_id for b in report.bad}
         return Found(set(docs), removed, docs, ch.cursor, len(known))
     recorded = read_document_hashes(ctx.state, ctx.index, ctx.target)
     changed: set[str] = set()

@@ -210,8 +210,10 @@ def _scan_changes(
             changed(doc)
     known = baseline.docs
     bad = {b.doc_id for b in report.bad}
-    # A feed names its removals (looked up one by one); a listing is compared with every known id.
-    removed = changes.removed(known if changes.listed is None else
+    # A feed names its removals (looked up one by one); a listing is compared with the ids its previous listing named
+    # (the cursor's entries: every document the population holds), else with every known id.
+    candidates = changes.gone_from(since.cursor) if isinstance(known, LiveDocs) else None
+    removed = changes.removed(known if changes.listed is None else candidates if candidates is not None else
                               known.ids() if isinstance(known, LiveDocs) else known.keys())
     gone = sorted(d for d in (removed | bad) - read_ids if d in known)
     for doc_id in gone:
