@@ -27,6 +27,7 @@ from reindex.books.manifests import (
     shard_name,
     shard_of,
 )
+from reindex.books.layout import Books
 from reindex.books.parts import write_chunk_manifest_part
 
 SHARDS = 8
@@ -190,10 +191,14 @@ def test_a_damaged_summary_is_summed_again(tmp_path: Path) -> None:
     state = ix.state()
     key = chunk_summary_key("docs", live, _home(DOCS[1].name))
     assert json.loads(state.get(key))["digest"]  # the plan cached it
-    state.put(key, b'{"version": "reindex/part-summary/v1", "digest"')
+    totals = Books(state, "docs").part_totals_key(live)
+    assert json.loads(state.get(totals))["digest"]  # and every part's totals together, for this manifest
+    state.put(totals, b'{"version": "reindex/part-totals/v1", "parts"')  # damaged: the parts' summaries are read
+    state.put(key, b'{"version": "reindex/part-summary/v1", "digest"')  # and this one is damaged too
     again, _ = ix.plan()
     assert again.body["work"] == first.body["work"] and again.body["charts"] == first.body["charts"]
     assert json.loads(state.get(key))["routed"] is True  # written again
+    assert json.loads(state.get(totals))["version"] == "reindex/part-totals/v1"  # written again
 
 
 def test_a_document_split_over_two_parts_is_read_from_every_row(tmp_path: Path) -> None:
@@ -398,3 +403,34 @@ def test_a_cursor_plan_counts_cross_document_reuse_only_in_proportion_to_the_cha
     cross = skipped.body["work"]["cross_document"]
     assert (cross["chunks"], cross["counted"]) == (0, False) and "not counted" in cross["why"] and npz == []
     assert skipped.body["work"]["tokens_to_embed"] == counted.body["work"]["tokens_to_embed"]
+
+
+def test_the_totals_after_a_sync_are_the_record_less_and_plus_the_parts_it_rewrote(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After syncs that rewrote parts, a plan takes every part's totals from one record, less the moved parts' totals
+    before and plus theirs now, and reads no other part's summary; its figures are a full read's."""
+    ix = Log(tmp_path / "ix")
+    ix.build()
+    ix.plan()
+    monkeypatch.chdir(tmp_path)
+    for n in range(2):  # each sync rewrites the edited document's part
+        ix.upsert({DOCS[n].name: DOCS[n].read_text(encoding="utf-8") + f"\nEdit {n}.\n"})
+        with api.Index.open(ix.config) as handle:
+            assert handle.sync(api.SyncPolicy(plans_dir=ix.plans)).outcome == "applied-in-place"
+    ix.upsert({DOCS[5].name: DOCS[5].read_text(encoding="utf-8") + "\nAnother edit.\n", "a-note": _note("note-03")})
+    from reindex.adapters.stores.objects import LocalObjectStore
+
+    summaries: list[str] = []
+    real = LocalObjectStore.get_signed
+
+    def get_signed(self: Any, key: str) -> Any:
+        if "/summaries/shard-" in key and key.endswith(".json"):
+            summaries.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(LocalObjectStore, "get_signed", get_signed)
+    cursor, _ = ix.plan()
+    assert summaries == []  # the record of every part's totals was made by the last sync's catch-up
+    monkeypatch.undo()
+    full, _ = ix.plan(verify=True)
+    _same_figures(cursor, full)

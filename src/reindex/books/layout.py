@@ -204,6 +204,10 @@ class Books:
         """The digests of the manifest parts, each recorded with the part's signature (its listing metadata)."""
         return f"{self.population_prefix(collection)}/summaries/digests.json"
 
+    def part_totals_key(self, collection: str) -> str:
+        """The totals of every part together, for one digest of the whole manifest (and each part's routing)."""
+        return f"{self.population_prefix(collection)}/summaries/totals.json"
+
     def fingerprints_key(self, collection: str, part: str) -> str:
         """A part's cached fingerprint prefixes."""
         return f"{self.population_prefix(collection)}/summaries/{part}.fps.npz"

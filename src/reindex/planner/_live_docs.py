@@ -40,6 +40,7 @@ __all__ = ["STATE_COLUMNS", "DocState", "DocsSummary", "LiveDocs", "doc_payload"
 
 STATE_COLUMNS = ["doc_id", "content_hash", "ordinal", "fingerprint", "tokens"]
 SUMMARY_VERSION = "reindex/part-summary/v1"
+TOTALS_VERSION = "reindex/part-totals/v1"
 _PART = re.compile(r"shard-(\d{4,})")
 
 
@@ -80,14 +81,18 @@ class DocsSummary:
         self.doc_tokens[tokens] += sign
         self.doc_chunks[tokens] += sign * n
 
-    def merge(self, other: DocsSummary) -> None:
-        self.documents += other.documents
-        self.chunks += other.chunks
-        self.tokens += other.tokens
-        self.payload += other.payload
-        self.lengths.update(other.lengths)
-        self.doc_tokens.update(other.doc_tokens)
-        self.doc_chunks.update(other.doc_chunks)
+    def merge(self, other: DocsSummary, sign: int = 1) -> None:
+        """Add ``other``'s totals (``sign`` -1: take them away, leaving no zero entries)."""
+        self.documents += sign * other.documents
+        self.chunks += sign * other.chunks
+        self.tokens += sign * other.tokens
+        self.payload += sign * other.payload
+        for mine, theirs in ((self.lengths, other.lengths), (self.doc_tokens, other.doc_tokens),
+                             (self.doc_chunks, other.doc_chunks)):
+            for k, v in theirs.items():
+                mine[k] += sign * v
+                if not mine[k]:
+                    del mine[k]
 
     def without(self, states: Iterable[DocState]) -> DocsSummary:
         """These totals less those of ``states`` (documents among them), with no zero entries left."""
@@ -167,7 +172,7 @@ def _doc_states_in_memory(rows: Iterable[ManifestRow]) -> dict[str, DocState]:
 class _Part:
     key: str
     digest: str
-    summary: DocsSummary
+    summary: DocsSummary | None  # None: taken with every part's, from the manifest's recorded totals
     routed: bool  # every document of the part is in the shard its name gives
 
 
@@ -187,11 +192,73 @@ class LiveDocs(Mapping[str, DocState]):
         self._parts: dict[str, _Part] = {}
         self._loaded: dict[str, dict[str, DocState]] = {}  # part key → its documents
         self._all: dict[str, DocState] | None = None
+        self._total: DocsSummary | None = None  # every part's totals together, as recorded for this manifest
+        self._before: dict[str, tuple[str, DocsSummary]] = {}  # part key → (digest, totals) its stale cache held
         read: dict[str, bytes] = {}  # parts whose signature moved: read (and hashed) by part_digests
-        for key, digest in part_digests(store, index, collection, read=read):
+        digests = part_digests(store, index, collection, read=read)
+        if self._from_recorded_totals(digests, read):
+            return
+        for key, digest in digests:
             self._parts[key] = self._part(key, digest, read.get(key))
         self.digest = digest_of_parts((p.key, p.digest) for p in self._parts.values())
         self.routed = all(p.routed for p in self._parts.values())
+        if self.routed:
+            total = DocsSummary()
+            for p in self._parts.values():
+                total.merge(p.summary)  # type: ignore[arg-type]
+            self._record_totals(total)
+
+    def _from_recorded_totals(self, digests: list[tuple[str, str]], read: dict[str, bytes]) -> bool:
+        """Every part's totals at once from the record of the manifest's totals (one small read instead of one summary
+        per part): as recorded when no part moved since; when a few did (the parts a sync rewrote), the record less
+        their totals before (from their stale summaries) plus their totals now. False (sum every part) when the
+        record cannot vouch for that."""
+        try:
+            rec = read_json_cached(self._store, self._books.part_totals_key(self._collection))
+        except ReindexError:
+            return False
+        try:
+            if not (isinstance(rec, dict) and rec.get("version") == TOTALS_VERSION and rec.get("shards") == self._shards):
+                return False
+            parts = {k: (str(v[0]), bool(v[1])) for k, v in rec["parts"].items()}
+            total = DocsSummary.from_json(rec["summary"])
+        except (KeyError, TypeError, ValueError, IndexError):
+            return False
+        if set(parts) != {k for k, _ in digests}:
+            return False
+        moved = [(k, d) for k, d in digests if parts[k][0] != d]
+        if len(moved) > max(1, len(digests) // 4):
+            return False  # most parts moved (a rebuild, a foreign change): summed part by part
+        for key, digest in moved:
+            part = self._part(key, digest, read.get(key))
+            before = self._before.get(key)
+            if before is None or before[0] != parts[key][0] or not part.routed:
+                self._parts = {}
+                return False
+            total.merge(before[1], -1)
+            total.merge(part.summary)  # type: ignore[arg-type]
+            self._parts[key] = part
+        for key, digest in digests:
+            self._parts.setdefault(key, _Part(key, digest, None, parts[key][1]))
+        self._parts = {key: self._parts[key] for key, _ in digests}  # listing order
+        if not all(p.routed for p in self._parts.values()):
+            self._parts = {}
+            return False
+        self.digest = digest_of_parts((p.key, p.digest) for p in self._parts.values())
+        self.routed = True
+        if moved:
+            self._record_totals(total)
+        self._total = total
+        return True
+
+    def _record_totals(self, total: DocsSummary) -> None:
+        self._total = total
+        try:
+            write_json(self._store, self._books.part_totals_key(self._collection),
+                       {"version": TOTALS_VERSION, "shards": self._shards, "digest": self.digest,
+                        "parts": {p.key: [p.digest, p.routed] for p in self._parts.values()}, "summary": total.as_json()})
+        except (ReindexError, OSError):
+            pass  # a cache: the next reader sums the parts' summaries
 
     # -- the parts -------------------------------------------------------------------------------------------
 
@@ -204,10 +271,13 @@ class LiveDocs(Mapping[str, DocState]):
             cached = read_json_cached(self._store, cache)
         except ReindexError:
             cached = None
-        if (isinstance(cached, dict) and cached.get("version") == SUMMARY_VERSION and cached.get("digest") == digest
-                and cached.get("shards") == self._shards):
+        if (isinstance(cached, dict) and cached.get("version") == SUMMARY_VERSION and cached.get("shards") == self._shards
+                and isinstance(cached.get("digest"), str)):
             try:
-                return _Part(key, digest, DocsSummary.from_json(cached["summary"]), bool(cached["routed"]))
+                summary = DocsSummary.from_json(cached["summary"])
+                if cached["digest"] == digest:
+                    return _Part(key, digest, summary, bool(cached["routed"]))
+                self._before[key] = (cached["digest"], summary)  # what the part held: for the recorded totals
             except (KeyError, TypeError, ValueError):
                 pass  # a damaged cache entry: summed again below
         if data is None:
@@ -317,8 +387,11 @@ class LiveDocs(Mapping[str, DocState]):
         not keep to their shards, where a document could be listed twice)."""
         if self.routed:
             total = DocsSummary()
+            if self._total is not None:
+                total.merge(self._total)
+                return total
             for p in self._parts.values():
-                total.merge(p.summary)
+                total.merge(p.summary)  # type: ignore[arg-type]
             return total
         return DocsSummary.of(self._every().values())
 
