@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from reindex.planner import Plan
 
 __all__ = ["baseline_line", "build_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "forecast_serving_line", "key_rows", "over_limit_line", "peak_note", "plan_title",
-           "projection_rows", "rate_note", "rechunk_line", "tail_line", "throughput_text", "what_if_rows"]
+           "projection_rows", "rate_note", "readers_words", "rechunk_line", "tail_line", "units_line", "throughput_text",
+           "what_if_rows"]
 
 FIELD_LABELS = {
     "chunks_old": "chunks (old population)",
@@ -142,6 +143,7 @@ def key_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Chunks to embed", num(n.chunks_to_embed)),
         ("Tokens to embed", f"{num(n.tokens_to_embed)} of {num(n.tokens_new)}"),
         *([("Re-chunking", rc)] if (rc := rechunk_line(plan.body["work"])) is not None else []),
+        *([("Units", ul)] if (ul := units_line(plan.body["work"])) is not None else []),
         ("API spend", f"{usd(n.usd)} at ${n.usd_per_mtok:g} per million tokens"),
         ("Wall clock", f"{duration(n.hours)} at {num(n.tokens_per_minute)} tokens/min "
                        f"(rate source: {rate_note(plan.body['cost'])})"),
@@ -149,6 +151,16 @@ def key_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Vectors", f"{num(n.vectors_old)} → {num(n.vectors_new)} ({ratio(n.vectors_old, n.vectors_new)})"),
         ("Peak vectors", f"{num(n.peak_vectors)} ({peak_note(plan)})"),
     ]
+
+
+def units_line(w: dict) -> str | None:
+    """One line on vector.compose: units (``work.units``), or None when chunks are embedded whole."""
+    u = w.get("units")
+    if not u:
+        return None
+    return (f"composed from units ({u['unit']}): {num(u['chunks_composed'])} chunks to embed hold {num(u['units'])} units, "
+            f"{num(u['units_reused'])} stored, {num(u['units_to_embed'])} to embed ({num(u['tokens_to_embed'])} tokens; "
+            f"+{u['unit_part_bytes_added'] / 1e6:.2f} MB of unit parts in the state store)")
 
 
 def rechunk_line(w: dict) -> str | None:
@@ -244,7 +256,25 @@ def forecast_serving_line(sv: dict[str, Any]) -> str:
             nums.append(f"{name} {n['diff']:+.3f} [{n['low']:+.3f}, {n['high']:+.3f}]{kept}")
         else:
             nums.append(f"{name} not evaluated ({n.get('why') or 'refused'})")
-    return f"{sv['recommendation']} — {sv['reason']}" + (f" ({sv['metric']}: {'; '.join(nums)})" if nums else "")
+    return f"{sv['recommendation']} — {sv['reason']}" + (f" ({sv['metric']}: {'; '.join(nums)})" if nums else "") \
+        + readers_words(sv.get("readers") or {})
+
+
+def readers_words(readers: dict[str, Any]) -> str:
+    """What readers will pay per query in each mode, before the build ("; readers will pay ~N embeddings / ~M ms per
+    query: ..."), measured on the forecast's sample."""
+    def one(c: dict[str, Any]) -> str:  # every embedding a query makes: its own, and a cascade's candidates
+        return f"~{c.get('embeddings_per_query', c['embedded_per_query']):g} embeddings / ~{c['reader_ms_p95']:,.0f} ms"
+
+    said = []
+    if "old" in readers:
+        said.append(f"old {one(readers['old'])} (natively, now)")
+    if "bridge" in readers:
+        said.append(f"bridge {one(readers['bridge'])}")
+    if "cascade" in readers:
+        c = readers["cascade"]
+        said.append(f"cascade {one(c['at_start'])} at the start of the build, {one(c['built'])} once it is built")
+    return f"; readers will pay per query (p95): {', '.join(said)}" if said else ""
 
 
 def forecast_facts(plan: Plan) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 from reindex.domain.config import PipelineConfig
 from reindex.errors import PlanError
 from reindex.decisions.evaluation import evaluate
+from reindex.decisions.serving import reader_passages
 from reindex.decisions.forecast import (
     FORECAST_NEW,
     FORECAST_OLD,
@@ -82,7 +83,8 @@ def forecast_change(ctx: Context, n: int = DEFAULT_FORECAST_DOCUMENTS, *, querie
             if identity_of(old_cfg).vector_id != identity_of(cfg).vector_id and cfg.serving.mode != "old":
                 # A model change: what readers could be served while it builds, on the same two sides and queries.
                 outlook = forecast_serving(scratch, old_cfg, cfg, qs, old.embed_queries, new.embed_queries,
-                                           lambda t: new_emb.embed(t).vectors, evaluation["aggregate"])
+                                           lambda t: new_emb.embed(t).vectors, evaluation["aggregate"],
+                                           reader_passages(new))
         finally:
             scratch.close()
     agree = None
