@@ -15,10 +15,12 @@ full read: the population already holds these documents); one document gets a se
 form at once (the files stay equal, so the next kind starts in step); then ``reindex plan --json`` and
 ``reindex apply PLAN --no-progress`` run as child processes; then another document is edited and one
 ``reindex sync --json`` (plan and apply in one process, as a schedule runs it) is measured too. Each line of the log: wall and CPU seconds
-(user + sys of the child) of the plan and of the apply, and the bytes of source each read, counted in the
-child through the same seams the tests wrap (a folder source's ``_read``, the JSONL file's lines, the
-change log's lines, the Parquet column chunks read (compressed, as on disk), PostgreSQL's text and id values,
-S3 object bodies) — content and id listings, not metadata listings. ``folder-verify``: the folder with
+(user + sys of the child) of the plan, the apply and the sync, the bytes of source each read, counted in the
+child through the same seams the tests wrap (a folder source's ``_read``, the JSONL file's lines, every byte read
+from the change log's file, the Parquet column chunks read (compressed, as on disk), PostgreSQL's text and id
+values, S3 object bodies) — content and id listings, not metadata listings — and apart, the bytes of state (the
+books, in the ``state`` folder) read through the object store (``state_bytes``; the vector store's own files are
+the engine's, not counted). ``folder-verify``: the folder with
 ``reindex plan --verify`` (every file read and hashed, as every folder sync did before cursors).
 ``--reuse``: measure more kinds on the index a finished run left in ``--dir``.
 """
@@ -233,21 +235,34 @@ def child(counts_file: str, corpus_dir: str, argv: list[str]) -> None:
     real_open = JsonlSource._open
     JsonlSource._open = lambda self: Counting(real_open(self))  # type: ignore[method-assign]
 
-    real_lines = ChangelogSource._lines
+    class CountingFile:
+        """The change log's file, every byte read from it counted (lines, its end, the tail digests)."""
 
-    def lines(self, f, start, end):
-        for offset, raw in real_lines(self, f, start, end):
-            read["bytes"] += len(raw)
-            yield offset, raw
+        def __init__(self, f) -> None:
+            self.f = f
 
-    ChangelogSource._lines = lines  # type: ignore[method-assign]
-    real_document = ChangelogSource._document
+        def read(self, *a):
+            data = self.f.read(*a)
+            read["bytes"] += len(data)
+            return data
 
-    def document(self, admission, offset, raw):
-        read["bytes"] += len(raw)
-        return real_document(self, admission, offset, raw)
+        def readline(self, *a):
+            data = self.f.readline(*a)
+            read["bytes"] += len(data)
+            return data
 
-    ChangelogSource._document = document  # type: ignore[method-assign]
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            self.f.close()
+
+    real_log_open = getattr(ChangelogSource, "_open", None)
+    if real_log_open is not None:
+        ChangelogSource._open = lambda self: CountingFile(real_log_open(self))  # type: ignore[method-assign]
 
     real_group = getattr(ParquetReader, "read_group", None)
 
@@ -288,6 +303,23 @@ def child(counts_file: str, corpus_dir: str, argv: list[str]) -> None:
         return got
 
     S3ObjectStore._get_object = get_object  # type: ignore[method-assign]
+    # The state (the books: a folder here): every byte read through the object store, apart from the source's.
+    from reindex.adapters.stores.objects import LocalObjectStore
+
+    state_root = (Path.cwd() / "state").resolve()
+    read["state_bytes"] = 0
+    for name in ("get", "get_signed", "get_versioned", "get_versioned_aged"):
+        real = getattr(LocalObjectStore, name, None)
+        if real is None:
+            continue
+
+        def counted(self, key, _real=real):
+            got = _real(self, key)
+            if got is not None and Path(self.root).resolve() == state_root:
+                read["state_bytes"] += len(got if isinstance(got, bytes) else got[0])
+            return got
+
+        setattr(LocalObjectStore, name, counted)
     atexit.register(lambda: Path(counts_file).write_text(json.dumps(read)))
     from reindex.cli import main as cli
 
@@ -309,7 +341,7 @@ def run(work: Path, corpus_dir: Path, *argv: str, ok: tuple[int, ...] = (0,)) ->
     got = json.loads(counts.read_text()) if counts.exists() else {"bytes": None}
     return p.stdout, {"wall_s": round(wall, 2),
                       "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 2),
-                      "source_bytes": got["bytes"]}
+                      "source_bytes": got["bytes"], "state_bytes": got.get("state_bytes")}
 
 
 # -- the bench -----------------------------------------------------------------------------------------
@@ -410,7 +442,7 @@ def main() -> None:
             with log.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
             print(json.dumps({k: rec[k] for k in ("kind", "total_wall_s", "total_cpu_s", "source_bytes", "read_mode")}
-                             | {"plan": p, "apply": a, "sync": sy}), flush=True)
+                             | {"plan": p, "apply": a, "sync": sy, "load": rec["load"]}), flush=True)
     finally:
         if pg:
             pg[1]()

@@ -114,6 +114,46 @@ def s3_server() -> Iterator[str]:
 
 
 @pytest.fixture
+def s3_server_process(tmp_path: Path) -> Iterator[str]:
+    """Endpoint URL of a moto S3 server in a process of its own (``moto_server``), for tests during which this
+    process cannot serve requests (it holds the interpreter lock, as the edge engine's index build does), with a
+    bucket ``test`` and the fake credentials of :func:`s3_server`."""
+    import socket
+    import time
+
+    import boto3
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([str(_VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+                mp.delenv(name, raising=False)
+            mp.setenv("AWS_ACCESS_KEY_ID", "testing")
+            mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+            mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
+            mp.setenv("AWS_CONFIG_FILE", os.devnull)
+            mp.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="test")
+                    break
+                except Exception:  # noqa: BLE001 - not listening yet
+                    if time.monotonic() > deadline or proc.poll() is not None:
+                        raise
+                    time.sleep(0.1)
+            yield endpoint
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
 def s3_bucket(s3_server: str) -> str:
     """A fresh, empty bucket on the loopback S3 server."""
     import boto3

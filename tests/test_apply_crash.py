@@ -234,7 +234,8 @@ def test_an_in_place_apply_killed_after_its_first_shard_resumes_with_its_plan(
 def test_a_foreign_change_to_a_part_a_killed_run_rewrote_is_still_drift(tmp_path: Path) -> None:
     """The resumed run's own writes are accepted, anyone else's are not: a part changed again after the
     kill (here: rewritten with one row dropped) makes the same plan drift."""
-    from reindex.books.manifests import read_chunk_manifest_part, shard_name, write_chunk_manifest_part
+    from reindex.books.manifests import shard_name
+    from reindex.books.parts import read_chunk_manifest_part, write_chunk_manifest_part
     from reindex.usecases.apply import check_drift
 
     ws = Workspace(tmp_path / "ws")
@@ -266,8 +267,8 @@ def test_a_foreign_change_to_a_part_a_killed_run_rewrote_is_still_drift(tmp_path
 def test_a_part_rewritten_twice_by_one_run_still_counts_as_what_it_held_before_the_run(tmp_path: Path) -> None:
     """A run killed between a part's write and its shard manifest rewrites that part again on resume: the
     record keeps the digest from before the first write, so the plan's digest is still recognised."""
-    from reindex.books.manifests import (ManifestRow, manifest_digest, rewrite_chunk_manifest_part, run_rewrites,
-                                   write_chunk_manifest_part)
+    from reindex.books.manifests import ManifestRow
+    from reindex.books.parts import manifest_digest, rewrite_chunk_manifest_part, run_rewrites, write_chunk_manifest_part
     from reindex.adapters.stores.objects import open_object_store
 
     st = open_object_store(str(tmp_path / "state"))

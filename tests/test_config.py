@@ -171,3 +171,50 @@ def test_default_yaml_parses_to_defaults() -> None:
     data = yaml.safe_load(default_config_yaml())
     cfg = config_from_dict(data)
     assert cfg == PipelineConfig(index="docs", source="./corpus")
+
+
+# Issue 43: fields that change nothing for the configured source were accepted and believed.
+@pytest.mark.parametrize(("body", "message"), [
+    ("sync: {verify_every: 0s}\n", "reindex.yaml: sync.verify_every: Value error, got '0s'; a full read at every sync is "
+     "`reindex sync --verify` (or a source without a cursor): give a duration longer than 0, like 12h or 7d, or null"),
+    ("apply: {shards: 10000000000000000000000000000000000000000}\n",
+     "reindex.yaml: apply.shards: Value error, got 1e+40; at most 4,096 (each shard is a unit of work with a manifest "
+     "part of its own: more shards than that only add files and round trips)"),
+])
+def test_a_setting_that_cannot_work_is_refused_at_load(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, f"index: docs\nsource: ./c\n{body}"))
+    assert str(err.value).endswith(message), str(err.value)
+    # a population recorded with it before still reads (the rule is for configs written from now on)
+    data = {"index": "docs", "source": "./c", **yaml.safe_load(body)}
+    assert config_from_dict(data, recorded=True).index == "docs"
+
+
+@pytest.mark.parametrize(("source", "extra", "problem"), [
+    ("./corpus", "", None),
+    ("{uri: ./corpus, cursor: updated_at}", "", "source.cursor is set, but a folder source does not read it (it reads "
+     "source.include, source.follow_symlinks, source.metadata_fields): it changes nothing; remove it"),
+    ("{uri: ./corpus, deleted_field: gone, table: t}", "",
+     "source.deleted_field is set, but a folder source does not read it"),
+    ("{uri: ./docs.jsonl, include: ['*.md']}", "", "source.include is set, but a JSON Lines file source does not read it"),
+    ("./corpus", "serving: {queries: ./no-such-queries.jsonl}\n",
+     "serving.queries: {root}/no-such-queries.jsonl: no such file, so the serving modes could not be evaluated on it; "
+     "give the labelled queries file (JSON Lines, as `reindex cutover --queries`), or remove the field to evaluate on "
+     "probes"),
+])
+def test_validate_refuses_fields_without_effect_on_the_configured_source(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, extra: str, problem: str | None) -> None:
+    from click.testing import CliRunner
+
+    from reindex.cli import main
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.md").write_text("# A\n\nalpha\n", encoding="utf-8")
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "text": "alpha"}\n', encoding="utf-8")
+    write(tmp_path, f"index: docs\nsource: {source}\nvector: {{provider: hash}}\n{extra}")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(main, ["validate"])
+    if problem is None:
+        assert r.exit_code == 0, r.output
+        return
+    assert r.exit_code != 0 and problem.format(root=tmp_path) in r.output, r.output

@@ -166,14 +166,27 @@ def test_a_folder_removal_and_an_addition_are_found_from_the_listing(tmp_path: P
     assert gone not in points and points["new.md"] >= 1
 
 
-def test_a_folder_file_that_moved_between_plan_and_apply_is_refused(tmp_path: Path) -> None:
+def test_a_folder_file_that_moved_between_plan_and_apply_is_refused_only_when_the_plan_changes_it(
+        tmp_path: Path) -> None:
+    """The drift check's scope is the documents the plan changes (issue 43): another file that moved is the
+    catch-up's; an edit of the planned file itself refuses the plan, which --replan makes again."""
     ix, corpus, live = _folder(tmp_path)
-    a, b = corpus / DOCS[1].name, corpus / DOCS[3].name
+    a, b, c = corpus / DOCS[1].name, corpus / DOCS[3].name, corpus / DOCS[4].name
     a.write_text(_edited(_text(a)), encoding="utf-8")
     plan, path = ix.plan()
+    assert plan.body["inputs"]["corpus"]["touched"]["documents"] == 1
     os.utime(b, ns=(b.stat().st_atime_ns, b.stat().st_mtime_ns + 10**9))  # metadata moves: the cursor moves
-    with pytest.raises(PlanError, match=r"the source moved since the plan \(read from its cursor: .*\)\. Run "
-                                        r"`reindex plan` again, or pass --replan"):
+    c.write_text(_edited(_text(c)), encoding="utf-8")  # an edit the plan did not price
+    r = ix.apply(path)
+    assert r.status == "done" and r.report["catch_up"]["documents"] == 1  # c, replayed from where the plan started
+    assert ix.hashes(live)[a.name] == _content_hash(_text(a)) and ix.hashes(live)[c.name] == _content_hash(_text(c))
+    assert ix.plan()[0].kind == "none"  # the committed cursor holds all of it
+
+    a.write_text(_edited(_text(a)), encoding="utf-8")
+    plan, path = ix.plan()
+    a.write_text(_text(a) + "Edited again after the plan.\n", encoding="utf-8")  # the planned file moves
+    with pytest.raises(PlanError, match=r"the source moved since the plan in the documents it changes \(read from its "
+                                        r"cursor: .*\)\. Run `reindex plan` again, or pass --replan"):
         ix.apply(path)
     replanned = api.apply_plan(path, ix.config, use_prefect=False, replan=True)
     assert replanned.status == "done" and ix.hashes(live)[a.name] == _content_hash(_text(a))
@@ -292,8 +305,10 @@ def test_an_s3_sync_reads_only_the_edited_object(tmp_path: Path, s3_server: str,
     assert reads == [edited]  # one object read; the listing told the others apart
     reads.clear()
     bucket.put(DOCS[3].name, DOCS[3].read_bytes())  # the same bytes, a new LastModified: the listing moved
-    with pytest.raises(PlanError, match="the source moved since the plan"):
+    bucket.put(edited, _edited(_edited(_text(DOCS[1]))).encode())  # and the planned object moved again
+    with pytest.raises(PlanError, match="the source moved since the plan in the documents it changes"):
         ix.apply(path)
+    bucket.put(edited, _edited(_text(DOCS[1])).encode())
     plan, path = ix.plan()
     reads.clear()
     r = ix.apply(path)
@@ -438,16 +453,22 @@ def test_a_change_log_is_read_from_the_committed_offset(tmp_path: Path, monkeypa
         start + appended
 
 
-def test_a_change_log_appended_between_plan_and_apply_is_refused_and_a_rewritten_one_needs_verify(
+def test_a_change_log_appended_between_plan_and_apply_is_refused_when_it_changes_a_planned_document_and_a_rewritten_one_needs_verify(
         tmp_path: Path) -> None:
     log = tmp_path / "changes.jsonl"
     _append(log, *({"op": "upsert", "doc_id": f.name, "text": _text(f)} for f in DOCS))
     ix = Ix(tmp_path / "ix", {"kind": "changelog", "uri": str(log)})
     live = ix.build()
+    _append(log, {"op": "upsert", "doc_id": "z", "text": "zeroth"})
+    _, path = ix.plan()
+    _append(log, {"op": "upsert", "doc_id": "y", "text": "another document"})  # outside the plan: caught up
+    assert ix.apply(path).status == "done"
+    assert {"z", "y"} <= ix.hashes(live).keys()
     _append(log, {"op": "upsert", "doc_id": "a", "text": "first"})
     _, path = ix.plan()
-    _append(log, {"op": "upsert", "doc_id": "b", "text": "second"})
-    with pytest.raises(PlanError, match="the source moved since the plan"):
+    _append(log, {"op": "upsert", "doc_id": "a", "text": "first, edited"}, {"op": "upsert", "doc_id": "b",
+                                                                            "text": "second"})
+    with pytest.raises(PlanError, match="the source moved since the plan in the documents it changes"):
         ix.apply(path)
     log.write_text(log.read_text().replace("first", "FIRST"))  # rewritten before the committed offset? not yet
     assert ix.sync()["outcome"] == "applied-in-place"
@@ -597,7 +618,9 @@ def test_a_postgresql_cursor_moved_between_plan_and_apply_is_refused(tmp_path: P
     _pg(postgres, f"UPDATE {table} SET body = 'one', updated_at = '2026-12-03T00:00:00Z' WHERE id = %s", DOCS[0].name)
     _, path = ix.plan()
     _pg(postgres, f"UPDATE {table} SET body = 'two', updated_at = '2026-12-03T00:00:01Z' WHERE id = %s", DOCS[3].name)
-    with pytest.raises(PlanError, match="the source moved since the plan"):
+    _pg(postgres, f"UPDATE {table} SET body = 'one, again', updated_at = '2026-12-03T00:00:02Z' WHERE id = %s",
+        DOCS[0].name)
+    with pytest.raises(PlanError, match="the source moved since the plan in the documents it changes"):
         ix.apply(path)
 
 
@@ -740,3 +763,63 @@ def test_the_cursor_fields_are_in_the_config_digest_only_when_set() -> None:
     for field in ({"cursor": "updated_at"}, {"deleted_field": "gone"}, {"kind": "changelog"}, {"table": "t"}):
         assert config_digest(cfg(**field)) != config_digest(cfg()), field
     assert config_digest(cfg(password_env="DB_PASSWORD")) == config_digest(cfg())
+
+
+def test_a_change_log_finds_its_end_reading_back_a_few_kilobytes(tmp_path: Path) -> None:
+    """Issue 43: each open read the log's last 64 KB to find its last complete line; now from 4 KB, doubling."""
+    from reindex.adapters.sources.changelog import ChangelogSource
+    from reindex.domain.config import SourceConfig
+
+    log = tmp_path / "changes.jsonl"
+    _append(log, *({"op": "upsert", "doc_id": f"d{i}", "text": "x" * 500} for i in range(400)))  # ~200 KB
+    src = ChangelogSource(SourceConfig(uri=str(log), kind="changelog"), log)
+
+    class Counting:
+        def __init__(self, f) -> None:
+            self.f, self.read_bytes = f, 0
+
+        def read(self, n: int = -1) -> bytes:
+            data = self.f.read(n)
+            self.read_bytes += len(data)
+            return data
+
+        def __getattr__(self, name: str):
+            return getattr(self.f, name)
+
+    with log.open("rb") as raw:
+        f = Counting(raw)
+        end = src._end(f)
+        assert end == log.stat().st_size and f.read_bytes == 4096
+    with log.open("ab") as raw:
+        raw.write(b'{"op": "upsert", "doc_id": "half", "text": "' + b"y" * 10_000)  # a long line still being written
+    with log.open("rb") as raw:
+        f = Counting(raw)
+        assert src._end(f) == end and f.read_bytes == 4096 + 8192  # 12 KB back: the last newline
+
+
+def test_a_folder_plan_finds_removals_from_its_cursor_without_reading_every_part(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 43: a listing's removals were found by reading the id column of every manifest part (11 MB a folder sync
+    at 100 k documents); the committed cursor names every document the population holds, so only the parts of the
+    documents gone from the listing are read."""
+    from reindex.adapters.stores.objects import LocalObjectStore
+    from reindex.books.layout import shard_name
+    from reindex.books.manifests import shard_of
+
+    ix, corpus, live = _folder(tmp_path)
+    ix.plan()  # the parts' totals, summed once after the build
+    gone = DOCS[2].name
+    (corpus / gone).unlink()
+    reads: list[str] = []
+    real = LocalObjectStore.get_signed
+
+    def get_signed(self, key):
+        if "/chunks/" in key:
+            reads.append(key.rsplit("/", 1)[-1].removesuffix(".parquet"))
+        return real(self, key)
+
+    monkeypatch.setattr(LocalObjectStore, "get_signed", get_signed)
+    plan, path = ix.plan()
+    assert plan.body["work"]["removed_documents"] == [gone]
+    assert reads == [shard_name(shard_of(gone, 2))]
+    assert ix.apply(path).status == "done" and gone not in ix.points(live)

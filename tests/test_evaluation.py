@@ -296,6 +296,8 @@ def test_read_queries(tmp_path: Path) -> None:
     (b'{"query": "q", "doc_path": 7}\n', "'doc_path' must be a string, got int"),
     (b'{"query": "q", "evidence": [1, 2]}\n', "'evidence' must be a string or a list of strings"),
     (b'{"query": "caf\xe9"}\n', "not UTF-8 text"),
+    (b'{"query": "q", "deep": ' + b"[" * 100_000 + b"]" * 100_000 + b'}\n',
+     r"q.jsonl:1: invalid JSON \(nested deeper than a query needs"),
 ])
 def test_a_malformed_queries_file_is_one_error_naming_the_line(tmp_path, content: bytes, message: str) -> None:
     from reindex.decisions.evaluation import EvaluationError, read_queries

@@ -430,6 +430,56 @@ def test_an_index_build_that_blocks_every_renewal_past_the_lease_keeps_the_lock(
     assert r.report["index_build"]["seconds"] >= 12.0
 
 
+def test_a_lease_of_a_few_seconds_holds_through_a_build_beside_two_busy_loops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43, done when: a build whose lease is 3 s holds the interpreter for three leases with two busy CPU loops
+    beside it (load ≥ 2 more on 2 cores) and priced at 0 CPU-s, so that no extension covers it: the lease keeper, a
+    process of its own, renews it meanwhile and the apply ends with its lock (it lost it in 2 of 3 builds at load
+    33–40 before)."""
+    import subprocess
+    import sys
+    import time
+
+    import reindex.cost._build as build_mod
+    import reindex.context.locking as locking
+    from reindex import api
+    from reindex.adapters.stores.edge import EdgeStore
+
+    monkeypatch.setattr(build_mod, "default_build_cpu", lambda points, **kw: 0.0)
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    assert plan.body["cost"]["index_build"]["cpu_seconds"] == 0.0
+    real_acquire = locking.acquire_lock
+    monkeypatch.setattr(locking, "acquire_lock", lambda *a, **kw: real_acquire(*a, **{**kw, "ttl": 3.0}))
+    real_build = EdgeStore.finish_bulk
+    held: list[float] = []
+
+    def build_holding_the_interpreter(self: EdgeStore, name: str) -> None:
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(60.0)  # no other thread of this process runs until this one blocks
+        try:
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 9.0:
+                pass
+            held.append(time.perf_counter() - t0)
+        finally:
+            sys.setswitchinterval(before)
+        real_build(self, name)
+
+    monkeypatch.setattr(EdgeStore, "finish_bulk", build_holding_the_interpreter)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        r = api.apply_plan(path, ws.config, use_prefect=False)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    assert held and held[0] >= 9.0
+    assert r.status == "done", r.report.get("failures")
+    assert r.report["index_build"]["seconds"] >= 9.0
+
+
 def test_store_hnsw_is_in_the_config_digest_only_when_it_is_not_the_default() -> None:
     # Plans made before store.hnsw existed still apply (their digest is pinned in test_source_root); a plan priced
     # with one graph does not apply once the config asks for another.

@@ -17,6 +17,7 @@ from reindex import api
 from reindex.planner import DocsSummary, LiveDocs
 from reindex.planner._live_docs import STATE_COLUMNS, _doc_states
 from reindex.books.manifests import (
+    chunk_manifest_bytes,
     chunk_manifest_keys,
     chunk_manifest_part_rows,
     chunk_summary_key,
@@ -25,8 +26,9 @@ from reindex.books.manifests import (
     read_live,
     shard_name,
     shard_of,
-    write_chunk_manifest_part,
 )
+from reindex.books.layout import Books
+from reindex.books.parts import write_chunk_manifest_part
 
 SHARDS = 8
 COMPARED = ("kind", "work", "cost", "charts", "sensitivity", "approval")
@@ -189,10 +191,14 @@ def test_a_damaged_summary_is_summed_again(tmp_path: Path) -> None:
     state = ix.state()
     key = chunk_summary_key("docs", live, _home(DOCS[1].name))
     assert json.loads(state.get(key))["digest"]  # the plan cached it
-    state.put(key, b'{"version": "reindex/part-summary/v1", "digest"')
+    totals = Books(state, "docs").part_totals_key(live)
+    assert json.loads(state.get(totals))["digest"]  # and every part's totals together, for this manifest
+    state.put(totals, b'{"version": "reindex/part-totals/v1", "parts"')  # damaged: the parts' summaries are read
+    state.put(key, b'{"version": "reindex/part-summary/v1", "digest"')  # and this one is damaged too
     again, _ = ix.plan()
     assert again.body["work"] == first.body["work"] and again.body["charts"] == first.body["charts"]
     assert json.loads(state.get(key))["routed"] is True  # written again
+    assert json.loads(state.get(totals))["version"] == "reindex/part-totals/v1"  # written again
 
 
 def test_a_document_split_over_two_parts_is_read_from_every_row(tmp_path: Path) -> None:
@@ -300,3 +306,131 @@ def test_a_part_whose_document_rows_are_interleaved_is_grouped_from_its_rows(tmp
     assert states[a].fingerprints == tuple(r.fingerprint for r in mine)
     assert states[a].content_hash == mine[0].content_hash
     assert states[b].fingerprints == tuple(r.fingerprint for r in sorted(rest, key=lambda r: r.ordinal) if r.doc_id == b)
+
+
+# -- state read in proportion to the change (issue 43) ----------------------------------------------------------
+
+
+def _part_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The manifest parts whose bytes are read from the (folder) state store, by any path."""
+    from reindex.adapters.stores.objects import LocalObjectStore
+
+    reads: list[str] = []
+    for name in ("get", "get_signed"):
+        real = getattr(LocalObjectStore, name)
+
+        def counted(self: Any, key: str, _real: Any = real) -> Any:
+            if "/chunks/" in key:
+                reads.append(key.rsplit("/", 1)[-1].removesuffix(".parquet"))
+            return _real(self, key)
+
+        monkeypatch.setattr(LocalObjectStore, name, counted)
+    return reads
+
+
+def test_a_manifest_digest_reads_only_the_parts_that_moved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex.books.layout import Books
+    from reindex.books.parts import manifest_digest, part_digest
+
+    ix = Log(tmp_path / "ix")
+    live = ix.build()
+    state = ix.state()
+    keys = chunk_manifest_keys(state, "docs", live)
+    by_reading = _digest_of_every_part(state, keys)
+    reads = _part_reads(monkeypatch)
+    assert manifest_digest(ix.state(), "docs", live) == by_reading and reads == []  # recorded when written
+    # A part changed by someone else (a plain put: no digest recorded) is read, alone, and the digest moves.
+    rows = chunk_manifest_part_rows(state.get(keys[1]), keys[1])
+    state.put(keys[1], chunk_manifest_bytes(rows[:-1]))
+    reads.clear()
+    moved = manifest_digest(ix.state(), "docs", live)
+    assert moved != by_reading and reads == [keys[1].rsplit("/", 1)[-1].removesuffix(".parquet")]
+    assert moved == _digest_of_every_part(state, keys)
+    reads.clear()
+    assert manifest_digest(ix.state(), "docs", live) == moved and reads == []  # and recorded
+    # A damaged record is a cache: every part read again, the same digest.
+    state.put(Books(state, "docs").part_digests_key(live), b"{not json")
+    reads.clear()
+    assert manifest_digest(ix.state(), "docs", live) == moved and len(reads) == len(keys)
+    assert part_digest(b"") != moved
+
+
+def _digest_of_every_part(state: Any, keys: list[str]) -> str:
+    from reindex.books.parts import digest_of_parts, part_digest
+
+    return digest_of_parts((k, part_digest(state.get(k) or b"")) for k in keys)
+
+
+def test_a_one_document_sync_reads_the_part_it_touches_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan decodes the edited document's part, the shard rewrites it: one read between them (the store keeps
+    what it read by signature), none for the digests of parts that did not move, none of what was just written."""
+    ix = Log(tmp_path / "ix")
+    ix.build()
+    ix.plan()  # sums each part once after the build (its cache)
+    ix.upsert({DOCS[0].name: DOCS[0].read_text(encoding="utf-8") + "\nOne more line.\n"})
+    reads = _part_reads(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    with api.Index.open(ix.config) as handle:
+        r = handle.sync(api.SyncPolicy(plans_dir=ix.plans))
+    assert r.outcome == "applied-in-place" and r.replanned == 0
+    assert reads == [_home(DOCS[0].name)], reads
+
+
+def test_a_cursor_plan_counts_cross_document_reuse_only_in_proportion_to_the_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import reindex.planner._change as change
+
+    ix = Log(tmp_path / "ix")
+    ix.build()
+    twin = "note-05"
+    ix.upsert({"a-new-note": _note(twin)})
+    counted, _ = ix.plan()
+    assert counted.body["work"]["cross_document"] == {"chunks": 1, "tokens": counted.body["work"]["cross_document"]["tokens"]}
+    monkeypatch.setattr(change, "CROSS_LOOKUP_BYTES", 0)
+    monkeypatch.setattr(change, "CROSS_LOOKUP_FACTOR", 0)  # every population is too big for this change now
+    from reindex.adapters.stores.objects import LocalObjectStore
+
+    npz: list[str] = []
+    real = LocalObjectStore.get_signed
+
+    def get_signed(self: Any, key: str) -> Any:
+        if key.endswith(".fps.npz"):
+            npz.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(LocalObjectStore, "get_signed", get_signed)
+    skipped, _ = ix.plan()
+    cross = skipped.body["work"]["cross_document"]
+    assert (cross["chunks"], cross["counted"]) == (0, False) and "not counted" in cross["why"] and npz == []
+    assert skipped.body["work"]["tokens_to_embed"] == counted.body["work"]["tokens_to_embed"]
+
+
+def test_the_totals_after_a_sync_are_the_record_less_and_plus_the_parts_it_rewrote(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After syncs that rewrote parts, a plan takes every part's totals from one record, less the moved parts' totals
+    before and plus theirs now, and reads no other part's summary; its figures are a full read's."""
+    ix = Log(tmp_path / "ix")
+    ix.build()
+    ix.plan()
+    monkeypatch.chdir(tmp_path)
+    for n in range(2):  # each sync rewrites the edited document's part
+        ix.upsert({DOCS[n].name: DOCS[n].read_text(encoding="utf-8") + f"\nEdit {n}.\n"})
+        with api.Index.open(ix.config) as handle:
+            assert handle.sync(api.SyncPolicy(plans_dir=ix.plans)).outcome == "applied-in-place"
+    ix.upsert({DOCS[5].name: DOCS[5].read_text(encoding="utf-8") + "\nAnother edit.\n", "a-note": _note("note-03")})
+    from reindex.adapters.stores.objects import LocalObjectStore
+
+    summaries: list[str] = []
+    real = LocalObjectStore.get_signed
+
+    def get_signed(self: Any, key: str) -> Any:
+        if "/summaries/shard-" in key and key.endswith(".json"):
+            summaries.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(LocalObjectStore, "get_signed", get_signed)
+    cursor, _ = ix.plan()
+    assert summaries == []  # the record of every part's totals was made by the last sync's catch-up
+    monkeypatch.undo()
+    full, _ = ix.plan(verify=True)
+    _same_figures(cursor, full)

@@ -762,3 +762,94 @@ def test_the_store_measures_an_objects_age_on_its_own_clock(make_store: MakeStor
     assert 98.0 <= (store.get_versioned_aged("a/b.json") or (b"", "", 0.0))[2] <= 100.5
     assert store.get_versioned_aged("a/missing.json") is None
     assert store.list("a/") == ["a/b.json"], "the folder's clock probe leaves nothing behind"
+
+
+# --------------------------------------------------------------------------------------------
+# A lease kept by another process while this one cannot run Python (issue 43, item 3)
+# --------------------------------------------------------------------------------------------
+
+
+def _hold_the_interpreter(seconds: float) -> float:
+    """Keep every other thread of this process from running for ``seconds`` (as the edge engine's index build
+    does: it holds the interpreter lock for its whole length); returns how long it held."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(60.0)
+    try:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            pass
+        return time.perf_counter() - t0
+    finally:
+        sys.setswitchinterval(before)
+
+
+@pytest.fixture(params=["folder", "s3"])
+def make_store_elsewhere(request: pytest.FixtureRequest, tmp_path: Path) -> MakeStore:
+    """:func:`make_store`, with the S3 server in a process of its own: this one stops serving while it holds the
+    interpreter."""
+    if request.param == "folder":
+        return MakeStore(str(tmp_path / "state"))
+    return MakeStore("s3://test/team/state", request.getfixturevalue("s3_server_process"))
+
+
+def test_a_lease_renewed_elsewhere_holds_while_this_process_cannot_run_python(make_store_elsewhere: MakeStore) -> None:
+    store = make_store_elsewhere()
+    lock = acquire_lock(store, "docs", "me:1:a", purpose="apply (build)", ttl=2.0)
+    with lock:
+        beat = lock.body["beat"]
+        with lock.renewed_elsewhere():
+            held = _hold_the_interpreter(6.0)  # three leases long
+        assert held >= 6.0
+        lock.check(confirm=True)  # still ours: renewed by the keeper, adopted as ours
+        assert lock.body["beat"] >= beat + 2 and read_lock(store, "docs").nonce == lock.nonce
+        assert _wait_for(lambda: lock._beater is not None and lock._beater.renewals >= 1, 10)  # its heartbeat again
+    assert not read_lock(store, "docs").held
+
+
+def test_without_a_keeper_a_lease_runs_out_while_this_process_cannot_run_python(tmp_path: Path) -> None:
+    """The control: the same hold with only the heartbeat thread loses the lease (what issue 43 measured)."""
+    store = open_object_store(str(tmp_path / "state"))
+    lock = acquire_lock(store, "docs", "me:1:b", purpose="apply (build)", ttl=2.0)
+    with lock:
+        _hold_the_interpreter(6.0)
+        with pytest.raises(LockLost, match="its lease ran out"):
+            lock.check()
+
+
+_KEEPING_AND_KILLED = """
+import sys, time
+from reindex.adapters.stores.objects import open_object_store
+from reindex.books.locks import acquire_lock
+lock = acquire_lock(open_object_store(sys.argv[1]), "docs", "child:1:c", purpose="apply (build)", ttl=2.0)
+with lock.renewed_elsewhere():
+    print(lock.token, flush=True)
+    time.sleep(3600)
+"""
+
+
+def test_a_lease_keeper_stops_renewing_when_its_holder_is_killed(tmp_path: Path) -> None:
+    """The keeper never keeps a lease for nobody: its holder SIGKILLed, it stops at once (its stdin closes), the
+    lock is not renewed again, and a contender takes it over (the holder is provably gone) undisturbed."""
+    import os
+
+    uri = str(tmp_path / "state")
+    env = {**os.environ, "PYTHONPATH": str(Path(reindex.__file__).resolve().parents[1])}
+    holder = subprocess.Popen([sys.executable, "-c", _KEEPING_AND_KILLED, uri], stdout=subprocess.PIPE, text=True,
+                              env=env)
+    store = open_object_store(uri)
+    try:
+        assert holder.stdout is not None
+        token = int(holder.stdout.readline())
+        assert _wait_for(lambda: json.loads(store.get(KEY))["beat"] >= 2, 20), "the keeper renews while its holder lives"
+    finally:
+        holder.kill()
+        holder.communicate()
+    last = store.get_versioned(KEY)[1]
+    time.sleep(2.0)  # three of the keeper's intervals (ttl / 3): had it outlived its holder, it would have renewed
+    assert store.get_versioned(KEY)[1] == last
+    taken = acquire_lock(store, "docs", "me:1:d", purpose="takeover", ttl=2.0)
+    assert taken.token == token + 1
+    version = store.get_versioned(KEY)[1]
+    time.sleep(1.0)
+    assert store.get_versioned(KEY)[1] == version and read_lock(store, "docs").nonce == taken.nonce
+    taken.release()

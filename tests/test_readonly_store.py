@@ -170,3 +170,23 @@ def test_a_read_only_mount_serves_queries_and_follows_a_sync_and_a_cutover_made_
         raise
     err = reader.close()
     assert ("reading without a lease" in err) is not lease_file, err
+
+
+def test_doctor_works_on_a_read_only_mount(tmp_path: Path, read_only_mounts: None) -> None:
+    """Issue 43: `reindex doctor` failed on a read-only mount (it wrote a probe file to age the lock on the folder's
+    clock); it reads only, so it works there, a held lock's age included."""
+    ws = Workspace(tmp_path / "ws")
+    ws.build_live()
+    from reindex.books.locks import acquire_lock
+
+    lock = acquire_lock(ws.state(), "docs", "elsewhere:1:x", purpose="apply (elsewhere)")  # held, fresh: not stale
+    env = subprocess_env()
+    env.pop("PREFECT_API_URL", None)
+    try:
+        r = subprocess.run(_read_only(ws.root, str(REINDEX_BIN), "doctor", "--json", "-c", str(ws.config)),
+                           cwd=ws.root, env=env, capture_output=True, text=True, timeout=180)
+    finally:
+        lock.release()
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["healthy"] and out["index"] == "docs", out

@@ -149,6 +149,58 @@ def test_a_secret_in_params_or_a_url_is_refused_in_one_line_without_echoing_it(
     assert len(r.output.strip().splitlines()) == 1 and "PA55" not in r.output
 
 
+# Issue 43: a credential's *value* in a field whose name says nothing (a prefix, a model name, a free-form
+# parameter, a pattern, a path) was copied into plans and records. Refused at load by its shape, wherever it is.
+SHAPED = [
+    ("vector: {provider: hash, query_prefix: 'sk-proj-PA55PA55PA55PA55PA55'}", "vector.query_prefix", "an API key (sk-…)"),
+    ("vector: {provider: langchain, model: m.E, params: {note: 'AKIAPA55PA55PA55PA55'}}", "vector.params.note",
+     "an AWS access key id (AKIA…)"),
+    ("vector: {provider: langchain, model: 'm.E?key=PA55'}", "vector.model", "a credential in a query string (key=…)"),
+    ("source: {uri: ./corpus, include: ['*.txt&token=PA55']}", "source.include[0]",
+     "a credential in a query string (token=…)"),
+    ("text: {chunker: {kind: langchain, splitter: m.S, params: {separator: 'ghp_PA55PA55PA55PA55PA55PA55PA55PA55PA55'}}}",
+     "text.chunker.params.separator", "a GitHub token (ghp_…)"),
+    ("serving: {queries: './q.jsonl?sig=PA55'}", "serving.queries", "a credential in a query string (sig=…)"),
+]
+
+
+@pytest.mark.parametrize(("section", "path", "what"), SHAPED, ids=[p for _, p, _ in SHAPED])
+def test_a_value_shaped_like_a_secret_is_refused_whatever_field_holds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, section: str, path: str, what: str,
+) -> None:
+    from reindex.cli import main
+
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "a.txt").write_text("alpha\n", encoding="utf-8")
+    text = f"index: docs\nsource: ./corpus\n{section}\n" if not section.startswith("source:") else \
+        f"index: docs\n{section}\n"
+    (tmp_path / "reindex.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for command in (["validate"], ["plan"]):
+        r = CliRunner().invoke(main, command)
+        assert r.exit_code == 1, r.output
+        assert r.output == (f"error: reindex.yaml: {path}: its value looks like {what}, and the config is copied into "
+                            "plans, reports and population records; remove it, put the secret in an environment variable "
+                            "and name the variable (a <name>_env field) instead\n"), r.output
+        assert "PA55" not in r.output
+    assert not (tmp_path / "plans").exists() and not (tmp_path / ".reindex").exists()  # never written
+
+
+def test_shapes_that_are_not_secrets_pass_and_a_recorded_one_is_masked() -> None:
+    from reindex.domain.config import config_from_dict, redact, secret_shape
+
+    for fine in ("task-specific prefix: ", "sk-short", "AKIA-is-a-prefix", "https://api.example/v1?api-version=2",
+                 "risk-management-and-the-task-force", "*.md", "a?b=c", "whisk-the-eggs-until-stiff-peaks"):
+        assert secret_shape(fine) is None, fine
+    rec = {"index": "docs", "source": ".", "vector": {"provider": "hash", "query_prefix": "sk-live-PA55PA55PA55PA55PA55"}}
+    with pytest.raises(Exception, match=r"vector.query_prefix: its value looks like an API key"):
+        config_from_dict(rec)
+    assert config_from_dict(rec, recorded=True).vector.query_prefix.startswith("sk-live-")  # a record still reads
+    assert redact("vector.query_prefix", "sk-live-PA55PA55PA55PA55PA55") == "(secret)"
+    assert redact("vector.params", {"note": "AKIAPA55PA55PA55PA55"}) == "(secret)"
+    assert redact("vector.model", "all-MiniLM-L6-v2") == "all-MiniLM-L6-v2"
+
+
 def test_the_secret_rule_tells_secrets_from_sizes_and_flags() -> None:
     from reindex.domain.config import config_from_dict, is_secret_name
 

@@ -298,8 +298,8 @@ def test_the_json_of_a_cycle_names_every_field_scripts_read(tmp_path: Path) -> N
     ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
     out = _sync(ws, 0)
     assert sorted(out) == ["apply", "cutover", "gc", "in_place", "index", "kind", "message", "outcome", "plan_file",
-                           "plan_hash"]
-    assert out["index"] == "docs" and out["gc"] == []
+                           "plan_hash", "replanned"]
+    assert out["index"] == "docs" and out["gc"] == [] and out["replanned"] == 0
     assert out["plan_hash"] == json.loads(Path(out["plan_file"]).read_text())["plan_hash"]
 
 
@@ -377,7 +377,7 @@ def test_plans_go_to_plans_in_the_working_folder_and_nothing_to_do_says_so(tmp_p
     assert built.outcome == "cut-over" and Path(built.plan_file).resolve().parent == tmp_path / "plans"
     assert idle.as_dict() | {"message": "", "plan_hash": ""} == {
         "outcome": "nothing-to-do", "index": "docs", "message": "", "plan_file": None,
-        "plan_hash": "", "kind": "none", "apply": None, "cutover": None, "gc": [], "in_place": None}
+        "plan_hash": "", "kind": "none", "apply": None, "cutover": None, "gc": [], "in_place": None, "replanned": 0}
     assert len(idle.plan_hash) == 32 and idle.plan_hash != built.plan_hash  # the no-op plan just made
     assert idle.message == "nothing to do: index 'docs' matches its config and corpus" and idle.exit_code == 0
 

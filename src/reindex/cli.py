@@ -508,14 +508,15 @@ def _watch(config_path: str, policy: Any, interval: float, as_json: bool) -> Non
     import threading
     import time
 
-    if interval <= 0:
-        raise click.UsageError("--interval must be a positive number of seconds")
+    from reindex.usecases.watch import check_interval
+
+    check_interval(interval)  # nan never elapses, inf never looks again: refused in one line, before any work
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
 
     def said(r: Any) -> None:
-        if r.outcome.value == "nothing-to-do" and not r.in_place:
+        if r.outcome.value == "nothing-to-do" and not r.in_place and not r.replanned:
             return
         if as_json:
             click.echo(json.dumps(r.as_dict(), ensure_ascii=False, default=str), nl=True)

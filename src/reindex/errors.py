@@ -3,7 +3,7 @@ that says what happened and what to do."""
 
 from __future__ import annotations
 
-__all__ = ["ApprovalError", "ChunkerError", "ConfigError", "CutoverError", "EvaluationError", "LockHeld",
+__all__ = ["ApprovalError", "ChunkerError", "ConfigError", "CutoverError", "DriftError", "EvaluationError", "LockHeld",
            "LockLost", "MeasureError", "ModelError", "PlanError", "ReindexError", "RunnerError", "SourceError",
            "StateError", "TerminalError", "TokenizerError", "TransientError", "VectorStoreError"]
 
@@ -48,6 +48,16 @@ class StateError(TerminalError):
 
 class PlanError(TerminalError):
     """A plan cannot be made, read or trusted."""
+
+
+class DriftError(PlanError):
+    """A plan's inputs moved since it was made (the config, the live population, or the documents it changes):
+    planning again is the fix, which ``reindex sync`` and the live mode do themselves (a bounded number of
+    times). ``problems``: what moved, one phrase each."""
+
+    def __init__(self, message: str, *, problems: list[str] | tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 class ApprovalError(TerminalError):

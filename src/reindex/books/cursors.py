@@ -82,7 +82,7 @@ def read_cursor(store: ObjectStore, index: str, collection: str, digest: str) ->
     entries: dict[str, str] = {}
     if head.get("kind") == "listing":
         key = books.cursor_body_key(collection, digest)
-        data = store.get(key)
+        data = getattr(store, "get_cached", store.get)(key)  # content-addressed: read once per process
         if data is None:
             return None
         try:

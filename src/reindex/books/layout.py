@@ -213,6 +213,14 @@ class Books:
         """A part's cached totals (keyed inside by the digest of the part's bytes)."""
         return f"{self.population_prefix(collection)}/summaries/{part}.json"
 
+    def part_digests_key(self, collection: str) -> str:
+        """The digests of the manifest parts, each recorded with the part's signature (its listing metadata)."""
+        return f"{self.population_prefix(collection)}/summaries/digests.json"
+
+    def part_totals_key(self, collection: str) -> str:
+        """The totals of every part together, for one digest of the whole manifest (and each part's routing)."""
+        return f"{self.population_prefix(collection)}/summaries/totals.json"
+
     def fingerprints_key(self, collection: str, part: str) -> str:
         """A part's cached fingerprint prefixes."""
         return f"{self.population_prefix(collection)}/summaries/{part}.fps.npz"
@@ -388,6 +396,15 @@ class Books:
     def rejection_path(plan_path: str | Path) -> Path:
         p = Path(plan_path)
         return p.parent / "rejections" / p.name
+
+    @staticmethod
+    def decision_records(plans_dir: str | Path) -> list[Path]:
+        """Every approval and rejection record in a plans folder (their folders, and beside the plans as earlier
+        versions wrote them): what a plan waiting for approval waits on."""
+        p = Path(plans_dir)
+        found = [*p.glob("approvals/*.json"), *p.glob("rejections/*.json"), *p.glob("*.approval.json"),
+                 *p.glob("*.rejection.json")]
+        return sorted(found)
 
     @staticmethod
     def legacy_approval_path(plan_path: str | Path, what: str) -> Path:

@@ -44,22 +44,33 @@ next record instead of at its next renewal.
 A conditional write whose reply is lost (and whose retry then reports "precondition failed", or
 which fails for good) is resolved by reading the lock back: if it holds our exact bytes (owner,
 nonce, token, renewal count), the write is ours.
+
+While the holder cannot run Python (the edge engine's index build holds the interpreter lock), another process
+renews its lease (``IndexLock.renewed_elsewhere``, :mod:`reindex.books.lease_keeper`), with the same
+compare-and-swap; the holder adopts its renewals and resumes its own after.
+
+Lines: the protocol (what a lock says, acquisition, renewal here or by the keeper, fencing, release) is one
+correctness argument, read in one file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from reindex.errors import LockHeld, LockLost, ReindexError, StateError, TransientError
 from reindex.books.layout import Books
 from reindex.foundation.processes import ProcessIdentity
-from reindex.adapters.stores.objects import ObjectStore
+from reindex.adapters.stores.objects import ObjectStore, open_object_store
+from reindex.books.lease_keeper import Keeper, read_spec, serve
 
 __all__ = [
     "LOCK_FORMAT",
@@ -72,12 +83,14 @@ __all__ = [
     "LockLost",
     "ProcessIdentity",
     "acquire_lock",
+    "keep_lease",
     "lease_words",
     "lock_key",
     "parse_lock",
     "read_lock",
 ]
 
+_log = logging.getLogger("reindex")
 LOCK_FORMAT = 3  # 3: held bodies carry the holder's ProcessIdentity ("process")
 # How many times acquire re-reads the lock after losing a compare-and-swap to a change that left it
 # takeable (a release, say) before giving up; each lost round means another writer made progress.
@@ -303,7 +316,7 @@ class IndexLock:
     ``start_heartbeat()`` (or ``with lock:``); ``release()`` when done. Made by ``acquire_lock``."""
 
     def __init__(self, store: ObjectStore, index: str, owner: str, ttl: float, body: dict[str, Any],
-                 version: str, sent_at: float) -> None:
+                 version: str, sent_at: float, *, beats: int = 0) -> None:
         self.store = store
         self.index = index
         self.owner = owner
@@ -315,7 +328,7 @@ class IndexLock:
         self._lost_guard = threading.Lock()  # apart from _mutex, so check() never waits for a renewal's I/O
         self._released = False
         self._mutex = threading.RLock()  # one renewal or release at a time
-        self._attempts = 0  # renewal attempts: each writes a new "beat", so no two bodies are equal
+        self._attempts = beats  # renewal attempts: each writes a new "beat", so no two bodies are equal
         self._beater: Heartbeat | None = None
 
     @property
@@ -344,6 +357,11 @@ class IndexLock:
     def lost(self) -> str | None:
         """Why the lease is lost, or None while it holds."""
         return self._lost
+
+    @property
+    def version(self) -> str:
+        """The version of the lock object this lease last wrote (what the next renewal swaps from)."""
+        return self._version
 
     def remaining(self) -> float:
         """Seconds left on this holder's lease (its monotonic clock, margin included)."""
@@ -424,6 +442,59 @@ class IndexLock:
         2-core box; no heartbeat ran), so a lease of the usual length ran out during every large build and the
         apply stopped with ``LockLost`` after it. The heartbeat's next renewal returns the lease to the ttl."""
         self.heartbeat(lease=seconds)
+
+    @contextlib.contextmanager
+    def renewed_elsewhere(self, fallback_lease: float | None = None) -> Iterator[None]:
+        """Keep the lease renewed by another process for the duration of the block (:mod:`reindex.books.lease_keeper`):
+        for a call that keeps every thread of this process from running, such as the edge engine's index build,
+        which holds the interpreter lock for its whole length (no heartbeat ran during a 70 s build; a lease
+        extended by the build's price ran out where wall time was 15–20× CPU time). This process's own renewals
+        stop meanwhile (one writer of the lock at a time) and resume after; the keeper's renewals are adopted as they
+        are reported, and its last one when the block ends. A store this process cannot name for another one (a
+        wrapper, a test's fake) falls back to :meth:`extend` by ``fallback_lease`` seconds, as before."""
+        where = getattr(self.store, "location", None)
+        beater = self._beater
+        keeper = None
+        if callable(where):
+            if beater is not None:
+                beater.stop()
+            try:
+                keeper = Keeper(self, *where())
+            except (OSError, ValueError) as err:
+                _log.warning("could not start a lease keeper for index %r (%s); extending the lease instead",
+                             self.index, _one_line(err))
+        if keeper is None:
+            if fallback_lease is not None:
+                self.extend(fallback_lease)
+            try:
+                yield
+            finally:
+                if beater is not None and not self._released:
+                    self.start_heartbeat(beater.interval)
+            return
+        try:
+            with self._mutex:  # nobody in this process renews while the keeper does
+                if not keeper.renewed.wait(max(0.0, self.remaining())):  # its first renewal, before we stop running
+                    _log.warning("the lease keeper of index %r has not renewed within the lease; it goes on trying",
+                                 self.index)
+                self.check()
+                yield
+        finally:
+            keeper.stop()
+            if beater is not None and not self._released and self._lost is None:
+                self.start_heartbeat(beater.interval)
+
+    def adopt(self, report: dict[str, Any]) -> None:
+        """Take a lease keeper's report as this lease's own state (its last renewal; or why the lease is lost)."""
+        if report.get("lost"):
+            self._mark_lost(str(report["lost"]))
+            return
+        body, version, sent = report.get("body"), report.get("version"), report.get("sent")
+        if isinstance(body, dict) and isinstance(version, str) and _is_number(sent) and version != self._version:
+            self._body, self._version = dict(body), version
+            self._attempts = max(self._attempts, int(body.get("beat", 0)))
+            length = float(body.get("ttl", self.ttl))
+            self._deadline = float(sent) + length - length / 10
 
     def start_heartbeat(self, interval: float | None = None) -> Heartbeat:
         """Renew in a background thread every ``interval`` (ttl/3). A failed renewal is retried until
@@ -519,6 +590,20 @@ class Heartbeat:
                 failed = self.last_error = _one_line(err)
             if self._stop.wait(max(0.0, min(self.retry_every, self.lock.remaining()))):
                 return False
+
+
+def keep_lease() -> int:
+    """The lease keeper's process (:mod:`reindex.books.lease_keeper`): the lock its holder describes on stdin,
+    renewed until the holder says stop or is gone."""
+    import sys
+
+    spec, lines = read_spec()
+    if spec is None:
+        return 0
+    store = open_object_store(spec["uri"], spec["endpoint_url"])
+    lock = IndexLock(store, spec["index"], spec["owner"], float(spec["ttl"]), spec["body"], spec["version"],
+                     float(spec["sent"]), beats=int(spec["body"].get("beat", 0)))
+    return serve(lock, spec, lines, sys.stdout.fileno(), (LockLost,))
 
 
 # --------------------------------------------------------------------------------------------

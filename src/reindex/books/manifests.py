@@ -235,12 +235,6 @@ def chunk_manifest_part_rows(data: bytes, where: str) -> list[ManifestRow]:
     return [ManifestRow(*row) for row in zip(*(cols[name] for name in CHUNK_COLUMNS))]
 
 
-def write_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str, rows: Iterable[ManifestRow]) -> str:
-    key = Books(store, index).chunk_part_key(collection, part)
-    store.put(key, chunk_manifest_bytes(rows))
-    return key
-
-
 def chunk_manifest_keys(store: ObjectStore, index: str, collection: str) -> list[str]:
     books = Books(store, index)
     return [k for k in store.list(books.chunks_prefix(collection)) if books.part_of(k) is not None]
@@ -297,74 +291,9 @@ def count_chunk_manifest_rows(store: ObjectStore, index: str, collection: str) -
     return sum(len(cols["point_id"]) for cols in read_chunk_manifest_columns(store, index, collection, ["point_id"]))
 
 
-def part_digest(data: bytes) -> str:
-    """The digest of one chunk manifest part's bytes."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def manifest_digest(store: ObjectStore, index: str, collection: str, *,
-                    rewritten: dict[str, tuple[str | None, str]] | None = None) -> str:
-    """A digest of a population's chunk manifest (each part's key and the digest of its bytes), for plan
-    input checks. ``rewritten`` (part key → (digest before, digest after): the parts one run rewrote, see
-    :func:`rewrite_chunk_manifest_part`): a part holding exactly what that run wrote counts as what it held
-    before the run (absent: not counted), so a resumed run does not take its own writes for drift, while
-    any other change to any part still changes the digest."""
-    parts = []
-    for key in chunk_manifest_keys(store, index, collection):
-        digest: str | None = part_digest(store.get(key) or b"")
-        if rewritten and key in rewritten and digest == rewritten[key][1]:
-            digest = rewritten[key][0]
-            if digest is None:
-                continue
-        parts.append((key, digest))
-    return digest_of_parts(parts)
-
-
-def digest_of_parts(parts: Iterable[tuple[str, str | None]]) -> str:
-    """:func:`manifest_digest` of (part key, digest of its bytes) pairs, in listing order."""
-    h = hashlib.blake2b(digest_size=16)
-    for key, digest in parts:
-        h.update(key.encode() + b"\0" + str(digest).encode() + b"\0")
-    return h.hexdigest()
-
-
 def chunk_summary_key(index: str, collection: str, part: str) -> str:
     """Where the totals of a chunk manifest part's documents are cached, for the digest of its bytes they name."""
     return Books(None, index).summary_key(collection, part)
-
-
-def _rewrite_key(index: str, collection: str, run: str, part: str) -> str:
-    return Books(None, index).rewrite_key(collection, run, part)
-
-
-def rewrite_chunk_manifest_part(store: ObjectStore, index: str, collection: str, run: str, part: str,
-                                rows: Iterable[ManifestRow]) -> str:
-    """Replace manifest part ``part`` of a population in place (an in-place apply of plan ``run``), first
-    recording the digests of the part it replaces and of the new bytes. A run killed after this write can
-    then resume with its plan: :func:`run_rewrites` lets the drift check tell its own writes from anyone
-    else's. The first record of a run keeps its "before" (a resumed run rewrites a part it already wrote)."""
-    key = Books(store, index).chunk_part_key(collection, part)
-    data = chunk_manifest_bytes(rows)
-    earlier = read_json(store, _rewrite_key(index, collection, run, part))
-    if earlier is not None:
-        before = earlier.get("before")
-    else:
-        current = store.get(key)
-        before = part_digest(current) if current is not None else None
-    write_json(store, _rewrite_key(index, collection, run, part),
-               {"part": key, "before": before, "after": part_digest(data), "at": time.time()})
-    store.put(key, data)
-    return key
-
-
-def run_rewrites(store: ObjectStore, index: str, collection: str, run: str) -> dict[str, tuple[str | None, str]]:
-    """Manifest part key → (digest before, digest after) of the parts run ``run`` rewrote in place."""
-    out: dict[str, tuple[str | None, str]] = {}
-    for key in store.list(Books(store, index).rewrites_prefix(collection, run)):
-        rec = read_json(store, key)
-        if rec and isinstance(rec.get("part"), str) and isinstance(rec.get("after"), str):
-            out[rec["part"]] = (rec.get("before"), rec["after"])
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -454,14 +383,6 @@ def read_shard_manifest(store: ObjectStore, index: str, collection: str, run: st
 
 def write_shard_manifest(store: ObjectStore, index: str, collection: str, run: str, shard: int, manifest: dict) -> None:
     write_json(store, shard_manifest_key(index, collection, run, shard), manifest)
-
-
-def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str) -> list[ManifestRow]:
-    key = Books(store, index).chunk_part_key(collection, part)
-    data = store.get(key)
-    if data is None:
-        return []
-    return chunk_manifest_part_rows(data, f"{store.describe()}/{key}")
 
 
 def chunk_texts_key(index: str, collection: str, part: str) -> str:
@@ -576,13 +497,12 @@ def bridge_key(index: str, bridge_id: str) -> str:
 
 __all__ = [
     "CHUNK_COLUMNS", "CHUNK_TEXT_COLUMNS", "DOC_BATCH", "ManifestRow", "Population", "apply_record_key",
-    "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_manifest_part_columns",
-    "chunk_manifest_part_rows", "chunk_summary_key",
-    "chunk_texts_key", "count_chunk_manifest_rows", "digest_json", "digest_of_parts", "manifest_digest", "part_digest",
-    "read_apply_record", "read_calibration", "read_chunk_manifest",
-    "read_build_rate", "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
-    "read_document_hashes", "read_json", "read_live", "read_live_record", "read_measured_rate", "read_population", "read_serving_checked",
-    "read_shard_manifest", "rewrite_chunk_manifest_part", "run_rewrites", "shard_manifest_key", "shard_name",
-    "shard_of", "write_apply_record", "write_build_rate", "write_calibration", "write_chunk_manifest_part", "write_chunk_texts_part",
-    "write_json", "write_live", "write_measured_rate", "write_population", "write_shard_manifest",
+    "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys",
+    "chunk_manifest_part_columns", "chunk_manifest_part_rows", "chunk_summary_key", "chunk_texts_key",
+    "count_chunk_manifest_rows", "digest_json", "read_apply_record", "read_calibration", "read_chunk_manifest",
+    "read_build_rate", "read_chunk_manifest_columns", "read_chunk_texts", "read_chunk_texts_part",
+    "read_document_hashes", "read_json", "read_live", "read_live_record", "read_measured_rate", "read_population",
+    "read_serving_checked", "read_shard_manifest", "shard_manifest_key", "shard_name", "shard_of", "write_apply_record",
+    "write_build_rate", "write_calibration", "write_chunk_texts_part", "write_json", "write_live",
+    "write_measured_rate", "write_population", "write_shard_manifest",
 ]

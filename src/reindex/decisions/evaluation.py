@@ -194,6 +194,9 @@ def _query_of(p: Path, n: int, line: str) -> Query:
         d = json.loads(line)
     except ValueError as err:
         raise EvaluationError(f"{p}:{n}: invalid JSON ({err})") from None
+    except RecursionError:
+        raise EvaluationError(f"{p}:{n}: invalid JSON (nested deeper than a query needs: Python's JSON reader stops "
+                              "at about 1,000 levels); a query is one flat object per line") from None
     if not isinstance(d, dict):
         raise EvaluationError(f"{p}:{n}: expected a JSON object per line, got {type(d).__name__}")
     text = d.get("query") or d.get("text")

@@ -49,7 +49,8 @@ __all__ = [
     "TEXT_ID_VERSION", "VECTOR_ID_VERSION", "canonical_json", "collection_name", "config_digest", "content_hash",
     "corpus_digest", "digest_json", "document_hash", "fingerprint", "identity_of", "jsonable",
     "legacy_config_digest", "payload_id", "payload_id_of_record", "pipeline_id", "point_id", "point_ids",
-    "resolve_config", "splitter_version", "text_id", "vector_id",
+    "resolve_config", "splitter_version", "text_id", "vector_id", "TOUCHED_REMOVED", "TOUCHED_UNMOVED",
+    "TOUCHED_UNREADABLE", "touched_digest",
 ]
 
 TEXT_ID_VERSION = "reindex/text/v1"
@@ -347,6 +348,24 @@ def corpus_digest(documents: Iterable[tuple[str, str]]) -> str:
     return d.hexdigest()
 
 
+#: What a document the plan changes is, in :func:`touched_digest`, when it is not a document read with a content
+#: hash: removed from the source, unreadable there now, or not moved past the cursor the plan read from.
+TOUCHED_REMOVED, TOUCHED_UNREADABLE, TOUCHED_UNMOVED = "-removed", "-unreadable", "-unmoved"
+TOUCHED_VERSION = "reindex/touched/v1"
+
+
+def touched_digest(states: Mapping[str, str]) -> str:
+    """The digest of the documents a plan changes, each as it found it (doc id → its content hash, or
+    :data:`TOUCHED_REMOVED`): the scope of an in-place plan's drift check. The one home of this formula: the
+    planner records it and apply's drift check recomputes it over the same ids (docs/design-notes.md, "What a
+    plan's corpus digest means")."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{TOUCHED_VERSION}\n".encode())
+    for doc_id in sorted(states):
+        h.update(f"{doc_id}\0{states[doc_id]}\n".encode())
+    return h.hexdigest()
+
+
 def digest_json(value: Any) -> str:
     """A short digest of a JSON-able value in canonical form."""
     return hashlib.blake2b(canonical_json(value).encode(), digest_size=16).hexdigest()
@@ -354,7 +373,7 @@ def digest_json(value: Any) -> str:
 
 # Config sections that only say how a run goes (prices, approval policy, parallelism, batch sizes, API
 # access, the cutover gate): a plan stays valid when they change (DESIGN invariant 10).
-RUN_ONLY_SECTIONS = ("cost", "approval", "apply", "embed", "cutover", "sync", "serving")
+RUN_ONLY_SECTIONS = ("cost", "approval", "apply", "embed", "cutover", "sync", "serving", "plans")
 
 
 # Where things live (the planner calls a change of these operational): a plan made before a workspace was

@@ -46,21 +46,19 @@ from reindex.books.manifests import (
     DOC_BATCH,
     ManifestRow,
     read_chunk_manifest,
-    read_chunk_manifest_part,
     read_chunk_texts,
     read_chunk_texts_part,
     read_document_hashes,
     read_population,
     read_shard_manifest,
-    rewrite_chunk_manifest_part,
     shard_name,
     shard_of,
-    write_chunk_manifest_part,
     write_chunk_texts_part,
     write_shard_manifest,
 )
 from reindex.books.units import write_unit_part
 from reindex.books.cursors import Tracking
+from reindex.books.parts import read_chunk_manifest_part, rewrite_chunk_manifest_part, write_chunk_manifest_part
 from reindex.engine.compose import UnitComposer
 from reindex.books.pairs import per_shard, record_shard_pairs
 from reindex.adapters.pipeline import ChunkRecord, TextPipeline
@@ -717,6 +715,7 @@ class Found:
     removed: set[str]
     documents: dict[str, Document]
     cursor: Cursor | None
+    held: int = 0  # documents the target held before these changes
 
 
 def find_changes(ctx: ApplyContext) -> Found:
@@ -728,8 +727,10 @@ def find_changes(ctx: ApplyContext) -> Found:
         ch = ctx.tracking.source.changes(ctx.tracking.cursor, report)
         known = LiveDocs(ctx.state, ctx.index, ctx.target, ctx.shards)
         docs = {d.doc_id: d for d in ch.documents if getattr(known.get(d.doc_id), "content_hash", None) != d.content_hash}
-        removed = ch.removed(known if ch.listed is None else known.ids()) - {b.doc_id for b in report.bad}
-        return Found(set(docs), removed, docs, ch.cursor)
+        candidates = ch.gone_from(ctx.tracking.cursor)  # a listing's: the ids its cursor named that it lost
+        removed = ch.removed(known if ch.listed is None else candidates if candidates is not None else known.ids())
+        removed = {d for d in removed if d in known} - {b.doc_id for b in report.bad}
+        return Found(set(docs), removed, docs, ch.cursor, len(known))
     recorded = read_document_hashes(ctx.state, ctx.index, ctx.target)
     changed: set[str] = set()
     seen: set[str] = set()
@@ -738,7 +739,7 @@ def find_changes(ctx: ApplyContext) -> Found:
         if recorded.get(doc.doc_id) != doc.content_hash:
             changed.add(doc.doc_id)
     seen |= {b.doc_id for b in report.bad}  # unreadable now is not removed: its points stay
-    return Found(changed, set(recorded) - seen, {}, None)
+    return Found(changed, set(recorded) - seen, {}, None, len(recorded))
 
 
 def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
@@ -750,8 +751,13 @@ def changed_since_manifest(ctx: ApplyContext) -> tuple[set[str], set[str]]:
 def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
     """Replay documents that changed since the plan into the target, in place, until nothing changed or
     ``rounds`` is reached; with ``ctx.tracking``, each round reads only what moved past the cursor, replays
-    those documents as read, and advances the cursor when clean. Returns counts per round."""
+    those documents as read, and advances the cursor when clean. Returns counts per round.
+
+    A catch-up does what no plan priced, so it does not remove more than ``approval.max_removed_share`` of the
+    target's documents (invariant 8: mass removals need approval): a round that would is left, its cursor not
+    advanced, for the next sync to plan (``deferred`` says why)."""
     history = []
+    deferred = None
     in_place, carried = ctx.in_place, ctx.carried
     ctx.in_place = True  # catch-up is a document-scoped delta, whatever built the target
     ctx.documents = None  # it replays what the source holds now, never the copies the drift check read
@@ -767,6 +773,12 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
                     ctx.tracking.advance(found.cursor)  # metadata that moved without content: not read again
                 break
             changed, removed = found.changed, found.removed
+            share = ctx.cfg.approval.max_removed_share
+            if found.held and len(removed) > share * found.held:
+                deferred = (f"{len(removed):,} of the {found.held:,} documents were removed from the source since the "
+                            f"plan (> approval.max_removed_share {share:.0%}): left for the next sync, which plans them "
+                            "and asks for approval")
+                break
             ctx.documents = found.documents if found.cursor is not None else None
             shards = sorted({shard_of(d, ctx.shards) for d in changed | removed})
             ctx.emit(kind="catch-up", round=n + 1, documents=len(changed) + len(removed))
@@ -784,4 +796,7 @@ def catch_up(ctx: ApplyContext, *, rounds: int = 3) -> dict:
     finally:
         ctx.in_place, ctx.carried = in_place, carried
         ctx.documents = None
-    return {"rounds": history, "documents": sum(h["changed"] + h["removed"] for h in history)}
+    out = {"rounds": history, "documents": sum(h["changed"] + h["removed"] for h in history)}
+    if deferred:
+        out["deferred"] = deferred
+    return out

@@ -7,7 +7,8 @@ Output: a :class:`Plan`, an immutable JSON document with a hash over its content
 Private modules by role: ``_baseline`` (baselines), ``_classify`` (kind, explanation, approval
 policy), ``_work`` (per-document work, totals, pricing, what-if), ``_plan`` (the plan document and
 its files), ``_request`` (``PlanRequest``, ``Repair``), ``_sampled`` (sampled projection), ``_change``
-(``plan_change``), ``_repair`` (a repair plan's work), ``_live_docs`` (the live population's documents read
+(``plan_change``), ``_repair`` (a repair plan's work), ``_reading`` (what a plan read, handed to its apply in the
+same process), ``_live_docs`` (the live population's documents read
 part by part, with each part's totals).
 """
 
@@ -34,10 +35,12 @@ from reindex.planner._plan import (
     config_in_force,
     hash_body,
     plan_filename,
+    prune_plans,
     read_plan,
     seal,
     write_plan,
 )
+from reindex.planner._reading import READING_CAP_BYTES, PlanReading, touched_states
 from reindex.planner._request import PlanRequest, Repair
 from reindex.planner._sampled import SAMPLE_STRATA, SAMPLED_FIELDS, StratifiedDraw, draw_stratified
 from reindex.planner._work import (
@@ -70,7 +73,9 @@ __all__ = [
     "LiveDocs",
     "Plan",
     "PlanError",
+    "PlanReading",
     "PlanRequest",
+    "READING_CAP_BYTES",
     "Repair",
     "Rates",
     "approval_counts",
@@ -90,8 +95,10 @@ __all__ = [
     "no_baseline",
     "plan_change",
     "plan_filename",
+    "prune_plans",
     "read_plan",
     "seal",
+    "touched_states",
     "write_plan",
     "check_plan_index",
     "config_in_force",

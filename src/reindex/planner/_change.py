@@ -13,13 +13,15 @@ from reindex.books.carried import CarryWriter
 from reindex.domain.config import RechunkConfig, chunker_spec
 from reindex.domain.kinds import ChangeKind
 from reindex.errors import PlanError
-from reindex.domain.identity import LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id
+from reindex.domain.identity import (LEGACY_PAYLOAD_ID, CorpusDigest, Identity, config_digest, identity_of, payload_id,
+                                     touched_digest)
 from reindex.adapters.pipeline import TextPipeline
-from reindex.books.cursors import Committed, source_key, verification_due
+from reindex.books.cursors import Committed, Tracking, source_key, verification_due
 from reindex.planner._baseline import Baseline, DocState
 from reindex.planner._live_docs import LiveDocs, docs_summary
 from reindex.planner._classify import approval_counts, approval_needed, classify, explain_changes, queries_changed
 from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
+from reindex.planner._reading import touched_states
 from reindex.planner._repair import repair_kind, repair_section
 from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import sampled_projection
@@ -38,7 +40,7 @@ from reindex.planner._work import (
     what_if,
     whole_doc_tokens,
 )
-from reindex.adapters.sources import Changes, full_read_reason, open_source
+from reindex.adapters.sources import Changes, full_read_reason, open_source, tracker_of
 from reindex.adapters.sources.base import Document, ScanReport
 
 __all__ = ["plan_change"]
@@ -55,8 +57,9 @@ def plan_change(req: PlanRequest) -> Plan:
     carry = _carry_writer(req, ident)
     pipe = TextPipeline(cfg.text, ident.vector_id)
     units = _unit_tally(req, ident, pipe) if cfg.vector.compose == "units" and req.sample is None else None
+    cross = _CrossLookup(baseline) if req.cross_document and baseline.config is not None else None
     work_for = _work_for(baseline, pipe, ident, req.cross_document, same_chunks, t.rechunk, carry,
-                         units.texts if units is not None else None)
+                         units.texts if units is not None else None, cross)
 
     report = ScanReport()
     digest = CorpusDigest()
@@ -65,14 +68,31 @@ def plan_change(req: PlanRequest) -> Plan:
     projection = None
     since, why = _read_mode(req, source, ident)
     read: dict[str, Any] = {"mode": "full", "cursor": getattr(source, "cursor_kind", None), "from": None, "why": why}
+    hashes: dict[str, str] = {}  # the documents the plan changes → their content hash as read
+    reading = req.reading
+
+    def changed(doc: Document) -> None:
+        hashes[doc.doc_id] = doc.content_hash
+        if reading is not None:
+            reading.keep(doc)
+
     if since is not None:
         changes = _scan_changes(req, source, since, report, work_for, t, seen,
-                                _apply_batches(baseline, cfg, ident, same_chunks, units))
+                                _apply_batches(baseline, cfg, ident, same_chunks, units), changed, cross)
         read.update(mode="cursor", cursor=since.cursor.kind, **{"from": since.cursor.digest}, why=None,
                     how=changes.how, documents_read=len(changes.documents), bytes_read=changes.bytes_read)
         corpus_digest = changes.digest
+        if reading is not None:  # the read ended here: what the apply's catch-up finds changes from
+            reading.tracking = Tracking(source, changes.cursor, since.source_key, since.verified_at,
+                                        started_from=since.cursor.digest)
     elif req.sample is None:
-        _scan_exact(req, source, report, work_for, t, digest, seen, _apply_batches(baseline, cfg, ident, same_chunks, units))
+        tracked = tracker_of(source) if reading is not None and req.corpus_uri is None else None
+        if tracked is not None and baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id:
+            # In place, read whole: the cursor taken before the read (what it sees is at or past it), as apply's
+            # drift check takes it; kept only for the documents the population then holds.
+            reading.tracking = Tracking(tracked, tracked.position(), source_key(cfg.source), time.time(), full=True)
+        _scan_exact(req, source, report, work_for, t, digest, seen,
+                    _apply_batches(baseline, cfg, ident, same_chunks, units), changed)
         corpus_digest = digest.hexdigest()
     else:
         projection = sampled_projection(req, source, report, work_for, t, digest, seen)
@@ -103,7 +123,21 @@ def plan_change(req: PlanRequest) -> Plan:
         t.tokens_to_embed = sum(by_shard.values())
         t.embed_by_shard = Counter(by_shard)
     elapsed = time.perf_counter() - started
-    body = _plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read)
+    touched = None
+    if kind.in_place and req.repair is None and req.sample is None and not payload_changed:
+        # The plan's scope: the documents it changes, as it found them. Apply refuses the plan when one of them moved
+        # since; a document outside it that moved is the catch-up's, or the next cycle's.
+        states = touched_states(t.affected, t.removed, hashes)
+        touched = {"digest": touched_digest(states), "documents": len(states)}
+    if reading is not None:
+        reading.corpus_digest = corpus_digest
+    body = _plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read,
+                      touched)
+    if cross is not None and cross.skipped:
+        body["work"]["cross_document"].update(
+            counted=False, why=f"not counted: looking the changed chunks up among the population's "
+            f"{len(baseline.docs):,} documents' fingerprints would read more than the change (a what-if; apply reuses "
+            "within a document only)")
     if units is not None:
         body["work"]["units"] = u = units.tally.as_dict()
         body["cost"]["footprint"]["unit_parts"] = {
@@ -167,7 +201,8 @@ def unchanged_work(doc_id: str, old: DocState) -> DocWork:
 
 def _scan_changes(
     req: PlanRequest, source, since: Committed, report: ScanReport, work_for: Callable[[Document], DocWork],
-    t: Totals, seen: set[str], batches: ApplyBatches,
+    t: Totals, seen: set[str], batches: ApplyBatches, changed: Callable[[Document], None] = lambda doc: None,
+    cross: _CrossLookup | None = None,
 ) -> Changes:
     """The work of the documents the cursor says changed (their content read), the live population's figures
     for every other document (not read: its totals less those of the documents this plan touches, so that only
@@ -175,6 +210,8 @@ def _scan_changes(
     kept (invariant 8). ``seen`` gets the documents read."""
     baseline = req.baseline
     changes = source.changes(since.cursor, report)
+    if cross is not None:  # a sync reads what changed: the population's prefixes only when that is in proportion
+        cross.budget = max(CROSS_LOOKUP_BYTES, CROSS_LOOKUP_FACTOR * changes.bytes_read)
     read_ids: set[str] = set()
     for doc in changes.documents:
         read_ids.add(doc.doc_id)
@@ -184,10 +221,13 @@ def _scan_changes(
         batches.add(w, t)
         if w.status != "unchanged":
             t.affected.append(doc.doc_id)
+            changed(doc)
     known = baseline.docs
     bad = {b.doc_id for b in report.bad}
-    # A feed names its removals (looked up one by one); a listing is compared with every known id.
-    removed = changes.removed(known if changes.listed is None else
+    # A feed names its removals (looked up one by one); a listing is compared with the ids its previous listing named
+    # (the cursor's entries: every document the population holds), else with every known id.
+    candidates = changes.gone_from(since.cursor) if isinstance(known, LiveDocs) else None
+    removed = changes.removed(known if changes.listed is None else candidates if candidates is not None else
                               known.ids() if isinstance(known, LiveDocs) else known.keys())
     gone = sorted(d for d in (removed | bad) - read_ids if d in known)
     for doc_id in gone:
@@ -202,10 +242,43 @@ def _scan_changes(
     return changes
 
 
+#: A plan that reads from a cursor looks a changed chunk up among every fingerprint of the population (the
+#: cross-document what-if, 8 bytes of prefix a chunk) only when that read costs at most this many bytes, or this
+#: factor times the bytes of the changed documents it read: a one-document sync at a million chunks would read 8 MB
+#: of prefixes for a what-if figure. Otherwise the figure is not counted, and the plan says so.
+CROSS_LOOKUP_BYTES = 256 * 1024
+CROSS_LOOKUP_FACTOR = 64
+
+
+class _CrossLookup:
+    """Membership among the baseline's fingerprints for the cross-document figure, looked up only within
+    ``budget`` bytes of prefixes (None: always, as a full read does); ``skipped`` when it was not."""
+
+    def __init__(self, baseline: Baseline) -> None:
+        self._docs, self._found = baseline.docs, None
+        self.budget: float | None = None
+        self.skipped = False
+
+    def __contains__(self, fp: object) -> bool:
+        if self.skipped:
+            return False
+        if self._found is None:
+            docs = self._docs
+            if isinstance(docs, LiveDocs):
+                if self.budget is not None and 8 * docs.summary.chunks > self.budget:
+                    self.skipped = True
+                    return False
+                self._found = docs.fingerprints()
+            else:
+                self._found = {f for d in docs.values() for f in d.fingerprints}
+        return fp in self._found
+
+
 def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool,
               same_chunks: set[str] | None = None, rechunk: RechunkTally | None = None,
               carry: CarryWriter | None = None,
-              missing_texts: Callable[[str, dict[str, str]], None] | None = None) -> Callable[[Document], DocWork]:
+              missing_texts: Callable[[str, dict[str, str]], None] | None = None,
+              cross: _CrossLookup | None = None) -> Callable[[Document], DocWork]:
     """The function that computes one document's work against ``baseline``; edited documents whose
     chunks are the baseline's (same fingerprints in order: only their metadata changed) go into
     ``same_chunks``. With ``text.rechunk: sticky`` and a live baseline of the same pipeline (the change
@@ -213,11 +286,9 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
     will do it, and ``rechunk`` tallies what that kept, re-cut and how far it drifted. Every document cut
     here goes to ``carry`` (apply reads its chunks instead of cutting it again)."""
     same_pipeline = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
-    old_fps_global: Container[str] | None = None
-    if cross_document and baseline.config is not None:
-        docs = baseline.docs
-        old_fps_global = (docs.fingerprints() if isinstance(docs, LiveDocs) else
-                          {fp for d in docs.values() for fp in d.fingerprints})
+    old_fps_global: Container[str] | None = cross
+    if old_fps_global is None and cross_document and baseline.config is not None:
+        old_fps_global = _CrossLookup(baseline)
 
     def work_for(doc: Document) -> DocWork:
         old = baseline.docs.get(doc.doc_id)
@@ -294,9 +365,10 @@ def _unit_tally(req: PlanRequest, ident: Identity, pipe: TextPipeline) -> _Units
 
 def _scan_exact(
     req: PlanRequest, source, report: ScanReport, work_for: Callable[[Document], DocWork], t: Totals,
-    digest: CorpusDigest, seen: set[str], batches: ApplyBatches,
+    digest: CorpusDigest, seen: set[str], batches: ApplyBatches, changed: Callable[[Document], None] = lambda doc: None,
 ) -> None:
-    """Every document of the new corpus, its work computed exactly (with apply's batching replayed)."""
+    """Every document of the new corpus, its work computed exactly (with apply's batching replayed); ``changed`` sees
+    each document whose status is not unchanged."""
     n = 0
     for doc in source.scan(report):
         n += 1
@@ -307,6 +379,7 @@ def _scan_exact(
         batches.add(w, t)
         if w.status != "unchanged":
             t.affected.append(doc.doc_id)
+            changed(doc)
         if req.progress and n % 50 == 0:
             req.progress("chunking", n, None)
     batches.finish(t)
@@ -339,7 +412,7 @@ def _count_old(baseline: Baseline, t: Totals) -> None:
 
 def _plan_body(
     req: PlanRequest, kind: str, documents_changed: bool, t: Totals, projection: dict | None, elapsed: float,
-    source, report: ScanReport, digest: str, read: dict[str, Any],
+    source, report: ScanReport, digest: str, read: dict[str, Any], touched: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The plan document, before sealing."""
     cfg, baseline = req.config, req.baseline
@@ -368,7 +441,7 @@ def _plan_body(
             "baseline": baseline.inputs,
             "corpus": {"uri": source.describe(), "digest": digest,
                        "documents": docs_total if read["mode"] == "cursor" else report.documents,
-                       "bytes": report.bytes, "read": read},
+                       "bytes": report.bytes, "read": read, **({"touched": touched} if touched else {})},
         },
         "config": cfg.model_dump(mode="json"),
         "work": {**_work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,

@@ -6,14 +6,14 @@ Why: a sync that finds its changes from a cursor reads the changed documents onl
 that too (DESIGN.md invariant 13). The plan's figures for the unchanged documents are the population's totals
 less those of the documents it touches, so it needs the totals (kept per part, cached in the state store under
 the digest of the part's bytes: a part an apply rewrote is summed again once, by the next plan) and the states of
-the touched documents (their parts only: a document's rows are in the part of its shard). Reading the parts'
-bytes for their digests is what the plan's input check (:func:`reindex.books.manifests.manifest_digest`) does anyway;
-decoding a part and building a state per document is what it no longer does for every part.
+the touched documents (their parts only: a document's rows are in the part of its shard). A part's digest is read
+from the digests recorded with its signature (:func:`reindex.books.parts.part_digests`): only a part that moved
+is read and hashed, so the plan's manifest digest, like its totals, costs what changed (issue 43).
 
 Anything the fast path cannot vouch for falls back to reading every part, as before: a part not named by its
 shard, a document in a part its shard does not name (a hand-edited or foreign manifest), iterating over all
-documents. Costs: O(parts) bytes read and hashed, O(touched parts) decoded; O(manifest) once per rewritten part
-for its summary."""
+documents. Costs: O(parts) signatures and small summaries read, O(moved parts) bytes read and hashed, O(touched
+parts) decoded; a rewritten part is summed once, for its summary."""
 
 from __future__ import annotations
 
@@ -28,21 +28,19 @@ from reindex.errors import ReindexError
 from reindex.books.layout import Books, shard_name
 from reindex.books.manifests import (
     ManifestRow,
-    chunk_manifest_keys,
     chunk_manifest_part_columns,
     chunk_manifest_part_rows,
-    digest_of_parts,
-    part_digest,
-    read_json,
     shard_of,
     write_json,
 )
 from reindex.adapters.stores.objects import ObjectStore
+from reindex.books.parts import digest_of_parts, part_digest, part_digests, read_json_cached, read_part_bytes
 
 __all__ = ["STATE_COLUMNS", "DocState", "DocsSummary", "LiveDocs", "doc_payload", "docs_summary"]
 
 STATE_COLUMNS = ["doc_id", "content_hash", "ordinal", "fingerprint", "tokens"]
 SUMMARY_VERSION = "reindex/part-summary/v1"
+TOTALS_VERSION = "reindex/part-totals/v1"
 _PART = re.compile(r"shard-(\d{4,})")
 
 
@@ -83,14 +81,18 @@ class DocsSummary:
         self.doc_tokens[tokens] += sign
         self.doc_chunks[tokens] += sign * n
 
-    def merge(self, other: DocsSummary) -> None:
-        self.documents += other.documents
-        self.chunks += other.chunks
-        self.tokens += other.tokens
-        self.payload += other.payload
-        self.lengths.update(other.lengths)
-        self.doc_tokens.update(other.doc_tokens)
-        self.doc_chunks.update(other.doc_chunks)
+    def merge(self, other: DocsSummary, sign: int = 1) -> None:
+        """Add ``other``'s totals (``sign`` -1: take them away, leaving no zero entries)."""
+        self.documents += sign * other.documents
+        self.chunks += sign * other.chunks
+        self.tokens += sign * other.tokens
+        self.payload += sign * other.payload
+        for mine, theirs in ((self.lengths, other.lengths), (self.doc_tokens, other.doc_tokens),
+                             (self.doc_chunks, other.doc_chunks)):
+            for k, v in theirs.items():
+                mine[k] += sign * v
+                if not mine[k]:
+                    del mine[k]
 
     def without(self, states: Iterable[DocState]) -> DocsSummary:
         """These totals less those of ``states`` (documents among them), with no zero entries left."""
@@ -170,15 +172,16 @@ def _doc_states_in_memory(rows: Iterable[ManifestRow]) -> dict[str, DocState]:
 class _Part:
     key: str
     digest: str
-    summary: DocsSummary
+    summary: DocsSummary | None  # None: taken with every part's, from the manifest's recorded totals
     routed: bool  # every document of the part is in the shard its name gives
 
 
 class LiveDocs(Mapping[str, DocState]):
     """A population's documents (doc id → :class:`DocState`), read from its chunk manifest part by part when asked.
 
-    Made from one pass over the parts' bytes (their digests: :attr:`digest` is the manifest digest a plan records),
-    each part's totals taken from the summary cached for that digest or computed once from the part. A document is
+    Made from the parts' digests (:attr:`digest` is the manifest digest a plan records; a part whose signature did
+    not move is not read: :func:`~reindex.books.parts.part_digests`), each part's totals taken from the summary
+    cached for that digest or computed once from the part. A document is
     then looked up in the one part its shard names (the layout apply writes, ``shards`` being the population's own
     shard count); when some part does not keep to that layout, or when every document is iterated, every part is
     read, exactly as a whole-manifest read."""
@@ -189,28 +192,97 @@ class LiveDocs(Mapping[str, DocState]):
         self._parts: dict[str, _Part] = {}
         self._loaded: dict[str, dict[str, DocState]] = {}  # part key → its documents
         self._all: dict[str, DocState] | None = None
-        for key in chunk_manifest_keys(store, index, collection):
-            data = store.get(key) or b""  # deleted between list and get: as manifest_digest counts it
-            self._parts[key] = self._part(key, data)
+        self._total: DocsSummary | None = None  # every part's totals together, as recorded for this manifest
+        self._before: dict[str, tuple[str, DocsSummary]] = {}  # part key → (digest, totals) its stale cache held
+        read: dict[str, bytes] = {}  # parts whose signature moved: read (and hashed) by part_digests
+        digests = part_digests(store, index, collection, read=read)
+        if self._from_recorded_totals(digests, read):
+            return
+        for key, digest in digests:
+            self._parts[key] = self._part(key, digest, read.get(key))
         self.digest = digest_of_parts((p.key, p.digest) for p in self._parts.values())
         self.routed = all(p.routed for p in self._parts.values())
+        if self.routed:
+            total = DocsSummary()
+            for p in self._parts.values():
+                total.merge(p.summary)  # type: ignore[arg-type]
+            self._record_totals(total)
+
+    def _from_recorded_totals(self, digests: list[tuple[str, str]], read: dict[str, bytes]) -> bool:
+        """Every part's totals at once from the record of the manifest's totals (one small read instead of one summary
+        per part): as recorded when no part moved since; when a few did (the parts a sync rewrote), the record less
+        their totals before (from their stale summaries) plus their totals now. False (sum every part) when the
+        record cannot vouch for that."""
+        try:
+            rec = read_json_cached(self._store, self._books.part_totals_key(self._collection))
+        except ReindexError:
+            return False
+        try:
+            if not (isinstance(rec, dict) and rec.get("version") == TOTALS_VERSION and rec.get("shards") == self._shards):
+                return False
+            parts = {k: (str(v[0]), bool(v[1])) for k, v in rec["parts"].items()}
+            total = DocsSummary.from_json(rec["summary"])
+        except (KeyError, TypeError, ValueError, IndexError):
+            return False
+        if set(parts) != {k for k, _ in digests}:
+            return False
+        moved = [(k, d) for k, d in digests if parts[k][0] != d]
+        if len(moved) > max(1, len(digests) // 4):
+            return False  # most parts moved (a rebuild, a foreign change): summed part by part
+        for key, digest in moved:
+            part = self._part(key, digest, read.get(key))
+            before = self._before.get(key)
+            if before is None or before[0] != parts[key][0] or not part.routed:
+                self._parts = {}
+                return False
+            total.merge(before[1], -1)
+            total.merge(part.summary)  # type: ignore[arg-type]
+            self._parts[key] = part
+        for key, digest in digests:
+            self._parts.setdefault(key, _Part(key, digest, None, parts[key][1]))
+        self._parts = {key: self._parts[key] for key, _ in digests}  # listing order
+        if not all(p.routed for p in self._parts.values()):
+            self._parts = {}
+            return False
+        self.digest = digest_of_parts((p.key, p.digest) for p in self._parts.values())
+        self.routed = True
+        if moved:
+            self._record_totals(total)
+        self._total = total
+        return True
+
+    def _record_totals(self, total: DocsSummary) -> None:
+        self._total = total
+        try:
+            write_json(self._store, self._books.part_totals_key(self._collection),
+                       {"version": TOTALS_VERSION, "shards": self._shards, "digest": self.digest,
+                        "parts": {p.key: [p.digest, p.routed] for p in self._parts.values()}, "summary": total.as_json()})
+        except (ReindexError, OSError):
+            pass  # a cache: the next reader sums the parts' summaries
 
     # -- the parts -------------------------------------------------------------------------------------------
 
-    def _part(self, key: str, data: bytes) -> _Part:
-        digest = part_digest(data)
+    def _part(self, key: str, digest: str, data: bytes | None) -> _Part:
+        """A part's totals: from the summary cached for its digest, else from its bytes (``data`` when already
+        read), decoded once (a part that moved since its digest was taken counts as it reads now)."""
         name = self._books.part_of(key) or key
         cache = self._books.summary_key(self._collection, name)
         try:
-            cached = read_json(self._store, cache)
+            cached = read_json_cached(self._store, cache)
         except ReindexError:
             cached = None
-        if (isinstance(cached, dict) and cached.get("version") == SUMMARY_VERSION and cached.get("digest") == digest
-                and cached.get("shards") == self._shards):
+        if (isinstance(cached, dict) and cached.get("version") == SUMMARY_VERSION and cached.get("shards") == self._shards
+                and isinstance(cached.get("digest"), str)):
             try:
-                return _Part(key, digest, DocsSummary.from_json(cached["summary"]), bool(cached["routed"]))
+                summary = DocsSummary.from_json(cached["summary"])
+                if cached["digest"] == digest:
+                    return _Part(key, digest, summary, bool(cached["routed"]))
+                self._before[key] = (cached["digest"], summary)  # what the part held: for the recorded totals
             except (KeyError, TypeError, ValueError):
                 pass  # a damaged cache entry: summed again below
+        if data is None:
+            data = read_part_bytes(self._store, key) or b""  # deleted since: as manifest_digest counts it
+            digest = part_digest(data)
         states = self._decode(key, data)
         self._loaded[key] = states
         self._write_prefixes(name, digest, _prefixes(fp for d in states.values() for fp in d.fingerprints))
@@ -249,14 +321,14 @@ class LiveDocs(Mapping[str, DocState]):
         name = self._books.part_of(key) or key
         cache = self._books.fingerprints_key(self._collection, name)
         try:
-            data = self._store.get(cache)
+            data = read_part_bytes(self._store, cache)
             if data:
                 with np.load(io.BytesIO(data)) as z:
                     if str(z["digest"]) == part.digest:
                         return z["prefixes"]
         except (ReindexError, OSError, ValueError, KeyError):
             pass  # damaged: read again below
-        data = self._store.get(key) or b""
+        data = read_part_bytes(self._store, key) or b""
         fps = chunk_manifest_part_columns(data, f"{self._store.describe()}/{key}", ["fingerprint"])["fingerprint"] \
             if data else []
         prefixes = _prefixes(fps)
@@ -280,7 +352,7 @@ class LiveDocs(Mapping[str, DocState]):
 
     def _documents_of(self, key: str) -> dict[str, DocState]:
         if key not in self._loaded:
-            self._loaded[key] = self._decode(key, self._store.get(key) or b"")
+            self._loaded[key] = self._decode(key, read_part_bytes(self._store, key) or b"")
         return self._loaded[key]
 
     def _every(self) -> dict[str, DocState]:
@@ -294,13 +366,13 @@ class LiveDocs(Mapping[str, DocState]):
 
     def _columns(self) -> Iterator[dict[str, list]]:
         for key in self._parts:
-            data = self._store.get(key)
+            data = read_part_bytes(self._store, key)
             if data:
                 yield chunk_manifest_part_columns(data, f"{self._store.describe()}/{key}", STATE_COLUMNS)
 
     def _rows(self) -> Iterator[ManifestRow]:
         for key in self._parts:
-            data = self._store.get(key)
+            data = read_part_bytes(self._store, key)
             if data:
                 yield from chunk_manifest_part_rows(data, f"{self._store.describe()}/{key}")
 
@@ -315,8 +387,11 @@ class LiveDocs(Mapping[str, DocState]):
         not keep to their shards, where a document could be listed twice)."""
         if self.routed:
             total = DocsSummary()
+            if self._total is not None:
+                total.merge(self._total)
+                return total
             for p in self._parts.values():
-                total.merge(p.summary)
+                total.merge(p.summary)  # type: ignore[arg-type]
             return total
         return DocsSummary.of(self._every().values())
 
@@ -350,7 +425,7 @@ class LiveDocs(Mapping[str, DocState]):
             if key in self._loaded:
                 out.update(self._loaded[key])
             else:
-                data = self._store.get(key) or b""
+                data = read_part_bytes(self._store, key) or b""
                 if data:
                     out.update(chunk_manifest_part_columns(data, f"{self._store.describe()}/{key}", ["doc_id"])["doc_id"])
         return out

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, Mapping
 
 from reindex.foundation.atomic import atomic_write_text, make_folders
 from reindex.domain.kinds import ChangeKind
 from reindex.errors import PlanError
+from reindex.books.layout import Books
 from reindex.books.manifests import read_live
 from reindex.domain.config import PipelineConfig
 from reindex.domain.identity import canonical_json, config_digest
 from reindex.planner._numbers import KeyNumbers, key_numbers
 
 __all__ = ["PLAN_SCHEMA", "Plan", "PlanBaseline", "PlanCorpus", "PlanRepair", "check_plan_index", "config_in_force",
-           "hash_body", "plan_filename", "read_plan", "seal", "write_plan"]
+           "hash_body", "plan_filename", "prune_plans", "read_plan", "seal", "write_plan"]
 
 PLAN_SCHEMA = "reindex/plan/v1"
 
@@ -36,12 +39,13 @@ class PlanBaseline:
 @dataclass(frozen=True, slots=True)
 class PlanCorpus:
     """The corpus a plan read (``inputs.corpus``): its digest, how it was read (whole or from a cursor: ``read``,
-    a dict the reports render) and, for an in-place plan, the documents its scope covers (``touched``; None: every
-    document, as plans made before scopes)."""
+    a dict the reports render) and, for an in-place plan, the digest of its scope — the documents it changes, as it
+    priced them (``touched``, :func:`reindex.domain.identity.touched_digest`; None: every document, as a build, and
+    plans made before scopes)."""
 
     digest: str
     read: Mapping[str, Any]
-    touched: frozenset[str] | None
+    touched: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +101,7 @@ class Plan:
         c = self.body["inputs"]["corpus"]
         touched = c.get("touched")
         return PlanCorpus(c["digest"], c.get("read") or {"mode": "full"},
-                          frozenset(touched) if touched is not None else None)
+                          str(touched["digest"]) if isinstance(touched, dict) and "digest" in touched else None)
 
     @property
     def config_digest(self) -> str:
@@ -164,6 +168,42 @@ def write_plan(plan: Plan, out_dir: str | Path) -> Path:
     make_folders(out)  # durable, as the plan file in it
     path = out / plan_filename(plan)
     return atomic_write_text(path, json.dumps(plan.body, indent=2, ensure_ascii=False) + "\n")
+
+
+def prune_plans(plans_dir: str | Path, index: str, keep: int | None,
+                carried_out: Callable[[str], bool]) -> list[str]:
+    """Delete the files of ``index``'s plans in ``plans_dir`` past the newest ``keep`` (``plans.keep``; None: none)
+    that were carried out in place (``carried_out(plan hash)``, their run recorded in the state): the plan, its
+    reports, run and cutover reports, approval and rejection. A plan that builds a population (its kind is in its
+    name) or was not carried out is never deleted: a cutover, a rollback or an approval may need it. Returns the plan
+    files deleted. A live mode writes a plan and its reports per change: without this, its folder only grew."""
+    if keep is None or not Path(plans_dir).is_dir():
+        return []
+    plans = []
+    for p in Books.plan_files(plans_dir, index):
+        try:
+            plans.append((p.stat().st_mtime_ns, p))
+        except OSError:
+            continue
+    plans.sort(reverse=True)
+    in_place = tuple(f"-{index}-{k.value.replace('/', '-')}-" for k in ChangeKind if k.in_place)
+    gone = []
+    for _, p in plans[keep:]:
+        if not any(m in p.name for m in in_place):
+            continue
+        try:
+            plan = read_plan(p)
+        except PlanError:
+            continue
+        if plan.index != index or not plan.kind.in_place or not carried_out(plan.plan_hash):
+            continue
+        stem = p.name.removesuffix(".json")
+        beside = [q for q in p.parent.glob(f"{glob_escape(stem)}.*") if q != p]  # reports, run report, legacy records
+        for other in [*beside, Books.approval_path(p), Books.rejection_path(p)]:
+            other.unlink(missing_ok=True)
+        p.unlink(missing_ok=True)  # last: a plan file whose reports are gone is still one that can be read again
+        gone.append(str(p))
+    return gone
 
 
 def read_plan(path: str | Path) -> Plan:

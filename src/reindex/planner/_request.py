@@ -57,3 +57,6 @@ class PlanRequest:
     # The state store the plan's exact chunks are written to for apply (reindex.books.carried: its shards read them
     # instead of chunking again); None: nothing is carried (what-if plans, classify, tests of the planner).
     carry_to: Any = None
+    # Filled with what the plan read (reindex.planner._reading.PlanReading), for its apply in this process; None:
+    # nothing is kept.
+    reading: Any = None

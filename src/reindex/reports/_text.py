@@ -562,6 +562,8 @@ def sync_text(r: Any) -> str:
         lines.append(f"  run report: {r.apply['report_path']}")
     for g in r.gc:
         lines.append(f"  gc: deleted {g['collection']} (retired {g['age_days']} days ago)")
+    if getattr(r, "replanned", 0):
+        lines.append(f"  planned again {r.replanned} time(s): the plan's inputs moved before its apply")
     return "\n".join(lines)
 
 

@@ -15,16 +15,17 @@ from pathlib import Path
 
 from reindex.foundation.atomic import atomic_write_text
 from reindex.domain.config import PipelineConfig
-from reindex.errors import ApprovalError
-from reindex.domain.identity import CorpusDigest, identity_of, payload_id
+from reindex.errors import ApprovalError, DriftError
+from reindex.domain.identity import (TOUCHED_REMOVED, TOUCHED_UNMOVED, TOUCHED_UNREADABLE, CorpusDigest, identity_of,
+                                     payload_id, touched_digest)
 from reindex.adapters.pipeline import TextPipeline
 from reindex.adapters.sources import open_source, tracker_of
 from reindex.adapters.sources.base import Document, ScanReport
 
 from reindex.planner.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain.kinds import ChangeKind, PopulationState
-from reindex.planner import (Baseline, Plan, PlanError, approval_of_plan, check_plan_index, classify, config_in_force,
-                             forecast_refusal, queries_changed, read_plan)
+from reindex.planner import (READING_CAP_BYTES, Baseline, Plan, PlanError, PlanReading, approval_of_plan,
+                             check_plan_index, classify, config_in_force, forecast_refusal, queries_changed, read_plan)
 
 
 
@@ -84,7 +85,7 @@ class ApplyReport:
 
 # At most this many bytes of documents are kept by a drift check for the shards (``read``): an in-place
 # sync of more is read again by its shards, as a new population always is.
-READ_CAP_BYTES = 64 * 2**20
+READ_CAP_BYTES = READING_CAP_BYTES
 
 
 def corpus_digest_of(cfg: PipelineConfig, *, read: dict[str, Document] | None = None,
@@ -92,31 +93,85 @@ def corpus_digest_of(cfg: PipelineConfig, *, read: dict[str, Document] | None = 
     """The corpus digest of the config's source now (:func:`reindex.domain.identity.corpus_digest`). With ``read``,
     the documents whose ids are in ``wanted`` are kept there too, in source order (none when they pass
     ``READ_CAP_BYTES`` in all)."""
-    digest, size = CorpusDigest(), 0
-    for d in open_source(cfg.source).scan(ScanReport()):
+    return _scan_corpus(cfg, read, wanted, ())[0]
+
+
+def _scan_corpus(cfg: PipelineConfig, read: dict[str, Document] | None, wanted: Collection[str],
+                 scope: Collection[str]) -> tuple[str, dict[str, str]]:
+    """:func:`corpus_digest_of`, and the content hash of each document of ``scope`` as the scan found it (an
+    unreadable one: :data:`TOUCHED_UNREADABLE`; one the scan did not find is absent)."""
+    digest, size, found = CorpusDigest(), 0, {}
+    report = ScanReport()
+    for d in open_source(cfg.source).scan(report):
         digest.add(d.doc_id, d.content_hash)
+        if d.doc_id in scope:
+            found[d.doc_id] = d.content_hash
         if read is not None and d.doc_id in wanted and size <= READ_CAP_BYTES:
             size += d.size
             read[d.doc_id] = d
             if size > READ_CAP_BYTES:
                 read.clear()
-    return digest.hexdigest()
+    found.update((b.doc_id, TOUCHED_UNREADABLE) for b in report.bad if b.doc_id in scope)
+    return digest.hexdigest(), found
 
 
-def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Document] | None = None) -> list[str]:
+def check_drift(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Document] | None = None,
+                reading: PlanReading | None = None) -> list[str]:
     """Inputs of the plan that no longer match: config, live population, corpus. With ``read`` (an in-place
     plan), the documents the plan changes are kept there as the corpus scan reads them (see
-    :func:`corpus_digest_of`), for the shards of this process."""
-    return check_inputs(plan, cfg, state, read=read)[0]
+    :func:`corpus_digest_of`), for the shards of this process. ``reading``: see :func:`check_inputs`."""
+    return check_inputs(plan, cfg, state, read=read, reading=reading)[0]
 
 
-def check_inputs(plan: Plan, cfg: PipelineConfig, state, *,
-                 read: dict[str, Document] | None = None) -> tuple[list[str], Tracking | None]:
+def check_inputs(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Document] | None = None,
+                 reading: PlanReading | None = None) -> tuple[list[str], Tracking | None]:
     """:func:`check_drift`, and the source's cursor as this check found it (None: a source without one): a
     plan that read from a cursor is checked from the same cursor (only what moved past it is read again);
-    a plan that read the whole source is checked by reading it whole, its cursor taken just before."""
+    a plan that read the whole source is checked by reading it whole, its cursor taken just before.
+
+    The corpus is checked within the plan's scope (docs/design-notes.md, "What a plan's corpus digest means"): an
+    in-place plan drifts when a document it changes no longer reads as it priced it (its ``touched`` digest); a
+    document outside it that moved is not the plan's — the apply's catch-up finds it from the cursor the plan read
+    from (or by a full compare), else the next sync. A build's scope is every document. ``reading``: what the plan
+    read in this process (:class:`~reindex.planner.PlanReading`): when it vouches for this in-place plan, the
+    source is not read again — the shards write the documents as the plan read them, and the catch-up starts at
+    the cursor where the plan's read ended."""
+    problems, live, committed = _check_books(plan, cfg, state)
+    inputs = plan.body["inputs"]
+    wanted = set(plan.body["work"]["affected_documents"]) if read is not None and plan.kind.in_place else set()
+    if reading is not None and plan.kind.in_place and live is not None and reading.vouches_for(plan.body):
+        if problems:
+            return problems, None
+        if wanted:
+            read.update((d, doc) for d, doc in reading.documents.items() if d in wanted)
+        return problems, reading.tracking
+    how = inputs["corpus"].get("read") or {"mode": "full"}
+    scope = _scope(plan)
+    if how["mode"] == "cursor":  # read from the live population's cursor: checked from the same cursor
+        if problems or live is None:
+            return problems, None
+        return _check_from_cursor(plan, cfg, state, live.collection, how["from"], read if wanted else None, wanted,
+                                  committed, scope)
+    source = tracker_of(open_source(cfg.source))
+    position = source.position() if source is not None else None  # before the read: what it sees is at or past it
+    now, found = _scan_corpus(cfg, read if wanted else None, wanted, scope or ())
+    tracking = Tracking(source, position, source_key(cfg.source), time.time(), full=True) if source else None
+    if now != inputs["corpus"]["digest"]:
+        if scope is None or not _within_scope(plan, {d: found.get(d, TOUCHED_REMOVED) for d in scope}):
+            problems.append(f"the corpus was {inputs['corpus']['digest'][:12]} at planning but is now {now[:12]}"
+                            + _scope_words(plan, scope))
+        # Only outside the plan's documents: the cursor taken before this read would vouch for documents the plan
+        # does not apply. None: the catch-up compares the whole source with what the apply wrote.
+        tracking = None
+    return problems, tracking
+
+
+def _check_books(plan: Plan, cfg: PipelineConfig, state) -> tuple[list[str], Population | None, Committed | None]:
+    """The inputs of a plan besides the corpus that no longer match (the config, the live population, its cursor),
+    with the live population and its committed cursor as read (the cursor only when the plan read from one)."""
     from reindex.domain.identity import config_digest, legacy_config_digest
-    from reindex.books.manifests import check_chunk_manifest, manifest_digest, read_live, run_rewrites
+    from reindex.books.manifests import check_chunk_manifest
+    from reindex.books.parts import manifest_digest, run_rewrites
 
     problems = []
     inputs = plan.body["inputs"]
@@ -145,60 +200,83 @@ def check_inputs(plan: Plan, cfg: PipelineConfig, state, *,
             if committed is not None and committed.cursor.digest != base["cursor"] and committed.run != plan.plan_hash:
                 problems.append(f"the live population {live.collection} recorded another cursor since the plan "
                                 "(another sync read the source)")
-    wanted = set(plan.body["work"]["affected_documents"]) if read is not None and plan.kind.in_place else set()
-    how = inputs["corpus"].get("read") or {"mode": "full"}
-    if how["mode"] == "cursor":  # read from the live population's cursor: checked from the same cursor
-        if problems or live is None:
-            return problems, None
-        return _check_from_cursor(plan, cfg, state, live.collection, how["from"], read if wanted else None, wanted,
-                                  committed)
-    source = tracker_of(open_source(cfg.source))
-    position = source.position() if source is not None else None  # before the read: what it sees is at or past it
-    now = corpus_digest_of(cfg, read=read if wanted else None, wanted=wanted)
-    if now != inputs["corpus"]["digest"]:
-        problems.append(f"the corpus was {inputs['corpus']['digest'][:12]} at planning but is now {now[:12]}")
-    tracking = Tracking(source, position, source_key(cfg.source), time.time(), full=True) if source else None
-    return problems, tracking
+    return problems, live, committed
+
+
+def _scope(plan: Plan) -> set[str] | None:
+    """The documents an in-place plan changes (its drift check's scope), None for a plan whose scope is every
+    document (a build, a payload rewrite, a plan made before scopes were recorded)."""
+    if not plan.kind.in_place or "touched" not in plan.body["inputs"]["corpus"]:
+        return None
+    w = plan.body["work"]
+    return set(w["affected_documents"]) | set(w["removed_documents"])
+
+
+def _within_scope(plan: Plan, now: dict[str, str]) -> bool:
+    """Whether the documents the plan changes are now as it priced them (``now``: doc id → its state now)."""
+    return touched_digest(now) == plan.body["inputs"]["corpus"]["touched"]["digest"]
+
+
+def _scope_words(plan: Plan, scope: set[str] | None) -> str:
+    if scope is None:
+        return ""
+    return f", and the {len(scope):,} document(s) it changes no longer read as it priced them"
 
 
 def _check_from_cursor(plan: Plan, cfg: PipelineConfig, state, collection: str, since_digest: str,
                        read: dict[str, Document] | None, wanted: set[str],
-                       committed: Committed | None = None) -> tuple[list[str], Tracking | None]:
+                       committed: Committed | None = None,
+                       scope: set[str] | None = None) -> tuple[list[str], Tracking | None]:
     """The corpus check of a plan that read from the live population's cursor: the same cursor, the same
-    changes (keeping the documents the plan changes in ``read``). ``committed``: the population's, if read."""
+    changes (keeping the documents the plan changes in ``read``), or — for an in-place plan whose ``scope`` is
+    known — the same documents it changes: then the catch-up starts from the cursor the plan read from, and
+    replays what moved outside the plan. ``committed``: the population's, if read."""
     committed = committed or read_committed(state, cfg.index, collection)
     since = committed.cursor if committed is not None and committed.cursor.digest == since_digest else \
         read_cursor(state, cfg.index, collection, since_digest)
     source = tracker_of(open_source(cfg.source))
     if since is None or committed is None or source is None:
         return [f"the cursor the plan read from ({since_digest[:12]}) is no longer recorded for {collection}"], None
-    changes = source.changes(since, ScanReport())
-    if changes.digest != plan.body["inputs"]["corpus"]["digest"]:
-        return [f"the source moved since the plan (read from its cursor: {plan.body['inputs']['corpus']['digest'][:12]} "
-                f"at planning, now {changes.digest[:12]})"], None
+    report = ScanReport()
+    changes = source.changes(since, report)
+    planned = plan.body["inputs"]["corpus"]["digest"]
+    tracking = Tracking(source, changes.cursor, committed.source_key, committed.verified_at, started_from=since.digest)
+    if changes.digest != planned:
+        if scope is None:
+            return [f"the source moved since the plan (read from its cursor: {planned[:12]} at planning, now "
+                    f"{changes.digest[:12]})"], None
+        read_now = {d.doc_id: d.content_hash for d in changes.documents if d.doc_id in scope}
+        read_now.update((b.doc_id, TOUCHED_UNREADABLE) for b in report.bad if b.doc_id in scope)
+        gone = changes.removed(scope - read_now.keys())
+        now = {d: read_now.get(d, TOUCHED_REMOVED if d in gone else TOUCHED_UNMOVED) for d in scope}
+        if not _within_scope(plan, now):
+            return [f"the source moved since the plan in the documents it changes (read from its cursor: "
+                    f"{planned[:12]} at planning, now {changes.digest[:12]}; {len(scope):,} document(s) in its scope)"], None
+        # Moved outside the plan only: the catch-up reads from where the plan started and replays those documents.
+        tracking = Tracking(source, since, committed.source_key, committed.verified_at, started_from=since.digest)
     if read is not None:
         kept = [d for d in changes.documents if d.doc_id in wanted]
         if sum(d.size for d in kept) <= READ_CAP_BYTES:
             read.update((d.doc_id, d) for d in kept)
-    return [], Tracking(source, changes.cursor, committed.source_key, committed.verified_at, started_from=since.digest)
+    return [], tracking
 
 
 def _refuse_or_replan(ctx: Context, plan: Plan, plan_path: str | Path, cfg: PipelineConfig,
                       replan: bool, read: dict[str, Document] | None = None, *,
-                      governed: bool = False) -> tuple[Plan, str | Path, Tracking | None]:
-    """The plan to apply: this one if its inputs still hold, a fresh one with ``--replan``, else refuse.
-    ``read``: see :func:`check_drift` (emptied for a fresh plan). ``governed``: the plan is the in-place part
-    of a pipeline change, carried out under the live population's own config (``cfg``). Also returns the
-    source's cursor as the check found it."""
+                      governed: bool = False, reading: PlanReading | None = None) -> tuple[Plan, str | Path, Tracking | None]:
+    """The plan to apply: this one if its inputs still hold, a fresh one with ``--replan``, else refuse
+    (:class:`~reindex.errors.DriftError`). ``read``: see :func:`check_drift` (emptied for a fresh plan).
+    ``governed``: the plan is the in-place part of a pipeline change, carried out under the live population's own
+    config (``cfg``). ``reading``: see :func:`check_inputs`. Also returns the source's cursor as the check found it."""
     state = ctx.state
-    problems, tracking = check_inputs(plan, cfg, state, read=read)
+    problems, tracking = check_inputs(plan, cfg, state, read=read, reading=reading)
     if problems:
         if read is not None:
             read.clear()
         if not replan:
-            raise PlanError(
-                f"{plan_path}: " + "; ".join(problems) + ". Run `reindex plan` again, or pass --replan"
-            )
+            raise DriftError(
+                f"{plan_path}: " + "; ".join(problems) + ". Run `reindex plan` again, or pass --replan",
+                problems=problems)
         if governed:  # the in-place part of a pipeline change: re-plan that part
             fresh = plan_in_place_part(ctx, out=Path(plan_path).parent)
             if fresh is None:
@@ -209,8 +287,8 @@ def _refuse_or_replan(ctx: Context, plan: Plan, plan_path: str | Path, cfg: Pipe
             plan, plan_path = make_plan(ctx, out=Path(plan_path).parent)
         problems, tracking = check_inputs(plan, cfg, state, read=read)
         if problems:
-            raise PlanError(f"{plan_path}: " + "; ".join(problems) + " (the source is changing while it is planned); "
-                            "run `reindex apply --replan` again")
+            raise DriftError(f"{plan_path}: " + "; ".join(problems) + " (the source is changing while it is planned); "
+                             "run `reindex apply --replan` again", problems=problems)
     kind = kind_in_force(plan, cfg, state)
     check_not_rejected(plan, plan_path)  # final, with or without an approval on record (the UI's form writes it)
     check_approval(plan, read_approval(plan_path, signing_key(cfg.approval.hmac_key_env)),
@@ -221,15 +299,19 @@ def _refuse_or_replan(ctx: Context, plan: Plan, plan_path: str | Path, cfg: Pipe
     return plan, plan_path, tracking
 
 
-def record_cursor(ctx: Context, plan: Plan) -> bool:
+def record_cursor(ctx: Context, plan: Plan, *, reading: PlanReading | None = None) -> bool:
     """A plan with nothing to do whose read moved the source's cursor (metadata that moved without the content,
     a first or verifying full read): record that cursor for the live population, under the index lock, so
-    that the next sync starts from it. Nothing when the source moved since the plan. Returns whether a
-    cursor was recorded."""
+    that the next sync starts from it. Nothing when the source moved since the plan. ``reading``: what the plan
+    read in this process: its cursor is recorded as the read left it, without reading the source again (what
+    moved since is the next sync's). Returns whether a cursor was recorded."""
     how = plan.body["inputs"]["corpus"].get("read") or {}
     if plan.kind.does_work or not how.get("cursor") or (how.get("mode") == "cursor" and not how.get("documents_read")):
         return False  # a source without a cursor; or nothing was read past the cursor: it stands where it was
-    problems, tracking = check_inputs(plan, ctx.config, ctx.state)
+    if reading is not None and reading.tracking is not None and reading.corpus_digest == plan.body["inputs"]["corpus"]["digest"]:
+        problems, tracking = _check_books(plan, ctx.config, ctx.state)[0], reading.tracking
+    else:
+        problems, tracking = check_inputs(plan, ctx.config, ctx.state)
     return not problems and _record_unchanged(ctx, plan, ctx.config, tracking)
 
 
@@ -358,11 +440,12 @@ def _embedder_for(ctx: Context, plan: Plan, cfg: PipelineConfig, elsewhere: bool
     return make() if plan.body["work"]["tokens_to_embed"] and not elsewhere else _BuiltOnFirstUse(make)
 
 
-#: The lease an apply holds through the index build: its ttl plus this many times the build's planned CPU-seconds.
-#: The edge engine's build keeps the interpreter lock for its whole length, so the heartbeat cannot renew during it;
-#: on a loaded box the build's wall is several times its CPU (70 s of wall for a 60 k-point build at load 5 on 2
-#: cores, ~30 CPU-s planned). A process killed during the build leaves a lock that a contender on another host waits
-#: out (one on the same host takes it over at once: the holder is provably gone).
+#: The lease an apply holds through the index build when no lease keeper can be started (a state store that cannot
+#: be named for another process): its ttl plus this many times the build's planned CPU-seconds. The edge engine's
+#: build keeps the interpreter lock for its whole length, so the heartbeat cannot renew during it; on a loaded box
+#: the build's wall is several times its CPU (70 s of wall for a 60 k-point build at load 5 on 2 cores, ~30 CPU-s
+#: planned; 15–20× at load 35). The lease keeper (:meth:`~reindex.books.locks.IndexLock.renewed_elsewhere`) renews it
+#: from another process instead, whatever the load.
 BUILD_LEASE_FACTOR = 4.0
 
 
@@ -415,12 +498,14 @@ def apply_plan(
     prefect: bool | None = None,
     use_prefect: bool | None = None,
     task_runner: str | None = None,
+    reading: PlanReading | None = None,
 ) -> ApplyReport:
     """Carry out a plan: refuse drifted or unapproved plans, take the index lock, run the shards with
     ``runner`` (default: the context's, :meth:`Context.runner` — Prefect when an API is configured or ``prefect``
     is true, in-process otherwise; ``use_prefect`` is the older name of ``prefect``). ``task_runner``: where
     the shards run (``threads[:N]``, ``dask``, ``dask-processes[:N]``, ``dask:tcp://HOST:PORT`` with or
-    without Prefect; ``prefect-pool:POOL[:N]``, flow runs on a Prefect work pool; see :mod:`reindex.runners`)."""
+    without Prefect; ``prefect-pool:POOL[:N]``, flow runs on a Prefect work pool; see :mod:`reindex.runners`).
+    ``reading``: what the plan read, when it was made in this process (see :func:`check_inputs`)."""
     check_runner_options(runner, task_runner)
     plan = read_plan(plan_path)
     cfg = ctx.config
@@ -432,7 +517,7 @@ def apply_plan(
         return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
     read: dict[str, Document] = {}  # the documents an in-place plan changes, read by the drift check
     plan, plan_path, tracking = _refuse_or_replan(ctx, plan, plan_path, cfg, replan, read,
-                                                  governed=cfg is not file_cfg)
+                                                  governed=cfg is not file_cfg, reading=reading)
     if not plan.kind.does_work:
         _record_unchanged(ctx, plan, cfg, tracking)
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
@@ -508,8 +593,10 @@ def _run(ctx: Context, plan: Plan, plan_path: Path, runner: ShardRunner, progres
             _commit_tracking(actx, summary, plan)  # the content is final here; the index build below takes long
             # The index build, timed: CPU-seconds of this process while it runs (the engine's threads; the shards
             # are done), which the next plan with the same parameters prices its build with.
-            lock.extend(build_lease(plan, lock.ttl))  # the engine's build holds the interpreter: no renewal runs
-            _, build_wall, build_cpu = CpuClock().call(store.finish_bulk, target)
+            # The engine's build holds the interpreter: no thread of this process runs until it returns. Another
+            # process renews the lease meanwhile (extended by the build's price where none can be started).
+            with lock.renewed_elsewhere(fallback_lease=build_lease(plan, lock.ttl)):
+                _, build_wall, build_cpu = CpuClock().call(store.finish_bulk, target)
             build = {"seconds": round(build_wall, 3), "cpu_seconds": round(build_cpu, 3)}
             lock.check(confirm=True)
             _set_population_state(state, cfg, target, PopulationState.READY)

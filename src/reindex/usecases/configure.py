@@ -96,7 +96,7 @@ def validate_config(path: str | Path = DEFAULT_CONFIG) -> Validation:
     ``vector.dimension`` is what the model produces (``Validation.problems``)."""
     cfg = load_resolved(path)
     problems = (*source_problems(cfg), *chunker_problems(cfg), *dimension_problems(cfg.vector), *device_problems(cfg),
-                *store_problems(cfg))
+                *store_problems(cfg), *no_effect_problems(cfg))
     return Validation(str(path), cfg, identity_of(cfg), chunker_spec(cfg.text.chunker), tuple(config_warnings(cfg)),
                       problems)
 
@@ -127,6 +127,38 @@ def source_problems(cfg: PipelineConfig) -> list[str]:
     where = "objects under this prefix" if uri.startswith("s3://") else "documents"
     return [f"source {uri}: no {where} match source.include ({', '.join(cfg.source.include)})"
             if not uri.endswith((".jsonl", ".ndjson", ".gz", ".parquet")) else f"source {uri}: no documents in it"]
+
+
+_SOURCE_KINDS = {"DirectorySource": "a folder", "S3Source": "an S3 prefix", "JsonlSource": "a JSON Lines file",
+                 "ParquetSource": "a Parquet file", "PostgresSource": "a PostgreSQL table",
+                 "ChangelogSource": "a change log"}
+
+
+def no_effect_problems(cfg: PipelineConfig) -> list[str]:
+    """Fields set to something that changes nothing for this config (issue 43): a source field the configured
+    kind of source does not read (``source.cursor`` on a folder), ``serving.queries`` naming no file. Each would
+    be believed to do something it does not."""
+    from reindex.domain.config import SourceConfig
+
+    out = []
+    try:
+        source = open_source(cfg.source)
+    except ReindexError:
+        source = None  # source_problems says why
+    reads = getattr(source, "reads_fields", None)
+    if reads is not None:
+        kind = _SOURCE_KINDS.get(type(source).__name__, type(source).__name__)
+        for name, field in SourceConfig.model_fields.items():
+            if name in ("uri", "kind") or name in reads:
+                continue
+            if getattr(cfg.source, name) != field.get_default(call_default_factory=True):
+                out.append(f"source.{name} is set, but {kind} source does not read it (it reads "
+                           f"{', '.join(f'source.{r}' for r in reads)}): it changes nothing; remove it")
+    if cfg.serving.queries is not None and not Path(cfg.serving.queries).is_file():
+        out.append(f"serving.queries: {cfg.serving.queries}: no such file, so the serving modes could not be evaluated "
+                   "on it; give the labelled queries file (JSON Lines, as `reindex cutover --queries`), or remove the "
+                   "field to evaluate on probes")
+    return out
 
 
 def store_problems(cfg: PipelineConfig) -> list[str]:

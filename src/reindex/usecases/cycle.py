@@ -12,12 +12,20 @@ What a cycle does, under the index lock from before planning to after cutover:
 * another writer holds the index → ``skipped``, nothing touched (a cron tick beside a running apply is normal,
   not a failure).
 
+A source that moves all the time does not stop a cycle: the plan hands what it read to its apply (the documents
+it changes, as read, and the cursor its read ended at; :class:`~reindex.planner.PlanReading`), so the apply writes
+what was priced and its catch-up (or the next cycle) takes what moved since. A plan whose inputs moved all the
+same (the config, the live population, a build's corpus) is made again, at most ``SyncPolicy.replans`` times
+(``CycleResult.replanned``), then the cycle stops with a :class:`~reindex.errors.DriftError` naming what moved.
+
 Drivers (the CLI's ``reindex sync``, the scheduled ``reindex-sync`` flow, a cron job, a service) hold slots,
 pause for approval and render; they never re-sequence these steps."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -27,8 +35,8 @@ from reindex import reports
 from reindex.planner.approvals import read_approval, read_rejection
 from reindex.decisions.cutover import last_move_to
 from reindex.domain.kinds import PopulationState
-from reindex.errors import LockHeld, ReindexError
-from reindex.planner import Plan, read_plan, write_plan
+from reindex.errors import DriftError, LockHeld, ReindexError
+from reindex.planner import Plan, PlanReading, read_plan, write_plan
 from reindex.books.layout import Books
 from reindex.usecases.apply import apply_plan, record_cursor
 from reindex.context import Context
@@ -36,6 +44,8 @@ from reindex.usecases.lifecycle import cutover, gc
 from reindex.usecases.plan import make_plan, plan_in_place_part
 
 __all__ = ["CycleOutcome", "CycleResult", "SyncPolicy"]
+
+_log = logging.getLogger("reindex")
 
 
 class CycleOutcome(StrEnum):
@@ -46,12 +56,13 @@ class CycleOutcome(StrEnum):
     GATE_FAILED = "gate-failed"
     REJECTED = "rejected"
     SKIPPED = "skipped"
+    RETRYING = "retrying"  # the live mode only: a transient error ended the cycle; the watch tries again
 
     @property
     def exit_code(self) -> int:
         """``reindex sync``'s exit status: 0 done or nothing to do or skipped, 2 waits for approval, 3 the
         gate failed (as ``reindex cutover``)."""
-        return {CycleOutcome.AWAITING_APPROVAL: 2, CycleOutcome.GATE_FAILED: 3}.get(self, 0)
+        return {CycleOutcome.AWAITING_APPROVAL: 2, CycleOutcome.GATE_FAILED: 3, CycleOutcome.RETRYING: 1}.get(self, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +72,8 @@ class SyncPolicy:
     ``gc``: delete retired populations past ``cutover.retention_days`` at the end (never a live one, never one
     inside the rollback window); ``apply_new_populations``: build and cut over a change that needs no approval
     (False: leave every population-building change for an explicit ``reindex apply``/``cutover``); ``verify``: read
-    the whole source and compare content hashes instead of trusting the source's cursor (metadata can lie)."""
+    the whole source and compare content hashes instead of trusting the source's cursor (metadata can lie);
+    ``replans``: how many times a plan whose inputs moved before its apply is made again before the cycle gives up."""
 
     plans_dir: str | Path | None = None
     queries: str | Path | None = None
@@ -70,6 +82,7 @@ class SyncPolicy:
     gc: bool = True
     apply_new_populations: bool = True
     verify: bool = False  # read the whole source and compare content hashes (``reindex sync --verify``)
+    replans: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,15 +99,21 @@ class CycleResult:
     cutover: dict | None = None
     gc: list = field(default_factory=list)
     in_place: dict | None = None  # the document changes of a pipeline change, applied in place first
+    replanned: int = 0  # plans made again because their inputs moved before their apply
+    error: str | None = None  # ``retrying``: the transient error that ended the cycle
+    retry_in: float | None = None  # ``retrying``: seconds until the watch tries again
 
     @property
     def exit_code(self) -> int:
         return self.outcome.exit_code
 
     def as_dict(self) -> dict[str, Any]:
-        return {"outcome": self.outcome.value, "index": self.index, "message": self.message,
-                "plan_file": self.plan_file, "plan_hash": self.plan_hash, "kind": self.kind, "apply": self.apply,
-                "cutover": self.cutover, "gc": list(self.gc), "in_place": self.in_place}
+        out = {"outcome": self.outcome.value, "index": self.index, "message": self.message,
+               "plan_file": self.plan_file, "plan_hash": self.plan_hash, "kind": self.kind, "apply": self.apply,
+               "cutover": self.cutover, "gc": list(self.gc), "in_place": self.in_place, "replanned": self.replanned}
+        if self.outcome is CycleOutcome.RETRYING:
+            out.update(error=self.error, retry_in=self.retry_in)
+        return out
 
 
 def _same_inputs(a: Plan, b: Plan) -> bool:
@@ -126,15 +145,32 @@ def run_cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
             held.enter_context(holding_index_lock(ctx, "sync"))
         except LockHeld as err:
             return CycleResult(CycleOutcome.SKIPPED, name, str(err))  # the outcome says "skipped" already
-        return _cycle(ctx, policy)
+        replanned = 0
+        while True:
+            try:
+                result = _cycle(ctx, policy)
+                _prune_plans(ctx, policy)
+                return dataclasses.replace(result, replanned=replanned)
+            except DriftError as err:
+                if replanned >= policy.replans:
+                    moved = "; ".join(err.problems) or str(err)
+                    raise DriftError(
+                        f"index {name!r}: {moved} (planned {replanned + 1} times in this sync; each plan's inputs moved "
+                        "before it could be applied: run `reindex sync` again, or `reindex sync --watch`, which retries "
+                        "with backoff)", problems=err.problems) from None
+                replanned += 1
+                _log.info("reindex sync: %s; planning again (%d of at most %d)", "; ".join(err.problems) or err,
+                          replanned, policy.replans)
 
 
 def _cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
     name = ctx.index
     plans_dir = Path(policy.plans_dir) if policy.plans_dir else Path("plans")
-    fresh, _ = make_plan(ctx, out=None, verify=policy.verify)
+    reading = PlanReading()  # what the plan reads, handed to its apply: nothing is read twice, nothing drifts
+    fresh, _ = make_plan(ctx, out=None, verify=policy.verify, reading=reading)
     if not fresh.kind.does_work:
-        record_cursor(ctx, fresh)  # metadata that moved without content, or a full read: start there next time
+        # metadata that moved without content, or a full read: start there next time
+        record_cursor(ctx, fresh, reading=reading)
         return CycleResult(CycleOutcome.NOTHING_TO_DO, name, f"nothing to do: index {name!r} matches its config and "
                            "corpus", plan_hash=fresh.plan_hash, kind=fresh.kind)
     in_place = None
@@ -145,7 +181,8 @@ def _cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
         if isinstance(done, CycleResult):
             return done
         in_place = done
-        fresh, _ = make_plan(ctx, out=None)
+        reading = PlanReading()
+        fresh, _ = make_plan(ctx, out=None, reading=reading)
         if not fresh.kind.does_work:  # cannot happen while the config names another pipeline; kept honest
             return CycleResult(CycleOutcome.APPLIED_IN_PLACE, name, "applied the document changes in place",
                                in_place=in_place)
@@ -178,7 +215,7 @@ def _cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
     if plan.kind.builds_population and not (approved or policy.apply_new_populations):
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) builds "
                            f"a new population: run `reindex apply {path}`", **base)
-    applied = apply_plan(ctx, path)
+    applied = apply_plan(ctx, path, reading=reading)
     if applied.status == "failed":
         raise ReindexError(f"apply of {path} failed: {len(applied.report['failures'])} failures (see "
                            f"{applied.report_path}); run `reindex sync` again to resume")
@@ -212,7 +249,8 @@ def _carry_out_in_place_part(ctx: Context, plans_dir: Path) -> dict | CycleResul
     """Apply the document changes of a pipeline change in place under the live population's own config (the
     approval policy applies to them as to any in-place change). The apply's result, or the cycle's answer
     when the part waits for approval or was rejected."""
-    got = plan_in_place_part(ctx, out=None)
+    reading = PlanReading()
+    got = plan_in_place_part(ctx, out=None, reading=reading)
     if got is None:
         return {}
     path, part = _plan_file(got[0], plans_dir)
@@ -226,7 +264,7 @@ def _carry_out_in_place_part(ctx: Context, plans_dir: Path) -> dict | CycleResul
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, ctx.index, f"plan {part.plan_hash[:12]} ({part.kind}) "
                            f"needs approval: run `reindex approve {path} --by NAME`, then `reindex sync` again "
                            "(the document changes of a pipeline change, applied in place first)", **base)
-    applied = apply_plan(ctx, path)
+    applied = apply_plan(ctx, path, reading=reading)
     if applied.status == "failed":
         raise ReindexError(f"apply of {path} failed: {len(applied.report['failures'])} failures (see "
                            f"{applied.report_path}); run `reindex sync` again to resume")
@@ -268,6 +306,19 @@ def _rolled_back(ctx: Context, plan: Plan) -> bool:
         return True
     rec = read_population(ctx.state, ctx.index, plan.body["identity"]["new"]["collection"])
     return rec is None or rec.state is not PopulationState.READY
+
+
+def _prune_plans(ctx: Context, policy: SyncPolicy) -> None:
+    """The plans folder's retention (``plans.keep``): older plans carried out in place are deleted."""
+    from reindex.books.manifests import read_apply_record
+    from reindex.planner import prune_plans
+
+    plans_dir = Path(policy.plans_dir) if policy.plans_dir else Path("plans")
+    gone = prune_plans(plans_dir, ctx.index, ctx.config.plans.keep,
+                       lambda plan_hash: read_apply_record(ctx.state, ctx.index, plan_hash) is not None)
+    if gone:
+        _log.info("reindex sync: deleted %d plan(s) carried out in place, past plans.keep %s", len(gone),
+                  ctx.config.plans.keep)
 
 
 def _gc(ctx: Context, policy: SyncPolicy) -> list:

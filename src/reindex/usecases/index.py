@@ -105,11 +105,11 @@ class Index:
 
         return make_plan(self.context, out=self.plans_dir if out is ... else out, **kwargs)
 
-    def record_cursor(self, plan: Any) -> bool:
+    def record_cursor(self, plan: Any, **kwargs: Any) -> bool:
         """Record the source's cursor a plan with nothing to do moved (:func:`reindex.usecases.apply.record_cursor`)."""
         from reindex.usecases.apply import record_cursor
 
-        return record_cursor(self.context, plan)
+        return record_cursor(self.context, plan, **kwargs)
 
     def plan_in_place_part(self, *, out: str | Path | None = ..., **kwargs: Any):  # type: ignore[assignment]
         """The document changes of a pipeline change, as a plan applied in place under the live population's own

@@ -29,6 +29,7 @@ from reindex.planner import (
     BuildRate,
     Plan,
     PlanError,
+    PlanReading,
     PlanRequest,
     Rates,
     Repair,
@@ -160,6 +161,7 @@ def make_plan(
     forecast: int | None = None,
     queries: str | Path | None = None,
     verify: bool = False,
+    reading: PlanReading | None = None,
 ) -> tuple[Plan, Path | None]:
     """Plan a change of the context's config against the live population or an explicit baseline. ``forecast``: build
     both sides on a sample of that many documents (plus the documents ``queries`` — the cutover's labelled
@@ -198,7 +200,8 @@ def make_plan(
     explicit = baseline_config is not None or baseline_corpus is not None  # a what-if: apply refuses it
     req = PlanRequest(cfg, str(ctx.config_arg), baseline, rates_for(ctx, measure=new_vectors), sample=sample,
                       seed=seed, progress=progress, model_limit=_model_limit(cfg), in_place_part=part,
-                      forecast=outlook, verify=verify, carry_to=None if explicit else _carry_to(ctx))
+                      forecast=outlook, verify=verify, carry_to=None if explicit else _carry_to(ctx),
+                      reading=None if explicit else reading)
     plan = plan_change(req)
     return plan, _written(plan, out)
 
@@ -218,7 +221,7 @@ def _written(plan: Plan, out: str | Path | None) -> Path | None:
 
 
 def plan_in_place_part(ctx: Context, *, out: str | Path | None = "plans",
-                       progress=None) -> tuple[Plan, Path | None] | None:
+                       progress=None, reading: PlanReading | None = None) -> tuple[Plan, Path | None] | None:
     """The document changes of a pipeline-scoped change as a plan of their own: the live population's own
     config (:meth:`~reindex.books.manifests.Population.governs`) against the live population, applied in place now
     while the pipeline change waits for approval and its build. None when the config names the live pipeline
@@ -229,7 +232,7 @@ def plan_in_place_part(ctx: Context, *, out: str | Path | None = "plans",
     live = read_live(ctx.state, cfg.index)
     if live is None or identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id:
         return None
-    part = _plan_part(ctx, live, live_baseline(ctx.state, cfg.index), progress)
+    part = _plan_part(ctx, live, live_baseline(ctx.state, cfg.index), progress, reading)
     return (part, _written(part, out)) if part is not None else None
 
 
@@ -251,11 +254,11 @@ def plan_repair(ctx: Context, repair: Repair, *, out: str | Path | None = "plans
     return plan, _written(plan, out)
 
 
-def _plan_part(ctx: Context, live, baseline, progress) -> Plan | None:
+def _plan_part(ctx: Context, live, baseline, progress, reading: PlanReading | None = None) -> Plan | None:
     """The plan of the document changes under ``live``'s own config, if they are anything to apply in place."""
     part_cfg = live.governs(ctx.config)
     part = plan_change(PlanRequest(part_cfg, str(ctx.config_arg), baseline, rates_for(ctx, part_cfg), progress=progress,
-                                   model_limit=_model_limit(part_cfg), carry_to=_carry_to(ctx)))
+                                   model_limit=_model_limit(part_cfg), carry_to=_carry_to(ctx), reading=reading))
     return part if part.kind.in_place else None
 
 

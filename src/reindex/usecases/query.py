@@ -326,6 +326,14 @@ def _raise_if_never_built(ctx: Context, collection: str | None, err: VectorStore
                                "`reindex apply PLAN` and `reindex cutover PLAN`") from err
 
 
+def _reader_context(cfg, config_path) -> Context:
+    """A held reader's context: its state opened as readers read it (fail fast, the last good records served through
+    an outage of the state store: :class:`~reindex.adapters.stores.objects.ReaderStore`, invariant 20)."""
+    from reindex.adapters.stores.reading import open_reader_store
+
+    return Context(cfg, config_path=str(config_path), state=open_reader_store(cfg.state.uri, cfg.state.endpoint_url))
+
+
 class Querier:
     """:func:`query` for a process that asks many questions (a retriever, a web handler): each model is
     loaded once and the read-only store is opened once and held, so a call costs the embedding and the
@@ -347,7 +355,7 @@ class Querier:
         self._lock = threading.Lock()
         self._source = self.config_path.read_bytes() if self.config_path.is_file() else None
         self._cfg = load_resolved(self.config_path)
-        self._side = _ReadSide(Context(self._cfg, config_path=str(self.config_path)))
+        self._side = _ReadSide(_reader_context(self._cfg, self.config_path))
         self._store = None
         self._store_at = None  # (store config, state uri) the held reader was opened for
 
@@ -361,7 +369,7 @@ class Querier:
                     old = self._side.ctx
                     same_state = (cfg.index, cfg.state) == (old.config.index, old.config.state)
                     self._side = _ReadSide(old.with_config(cfg) if same_state else
-                                           Context(cfg, config_path=str(self.config_path)))
+                                           _reader_context(cfg, self.config_path))
                     if not same_state:
                         old.close()
                     self._cfg = cfg

@@ -246,6 +246,9 @@ class Admission:
         except ValueError as err:
             self.reject(where, f"malformed JSON: {err}")
             return None
+        except RecursionError:
+            self.reject(where, "malformed JSON: nested deeper than Python's JSON reader reads (about 1,000 levels)")
+            return None
         if not isinstance(obj, dict):
             self.reject(where, f"malformed: expected a JSON object, got {type(obj).__name__}")
             return None

@@ -29,6 +29,9 @@ OPS = ("upsert", "delete")
 class ChangelogSource:
     """An append-only log of upserts and deletes; documents are the fold of the log (see the module)."""
 
+    #: The SourceConfig fields this kind reads besides uri and kind (``reindex validate`` refuses any other set).
+    reads_fields = ("id_field", "text_field", "metadata_fields")
+
     cursor_kind = "offset"
 
     def __init__(self, cfg: SourceConfig, path: Path) -> None:
@@ -49,17 +52,20 @@ class ChangelogSource:
             raise SourceError(f"cannot read change log {self.path}: {err.strerror or err}") from None
 
     def _end(self, f: IO[bytes]) -> int:
-        """The offset just past the last complete line (a line still being written is left for later)."""
+        """The offset just past the last complete line (a line still being written is left for later). Read
+        backwards in blocks from 4 KB, doubling up to 64 KB: the last line is usually short (a sync read 64 KB
+        for it, beside the few KB it applied)."""
         size = f.seek(0, 2)
-        pos = size
+        pos, step = size, 4096
         while pos > 0:
-            step = min(65536, pos)
+            step = min(step, pos)
             f.seek(pos - step)
             block = f.read(step)
             nl = block.rfind(b"\n")
             if nl >= 0:
                 return pos - step + nl + 1
             pos -= step
+            step = min(step * 2, 65536)
         return 0
 
     @staticmethod

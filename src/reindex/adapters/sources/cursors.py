@@ -102,6 +102,15 @@ class Changes:
         return cls(docs, frozenset(listed) if listed is not None else None, frozenset(deleted), cursor, bytes_read,
                    h.hexdigest(), how)
 
+    def gone_from(self, since: Cursor) -> set[str] | None:
+        """The ids a listing cursor ``since`` named that the listing no longer has: where a listing's removals are
+        among the documents a population holds (its committed cursor names every document it holds: every one it
+        took was listed, and one read and unreadable keeps its entry), found without reading every id it holds.
+        None when this cannot tell (a feed names its removals; a mark's id scan has no entries)."""
+        if self.listed is None or since.kind != "listing" or not since.entries:
+            return None
+        return {d for d in since.entries if d not in self.listed}
+
     def removed(self, known: Collection[str]) -> set[str]:
         """The ids of ``known`` (what the population holds) that the source no longer has."""
         gone = {d for d in self.deleted if d in known}

@@ -76,6 +76,9 @@ class DirectorySource:
     loop: reported, not entered). Hard links cannot be told from files and are read.
     """
 
+    #: The SourceConfig fields this kind reads besides uri and kind (``reindex validate`` refuses any other set).
+    reads_fields = ("include", "follow_symlinks", "metadata_fields")
+
     def __init__(self, cfg: SourceConfig, root: Path) -> None:
         self.cfg = cfg
         self.uri = cfg.uri

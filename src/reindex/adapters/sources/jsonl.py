@@ -22,6 +22,9 @@ class JsonlSource:
     key (``text_field`` or the first of text, content, body) and optional metadata keys. Blank
     lines are ignored; a line that is not a JSON object is a bad document with id ``line:N``."""
 
+    #: The SourceConfig fields this kind reads besides uri and kind (``reindex validate`` refuses any other set).
+    reads_fields = ("id_field", "text_field", "metadata_fields")
+
     def __init__(self, cfg: SourceConfig, path: Path) -> None:
         self.cfg = cfg
         self.uri = cfg.uri

@@ -24,6 +24,9 @@ class ParquetSource:
     columns. Columns are resolved when the source is opened; a row with a null id or text is a
     bad document."""
 
+    #: The SourceConfig fields this kind reads besides uri and kind (``reindex validate`` refuses any other set).
+    reads_fields = ("id_field", "text_field", "metadata_fields", "batch_rows", "cursor", "deleted_field")
+
     def __init__(self, cfg: SourceConfig, path: Path) -> None:
         self.cfg = cfg
         self.uri = cfg.uri

@@ -41,6 +41,10 @@ def is_postgres_uri(uri: str) -> bool:
 class PostgresSource:
     """A table of documents in PostgreSQL (see the module docstring)."""
 
+    #: The SourceConfig fields this kind reads besides uri and kind (``reindex validate`` refuses any other set).
+    reads_fields = ("id_field", "text_field", "metadata_fields", "batch_rows", "cursor", "deleted_field", "table",
+                     "password_env")
+
     def __init__(self, cfg: SourceConfig) -> None:
         self.cfg = cfg
         self.uri = cfg.uri

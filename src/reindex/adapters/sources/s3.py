@@ -42,6 +42,9 @@ class S3Source:
     relative to the prefix. Keys come in S3's listing order (sorted). An object that cannot be
     read is a bad document; a bucket that cannot be listed is a SourceError."""
 
+    #: The SourceConfig fields this kind reads besides uri and kind (``reindex validate`` refuses any other set).
+    reads_fields = ("include", "endpoint_url", "metadata_fields")
+
     def __init__(self, cfg: SourceConfig, store: S3ObjectStore | None = None) -> None:
         self.cfg = cfg
         self.uri = cfg.uri

@@ -8,15 +8,26 @@ creates a key only if nobody else has, and ``get_versioned`` / ``put_if_version`
 
 A version is opaque: the S3 ETag, or a digest of the file's bytes for the folder. Equal versions
 mean equal bytes, so callers that need to tell two writes apart put a fresh nonce in the bytes.
+
+A signature (``signatures``, ``signature``, ``get_signed``) is what the listing says of an object without reading
+it — a file's inode, size and times, an object's ETag — and it moves whenever the bytes do: objects a process reads
+again are kept by it (``get_cached``). Readers open the state through :mod:`reindex.adapters.stores.reading`.
+
+Lines: the two backends of one protocol side by side, each guarantee (atomic put, create-if-absent,
+compare-and-swap, signatures) written once per backend where the other can be read beside it.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import email.utils
+import errno
 import fcntl
 import hashlib
+import logging
 import os
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +41,7 @@ from reindex.errors import StateError, TransientError
 from reindex.foundation.retry import RetriesExhausted, call_with_retries
 
 __all__ = [
-    "LocalObjectStore", "ObjectStore", "S3ObjectStore", "check_key", "is_transient", "open_object_store",
+    "CACHE_BYTES", "LocalObjectStore", "ObjectStore", "S3ObjectStore", "check_key", "is_transient", "open_object_store",
     "split_s3_uri",
 ]
 
@@ -140,11 +151,63 @@ def check_key(key: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# Reads that a process makes twice: kept by signature
+# --------------------------------------------------------------------------------------------
+
+#: The most bytes a store keeps of objects read through ``get_cached`` (least recently used first out).
+CACHE_BYTES = 64 * 2**20
+
+
+class _SignedCache:
+    """Objects this store read (or wrote under the index lock), kept with their signature: ``get_cached`` asks the
+    store for the signature only (a ``stat``, a HEAD) and answers from memory while it is the same. A plan, then its
+    apply's shard, then the next cycle of a live mode read a manifest part once between its writes, not each time."""
+
+    def _cache_init(self) -> None:
+        from collections import OrderedDict
+
+        self._cached: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
+        self._cached_bytes = 0
+        self._cache_lock = threading.Lock()
+
+    def remember(self, key: str, data: bytes, signature: str | None) -> None:
+        """Keep ``data`` as the bytes of ``key`` while its signature is ``signature`` (None: forget it)."""
+        with self._cache_lock:
+            old = self._cached.pop(key, None)
+            if old is not None:
+                self._cached_bytes -= len(old[1])
+            if signature is None or len(data) > CACHE_BYTES // 4:
+                return
+            self._cached[key] = (signature, data)
+            self._cached_bytes += len(data)
+            while self._cached_bytes > CACHE_BYTES and self._cached:
+                _, (_, dropped) = self._cached.popitem(last=False)
+                self._cached_bytes -= len(dropped)
+
+    def get_cached(self, key: str) -> bytes | None:
+        """:meth:`get`, answered from memory when the object's signature has not moved since this store read it."""
+        sig = self.signature(key)  # type: ignore[attr-defined]
+        if sig is None:
+            self.remember(key, b"", None)
+            return None
+        with self._cache_lock:
+            hit = self._cached.get(key)
+            if hit is not None and hit[0] == sig:
+                self._cached.move_to_end(key)
+                return hit[1]
+        got = self.get_signed(key)  # type: ignore[attr-defined]
+        if got is None:
+            return None
+        self.remember(key, got[0], got[1])
+        return got[0]
+
+
+# --------------------------------------------------------------------------------------------
 # Local folder
 # --------------------------------------------------------------------------------------------
 
 
-class LocalObjectStore:
+class LocalObjectStore(_SignedCache):
     """Objects as files under a folder. Atomic puts via temp file + fsync + rename; create-if-absent
     via a hard link of a fully written temp file (the link fails if the name exists).
 
@@ -162,9 +225,14 @@ class LocalObjectStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(os.path.expanduser(root))
+        self._cache_init()
 
     def describe(self) -> str:
         return f"folder {self.root}"
+
+    def location(self) -> tuple[str, str | None]:
+        """What :func:`open_object_store` opens this store again from, in another process: (uri, endpoint)."""
+        return str(self.root.resolve()), None
 
     def describe_key(self, key: str) -> str:
         """One object of this store, for messages: ``the file /path/to/key``."""
@@ -226,13 +294,7 @@ class LocalObjectStore:
             with open(path, "rb") as f:
                 written = os.fstat(f.fileno()).st_mtime_ns
                 data = f.read()
-            probe = path.with_name(f"{_TMP_PREFIX}clock-{uuid.uuid4().hex}")
-            try:
-                with open(probe, "wb"):
-                    pass
-                now = os.stat(probe).st_mtime_ns
-            finally:
-                probe.unlink(missing_ok=True)
+            now = _file_system_now(path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
         except OSError as err:
@@ -279,6 +341,48 @@ class LocalObjectStore:
     def list(self, prefix: str = "") -> list[str]:
         return sorted(self.iter_keys(prefix))
 
+    def signatures(self, prefix: str) -> dict[str, str]:
+        """Key → signature of the objects directly in the folder ``prefix`` names (one ``stat`` each, no byte read):
+        the signature :meth:`get_signed` returns with an object's bytes, unchanged while its bytes are (a write
+        replaces the file: new inode, and its change time moves; ``ctime`` cannot be set back)."""
+        folder, _, start = prefix.rpartition("/")
+        out = {}
+        try:
+            with os.scandir(self.root / folder if folder else self.root) as entries:
+                for e in entries:
+                    if e.name.startswith(_HIDDEN) or not e.name.startswith(start) or not e.is_file(follow_symlinks=False):
+                        continue
+                    try:
+                        out[f"{folder}/{e.name}" if folder else e.name] = _signature(e.stat(follow_symlinks=False))
+                    except FileNotFoundError:
+                        continue
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        except OSError as err:
+            raise StateError(f"cannot list {self.root / folder}: {err.strerror or err}") from None
+        return out
+
+    def signature(self, key: str) -> str | None:
+        """The signature of one object (:meth:`signatures`), None when there is none."""
+        try:
+            return _signature(os.stat(self._path(key), follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as err:
+            raise StateError(f"cannot read {self.root / key}: {err.strerror or err}") from None
+
+    def get_signed(self, key: str) -> tuple[bytes, str] | None:
+        """The bytes under ``key`` and their signature (:meth:`signatures`), from one open file: they belong together."""
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                sig = _signature(os.fstat(f.fileno()))
+                return f.read(), sig
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except OSError as err:
+            raise StateError(f"cannot read {path}: {err.strerror or err}") from None
+
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
         """Keys under ``prefix`` (unsorted; :meth:`list` sorts)."""
         # Only walk the folder the prefix names; the rest of the prefix filters names.
@@ -295,6 +399,29 @@ class LocalObjectStore:
                 key = name if rel_dir == "." else f"{rel_dir}/{name}"
                 if key.startswith(prefix):
                     yield key
+
+
+def _signature(st: os.stat_result) -> str:
+    """A file's signature: inode, size, modification and change times (ns)."""
+    return f"f:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _file_system_now(path: Path) -> int:
+    """Now on the clock that stamps ``path``'s folder (ns): a probe file's modification time. A folder this process may
+    not write to (a read-only mount, a reader's permissions: ``reindex doctor`` there) has no probe: this host's
+    clock, which stamps a local file system's files too (only a network mount written by other hosts can differ)."""
+    probe = path.with_name(f"{_TMP_PREFIX}clock-{uuid.uuid4().hex}")
+    try:
+        with open(probe, "wb"):
+            pass
+    except OSError as err:
+        if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return time.time_ns()
+        raise
+    try:
+        return os.stat(probe).st_mtime_ns
+    finally:
+        probe.unlink(missing_ok=True)
 
 
 def _digest(data: bytes) -> str:
@@ -364,7 +491,7 @@ def _code(err: bex.ClientError) -> str:
     return str(err.response.get("Error", {}).get("Code", ""))
 
 
-class S3ObjectStore:
+class S3ObjectStore(_SignedCache):
     """Objects under ``s3://bucket/prefix``. Transient failures are retried with exponential backoff
     and jitter (``attempts`` in all) and then raise TransientError; other failures raise StateError."""
 
@@ -379,6 +506,8 @@ class S3ObjectStore:
         attempts: int = 5,
         backoff_s: float = 0.5,
         max_backoff_s: float = 8.0,
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float = 60.0,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
@@ -386,11 +515,13 @@ class S3ObjectStore:
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        self._cache_init()
         import boto3  # ~0.1 CPU-s: only a state on S3 pays it
         from botocore.config import Config
 
         # Retries are ours (tenacity); botocore's own retries would multiply them.
-        config = Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=60)
+        config = Config(retries={"total_max_attempts": 1}, connect_timeout=connect_timeout_s,
+                        read_timeout=read_timeout_s)
         try:
             self._client: Any = boto3.session.Session().client("s3", endpoint_url=endpoint_url, config=config)
         except bex.BotoCoreError as err:
@@ -399,6 +530,10 @@ class S3ObjectStore:
     def describe(self) -> str:
         where = f"s3://{self.bucket}/{self.prefix}"
         return f"{where} at {self.endpoint_url}" if self.endpoint_url else where
+
+    def location(self) -> tuple[str, str | None]:
+        """What :func:`open_object_store` opens this store again from, in another process: (uri, endpoint)."""
+        return f"s3://{self.bucket}/{self.prefix}", self.endpoint_url
 
     def describe_key(self, key: str) -> str:
         """One object of this store, for messages: ``the object s3://bucket/prefix/key``."""
@@ -554,6 +689,32 @@ class S3ObjectStore:
 
     def list(self, prefix: str = "") -> list[str]:
         return sorted(self.iter_keys(prefix))
+
+    def signatures(self, prefix: str) -> dict[str, str]:
+        """Key → signature (the ETag: a digest of the bytes) of the objects directly under the folder ``prefix``
+        names, from the listing: no object is read."""
+        folder = prefix.rpartition("/")[0]
+        return {key: f"e:{etag}" for key, etag, _, _ in self.iter_listing(prefix)
+                if key.rpartition("/")[0] == folder}
+
+    def signature(self, key: str) -> str | None:
+        """The signature of one object (its ETag, from a HEAD: no body), None when there is none."""
+        full = self._key(key)
+
+        def op() -> str | None:
+            try:
+                return f"e:{self._client.head_object(Bucket=self.bucket, Key=full)['ETag']}"
+            except bex.ClientError as err:
+                if _code(err) in _NOT_FOUND:
+                    return None
+                raise
+
+        return self._call(f"head {key!r}", op)
+
+    def get_signed(self, key: str) -> tuple[bytes, str] | None:
+        """The bytes under ``key`` and their signature (:meth:`signatures`), from one GET."""
+        got = self._get_object(key)
+        return None if got is None else (got[0], f"e:{got[1]['ETag']}")
 
     def iter_keys(self, prefix: str = "") -> Iterator[str]:
         """Keys under ``prefix`` in S3's order (UTF-8 byte order, which equals sorted order), one

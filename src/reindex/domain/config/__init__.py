@@ -28,7 +28,7 @@ from reindex.domain.config._base import (
 )
 from reindex.domain.config._secrets import (
     ENV_SUFFIX, RECORDED, is_secret_name, is_recorded, check_params, no_credentials, env_name, without_env_names,
-    params_from_env, scrub, redact, no_userinfo,
+    params_from_env, scrub, redact, no_userinfo, find_secret_value, secret_shape,
 )
 from reindex.domain.config._chunkers import (
     CHUNKER_KINDS, first_error, yaml_float, ChunkerModel, FixedChunkerConfig, SlidingChunkerConfig, FixedCharsChunkerConfig,
@@ -41,7 +41,7 @@ from reindex.domain.config._halves import (
 )
 from reindex.domain.config._operational import (
     SourceConfig, RESERVED_PAYLOAD_KEYS, PayloadConfig, HnswConfig, StoreConfig, StateConfig, CostConfig, EmbedConfig,
-    ApprovalConfig, ApplyConfig, CutoverConfig, ServingConfig, SyncConfig, duration_seconds,
+    ApprovalConfig, ApplyConfig, CutoverConfig, ServingConfig, SyncConfig, PlansConfig, duration_seconds,
 )
 
 __all__ = [
@@ -49,12 +49,12 @@ __all__ = [
     "CallableChunkerConfig", "CdcChunkerConfig", "ChunkerConfig", "ChunkerModel", "ConfigModel", "CostConfig",
     "CutoverConfig", "ENV_SUFFIX", "EmbedConfig", "FixedCharsChunkerConfig", "FixedChunkerConfig",
     "HnswConfig", "LangchainChunkerConfig", "MarkdownChunkerConfig", "NormaliserConfig", "OPERATIONAL", "ParagraphChunkerConfig",
-    "PayloadConfig", "PersonName", "PipelineConfig", "RECORDED", "RESERVED_PAYLOAD_KEYS", "RechunkConfig",
+    "PayloadConfig", "PersonName", "PipelineConfig", "PlansConfig", "RECORDED", "RESERVED_PAYLOAD_KEYS", "RechunkConfig",
     "RecursiveChunkerConfig", "STICKY_KINDS", "SentenceChunkerConfig", "ServingConfig", "SlidingChunkerConfig", "SourceConfig",
     "StateConfig", "StoreConfig", "SyncConfig", "TEXT", "TextHalf", "VECTOR", "VectorHalf", "absolutize",
     "check_params", "chunker_spec", "config_from_dict", "config_from_yaml", "default_config_yaml",
-    "duration_seconds", "env_name", "field_half", "first_error", "is_recorded", "is_secret_name", "load_config",
-    "no_credentials", "no_userinfo", "params_from_env", "parse_chunker_spec", "redact", "scrub", "with_chunker",
+    "duration_seconds", "env_name", "field_half", "find_secret_value", "first_error", "is_recorded", "is_secret_name", "load_config",
+    "no_credentials", "no_userinfo", "params_from_env", "parse_chunker_spec", "redact", "scrub", "secret_shape", "with_chunker",
     "without_env_names", "yaml_float",
 ]
 
@@ -81,6 +81,7 @@ class PipelineConfig(ConfigModel):
     sync: SyncConfig = Field(default_factory=SyncConfig, description="How syncs find changes (cursors, verification).")
     serving: ServingConfig = Field(default_factory=ServingConfig,
                                    description="What readers are served while a vector-half change builds.")
+    plans: PlansConfig = Field(default_factory=PlansConfig, description="The plans folder's retention.")
 
     @model_validator(mode="after")
     def _segments_are_metadata(self, info: ValidationInfo) -> "PipelineConfig":
@@ -113,9 +114,16 @@ def config_from_dict(data: Any, origin: str = "<config>", *, recorded: bool = Fa
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a mapping at the top level, got {type(data).__name__}")
     try:
-        return PipelineConfig.model_validate(data, context=RECORDED if recorded else None)
+        cfg = PipelineConfig.model_validate(data, context=RECORDED if recorded else None)
     except ValidationError as err:
         raise ConfigError(f"{origin}: {first_error(err)}") from None
+    found = None if recorded else find_secret_value(data)  # by value, in any field (by name: the fields' own rules)
+    if found:
+        path, what = found
+        raise ConfigError(f"{origin}: {path}: its value looks like {what}, and the config is copied into plans, "
+                          "reports and population records; remove it, put the secret in an environment variable and "
+                          "name the variable (a <name>_env field) instead")
+    return cfg
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -216,7 +224,7 @@ def default_config_yaml(index: str = "docs", source: str = "./corpus") -> str:
     lines.append("source:")
     _emit(lines, SourceConfig, {"uri": source}, 1)
     for name in ("text", "vector", "payload", "store", "state", "cost", "approval", "apply", "embed", "cutover", "serving",
-                 "sync"):
+                 "sync", "plans"):
         model = top[name].annotation
         lines.append(f"# [{field_half(model)}] {top[name].description}")
         lines.append(f"{name}:")

@@ -1,5 +1,5 @@
 """The operational sections (in no id): source, payload, store, state, cost, embed, approval, apply, cutover,
-sync."""
+sync, plans."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 
 from reindex.domain.config._base import OPERATIONAL, ConfigModel
 from reindex.domain.kinds import HNSW_DEFAULTS, hnsw_problem
-from reindex.domain.config._secrets import env_name, no_credentials
+from reindex.domain.config._secrets import env_name, is_recorded, no_credentials
 
 __all__ = [
     "ApplyConfig", "ApprovalConfig", "CostConfig", "CutoverConfig", "EmbedConfig", "HnswConfig", "PayloadConfig",
-    "RESERVED_PAYLOAD_KEYS", "ServingConfig", "SourceConfig", "StateConfig", "StoreConfig", "SyncConfig",
+    "PlansConfig", "RESERVED_PAYLOAD_KEYS", "ServingConfig", "SourceConfig", "StateConfig", "StoreConfig", "SyncConfig",
     "duration_seconds",
 ]
 
@@ -303,10 +303,24 @@ class ApprovalConfig(_OpModel):
         return env_name(value, info)
 
 
+#: The most shards a config may ask for (apply.shards).
+MAX_SHARDS = 4096
+
+
 class ApplyConfig(_OpModel):
     """How apply runs."""
 
-    shards: int = Field(16, gt=0, strict=True, description="Shards (stable hash of doc id mod shards).")
+    shards: int = Field(16, gt=0, strict=True, description="Shards (stable hash of doc id mod shards; at most "
+                        f"{MAX_SHARDS:,}: a shard is a unit of work and resume, each with its manifest part).")
+
+    @field_validator("shards")
+    @classmethod
+    def _shards(cls, value: int, info: ValidationInfo) -> int:
+        if value > MAX_SHARDS and not is_recorded(info):  # a record reads as written
+            shown = f"{value:,}" if value < 10**15 else f"{value:.3g}"
+            raise ValueError(f"got {shown}; at most {MAX_SHARDS:,} (each shard is a unit of work with a manifest "
+                             "part of its own: more shards than that only add files and round trips)")
+        return value
     embed_batch_size: int = Field(64, gt=0, strict=True, description="Texts per embedding call.")
     unit_seconds: float = Field(
         10.0, ge=0.0, description="Remote runners (Dask, Prefect work pools) hand a worker contiguous units of shards "
@@ -388,6 +402,16 @@ class ServingConfig(_OpModel):
         return value
 
 
+class PlansConfig(_OpModel):
+    """The plans folder: how many plans ``reindex sync`` and the live mode keep there."""
+
+    keep: int | None = Field(
+        100, ge=1, strict=True, description="Plans of this index kept in the plans folder by `reindex sync` and "
+        "`reindex sync --watch` (each with its reports, run report and approval): older ones that were carried out in "
+        "place (their run is recorded in the state) are deleted at the end of a cycle; a plan that built a population, "
+        "or waits for approval, is never deleted. null: keep every plan.")
+
+
 class SyncConfig(_OpModel):
     """How a sync finds changes: by the source's cursor, with a full read now and then."""
 
@@ -398,9 +422,10 @@ class SyncConfig(_OpModel):
 
     @field_validator("verify_every")
     @classmethod
-    def _duration(cls, value: str | None) -> str | None:
-        if value is not None:
-            duration_seconds(value)
+    def _duration(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and duration_seconds(value) <= 0 and not is_recorded(info):  # a record reads as written
+            raise ValueError(f"got {value!r}; a full read at every sync is `reindex sync --verify` (or a source "
+                             "without a cursor): give a duration longer than 0, like 12h or 7d, or null")
         return value
 
     @property

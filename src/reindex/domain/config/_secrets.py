@@ -14,8 +14,8 @@ from pydantic import ValidationInfo
 from reindex.errors import ConfigError
 
 __all__ = [
-    "ENV_SUFFIX", "RECORDED", "check_params", "env_name", "is_recorded", "is_secret_name", "no_credentials",
-    "no_userinfo", "params_from_env", "redact", "scrub", "without_env_names",
+    "ENV_SUFFIX", "RECORDED", "check_params", "env_name", "find_secret_value", "is_recorded", "is_secret_name",
+    "no_credentials", "no_userinfo", "params_from_env", "redact", "scrub", "secret_shape", "without_env_names",
 ]
 
 
@@ -44,6 +44,57 @@ def is_secret_name(name: str) -> bool:
     config is checked or derived from an object)."""
     spaced = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name))
     return any(w.lower() in _SECRET_WORDS for w in re.split(r"[^A-Za-z0-9]+", spaced))
+
+
+# Values shaped like a credential, whatever field holds them (issue 43: a key pasted into a free-form field or a
+# source URI was copied into plans and records, the check being by name only).
+_SECRET_SHAPES = (
+    (re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-|live-|test-|ant-)?[A-Za-z0-9_-]{16,}"), "an API key (sk-…)"),
+    (re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])"), "an AWS access key id (AKIA…)"),
+    (re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{30,}"), "a GitHub token (ghp_…)"),
+    (re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{22,}"), "a GitHub token (github_pat_…)"),
+    (re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), "a Slack token (xox…-)"),
+    (re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), "a Google API key (AIza…)"),
+    (re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"), "a Hugging Face token (hf_…)"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+)
+_QUERY_PARAM = re.compile(r"[?&;#]([^=?&;#\s]+)=([^&;#\s]*)")
+
+
+def secret_shape(value: str) -> str | None:
+    """What credential ``value`` looks like it holds (``an API key (sk-…)``, ``a credential in a query string
+    (key=…)``), or None: key-shaped values and secret-named query parameters (``?key=``, ``&token=``), in any
+    string, URL or not."""
+    for pattern, what in _SECRET_SHAPES:
+        if pattern.search(value):
+            return what
+    for m in _QUERY_PARAM.finditer(value):
+        name = unquote_plus(m.group(1))
+        if m.group(2) and is_secret_name(name):
+            return f"a credential in a query string ({name}=…)"
+    return None
+
+
+def find_secret_value(data: Any, path: str = "") -> tuple[str, str] | None:
+    """The first string in ``data`` (a parsed config, at any depth; ``<name>_env`` entries, which hold variable
+    names, excepted) that looks like a credential: (its path, what it looks like); None when there is none."""
+    if isinstance(data, dict):
+        for key, item in data.items():
+            if str(key).endswith(ENV_SUFFIX):
+                continue
+            found = find_secret_value(item, f"{path}.{key}" if path else str(key))
+            if found:
+                return found
+    elif isinstance(data, list):
+        for n, item in enumerate(data):
+            found = find_secret_value(item, f"{path}[{n}]")
+            if found:
+                return found
+    elif isinstance(data, str):
+        what = secret_shape(data)
+        if what:
+            return path, what
+    return None
 
 
 def is_recorded(info: ValidationInfo | None) -> bool:
@@ -180,7 +231,11 @@ def redact(path: str, value: Any) -> Any:
     key = path.rsplit(".", 1)[-1]
     if not key.endswith(ENV_SUFFIX) and is_secret_name(key) and isinstance(value, (str, list, dict)):
         return "(secret)"
+    if isinstance(value, (list, dict)) and find_secret_value(value):
+        return "(secret)"
     if isinstance(value, str):
+        if secret_shape(value):
+            return "(secret)"
         try:
             no_credentials(value, "")
         except ValueError:
