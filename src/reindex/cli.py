@@ -453,7 +453,7 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
 @CONFIG_OPTION
 @click.option("--plans", "plans_dir", default="plans", show_default=True, help="Folder for plans and their reports.")
 @click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="JSONL queries for the cutover's comparison (default: probes from the corpus).")
+              help="JSONL queries for the cutover's comparison (default: cutover.queries, else probes from the corpus).")
 @click.option("--k", type=int, default=None, help="Comparison depth of the cutover (default: cutover.k).")
 @click.option("--no-gc", is_flag=True, help="Do not delete retired populations past retention at the end.")
 @click.option("--verify", is_flag=True, help="Read the whole source and compare content hashes instead of trusting its "
@@ -533,7 +533,7 @@ def _watch(config_path: str, policy: Any, interval: float, as_json: bool) -> Non
 @click.argument("plan_file", required=False, type=click.Path(dir_okay=False))
 @CONFIG_OPTION
 @click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="JSONL queries (query, optional doc_path/relevant and evidence); default: probes from the corpus.")
+              help="JSONL queries (query, optional doc_path/relevant and evidence); default: cutover.queries, else probes from the corpus.")
 @click.option("--k", type=int, default=None, help="Comparison depth (default: cutover.k).")
 @click.option("--force", is_flag=True, help="Swap even if the gate fails (needs an approval record; logged).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

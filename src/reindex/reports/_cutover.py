@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from reindex.foundation.atomic import atomic_write_text
-from reindex.decisions.evaluation import MAX_CANDIDATES, gate_metrics
+from reindex.decisions.evaluation import MAX_CANDIDATES, gate_metrics, verdict_words
 from reindex.reports._charts import (
     CHART_H,
     CHART_W,
@@ -136,6 +136,47 @@ def _queries_table(rows: Sequence[dict], k: int, fields: Sequence[str]) -> Table
                  f"{changed} of {len(rows)} queries changed their top-{k} documents (overlap@{k} < 1).")
 
 
+def _health_table(report: dict) -> Table | None:
+    """Index health: each side's index state, its ANN recall@10 against exact search and its query latency."""
+    h = report.get("index_health")
+    if not h:
+        return None
+    sides = [(label, h[side]) for side, label in (("old", "old (live)"), ("new", "new (shadow)")) if h.get(side)]
+
+    def cell(d: dict, key: str, fmt: str) -> str:
+        return format(d[key], fmt) if d.get(key) is not None else "—"
+
+    rows = [(label, d["collection"], f"{d['indexed_vectors']:,} of {d['points']:,}", d["searched"],
+             cell(d, "recall_at_10_vs_exact", ".3f"), str(d.get("sampled", 0)),
+             f"{cell(d, 'latency_ms_p50', '.2f')} / {cell(d, 'latency_ms_p95', '.2f')}")
+            for label, d in sides]
+    share = h.get("share_of_cutover")
+    cost = (f"The check took {h['seconds']:.2f} s" + (f", {share:.0%} of the cutover's {report['seconds']:.2f} s"
+                                                        if share is not None and report.get("seconds") else "")
+            + "; recall is measured with up to 200 stored vectors as queries (ANN top-10 vs exact top-10); latency on "
+              "the gate's queries, each the fastest of three interleaved searches.")
+    notes = "; ".join(f"{label}: {d['detail']}" for label, d in sides)
+    return Table("Index health", ("side", "collection", "indexed vectors", "searched", "recall@10 vs exact",
+                                  "sampled", "latency p50 / p95 (ms)"), tuple(rows), (), f"{cost} {notes}.")
+
+
+def _power_table(report: dict) -> Table | None:
+    """What the gate's queries can tell: each gated metric's half-width and the queries the rule would need."""
+    p = report.get("power")
+    if not p:
+        return None
+    rows, classes = [], []
+    for m, x in p.items():
+        f = x.get("forecast") or {}
+        rows.append((_metric_name(m), f"±{x['half_width']:.3f}", f"{x['queries']:,}",
+                     f"{x['needed_queries']:,}" if x.get("needed_queries") is not None else "—", x.get("outcome", ""),
+                     f"±{f['half_width']:.3f} on {f['queries']:,}" if f else "—"))
+        classes.append({"pass": "ok", "fail": "bad", "cannot tell": "unsure"}.get(x.get("outcome", ""), ""))
+    return Table("Power", ("metric", "half-width", "queries", "queries needed", "outcome", "forecast"), tuple(rows),
+                 tuple(classes), "The 95 % interval's half-width on the gate's queries, and how many such queries would "
+                 "narrow it enough to decide the rule (— : none needed, or none would).")
+
+
 def _first_build_table(alone: dict, k: int) -> Table:
     agg = alone["aggregate"]
     rows = [(m, f"{agg[m]:.3f}", str(agg[f"{m}_queries"]))
@@ -149,6 +190,9 @@ def cutover_tables(report: dict) -> list[Table]:
     """The tables both documents show, in order: gate, metrics (or a first build's own figures), models, one per
     segment field, queries."""
     tables = [_rules_table(report)]
+    for extra in (_health_table(report), _power_table(report)):
+        if extra is not None:
+            tables.append(extra)
     if report.get("first_build"):
         tables.append(_first_build_table(report["first_build"], report["k"]))
     ev = report.get("evaluation")
@@ -174,9 +218,13 @@ def cutover_tables(report: dict) -> list[Table]:
 
 
 def _bound(report: dict) -> float | None:
-    """The lower bound the gate held every segment's recall to (the evaluation records it with the segments)."""
+    """The lower bound the gate held every segment's recall to (the evaluation records it with the segments: one
+    bound, or one per metric)."""
     ev = report.get("evaluation") or {}
-    return ev.get("segment_bound")
+    bound = ev.get("segment_bound")
+    if isinstance(bound, dict):
+        return bound.get(f"recall_at_{report['k']}")
+    return bound
 
 
 # --------------------------------------------------------------------------------------------
@@ -285,12 +333,13 @@ def _title(report: dict) -> str:
 
 
 def _verdict_line(report: dict) -> str | None:
+    """The verdict in words that match the numbers (:func:`reindex.decisions.evaluation.verdict_words`)."""
     ev = report.get("evaluation")
     if not ev:
         return None
-    agg = ev["aggregate"]
-    per = ", ".join(f"{_metric_name(m)} {v}" for m, v in agg.get("metrics", {}).items())
-    return f"{agg.get('verdict', 'cannot tell')}" + (f" ({per})" if per else "")
+    if report.get("identical"):
+        return f"identical ({report['identical']})"
+    return report.get("verdict_words") or verdict_words(ev["aggregate"])
 
 
 def _context_lines(report: dict) -> list[str]:
@@ -298,6 +347,8 @@ def _context_lines(report: dict) -> list[str]:
     lines = [f"Live population: {report['live'] or 'none'} · queries: {report['queries_source']} ({n})"]
     if report.get("query_vectors"):
         lines.append(f"Query vectors: {report['query_vectors']}")
+    if report.get("forecast"):
+        lines.append(f"Forecast: {report['forecast']['line']}")
     return lines
 
 
@@ -333,7 +384,7 @@ def _html_table(t: Table) -> str:
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>")
 
 
-_PAGE_CSS = ("tr.ok td{background:#f0fdf4}tr.bad td{background:#fef2f2}"
+_PAGE_CSS = ("tr.ok td{background:#f0fdf4}tr.bad td{background:#fef2f2}tr.unsure td{background:#fffbeb}"
              "section[data-table=Gate] tr.bad td:nth-child(2){color:#b91c1c;font-weight:700}"
              ".verdict{border-radius:12px;padding:14px 20px;margin:0 0 16px;font-size:20px;font-weight:700}"
              ".verdict small{display:block;font-size:13px;font-weight:400;margin-top:2px}"
@@ -349,11 +400,12 @@ def cutover_html(report: dict) -> str:
     verdict = _verdict_line(report)
     banner = ""
     if verdict:
-        v = agg.get("verdict", "cannot tell")
+        v = "no measurable difference" if report.get("identical") else agg.get("verdict", "cannot tell")
         failed = [r["rule"] for r in report["rules"] if not r["passed"]]
         gate_said = f"gate failed: {', '.join(failed)}" if failed else "gate passed"
-        banner = (f'<div class="verdict {VERDICT_CLASS.get(v, "unsure")}" data-verdict="{_e(v)}">Verdict: {_e(v)}'
-                  f"<small>{_e(verdict)} · {_e(gate_said)}</small></div>")
+        per = ", ".join(f"{_metric_name(m)} {x}" for m, x in agg.get("metrics", {}).items())
+        banner = (f'<div class="verdict {VERDICT_CLASS.get(v, "unsure")}" data-verdict="{_e(v)}">Verdict: '
+                  f"{_e(verdict)}<small>{_e(per)} · {_e(gate_said)}</small></div>")
     meta = "".join(f"<div class=meta>{_e(line)}</div>" for line in _context_lines(report))
     alias = _alias_line(report)
     tables = "".join(_html_table(t) for t in cutover_tables(report))

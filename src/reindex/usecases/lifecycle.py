@@ -21,6 +21,7 @@ from reindex.adapters.sources.extract import normalise
 from reindex.decisions import cutover as co
 from reindex.domain.kinds import PopulationState
 from reindex.decisions import evaluation as ev
+from reindex.decisions.index_health import index_state
 from reindex.books.carried import prune_carried
 from reindex.books.cursors import commit_cursor, resume_tracking
 from reindex.books.manifests import read_live, read_population
@@ -73,6 +74,7 @@ class PopulationStatus(TypedDict):
     # tokens_planned, tokens_per_second, eta_seconds, updated_at (the last four null until the apply measured a rate)
     tokens_done: int | None  # a population being built: tokens embedded so far (null otherwise)
     eta_seconds: float | None  # a population being built: seconds left to the end of its shards (null: unknown)
+    index: dict[str, Any] | None  # its search index: points, indexed_vectors, status, ready, searched, detail
 
 
 class IndexStatus(TypedDict):
@@ -260,6 +262,7 @@ def cutover(
                 evaluate=lambda current, qs: _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk),
                 embed=embed_new, fence=lambda: lock.check(confirm=True),
                 evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, embed_new, k=kk, payload=cfg.payload),
+                forecast=plan.body.get("forecast"),
             )
             report = co.run_cutover(store, state, inputs)
             if report["already"]:
@@ -387,17 +390,18 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
         pops = []
         for r in co.populations(state, cfg.index):
             exists = store is not None and store.collection_exists(r.collection)
-            points = None
+            points = index = None
             if exists:
                 try:
                     points = store.count(r.collection)
+                    index = index_state(store.collection_info(r.collection)).as_dict()
                 except VectorStoreError:  # not published yet: a build readers cannot see
                     points = None
             progress = build_progress(state, cfg.index, r, lock) if r.state == "building" else None
             pops.append({"collection": r.collection, "state": r.state, "points": points,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
                          "chunker": chunker_spec(r.config.text.chunker), "model": r.model(), "exists": exists,
-                         "progress": progress,
+                         "progress": progress, "index": index,
                          "tokens_done": progress["tokens_done"] if progress else None,
                          "eta_seconds": progress["eta_seconds"] if progress else None})
         view = serving_view(state, cfg.index, aliases.get(cfg.index)).as_dict()

@@ -16,8 +16,10 @@ __all__ = ["comparison_queries"]
 
 
 def comparison_queries(cfg: PipelineConfig, queries: str | Path | None) -> tuple[list[ev.Query], str]:
-    """(queries, where they came from): the file's, or ``cutover.probes`` known-item probes sampled from the
-    corpus (seed ``cutover.seed``), each labelled with its document and carrying its sentence as evidence."""
+    """(queries, where they came from): the file's (``queries``, else ``cutover.queries``), or ``cutover.probes``
+    known-item probes sampled from the corpus (seed ``cutover.seed``), each labelled with its document and carrying
+    its sentence as evidence."""
+    queries = queries or cfg.cutover.queries
     if queries:
         return ev.read_queries(queries), str(queries)
     pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
