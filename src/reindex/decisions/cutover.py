@@ -360,6 +360,10 @@ def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
     if current is None:
         check_names(store, i.index)
     caught_up = i.catch_up()
+    if caught_up:
+        # The catch-up wrote into the shadow after its index was built: build what it added (the embedded store indexes
+        # only in finish_bulk; past its indexing threshold, those points would be scanned by every search).
+        store.finish_bulk(i.shadow)
     # What readers will get: both indexes, fully built (a server waited for) and their recall against exact search.
     health = measure_health(store, current, i.shadow, i.policy)
     qs, query_source = i.queries()
