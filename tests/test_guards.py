@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from helpers_index import Workspace
-from reindex.decisions.cutover import CutoverError, gate
+from reindex.decisions.cutover import CutoverError
+from reindex.decisions.gate import gate
 from reindex.errors import PlanError
 from reindex.books.manifests import Population, read_population, write_population
 

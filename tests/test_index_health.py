@@ -25,6 +25,7 @@ from helpers_index import Workspace
 from reindex import api
 from reindex.cli import main
 from reindex.decisions import cutover as co
+from reindex.decisions import gate as gt
 from reindex.decisions import evaluation as ev
 from reindex.decisions.index_health import index_state, side_health, wait_until_indexed
 from reindex.errors import TransientError
@@ -81,14 +82,14 @@ def test_an_index_that_was_never_built_fails_index_recall_and_built_it_passes_wi
         health = {"new": side_health(store, "unbuilt"), "old": None}
         # Scanned, its answers are exact (recall 1.000): only the state says it is not built.
         assert health["new"]["recall_at_10_vs_exact"] == 1.0 and health["new"]["sampled"] == 200
-        rule = co.index_recall_rule(health, _policy())
+        rule = gt.index_recall_rule(health, _policy())
         assert not rule.passed and rule.outcome == "fail"
         assert rule.detail.startswith("unbuilt is not fully indexed: 1,500 of 1,500 vectors")
 
         store.finish_bulk("unbuilt")
         health = {"new": side_health(store, "unbuilt"), "old": None}
         assert health["new"]["ready"] and health["new"]["searched"] == "graph"
-        rule = co.index_recall_rule(health, _policy())
+        rule = gt.index_recall_rule(health, _policy())
         r = health["new"]["recall_at_10_vs_exact"]
         assert rule.passed and r >= 0.95, rule.detail
         assert rule.detail.startswith(f"recall@10 of unbuilt's index vs exact search {r:.3f} on 200 stored vectors")
@@ -109,14 +110,14 @@ def test_a_shadow_scanned_in_full_is_slower_than_the_live_graph_and_fails_the_la
         embed = lambda texts: [vectors[t] for t in texts]  # noqa: E731
         evaluation = ev.evaluate(store, "live", "shadow", qs, embed, embed, k=10)
         health: dict = {"old": {"collection": "live"}, "new": {"collection": "shadow"}}
-        co.add_latency(health, evaluation, None)
-        rule = co.latency_rule(health, _policy())
+        gt.add_latency(health, evaluation, None)
+        rule = gt.latency_rule(health, _policy())
         old, new = health["old"]["latency_ms_p95"], health["new"]["latency_ms_p95"]
-        assert not rule.passed and new > 2 * old and new - old >= co.LATENCY_SLACK_MS, rule.detail
+        assert not rule.passed and new > 2 * old and new - old >= gt.LATENCY_SLACK_MS, rule.detail
         assert rule.detail.startswith(f"query latency p95 {old:.2f} → {new:.2f} ms")
-        assert co.latency_rule(health, _policy(max_latency_ratio=1e6)).passed
+        assert gt.latency_rule(health, _policy(max_latency_ratio=1e6)).passed
         # And the first build has no live side to compare with: no latency rule.
-        assert co.latency_rule({"new": health["new"], "old": None}, _policy()) is None
+        assert gt.latency_rule({"new": health["new"], "old": None}, _policy()) is None
     finally:
         store.close()
 

@@ -31,286 +31,25 @@ from reindex.books.manifests import (
 )
 from reindex.adapters.stores.objects import ObjectStore
 from reindex.decisions import evaluation as ev
-from reindex.decisions.index_health import latency_ratio, side_health
+from reindex.decisions.gate import (
+    Rule,
+    add_latency,
+    compare_forecast,
+    gate,
+    gate_bounds,
+    identical_populations,
+    measure_health,
+    primary_metric,
+    verdict_words,
+)
 
 __all__ = [
-    "ADVICE", "CutoverInputs", "LATENCY_SLACK_MS", "Rule", "SERVABLE", "VERIFY_SAMPLE", "add_latency", "check_names",
-    "delete_population", "evidence_rule", "gate", "gc_candidates", "identical_populations", "index_recall_rule",
-    "latency_rule", "measure_health", "pending_intent", "populations", "reconcile", "require_verified",
-    "restore_live", "rollback", "run_cutover", "segment_rules", "swap", "verify_population",
+    "CutoverInputs", "SERVABLE", "VERIFY_SAMPLE", "check_names", "delete_population", "gc_candidates", "pending_intent",
+    "populations", "reconcile", "require_verified", "restore_live", "rollback", "run_cutover", "swap",
+    "verify_population",
 ]
 
 
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One gate rule: its name, whether it let the cutover through, one line saying why, its ``outcome`` (``pass``,
-    ``fail`` or ``cannot tell``: a rule whose evidence cannot decide; it passes only under ``cutover.cannot_tell:
-    pass``) and, for a rule read from an interval, its ``power`` (``half_width``, ``needed_queries``, ``queries``)."""
-
-    name: str
-    passed: bool
-    detail: str
-    outcome: str = ""
-    power: dict | None = None
-
-    def as_dict(self) -> dict:
-        out = {"rule": self.name, "passed": self.passed, "detail": self.detail}
-        if self.outcome:
-            out["outcome"] = self.outcome
-        if self.power is not None:
-            out["power"] = self.power
-        return out
-
-
-def _pol(policy: Any, name: str, default: Any) -> Any:
-    return getattr(policy, name, default)
-
-
-def gate(policy: Any, evaluation: dict | None, *, shadow_points: int, planned_chunks: int, failures: int,
-         k: int, health: dict | None = None, identical: str | None = None) -> list[Rule]:
-    """Pass/fail per rule of the cutover policy (config ``cutover``), in order: the shadow is complete (point count,
-    no failed shards); its index serves (``index-recall``, ``latency``: from ``health``, :func:`measure_health`);
-    recall@k does not fall below its floor (or, without labels, the rankings overlap); the change's verdict on the
-    primary metric decides (``evidence``: :func:`evidence_rule`); every segment is judged as the whole is.
-    ``identical``: why the two populations answer alike by construction (:func:`identical_populations`): they pass
-    as identical, whatever queries at the ceiling would say."""
-    rules = []
-    if policy.require_exact_count:
-        rules.append(Rule("point-count", shadow_points == planned_chunks,
-                          f"shadow holds {shadow_points:,} points, its chunk manifest has {planned_chunks:,} chunks"))
-    rules.append(Rule("no-failed-shards", failures == 0, f"{failures} failed shards or documents"))
-    if health is not None:
-        rules.append(index_recall_rule(health, policy))
-        latency = latency_rule(health, policy)
-        if latency is not None:
-            rules.append(latency)
-    if evaluation is not None:
-        agg = evaluation["aggregate"]
-        diff = agg.get(f"recall_at_{k}_diff")
-        if diff is not None:
-            rules.append(_floor_rule(diff, policy, k))
-        else:
-            ov = agg.get(f"overlap_at_{k}", 0.0)
-            rules.append(Rule(f"overlap@{k}", ov >= policy.min_overlap,
-                              f"mean document overlap@{k} = {ov:.3f}; must be ≥ {policy.min_overlap:.3f} (no labels)"))
-        if identical is not None:
-            rules.append(Rule("evidence", True, f"identical: {identical}; they pass as identical", "pass"))
-            return rules
-        if "verdict" in agg:
-            rules.append(evidence_rule(agg, policy, k))
-        rules.extend(segment_rules(evaluation.get("segments") or {}, policy, k))
-    return rules
-
-
-def _floor_rule(diff: dict, policy: Any, k: int) -> Rule:
-    """recall@k as a floor: its lower bound must be at least ``min_recall_delta``; an interval that straddles the
-    bound is ``cannot tell`` (with the queries it would need), never a pass."""
-    bound = policy.min_recall_delta
-    j = ev.judge(diff, False, bound, decides=False)
-    head = (f"recall@{k} new − old = {diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}]; "
-            f"lower bound must be ≥ {bound:+.3f}")
-    if j["outcome"] != "cannot tell":
-        return Rule(f"recall@{k}", j["outcome"] == "pass", head, j["outcome"], _power(j))
-    allowed = _pol(policy, "cannot_tell", "fail") == "pass"
-    return Rule(f"recall@{k}", allowed, f"cannot tell: {head} — {_too_wide(j)}" + _let_through(allowed),
-                "cannot tell", _power(j))
-
-
-def _power(j: dict) -> dict:
-    return {"half_width": j["half_width"], "needed_queries": j["needed_queries"], "queries": j["queries"]}
-
-
-ADVICE = ("give labelled queries (--queries, or cutover.queries in reindex.yaml for unattended syncs) or raise "
-          "cutover.probes")
-
-
-def _too_wide(j: dict) -> str:
-    """Why an interval cannot decide, with the number of queries that would (or why none would)."""
-    n = j["queries"]
-    if j["needed_queries"] is None:
-        return ("no number of queries like these can decide (they score alike on both sides, or the estimate itself "
-                f"is below the bound): {ADVICE}")
-    return (f"the interval (±{j['half_width']:.3f} on {n:,} queries) is wider than what the rule must detect: about "
-            f"{j['needed_queries']:,} such queries would narrow it enough; {ADVICE}")
-
-
-def _let_through(allowed: bool) -> str:
-    return "; let through by cutover.cannot_tell: pass" if allowed else ""
-
-
-def evidence_rule(agg: dict, policy: Any, k: int = 10) -> Rule:
-    """The change's verdict decides, read on the primary metric (``cutover.metric``, nDCG@k by default, its paired
-    interval judged by :func:`reindex.decisions.evaluation.judge` against ``cutover.min_delta``): `worse` fails, a
-    lower bound at least ``min_delta`` passes, an interval too wide to tell (or queries that cannot see a
-    difference: every one at the ceiling, a single-point interval) is ``cannot tell``, which fails unless
-    ``cutover.cannot_tell: pass``. A change `worse` on any other metric fails too: a worse verdict never passes
-    without ``--force``. Without the primary metric (no labelled query gives it), the overall verdict decides."""
-    per = ", ".join(f"{m} {v}" for m, v in agg.get("metrics", {}).items()) or "no labelled metric"
-    words = ev.verdict_words(agg)
-    primary = ev.primary_metric(_pol(policy, "metric", "ndcg"), k)
-    bound = _pol(policy, "min_delta", -0.02)
-    allowed = _pol(policy, "cannot_tell", "fail") == "pass"
-    worse = [m for m, v in agg.get("metrics", {}).items() if v == "worse" and m != primary]
-    if f"{primary}_diff" not in agg:
-        v = agg["verdict"]
-        if v == "worse":
-            return Rule("evidence", False, f"verdict worse ({per}): a worse change never passes without --force", "fail")
-        if v != "cannot tell":
-            return Rule("evidence", True, f"verdict {v} ({per})", "pass")
-        return Rule("evidence", allowed, f"verdict cannot tell ({per}): the queries cannot see a difference between "
-                    f"old and new; {ADVICE}, or set cutover.cannot_tell: pass" + _let_through(allowed), "cannot tell")
-    d = agg[f"{primary}_diff"]
-    j = ev.judge(d, agg.get(f"{primary}_ceiling", False), bound, decides=True)
-    name = ev.metric_label(primary)
-    shown = f"{name} new − old = {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] on {j['queries']:,} queries"
-    if j["outcome"] == "fail":
-        return Rule("evidence", False, f"verdict worse on {name} (cutover.metric): {shown}; a worse change never "
-                    f"passes without --force ({words})", "fail", _power(j))
-    if worse:
-        return Rule("evidence", False, f"verdict worse ({', '.join(ev.metric_label(m) for m in worse)} significantly "
-                    f"lower; {shown}): a worse change never passes without --force", "fail", _power(j))
-    if j["outcome"] == "pass":
-        return Rule("evidence", True, f"verdict {j['verdict']} on {name} (cutover.metric): {shown}; lower bound ≥ "
-                    f"{bound:+.3f} ({words})", "pass", _power(j))
-    blind = j["verdict"] == "cannot tell"
-    why = (f"verdict cannot tell on {name}: {shown}: every query scores alike on both sides (at the ceiling, or a "
-           f"single-point interval): the queries cannot see a difference between old and new; {ADVICE}, or set "
-           "cutover.cannot_tell: pass") if blind else (
-        f"verdict cannot tell on {name}: {shown}; to show it is at least {bound:+.3f}, {_too_wide(j)}")
-    return Rule("evidence", allowed, why + _let_through(allowed), "cannot tell", _power(j))
-
-
-def segment_rules(segments: dict, policy: Any, k: int) -> list[Rule]:
-    """One rule per field of ``cutover.segments``, each segment judged on the primary metric as the whole is
-    (:func:`reindex.decisions.evaluation.judge` on its interval corrected for the number of segments by Holm,
-    :func:`reindex.decisions.evaluation.segment_results`): a segment `worse` (or below ``min_delta``) fails the rule,
-    one whose interval is too wide is ``cannot tell`` (failing unless ``cutover.cannot_tell: pass``), and the rule
-    passes when every segment's corrected lower bound clears ``min_delta``. A segment whose primary metric rises
-    does not fail because one query left the top k. Segments without labelled queries are not checked."""
-    metric = ev.primary_metric(_pol(policy, "metric", "ndcg"), k)
-    bound = _pol(policy, "min_delta", -0.02)
-    allowed = _pol(policy, "cannot_tell", "fail") == "pass"
-    label = ev.metric_label(metric)
-    m = len({(f, v) for f, vs in segments.items() for v, seg in vs.items() if metric in seg})
-    rules = []
-    for name, values in segments.items():
-        judged = {v: (seg[metric], ev.judge({"mean": seg[metric]["diff"], "low": seg[metric]["low"],
-                                             "high": seg[metric]["high"], "n": seg[metric]["n"]},
-                                            seg[metric].get("verdict") == "cannot tell", bound, decides=True))
-                  for v, seg in values.items() if metric in seg}
-        if not judged:
-            continue
-        failed = [v for v, (_, j) in judged.items() if j["outcome"] == "fail"]
-        unsure = [v for v, (_, j) in judged.items() if j["outcome"] == "cannot tell"]
-        shown = failed or unsure or list(judged)
-        detail = "; ".join(
-            f"{name}={v}: {d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] over {d['n']} queries"
-            + (f" ({judged[v][1]['outcome']}" + (f", ~{judged[v][1]['needed_queries']:,} queries would tell)"
-                                                  if judged[v][1]["needed_queries"] and v in unsure else ")")
-               if v in failed or v in unsure else "")
-            for v, (d, _) in ((v, judged[v]) for v in shown))
-        where = lambda vs: ", ".join(f"{name}={v}" for v in vs)  # noqa: E731
-        holm = f"(intervals corrected by Holm for {m} segments)"
-        if failed:
-            rules.append(Rule(f"{label} per {name}", False, f"worse or below {bound:+.3f} in {where(failed)} {holm}: "
-                              f"{detail}", "fail"))
-        elif unsure:
-            rules.append(Rule(f"{label} per {name}", allowed, f"cannot tell in {where(unsure)}: the corrected interval "
-                              f"is wider than what the rule must detect ({bound:+.3f}) {holm}: {detail}; {ADVICE}"
-                              + _let_through(allowed), "cannot tell"))
-        else:
-            rules.append(Rule(f"{label} per {name}", True, f"every lower bound ≥ {bound:+.3f} {holm}: {detail}", "pass"))
-    return rules
-
-
-def index_recall_rule(health: dict, policy: Any) -> Rule:
-    """The shadow's search index serves: fully built (nothing left to index, or the rest searched exactly) and its
-    ANN recall@10 against exact search at least ``cutover.min_index_recall``."""
-    new, old = health["new"], health.get("old")
-    floor = _pol(policy, "min_index_recall", 0.95)
-    r = new.get("recall_at_10_vs_exact")
-    was = (f" (live {old['collection']}: {old['recall_at_10_vs_exact']:.3f})"
-           if old and old.get("recall_at_10_vs_exact") is not None else "")
-    if not new["ready"]:
-        return Rule("index-recall", False, f"{new['collection']} is not fully indexed: {new['detail']}", "fail")
-    if r is None:
-        return Rule("index-recall", True, f"{new['collection']} holds no vector to sample: nothing to search", "pass")
-    how = f"searched {new['searched']}: {new['detail']}"
-    return Rule("index-recall", r >= floor,
-                f"recall@10 of {new['collection']}'s index vs exact search {r:.3f} on {new['sampled']} stored vectors"
-                f"{was}; must be ≥ {floor:.2f} ({how})", "pass" if r >= floor else "fail")
-
-
-#: A p95 difference under this many milliseconds passes the latency rule whatever the ratio: below what a reader
-#: notices, and within the timer noise of a shared machine.
-LATENCY_SLACK_MS = 1.0
-
-
-def latency_rule(health: dict, policy: Any) -> Rule | None:
-    """What readers will pay: the shadow's query latency p95 on the gate's queries ÷ the live population's must be
-    at most ``cutover.max_latency_ratio`` (a difference under :data:`LATENCY_SLACK_MS` passes). None for a first
-    build (nothing to compare with)."""
-    new, old = health["new"], health.get("old")
-    if not old or new.get("latency_ms_p95") is None or old.get("latency_ms_p95") is None:
-        return None
-    limit = _pol(policy, "max_latency_ratio", 2.0)
-    ratio = latency_ratio(new["latency_ms_p95"], old["latency_ms_p95"])
-    ok = ratio <= limit or new["latency_ms_p95"] - old["latency_ms_p95"] < LATENCY_SLACK_MS
-    return Rule("latency", ok,
-                f"query latency p95 {old['latency_ms_p95']:.2f} → {new['latency_ms_p95']:.2f} ms (p50 "
-                f"{old['latency_ms_p50']:.2f} → {new['latency_ms_p50']:.2f}) on the gate's queries: ×{ratio:.2f}; must "
-                f"be ≤ ×{limit:g} (or under {LATENCY_SLACK_MS:g} ms more)", "pass" if ok else "fail")
-
-
-def measure_health(store: Any, live: str | None, shadow: str, policy: Any) -> dict:
-    """Index health of both populations: the shadow waited for while a server indexes it (up to
-    ``cutover.index_wait``), then each side's index state and recall@10 against exact search
-    (:mod:`reindex.decisions.index_health`); latency is added from the evaluation (:func:`add_latency`)."""
-    t = time.perf_counter()
-    wait = getattr(policy, "index_wait_seconds", 0.0)
-    out: dict[str, Any] = {"new": side_health(store, shadow, wait_s=wait)}
-    out["old"] = side_health(store, live) if live is not None else None
-    out["seconds"] = round(time.perf_counter() - t, 3)
-    return out
-
-
-def add_latency(health: dict, evaluation: dict | None, alone: dict | None) -> None:
-    """Each side's query latency p50/p95 on the gate's queries (the evaluation's, or a first build's own)."""
-    if evaluation is not None:
-        agg = evaluation["aggregate"]
-        for side in ("old", "new"):
-            if health.get(side) is not None and f"latency_{side}_p95_ms" in agg:
-                health[side]["latency_ms_p50"] = round(agg[f"latency_{side}_p50_ms"], 3)
-                health[side]["latency_ms_p95"] = round(agg[f"latency_{side}_p95_ms"], 3)
-    elif alone is not None and "latency_p95_ms" in alone["aggregate"]:
-        health["new"]["latency_ms_p50"] = round(alone["aggregate"]["latency_p50_ms"], 3)
-        health["new"]["latency_ms_p95"] = round(alone["aggregate"]["latency_p95_ms"], 3)
-
-
-def identical_populations(state: ObjectStore, index: str, old: str, new: str) -> str | None:
-    """Why ``old`` and ``new`` answer every query alike by construction, or None: the same query side (their recorded
-    vector halves, query prefix included, are equal) and the same chunks (equal multisets of (document, fingerprint):
-    the vector half is inside the fingerprint, so the same vectors). Nothing is embedded differently: a byte-identical
-    A/A. Reads the two chunk manifests only when the counts and the query sides agree."""
-    a, b = read_population(state, index, old), read_population(state, index, new)
-    if a is None or b is None or a.config.vector.for_queries() != b.config.vector.for_queries():
-        return None
-    n = count_chunk_manifest_rows(state, index, old)
-    if n != count_chunk_manifest_rows(state, index, new):
-        return None
-
-    def chunks(collection: str) -> list[tuple[str, str]]:
-        rows: list[tuple[str, str]] = []
-        for cols in read_chunk_manifest_columns(state, index, collection, ["doc_id", "fingerprint"]):
-            rows.extend(zip(cols["doc_id"], cols["fingerprint"]))
-        return sorted(rows)
-
-    if chunks(old) != chunks(new):
-        return None
-    return (f"{old} and {new} hold the same {n:,} chunks with the same vectors (equal fingerprints) and embed "
-            "queries with the same vector half: nothing is embedded differently")
 
 
 @dataclass(frozen=True)
@@ -375,22 +114,22 @@ def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
     if evaluation is not None and evaluation.get("segments") is not None:
         # Every segment's intervals corrected for the bound the gate holds each metric to (the primary metric's
         # min_delta, recall's floor), so that the report shows the intervals the gate judged.
-        bounds = ev.gate_bounds(i.policy, i.k)
+        bounds = gate_bounds(i.policy, i.k)
         evaluation["segments"] = ev.segment_results(evaluation["rows"], list(evaluation["segments"]), i.k,
                                                     bound=bounds, seed=getattr(i.policy, "seed", 0))
         evaluation["segment_bound"] = bounds
     identical = identical_populations(state, i.index, current, i.shadow) if current is not None else None
     rules = _gate_rules(store, state, i, evaluation, health, identical)
     passed = all(r.passed for r in rules)
-    primary = ev.primary_metric(_pol(i.policy, "metric", "ndcg"), i.k)
+    primary = primary_metric(getattr(i.policy, "metric", "ndcg"), i.k)
     report = {**base, "queries_source": query_source if qs or current is not None else "none (initial build)",
               "query_vectors": vectors_note, "rules": [r.as_dict() for r in rules], "passed": passed,
               "evaluation": evaluation, "first_build": alone, "already": False, "caught_up": caught_up,
               "verdict": evaluation["aggregate"].get("verdict") if evaluation else None,
-              "verdict_words": ev.verdict_words(evaluation["aggregate"]) if evaluation else None,
+              "verdict_words": verdict_words(evaluation["aggregate"]) if evaluation else None,
               "identical": identical, "metric": primary,
               "power": _gate_power(rules, primary, i.k, i.forecast), "index_health": health,
-              "forecast": ev.compare_forecast(i.forecast, evaluation["aggregate"], primary) if evaluation else None,
+              "forecast": compare_forecast(i.forecast, evaluation["aggregate"], primary) if evaluation else None,
               "segments": (evaluation or {}).get("segments", {})}
     if passed or i.force:
         if not passed:

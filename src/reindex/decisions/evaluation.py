@@ -21,12 +21,11 @@ from reindex.foundation.stats import holm_bootstrap, paired_bootstrap, percentil
 from reindex.adapters.stores.payload import payload_metadata, payload_text
 
 __all__ = [
-    "BUDGET_TOKENS", "Candidate", "LATENCY_REPEATS", "MAX_CANDIDATES", "NO_SEGMENT", "PRIMARY_METRICS", "Query",
-    "RBO_P", "SideResult", "VERDICTS", "aggregate", "compare_forecast", "dedupe", "evaluate", "evaluate_alone", "evidence_recalled",
-    "first_rank", "gate_bounds", "gate_metrics", "judge", "metadata_lookup", "metric_label", "metric_verdict", "mrr", "ndcg_at_k",
-    "overlap_at_k", "pack", "passage_rank", "power", "primary_metric", "probe_queries", "rank_changes", "rbo",
-    "read_queries", "recall_at_k", "run_side", "score_query", "segment_of", "segment_results", "sentences", "verdict",
-    "verdict_words",
+    "BUDGET_TOKENS", "Candidate", "LATENCY_REPEATS", "MAX_CANDIDATES", "NO_SEGMENT", "Query", "RBO_P", "SideResult",
+    "VERDICTS", "aggregate", "dedupe", "evaluate", "evaluate_alone", "evidence_recalled", "first_rank",
+    "gate_metrics", "metadata_lookup", "metric_verdict", "mrr", "ndcg_at_k", "overlap_at_k", "pack", "passage_rank",
+    "probe_queries", "rank_changes", "rbo", "read_queries", "recall_at_k", "run_side", "score_query", "segment_of",
+    "segment_results", "sentences", "verdict",
 ]
 
 BUDGET_TOKENS = 2048
@@ -378,88 +377,6 @@ def verdict(agg: dict, k: int) -> dict:
     return {"verdict": overall, "metrics": per}
 
 
-#: The metrics ``cutover.metric`` may name, as the per-query metric at depth k each one is.
-PRIMARY_METRICS = {"ndcg": "ndcg_at_{k}", "recall": "recall_at_{k}", "mrr": "mrr", "passage_mrr": "passage_mrr"}
-
-
-def primary_metric(name: str, k: int) -> str:
-    """The per-query metric ``cutover.metric`` names (``ndcg`` → ``ndcg_at_10`` at k = 10)."""
-    return PRIMARY_METRICS[name].format(k=k)
-
-
-def metric_label(metric: str) -> str:
-    """How a report names a metric: ``ndcg_at_10`` → nDCG@10, ``passage_mrr`` → passage MRR."""
-    base, _, at = metric.partition("_at_")
-    names = {"ndcg": "nDCG", "recall": "recall", "mrr": "MRR", "passage_mrr": "passage MRR",
-             "passage_hit": "passage hit", "evidence_recall": "evidence recall"}
-    return names.get(base, base.replace("_", " ")) + (f"@{at}" if at else "")
-
-
-def power(diff: dict, bound: float) -> dict:
-    """What a paired interval can tell about the claim "new − old ≥ ``bound``": its ``half_width`` on the ``queries``
-    it has, and ``needed_queries``, how many queries like these would narrow it enough for its lower end to clear
-    the bound (the half-width shrinks as 1/√n), assuming the difference is what it measured, or 0 if it measured a
-    loss. None when no number of such queries can (they all scored the same: no spread to shrink; or the bound asks
-    for a gain the estimate does not show)."""
-    n = int(diff.get("n", 0))
-    half = (diff["high"] - diff["low"]) / 2 if n else 0.0
-    target = max(diff["mean"], 0.0) - bound
-    needed = math.ceil(n * (half / target) ** 2) if n and half > 0 and target > 0 else None
-    return {"half_width": round(half, 6), "needed_queries": needed, "queries": n}
-
-
-def judge(diff: dict, ceiling: bool, bound: float, *, decides: bool) -> dict:
-    """One gate rule's reading of a paired interval of new − old for the claim "at least ``bound``":
-    ``{"outcome": "pass" | "fail" | "cannot tell", "verdict", "half_width", "needed_queries", "queries"}``.
-
-    ``fail`` when the interval lies below the bound, or (``decides``: the primary metric) when the change is `worse`
-    (its upper end below 0); ``pass`` when its lower end clears the bound; otherwise ``cannot tell``: the interval is
-    wider than what the rule must detect, which is never evidence either way (``needed_queries`` says how many
-    queries would do). A deciding rule also says ``cannot tell`` when its queries cannot see a difference at all
-    (every one at the ceiling on both sides, or a single-point interval: :func:`metric_verdict`); a floor then reads
-    the point it has."""
-    out = {"verdict": metric_verdict(diff, ceiling), **power(diff, bound)}
-    low, high, n = diff["low"], diff["high"], int(diff.get("n", 0))
-    if n == 0:
-        return {**out, "outcome": "cannot tell"}
-    if high < (max(bound, 0.0) if decides else bound):
-        return {**out, "outcome": "fail"}
-    if decides and (ceiling or low == high):
-        return {**out, "outcome": "cannot tell"}
-    return {**out, "outcome": "pass" if low >= bound else "cannot tell"}
-
-
-def verdict_words(agg: dict) -> str:
-    """The overall verdict in words that match the numbers: which metrics moved which way, and whether at 95 %
-    (``worse on every metric (not significant at 95 %)``, not a bare "no measurable difference" under a failed gate)."""
-    per: dict[str, str] = agg.get("metrics", {})
-    v = agg.get("verdict", "cannot tell")
-    if v == "cannot tell" or not per:
-        return "cannot tell: the queries cannot see a difference between old and new (every metric at the ceiling " \
-               "or a single-point interval)"
-    means = {m: agg[f"{m}_diff"]["mean"] for m, mv in per.items() if mv != "cannot tell" and f"{m}_diff" in agg}
-    names = lambda ms: ", ".join(metric_label(m) for m in ms)  # noqa: E731
-    worse = [m for m, mv in per.items() if mv == "worse"]
-    better = [m for m, mv in per.items() if mv == "better"]
-    down = [m for m, x in means.items() if x < 0]
-    up = [m for m, x in means.items() if x > 0]
-    if v == "worse":
-        also = f"; better on {names(better)}" if better else ""
-        return f"worse: significantly lower {names(worse)} (95 %){also}"
-    if v == "better":
-        return f"better: significantly higher {names(better)} (95 %)" + (
-            f"; lower {names(down)} (not significant)" if down else "")
-    if down and not up:
-        every = "every metric" if len(down) == len(means) else f"{len(down)} of {len(means)} metrics, none higher"
-        return f"worse on {every} (not significant at 95 %)"
-    if up and not down:
-        every = "every metric" if len(up) == len(means) else f"{len(up)} of {len(means)} metrics, none lower"
-        return f"better on {every} (not significant at 95 %)"
-    if not up and not down:
-        return "no measurable difference (the same mean on every metric)"
-    return f"no measurable difference ({len(up)} metrics higher, {len(down)} lower, none significant at 95 %)"
-
-
 def rank_changes(rows: Sequence[dict]) -> dict[str, int]:
     """How many queries' labelled document ranks better (higher), worse or the same on the new side (a miss
     counted past the deepest candidate)."""
@@ -523,40 +440,6 @@ def segment_of(q: Query, fields: Sequence[str], metadata: Callable[[str], Mappin
                 break
         out[name] = value if value is not None else NO_SEGMENT
     return out
-
-
-def gate_bounds(policy: Any, k: int) -> dict[str, float]:
-    """The bound the gate holds each metric's lower end to: recall@k its floor (``cutover.min_recall_delta``), every
-    other metric ``cutover.min_delta`` (the primary metric's)."""
-    floor, delta = getattr(policy, "min_recall_delta", -0.02), getattr(policy, "min_delta", -0.02)
-    return {m: floor if m == f"recall_at_{k}" else delta for m in gate_metrics(k)}
-
-
-def compare_forecast(forecast: Mapping[str, Any], agg: Mapping[str, Any], primary: str) -> dict | None:
-    """The plan's forecast beside what the cutover measured: per metric both (difference and interval), whether the
-    forecast's interval held the full figure, both verdicts, and one line (``the sample predicted nDCG@10 −0.047
-    [−0.09, −0.01]; the full change measured −0.047 [−0.07, −0.02]``). None when the plan has no forecast."""
-    if not forecast:
-        return None
-    metrics = {}
-    for m, f in (forecast.get("metrics") or {}).items():
-        d = agg.get(f"{m}_diff")
-        if d is None:
-            continue
-        metrics[m] = {"predicted": {"diff": f["diff"], "low": f["low"], "high": f["high"]},
-                      "measured": {"diff": round(d["mean"], 6), "low": round(d["low"], 6), "high": round(d["high"], 6)},
-                      "held": f["low"] <= d["mean"] <= f["high"]}
-    shown = primary if primary in metrics else next(iter(metrics), None)
-    line = f"the forecast said {forecast.get('verdict', 'cannot tell')}, the full change measured " \
-           f"{agg.get('verdict', 'cannot tell')}"
-    if shown is not None:
-        p, m = metrics[shown]["predicted"], metrics[shown]["measured"]
-        line = (f"the sample predicted {metric_label(shown)} {p['diff']:+.3f} [{p['low']:+.3f}, {p['high']:+.3f}] "
-                f"({forecast.get('verdict', 'cannot tell')} on {forecast.get('sample_documents', '?')} documents); "
-                f"the full change measured {m['diff']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}] "
-                f"({agg.get('verdict', 'cannot tell')})")
-    return {"verdict": forecast.get("verdict"), "measured_verdict": agg.get("verdict"), "metric": shown,
-            "metrics": metrics, "line": line}
 
 
 def segment_results(rows: Sequence[dict], fields: Sequence[str], k: int, *,

@@ -21,6 +21,7 @@ import numpy as np
 
 from reindex.domain.config import PipelineConfig
 from reindex.decisions.evaluation import Query, gate_metrics
+from reindex.decisions.gate import gate_outlook
 from reindex.engine.execution import point_payload
 from reindex.domain.identity import identity_of
 from reindex.books.manifests import Population, read_chunk_manifest_columns
@@ -162,8 +163,11 @@ def agreement(texts: Sequence[str], embed_old: Embed, embed_new: Embed, same_spa
 
 
 def forecast_section(evaluation: dict, k: int, sample: SampleDraw, query_source: str, cost: dict,
-                     agree: dict | None) -> dict[str, Any]:
-    """The plan's ``forecast`` section from an evaluation of the two scratch sides."""
+                     agree: dict | None, policy: Any = None) -> dict[str, Any]:
+    """The plan's ``forecast`` section from an evaluation of the two scratch sides; with ``policy`` (the config's
+    ``cutover``), its ``power``: what the cutover's gate can tell from the same queries, per gated metric
+    (:func:`reindex.decisions.evaluation.gate_outlook`), and ``gate_outlook``, the line approvers read when a rule
+    cannot decide."""
     agg = evaluation["aggregate"]
     metrics = {}
     for m in gate_metrics(k):
@@ -180,6 +184,10 @@ def forecast_section(evaluation: dict, k: int, sample: SampleDraw, query_source:
         "cost": {"tokens": cost["tokens"], "embedded_chunks": cost["embedded_chunks"], "chunks": cost["chunks"],
                  "seconds": round(cost["seconds"], 3), "cpu_seconds": round(cost["cpu_seconds"], 3)},
     }
+    if policy is not None:
+        outlook = gate_outlook(agg, policy, k)
+        out["power"] = outlook["metrics"]
+        out["gate_outlook"] = outlook["line"]
     if evaluation.get("segments"):
         out["segments"] = evaluation["segments"]  # per segment, as the cutover's gate will see them
     if agree:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from reindex.decisions.cutover import Rule, evidence_rule, segment_rules
+from reindex.decisions.gate import Rule, evidence_rule, segment_rules
 from reindex.errors import StateError, VectorStoreError
 from reindex.decisions.evaluation import Query, evaluate, gate_metrics, side_of_hits
 from reindex.domain.identity import fingerprint, identity_of, point_id
@@ -304,7 +304,7 @@ def mode_rules(evaluation: dict | None, serving: Any, cutover: Any, k: int, *, p
                           f"{m} mode − old = {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] over {d['n']} "
                           f"queries; the lower bound must be above {serving.min_delta:+.3f}"))
     if "verdict" in agg:
-        rules.append(evidence_rule(agg, _NEVER_BY_CEILING))
+        rules.append(evidence_rule(agg, _NEVER_BY_CEILING, k))
     rules.extend(segment_rules(evaluation.get("segments") or {}, cutover, k))
     return rules
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Sequence
 
 from reindex.foundation.atomic import atomic_write_text
-from reindex.decisions.evaluation import MAX_CANDIDATES, gate_metrics, verdict_words
+from reindex.decisions.evaluation import MAX_CANDIDATES, gate_metrics
+from reindex.decisions.gate import verdict_words
 from reindex.reports._charts import (
     CHART_H,
     CHART_W,
@@ -89,9 +90,12 @@ def _metrics_table(agg: dict, k: int) -> Table:
                  tuple(rows), tuple(classes))
 
 
-def _segment_table(name: str, values: dict, k: int, bound: float | None) -> Table:
-    recall = f"recall_at_{k}"
-    shown = [m for m in (recall, "mrr", "passage_mrr") if any(m in seg for seg in values.values())]
+def _segment_table(name: str, values: dict, k: int, bound: float | None, primary: str | None = None) -> Table:
+    """One segment field's table: the primary metric (what the gate judges each segment on) first, then recall@k,
+    MRR and passage MRR, with the Holm level of the primary metric."""
+    recall = primary or f"recall_at_{k}"
+    shown = [m for m in dict.fromkeys((recall, f"recall_at_{k}", "mrr", "passage_mrr"))
+             if any(m in seg for seg in values.values())]
     head = (name, "queries") + tuple(f"{_metric_name(m)} old → new, new − old [corrected]" for m in shown) + (
         f"Holm level ({_metric_name(recall)})", "rank better / worse / same", "verdict")
     rows, classes = [], []
@@ -110,8 +114,8 @@ def _segment_table(name: str, values: dict, k: int, bound: float | None) -> Tabl
         classes.append("bad" if short else VERDICT_CLASS.get(seg["verdict"], ""))
     note = ("Intervals are corrected for the number of segments by Holm's step-down method (each segment's one-sided "
             "level in the Holm column; the uncorrected lower end is at 0.025)"
-            + (f"; the gate holds every segment's corrected lower bound of {_metric_name(recall)} to ≥ {bound:+.3f}."
-               if bound is not None else "."))
+            + (f"; the gate judges every segment on {_metric_name(recall)} as the whole: worse fails, a corrected "
+               f"lower bound ≥ {bound:+.3f} passes, wider is cannot tell." if bound is not None else "."))
     return Table(f"Per {name}", head, tuple(rows), tuple(classes), note)
 
 
@@ -207,23 +211,24 @@ def cutover_tables(report: dict) -> list[Table]:
              f"×{a['speed_ratio']:.2f} on {a['chunks']} chunks"),
             ("mean cosine of their vectors", "", f"{a['mean_cosine']:.4f}" if "mean_cosine" in a else "—",
              "one space" if "mean_cosine" in a else "different spaces: the top-k overlap above says how they agree"))))
-    bound = _bound(report)
+    primary = report.get("metric")
+    bound = _bound(report, primary)
     segments = report.get("segments") or ev.get("segments") or {}
     for name, values in segments.items():
         if values:
-            tables.append(_segment_table(name, values, k, bound))
+            tables.append(_segment_table(name, values, k, bound, primary))
     if ev["rows"]:
         tables.append(_queries_table(ev["rows"], k, list(segments)))
     return tables
 
 
-def _bound(report: dict) -> float | None:
-    """The lower bound the gate held every segment's recall to (the evaluation records it with the segments: one
-    bound, or one per metric)."""
+def _bound(report: dict, metric: str | None = None) -> float | None:
+    """The lower bound the gate held every segment's ``metric`` (default recall@k) to (the evaluation records it with
+    the segments: one bound, or one per metric)."""
     ev = report.get("evaluation") or {}
     bound = ev.get("segment_bound")
     if isinstance(bound, dict):
-        return bound.get(f"recall_at_{report['k']}")
+        return bound.get(metric or f"recall_at_{report['k']}")
     return bound
 
 

@@ -60,6 +60,8 @@ def forecast_lines(f: Any) -> list[str]:
     from reindex.planner import forecast_line
 
     out = [f"forecast (what it buys): {forecast_line(f)}"]
+    if f.get("gate_outlook"):
+        out.append(f"  the cutover's gate: {f['gate_outlook']}")
     for name, m in f.get("metrics", {}).items():
         out.append(f"  {name}: {m['old']:.3f} → {m['new']:.3f} (Δ {m['diff']:+.3f} [{m['low']:+.3f}, "
                    f"{m['high']:+.3f}]) {m.get('verdict') or ''}".rstrip())

@@ -24,6 +24,7 @@ from reindex.adapters.sources.base import Document, ScanReport
 from reindex.planner.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain.kinds import ChangeKind, PopulationState
 from reindex.planner import (Baseline, Plan, PlanError, approval_of_plan, classify, forecast_refusal, queries_changed,
+                             truncation_refusal,
                              read_plan)
 
 
@@ -215,7 +216,7 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
     check_not_rejected(plan, plan_path)  # final, with or without an approval on record (the UI's form writes it)
     check_approval(plan, read_approval(plan_path, signing_key(cfg.approval.hmac_key_env)),
                    approval_of_plan(plan.body, cfg, kind))
-    refused = forecast_refusal(plan.body, cfg, kind)
+    refused = forecast_refusal(plan.body, cfg, kind) or truncation_refusal(plan.body, cfg)
     if refused is not None:
         raise ApprovalError(f"{plan_path}: not applied: {refused}")
     return plan, plan_path, tracking

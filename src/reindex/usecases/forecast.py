@@ -94,7 +94,7 @@ def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *,
         agree = agreement(texts, lambda t: old_emb.embed(t).vectors, lambda t: new_emb.embed(t).vectors,
                           share_space(old_cfg, cfg), tok.count_batch)
     cost["seconds"] = time.perf_counter() - t0
-    section = forecast_section(evaluation, k, sample, query_source, cost, agree)
+    section = forecast_section(evaluation, k, sample, query_source, cost, agree, cfg.cutover)
     if outlook is not None:
         section["serving"] = outlook
     return section

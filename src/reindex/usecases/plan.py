@@ -194,7 +194,7 @@ def make_plan(
         outlook = forecast_change(cfg, n, queries=queries)
     explicit = baseline_config is not None or baseline_corpus is not None  # a what-if: apply refuses it
     req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg, measure=new_vectors), sample=sample, seed=seed,
-                      progress=progress, model_limit=_model_limit(cfg), in_place_part=part, forecast=outlook,
+                      progress=progress, **_limit_kwargs(cfg), in_place_part=part, forecast=outlook,
                       verify=verify, carry_to=None if explicit else _carry_to(cfg))
     plan = plan_change(req)
     return plan, _written(plan, out)
@@ -247,7 +247,7 @@ def plan_repair(config_path: str | Path | PipelineConfig, repair: Repair, *,
                         "`reindex apply`")
     own = cfg if identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id else live.governs(cfg)
     plan = plan_change(PlanRequest(own, str(config_path), live_baseline(state, cfg.index), rates_for(own),
-                                   model_limit=_model_limit(own), repair=repair))
+                                   **_limit_kwargs(own), repair=repair))
     return plan, _written(plan, out)
 
 
@@ -255,7 +255,7 @@ def _plan_part(cfg: PipelineConfig, config_path, live, baseline, progress) -> Pl
     """The plan of the document changes under ``live``'s own config, if they are anything to apply in place."""
     part_cfg = live.governs(cfg)
     part = plan_change(PlanRequest(part_cfg, str(config_path), baseline, rates_for(part_cfg), progress=progress,
-                                   model_limit=_model_limit(part_cfg), carry_to=_carry_to(part_cfg)))
+                                   **_limit_kwargs(part_cfg), carry_to=_carry_to(part_cfg)))
     return part if part.kind.in_place else None
 
 
@@ -312,6 +312,24 @@ def _restore_live(cfg: PipelineConfig, state) -> None:
         logging.getLogger("reindex").warning(
             "indexes/%s/live.json was missing; rebuilt it from the alias, which serves %s", cfg.index,
             restored["collection"])
+
+
+def _limit_kwargs(cfg: PipelineConfig) -> dict:
+    """The model limit a plan checks chunks against, and, when the chunker counts in other units than the model
+    (whitespace words, characters, another tokenizer), the model's own counter that checks them."""
+    from reindex.adapters.embedders import counting_tokenizer
+
+    limit = _model_limit(cfg)
+    name = counting_tokenizer(cfg.vector)
+    if limit is None or name is None or name == cfg.text.tokenizer:
+        return {"model_limit": limit}
+    from reindex.adapters.tokenizers import load_tokenizer
+
+    try:
+        counter = load_tokenizer(name)
+    except ReindexError:
+        return {"model_limit": limit}  # the model's tokenizer cannot be read here: counted in the chunker's units
+    return {"model_limit": limit, "model_tokens": counter.count_batch, "model_tokenizer": name}
 
 
 def _model_limit(cfg: PipelineConfig) -> int | None:

@@ -6,8 +6,8 @@ from reindex.domain.config import EmbedConfig, VectorHalf
 from reindex.adapters.embedders.base import Embedder, EmbedResult
 from reindex.errors import ConfigError
 
-__all__ = ["Embedder", "EmbedResult", "describe_embedder", "make_embedder", "model_files", "resolve_device",
-           "vector_config_of"]
+__all__ = ["Embedder", "EmbedResult", "counting_tokenizer", "describe_embedder", "make_embedder", "model_files",
+           "resolve_device", "vector_config_of"]
 
 
 def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedConfig | None = None) -> Embedder:
@@ -33,6 +33,17 @@ def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedCon
 
         return HashEmbedder(vector, batch_size=batch_size)
     raise ConfigError(f"vector.provider: {vector.provider!r} has no embedder in this version")
+
+
+def counting_tokenizer(vector: VectorHalf) -> str | None:
+    """The tokenizer (a name :func:`reindex.adapters.tokenizers.load_tokenizer` takes) whose tokens the vector half's
+    embedder reads and truncates at its input limit: the model's own for a local model (sentence-transformers, a
+    static model2vec model), whitespace words for ``hash``; None when it cannot be told here (an API model)."""
+    if vector.provider in ("sentence-transformers", "model2vec"):
+        return vector.model
+    if vector.provider == "hash":
+        return "whitespace"
+    return None
 
 
 def model_files(vector: VectorHalf):

@@ -21,6 +21,9 @@ checks once, on a scratch database, that ``persist`` really joins an open transa
 metadata (``meta.json``: collections and aliases, written by qdrant-client with rename but no fsync) is
 fsynced, with its folder, before a create/delete/alias call returns.
 
+Lines: one role, the boundary with qdrant-client (server and local mode go through the same calls, and local mode's
+write batching and its probe belong beside them).
+
 Local-mode limits (why it is no longer the default): exact brute-force search, a filtered query or
 ``count(doc_id=…)`` scans the collection, payload indexes are ignored, one process per folder (no reader
 during apply), everything in memory (~25 KB per 384-dim point with a 1 KB payload).
