@@ -296,13 +296,12 @@ def rss_child(ws: Path, store: str) -> None:
     from reindex.adapters.tokenizers import load_tokenizer
 
     load_tokenizer("all-MiniLM-L6-v2")
-    if store == "null":
-        api.vector_store_for = lambda cfg: NullStore()
     before = rss_kb()
     with chdir(ws):
         path = sorted(Path("plans").glob("*-docs-initial-*.json"))[-1]
         t = time.perf_counter()
-        r = api.apply_plan(path, "reindex.yaml", use_prefect=False)
+        with api.Index.open("reindex.yaml", store=NullStore() if store == "null" else None) as ix:
+            r = ix.apply(path, prefect=False)
         dt = time.perf_counter() - t
     peak = rss_kb("VmHWM")
     print(json.dumps({"store": store, "status": r.status, "seconds": round(dt, 1), "rss_before_mb": before / 1024,

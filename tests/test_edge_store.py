@@ -901,7 +901,7 @@ def test_oversampling_wins_back_the_recall_an_int8_search_loses(tmp_path: Path, 
     the float32 originals. On vectors whose neighbours differ by a few int8 steps, the default search
     (k candidates by the int8 copy) misses true neighbours; oversampling 8 finds them, in the writer's and in
     a reader's searches, and the store config carries it."""
-    from reindex.domain.kinds import config as config_mod
+    from reindex.domain import config as config_mod
     from reindex.adapters.stores.edge import _engine
 
     monkeypatch.setattr(_engine, "INDEXING_THRESHOLD_KB", 20)

@@ -356,3 +356,48 @@ def test_light_modules_are_imported_at_the_top() -> None:
                             bad.append(f"{MODULES[m].relative_to(SRC)}:{n.lineno}: {m} imports {t} inside "
                                        f"{fn.name}(); it loads no third-party library: import it at the top")
     assert not bad, "\n".join(sorted(set(bad)))
+
+
+# The books' layout (DESIGN.md: books): every key and file name of an index's state is spelled in one module.
+BOOKS_MODULE = "reindex.books.layout"
+STATE_NAMES = ("live.json", "population.json", "serving.json", "lock.json", "intent.json", "progress.json",
+               "done.json", "cursor.json", "indexes/", "populations/", "/runs/", "chunks/", "chunk-texts/",
+               "summaries/", "rewrites/", "calibration/", "history/", "staging/", "results-", "bridges/",
+               "carried/", "cursors/", ".run.json", ".approval.json", ".rejection.json")
+
+
+def _string_constants(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every string constant of a module but its docstrings (module, class, function)."""
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+
+
+def spelled_state_names(source: str) -> list[tuple[int, str]]:
+    return [(line, s) for line, s in _string_constants(ast.parse(source)) if any(name in s for name in STATE_NAMES)]
+
+
+def test_the_state_layout_is_spelled_in_the_books_module_only() -> None:
+    """No module but :mod:`reindex.books.layout` spells a state key or file name (``live.json``,
+    ``indexes/…/populations/…``, ``runs/``, …): they ask :class:`reindex.books.layout.Books`."""
+    bad = [f"{MODULES[m].relative_to(SRC)}:{line}: {s!r}" for m in MODULES if m != BOOKS_MODULE
+           for line, s in spelled_state_names(MODULES[m].read_text(encoding="utf-8"))]
+    assert not bad, "state keys spelled outside reindex.books.layout:\n" + "\n".join(bad)
+    assert spelled_state_names(MODULES[BOOKS_MODULE].read_text(encoding="utf-8")), "the books module spells them"
+
+
+def test_the_layout_check_sees_a_key_spelled_elsewhere() -> None:
+    source = 'def f(index):\n    """Reads indexes/<index>/live.json."""\n    return f"indexes/{index}/live.json"\n'
+    assert [s for _, s in spelled_state_names(source)] == ["indexes/", "/live.json"]
+
+
+def test_no_contextvar_in_the_use_cases() -> None:
+    """Use cases take their context explicitly (DESIGN.md: context): nothing in ``usecases/`` lends through a
+    ``ContextVar``."""
+    bad = [m for m in MODULES if m.startswith("reindex.usecases") and "ContextVar" in MODULES[m].read_text(encoding="utf-8")]
+    assert not bad, f"ContextVar in the use cases: {bad}"

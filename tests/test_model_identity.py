@@ -16,7 +16,7 @@ from helpers_index import Workspace
 
 from reindex import api
 
-from reindex.domain.kinds import identity
+from reindex.domain import identity
 from reindex.domain.config import PipelineConfig, SourceConfig, VectorHalf
 from reindex.domain.identity import (
     VECTOR_ID_VERSION,

@@ -196,3 +196,32 @@ def test_the_prefect_progress_artifact_follows_tokens_and_says_the_rate_and_eta(
     line = re.compile(rf"reindex apply: {planned:,} / {planned:,} tokens · [\d,]+ tok/s · ETA \d+:\d\d:\d\d · shards 4/4")
     ours = [a for a in arts if line.fullmatch(a.description or "")]
     assert len(ours) == 1 and float(ours[0].data) == 100.0, [(a.description, a.data) for a in arts]
+
+
+def test_an_apply_counts_each_event_once_and_its_listener_renders_those_counts(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress flows once (issue 40): the apply feeds every event to one ProgressCounts and hands it to a listener
+    that can render it (the CLI's bar); the bar does not count again. Without ``attach`` a listener still gets every
+    event, as scripts' callbacks always did."""
+    from reindex.terminal.progress import ApplyProgress
+
+    fed: list[dict] = []
+    real_feed = ProgressCounts.feed
+    monkeypatch.setattr(ProgressCounts, "feed", lambda self, e, now: (fed.append(e), real_feed(self, e, now))[1])
+    ws = Workspace(tmp_path / "ws")
+    plan, path = ws.plan()
+    seen: list[dict] = []
+    with ApplyProgress(enabled=False, announce=False) as bar:
+        own = bar.counts
+        r = ws.apply(path, progress=lambda e: (seen.append(e), bar(e)))
+    assert r.status == "done"
+    assert bar.counts is own  # a plain callable gets no attach: the bar it wraps counted for itself
+    fed.clear()
+    ws2 = Workspace(tmp_path / "ws2")
+    plan2, path2 = ws2.plan()
+    with ApplyProgress(enabled=False, announce=False) as bar2:
+        mine = bar2.counts
+        assert ws2.apply(path2, progress=bar2).status == "done"
+    assert bar2.counts is not mine and bar2.counts.completed == plan2.body["work"]["documents"]["total"]
+    assert len(fed) == len({id(e) for e in fed})  # each event fed once (the bar did not feed it again)
+    assert seen and len(fed) == len(seen)  # the same event stream, counted once however it is listened to

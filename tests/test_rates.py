@@ -23,6 +23,7 @@ from reindex.reports import plan_text
 from reindex.runners import ThreadRunner
 from reindex.foundation.throughput import CpuClock, plan_rate
 from reindex.usecases import backends
+from reindex.usecases.context import Context
 from reindex.usecases.plan import rates_for
 
 _BUF = bytes(range(256)) * 256  # 64 KiB: hashlib releases the GIL on it, so two threads burn in parallel
@@ -213,7 +214,7 @@ def test_a_model_change_is_priced_from_the_new_models_sample_then_its_apply_reco
     new_rate = read_measured_rate(ws.state(), identity_of(ws.cfg()).vector_id)
     assert new_rate["model"] == str(tiny) and new_rate["tokens_per_cpu_second"] > 0 and new_rate["workers"] == 1
     # The next plan of the static model prices with what its apply measured.
-    assert rates_for(ws.cfg()).source == "apply"
+    assert rates_for(Context(ws.cfg())).source == "apply"
 
 
 def test_an_old_wall_clock_record_is_still_read(tmp_path: Path) -> None:

@@ -453,7 +453,7 @@ def test_apply_refuses_to_start_without_disk_for_the_plans_peak_footprint(tmp_pa
     from reindex.errors import StateError
     from reindex.adapters.stores.edge import generation_copy_bytes
     from reindex.usecases import backends
-    from reindex.usecases.disk import EDGE_BUILD_OVERHEAD_BYTES
+    from reindex.adapters.stores.opening import EDGE_BUILD_OVERHEAD_BYTES
 
     ws = Workspace(tmp_path / "ws")
     plan, path = ws.plan()

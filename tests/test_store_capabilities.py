@@ -13,6 +13,7 @@ from reindex.planner._work import backend_of
 from reindex.adapters.stores.opening import REGISTRY, backend_for
 from reindex.adapters.stores.vectors import VectorStoreError
 from reindex.usecases import backends
+from reindex.usecases.context import Context
 
 
 def _cfg(tmp_path: Path, store: dict):
@@ -28,9 +29,9 @@ def _cfg(tmp_path: Path, store: dict):
 def test_each_backend_declares_what_it_can_do(tmp_path, store, name, writers, beside, footprint, disk):
     b = backends.store_backend(_cfg(tmp_path, store))
     caps = b.capabilities
-    assert (b.name, caps.writers, caps.readers_beside_writer, caps.footprint, caps.local_disk) == \
-        (name, writers, beside, footprint, disk)
+    assert (b.name, caps.writers, caps.readers_beside_writer, caps.local_disk) == (name, writers, beside, disk)
     assert caps is REGISTRY[name].capabilities
+    assert b.footprint is REGISTRY[footprint].footprint  # the cost model comes with the entry
     assert backend_of(_cfg(tmp_path, store)) == footprint  # the planner prices what the backend declares
     assert (b.folder is None) == (name == "server")
     if name != "server":
@@ -41,5 +42,5 @@ def test_a_backend_without_readers_beside_a_writer_refuses_a_reader_saying_what_
     cfg = _cfg(tmp_path, {"backend": "local"})
     with pytest.raises(VectorStoreError, match="admits one process per folder.*reindex.adapters.stores.migrate"):
         backends.vector_reader_for(cfg)
-    with backends.read_only_store(cfg) as store:  # what status and gc --dry-run use: the writer, since it must
+    with Context(cfg).read_only_store() as store:  # what status and gc --dry-run use: the writer, since it must
         assert store is not None and not hasattr(store, "_read_only")

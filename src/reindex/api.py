@@ -13,9 +13,9 @@ Readers that ask many questions hold a :class:`Querier` (or the LangChain / Llam
 :mod:`reindex.retrievers`). Commands that need no index (a config to write or check, a plan file to show, a
 histogram to price, a fixture to classify, revision pairs to measure) are functions in ``__all__``.
 
-The use cases behind the handle stay importable from here as thin wrappers over a config path, for scripts
-written against earlier versions (``api.make_plan``, ``api.apply_plan``, ``api.cutover``, …); they are not part
-of ``__all__`` and new code uses the handle. Prefect deployments (``deploy``, ``serve``) live in
+Scripts written against earlier versions call ``api.make_plan(config)``, ``api.apply_plan(plan, config)``,
+``api.cutover(plan, config)``, …: each is one line, the handle's method on a handle opened for that call (not part
+of ``__all__``; new code holds the handle). Prefect deployments (``deploy``, ``serve``) live in
 :mod:`reindex.orchestration`, the Prefect driver."""
 
 from __future__ import annotations
@@ -32,19 +32,18 @@ _HOMES = {
     "reindex.usecases.cycle": ("CycleOutcome", "CycleResult", "SyncPolicy"),
     "reindex.planner": ("Plan",),
     "reindex.books.manifests": ("Population",),
-    "reindex.usecases.apply": ("ApplyReport", "apply_plan", "check_drift", "corpus_digest_of"),
-    "reindex.usecases.lifecycle": ("CutoverReport", "GcAction", "IndexStatus", "PopulationStatus", "RollbackRecord",
-                                   "cutover", "gc", "rollback", "status"),
+    "reindex.usecases.apply": ("ApplyReport", "check_drift", "corpus_digest_of"),
+    "reindex.usecases.lifecycle": ("CutoverReport", "GcAction", "IndexStatus", "PopulationStatus", "RollbackRecord"),
     "reindex.usecases.doctor": ("DoctorReport",),
     "reindex.decisions.drift": ("Finding",),
-    "reindex.usecases.query": ("Querier", "QueryResult", "parse_filters", "query"),
-    "reindex.usecases.serve": ("ServingReport", "serving"),
+    "reindex.usecases.query": ("Querier", "QueryResult", "parse_filters"),
+    "reindex.usecases.serve": ("ServingReport",),
     "reindex.usecases.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
     "reindex.usecases.chunk": ("ChunkSummary", "chunk_path", "summarize_chunks"),
     "reindex.usecases.classify": ("Classification", "classify_change"),
     "reindex.usecases.configure": ("Validation", "init_config", "load_resolved", "validate_config"),
     "reindex.usecases.measure": ("measure", "measure_chains"),
-    "reindex.usecases.plan": ("estimate", "show_plan", "approval_status", "approve_plan", "calibrate", "make_plan"),
+    "reindex.usecases.plan": ("estimate", "show_plan", "approval_status", "approve_plan"),
     "reindex.usecases.runs": ("approve_and_resume", "reject_and_resume", "waiting_runs"),
     # thin wrappers kept for scripts (not in __all__)
     "reindex.adapters.embedders": ("vector_config_of",),
@@ -71,6 +70,67 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from reindex.usecases.query import Querier, QueryResult, parse_filters
     from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
     from reindex.usecases.serve import ServingReport
+
+
+# -- one-line wrappers for scripts of earlier versions: the handle's method on a handle opened for the call --------
+
+def make_plan(config_path: Any = "reindex.yaml", **kwargs: Any) -> Any:
+    """``Index.open(config_path).plan(**kwargs)``."""
+    with _index(config_path) as ix: return ix.plan(**kwargs)  # noqa: E701
+
+
+def apply_plan(plan_path: Any, config_path: Any = "reindex.yaml", **kwargs: Any) -> Any:
+    """``Index.open(config_path).apply(plan_path, **kwargs)`` (conflicting runner options refused first)."""
+    from reindex.usecases.apply import check_runner_options
+
+    check_runner_options(kwargs.get("runner"), kwargs.get("task_runner"))
+    with _index(config_path) as ix: return ix.apply(plan_path, **kwargs)  # noqa: E701
+
+
+def cutover(plan_path: Any = None, config_path: Any = "reindex.yaml", **kwargs: Any) -> Any:
+    """``Index.open(config_path).cutover(plan_path, **kwargs)``."""
+    with _index(config_path) as ix: return ix.cutover(plan_path, **kwargs)  # noqa: E701
+
+
+def rollback(config_path: Any = "reindex.yaml", *, to: str | None = None) -> Any:
+    """``Index.open(config_path).rollback(to)``."""
+    with _index(config_path) as ix: return ix.rollback(to)  # noqa: E701
+
+
+def gc(config_path: Any = "reindex.yaml", **kwargs: Any) -> Any:
+    """``Index.open(config_path).gc(**kwargs)``."""
+    with _index(config_path) as ix: return ix.gc(**kwargs)  # noqa: E701
+
+
+def status(config_path: Any = "reindex.yaml") -> Any:
+    """``Index.open(config_path).status()``."""
+    with _index(config_path) as ix: return ix.status()  # noqa: E701
+
+
+def query(text: str, config_path: Any = "reindex.yaml", **kwargs: Any) -> Any:
+    """``Index.open(config_path).query(text, **kwargs)``."""
+    with _index(config_path) as ix: return ix.query(text, **kwargs)  # noqa: E701
+
+
+def serving(config_path: Any = "reindex.yaml", **kwargs: Any) -> Any:
+    """``Index.open(config_path).serving(**kwargs)``."""
+    with _index(config_path) as ix: return ix.serving(**kwargs)  # noqa: E701
+
+
+def calibrate(config_path: Any = "reindex.yaml", **kwargs: Any) -> Any:
+    """``Index.open(config_path).calibrate(**kwargs)``."""
+    with _index(config_path) as ix: return ix.calibrate(**kwargs)  # noqa: E701
+
+
+def record_cursor(plan: Any, config_path: Any = "reindex.yaml") -> Any:
+    """``Index.open(config_path).record_cursor(plan)``."""
+    with _index(config_path) as ix: return ix.record_cursor(plan)  # noqa: E701
+
+
+def _index(config_path: Any) -> Any:
+    from reindex.usecases.index import Index
+
+    return Index.open(config_path)
 
 
 def __getattr__(name: str) -> Any:

@@ -39,7 +39,8 @@ from typing import Any
 from reindex.adapters.chunkers.base import Chunk
 from reindex.errors import ReindexError
 from reindex.domain.identity import canonical_json
-from reindex.books.manifests import index_prefix, shard_of
+from reindex.books.layout import Books
+from reindex.books.manifests import shard_of
 from reindex.adapters.pipeline import ChunkRecord, TextPipeline
 from reindex.adapters.sources.base import Document
 from reindex.adapters.stores.objects import ObjectStore
@@ -66,12 +67,12 @@ def _digest(data: bytes) -> str:
 
 def carried_index_key(index: str, carry_id: str) -> str:
     """Where the index of carry ``carry_id`` lives in the state store."""
-    return f"{index_prefix(index)}/carried/{carry_id}.json"
+    return Books(None, index).carried_key(carry_id)
 
 
 def carried_part_key(index: str, digest: str) -> str:
     """Where the carried part whose bytes hash to ``digest`` lives in the state store."""
-    return f"{index_prefix(index)}/carried/parts/{digest}.parquet"
+    return Books(None, index).carried_part_key(digest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,12 +291,13 @@ def prune_carried(state: ObjectStore, index: str, older_than_s: float) -> int:
     ``older_than_s`` as the state store's clock tells (a re-plan of the same change rewrites it, so its age is the
     last plan's): each such index with its parts, then parts no index names (a plan that stopped half-way).
     Returns the objects deleted. A plan applied after its carry was pruned chunks its documents."""
-    prefix = f"{index_prefix(index)}/carried/"
-    keys = state.list(prefix)
+    books = Books(state, index)
+    keys = state.list(books.carried_prefix)
     named: set[str] = set()
     n = 0
     for key in keys:
-        if key.startswith(prefix + "parts/") or not key.endswith(".json"):
+        what = books.carried_of(key)
+        if what is None or what[0] != "index":
             continue
         got = state.get_versioned_aged(key)
         if got is None:
@@ -306,13 +308,14 @@ def prune_carried(state: ObjectStore, index: str, older_than_s: float) -> int:
         except (ValueError, AttributeError, TypeError, IndexError):
             parts = set()
         if age > older_than_s:
-            n += delete_carried(state, CarriedRef(index, key[len(prefix):-len(".json")]))
+            n += delete_carried(state, CarriedRef(index, what[1]))
         else:
             named |= parts
     for key in keys:
-        if not key.startswith(prefix + "parts/"):
+        what = books.carried_of(key)
+        if what is None or what[0] != "part":
             continue
-        digest = key[len(prefix + "parts/"):].removesuffix(".parquet")
+        digest = what[1]
         if digest in named:
             continue
         got = state.get_versioned_aged(key)

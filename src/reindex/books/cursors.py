@@ -24,7 +24,8 @@ from typing import Any
 from reindex.domain.config import SourceConfig
 from reindex.errors import StateError
 from reindex.domain.identity import digest_json
-from reindex.books.manifests import population_prefix, read_json, write_json
+from reindex.books.layout import Books
+from reindex.books.manifests import read_json, write_json
 from reindex.adapters.sources import Cursor, Tracked, open_source, tracker_of
 from reindex.adapters.stores.objects import ObjectStore
 from reindex.foundation.tables import TableError, columns_from_parquet, parquet_from_columns
@@ -72,18 +73,15 @@ class Tracking:
         self.cursor = cursor
 
 
-def _key(index: str, collection: str, name: str) -> str:
-    return f"{population_prefix(index, collection)}/{name}"
-
-
 def read_cursor(store: ObjectStore, index: str, collection: str, digest: str) -> Cursor | None:
     """The cursor of ``digest`` kept for a population, None when it is not kept (any more)."""
-    head = read_json(store, _key(index, collection, f"cursors/{digest}.json"))
+    books = Books(store, index)
+    head = read_json(store, books.cursor_head_key(collection, digest))
     if head is None:
         return None
     entries: dict[str, str] = {}
     if head.get("kind") == "listing":
-        key = _key(index, collection, f"cursors/{digest}.parquet")
+        key = books.cursor_body_key(collection, digest)
         data = store.get(key)
         if data is None:
             return None
@@ -91,19 +89,19 @@ def read_cursor(store: ObjectStore, index: str, collection: str, digest: str) ->
             cols, _ = columns_from_parquet(data, list(ENTRY_COLUMNS))
         except TableError as err:
             raise StateError(f"{store.describe()}/{key}: not a readable cursor ({err}); delete "
-                             f"{_key(index, collection, 'cursor.json')} and run `reindex sync --verify`") from None
+                             f"{books.cursor_key(collection)} and run `reindex sync --verify`") from None
         entries = dict(zip(cols["doc_id"], cols["signature"]))
     cursor = Cursor.of(head["kind"], head.get("position") or {}, entries)
     if cursor.digest != digest:
-        raise StateError(f"{store.describe()}/{_key(index, collection, f'cursors/{digest}.json')}: the cursor's content "
-                         f"does not match its digest; delete {_key(index, collection, 'cursor.json')} and run "
+        raise StateError(f"{books.describe(books.cursor_head_key(collection, digest))}: the cursor's content "
+                         f"does not match its digest; delete {books.cursor_key(collection)} and run "
                          "`reindex sync --verify`")
     return cursor
 
 
 def read_committed(store: ObjectStore, index: str, collection: str) -> Committed | None:
     """The population's committed cursor, None when it has none (built before cursors, or its source has none)."""
-    rec = read_json(store, _key(index, collection, "cursor.json"))
+    rec = read_json(store, Books(store, index).cursor_key(collection))
     if not rec or not isinstance(rec.get("digest"), str):
         return None
     cursor = read_cursor(store, index, collection, rec["digest"])
@@ -119,20 +117,21 @@ def commit_cursor(store: ObjectStore, index: str, collection: str, tracking: Tra
     taken before a full read). The cursor's files first, the record last; cursors other than the new one
     and the one it replaces are deleted. Returns the cursor committed."""
     cursor = tracking.cursor.restricted(holds) if tracking.full and holds is not None else tracking.cursor
-    now = read_json(store, _key(index, collection, "cursor.json")) or {}
+    books = Books(store, index)
+    now = read_json(store, books.cursor_key(collection)) or {}
     if cursor.kind == "listing":
         ids = list(cursor.entries)
-        store.put(_key(index, collection, f"cursors/{cursor.digest}.parquet"),
+        store.put(books.cursor_body_key(collection, cursor.digest),
                   parquet_from_columns({"doc_id": ids, "signature": [cursor.entries[d] for d in ids]}, ENTRY_COLUMNS))
-    write_json(store, _key(index, collection, f"cursors/{cursor.digest}.json"),
+    write_json(store, books.cursor_head_key(collection, cursor.digest),
                {"kind": cursor.kind, "position": dict(cursor.position)})
     previous = now.get("digest") if now.get("digest") != cursor.digest else now.get("previous")
-    write_json(store, _key(index, collection, "cursor.json"),
+    write_json(store, books.cursor_key(collection),
                {"digest": cursor.digest, "kind": cursor.kind, "source_key": tracking.source_key,
                 "verified_at": tracking.verified_at, "run": run, "previous": previous, "at": time.time()})
     keep = {cursor.digest, previous, tracking.started_from}
-    for key in store.list(_key(index, collection, "cursors/")):
-        if key.rsplit("/", 1)[-1].split(".", 1)[0] not in keep:
+    for key in store.list(books.cursors_prefix(collection)):
+        if books.cursor_digest_of(key) not in keep:
             store.delete(key)
     return cursor
 

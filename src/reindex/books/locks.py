@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from reindex.errors import LockHeld, LockLost, ReindexError, StateError, TransientError
+from reindex.books.layout import Books
 from reindex.foundation.processes import ProcessIdentity
 from reindex.adapters.stores.objects import ObjectStore
 
@@ -85,7 +86,7 @@ _ACQUIRE_ROUNDS = 5
 
 def lock_key(index: str) -> str:
     """The object key of an index's lock."""
-    return f"indexes/{index}/lock.json"
+    return Books(None, index).lock_key
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,7 +135,7 @@ class LockInfo:
     def describe(self, where: str = "") -> str | None:
         """One line for ``reindex status``; None when nobody holds the lock."""
         if self.corrupt:
-            return (f"lock file {where or 'lock.json'} is corrupt ({self.reason}); if no reindex command "
+            return (f"lock file {where or 'of the index'} is corrupt ({self.reason}); if no reindex command "
                     "is running for this index, delete it")
         if not self.held:
             return None

@@ -1,27 +1,6 @@
 """State kept in the object store: population records, chunk manifests, calibration.
 
-Layout under the state URI (a folder or ``s3://bucket/prefix``)::
-
-    indexes/<index>/live.json                              the population the alias serves
-    indexes/<index>/populations/<collection>/population.json
-    indexes/<index>/populations/<collection>/chunks/<part>.parquet   chunk manifest parts
-    indexes/<index>/populations/<collection>/chunk-texts/<part>.parquet  chunk texts by fingerprint
-                                                           (sticky re-chunking only)
-    indexes/<index>/populations/<collection>/summaries/<part>.json  totals of a manifest part's documents (and
-                          <part>.fps.npz: its fingerprints' 64-bit prefixes), for the digest of the part it names
-    indexes/<index>/populations/<collection>/rewrites/<run>/<part>.json  digests of a manifest part
-                                                           before and after an in-place run rewrote it
-    indexes/<index>/populations/<collection>/runs/<run>/shard-<k>.json   shard manifests (presence = done)
-    indexes/<index>/populations/<collection>/runs/<run>/progress.json    how far a running apply is (reindex status)
-    indexes/<index>/carried/<carry id>.json                 the chunks a plan cut, carried to its apply's shards
-    indexes/<index>/carried/parts/<digest>.parquet           (reindex.books.carried)
-    calibration/<vector id>.json                           embedding throughput measured by `reindex calibrate`
-    calibration/<vector id>.apply.json                     embedding throughput measured by the last apply
-    calibration/index-build/<backend>-<d>d-<precision>-m<m>-ef<ef>.json  the index build (HNSW) the last apply
-                                                           with those parameters measured
-    indexes/<index>/serving.json                           the serving mode readers follow during a model change
-    indexes/<index>/serving/bridges/<id>.npz               fitted bridges (new-model queries → the live space)
-    indexes/<index>/populations/<collection>/runs/<run>/pairs/<shard>.npz   free (old, new) vector pairs
+Where each of them lives is :class:`reindex.books.layout.Books`'s business (every key is spelled there).
 
 A chunk manifest row: doc_id, content_hash, ordinal, fingerprint, tokens, point_id. It lets planning
 and catch-up run without scrolling the vector store.
@@ -49,20 +28,13 @@ from reindex.errors import StateError
 from reindex.domain.identity import digest_json as _digest_json, identity_of, payload_id_of_record
 from reindex.adapters.stores.objects import ObjectStore
 from reindex.foundation.tables import TableError, columns_from_parquet, parquet_from_columns
+from reindex.books.layout import Books, shard_name
 
 # Column → Parquet type of a chunk-text part.
 CHUNK_TEXT_COLUMNS = {"fingerprint": "string", "text": "string"}
 # Column → Parquet type of a chunk manifest part.
 CHUNK_COLUMNS = {"doc_id": "string", "content_hash": "string", "ordinal": "int32", "fingerprint": "string",
                  "tokens": "int32", "point_id": "string"}
-
-
-def index_prefix(index: str) -> str:
-    return f"indexes/{index}"
-
-
-def population_prefix(index: str, collection: str) -> str:
-    return f"{index_prefix(index)}/populations/{collection}"
 
 
 def read_json(store: ObjectStore, key: str) -> dict | None:
@@ -108,12 +80,6 @@ class Population:
     def payload_id(self) -> str:
         """The payload contract's id of the recorded config (the legacy id for a record without one)."""
         return payload_id_of_record(self.config_json)
-
-    def model(self) -> dict[str, Any]:
-        """What answers queries for this population: provider, model, backend, precision, dimension."""
-        v = self.config.vector
-        return {"provider": v.provider, "model": v.model, "backend": v.backend, "precision": v.precision,
-                "dimension": v.dimension}
 
     def governs(self, cfg: PipelineConfig) -> PipelineConfig:
         """The config an in-place sync of this population runs under while ``cfg`` (the config file) names
@@ -175,7 +141,7 @@ def _record_problem(d: Any, types: dict[str, Any]) -> str | None:
 
 
 def read_population(store: ObjectStore, index: str, collection: str) -> Population | None:
-    key = f"{population_prefix(index, collection)}/population.json"
+    key = Books(store, index).population_key(collection)
     d = read_json(store, key)
     if not d:
         return None
@@ -186,12 +152,18 @@ def write_population(store: ObjectStore, record: Population) -> None:
     """Write a population record; its state may move only along :data:`reindex.domain.kinds.TRANSITIONS`."""
     old = read_population(store, record.index, record.collection)
     check_transition(record.collection, old.state if old else None, record.state)
-    write_json(store, f"{population_prefix(record.index, record.collection)}/population.json", record.as_dict())
+    write_json(store, Books(store, record.index).population_key(record.collection), record.as_dict())
+
+
+def read_live_record(store: ObjectStore, index: str) -> dict | None:
+    """The index's live record as stored (``collection``, ``previous``, ``at``), None before the first cutover:
+    what rollback and the checks of the books read besides the population it names (:func:`read_live`)."""
+    return read_json(store, Books(store, index).live_key) or None
 
 
 def read_live(store: ObjectStore, index: str) -> Population | None:
     """The population the index's alias serves, per the state store (None before the first cutover)."""
-    key = f"{index_prefix(index)}/live.json"
+    key = Books(store, index).live_key
     d = read_json(store, key)
     if not d:
         return None
@@ -202,7 +174,7 @@ def read_live(store: ObjectStore, index: str) -> Population | None:
     rec = read_population(store, index, d["collection"])
     if rec is None:
         raise StateError(
-            f"{store.describe()}: indexes/{index}/live.json names population {d['collection']!r} "
+            f"{Books(store, index).describe(key)} names population {d['collection']!r} "
             "but its record is missing; the state store is inconsistent"
         )
     return rec
@@ -211,7 +183,7 @@ def read_live(store: ObjectStore, index: str) -> Population | None:
 def apply_record_key(index: str, plan_hash: str) -> str:
     """Where a finished apply of a plan records its run (written once, when no shard failed): its presence
     means the plan's work is done; cutover's gate reads its failures and the cycle its collection."""
-    return f"{index_prefix(index)}/runs/{plan_hash}/done.json"
+    return Books(None, index).apply_record_key(plan_hash)
 
 
 def read_apply_record(store: ObjectStore, index: str, plan_hash: str) -> dict | None:
@@ -224,7 +196,7 @@ def write_apply_record(store: ObjectStore, index: str, plan_hash: str, record: d
 
 
 def write_live(store: ObjectStore, index: str, collection: str, previous: str | None) -> None:
-    write_json(store, f"{index_prefix(index)}/live.json",
+    write_json(store, Books(store, index).live_key,
                 {"collection": collection, "previous": previous, "at": time.time()})
 
 
@@ -264,13 +236,14 @@ def chunk_manifest_part_rows(data: bytes, where: str) -> list[ManifestRow]:
 
 
 def write_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str, rows: Iterable[ManifestRow]) -> str:
-    key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
+    key = Books(store, index).chunk_part_key(collection, part)
     store.put(key, chunk_manifest_bytes(rows))
     return key
 
 
 def chunk_manifest_keys(store: ObjectStore, index: str, collection: str) -> list[str]:
-    return [k for k in store.list(f"{population_prefix(index, collection)}/chunks/") if k.endswith(".parquet")]
+    books = Books(store, index)
+    return [k for k in store.list(books.chunks_prefix(collection)) if books.part_of(k) is not None]
 
 
 def read_chunk_manifest(store: ObjectStore, index: str, collection: str) -> Iterator[ManifestRow]:
@@ -357,11 +330,11 @@ def digest_of_parts(parts: Iterable[tuple[str, str | None]]) -> str:
 
 def chunk_summary_key(index: str, collection: str, part: str) -> str:
     """Where the totals of a chunk manifest part's documents are cached, for the digest of its bytes they name."""
-    return f"{population_prefix(index, collection)}/summaries/{part}.json"
+    return Books(None, index).summary_key(collection, part)
 
 
 def _rewrite_key(index: str, collection: str, run: str, part: str) -> str:
-    return f"{population_prefix(index, collection)}/rewrites/{run}/{part}.json"
+    return Books(None, index).rewrite_key(collection, run, part)
 
 
 def rewrite_chunk_manifest_part(store: ObjectStore, index: str, collection: str, run: str, part: str,
@@ -370,7 +343,7 @@ def rewrite_chunk_manifest_part(store: ObjectStore, index: str, collection: str,
     recording the digests of the part it replaces and of the new bytes. A run killed after this write can
     then resume with its plan: :func:`run_rewrites` lets the drift check tell its own writes from anyone
     else's. The first record of a run keeps its "before" (a resumed run rewrites a part it already wrote)."""
-    key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
+    key = Books(store, index).chunk_part_key(collection, part)
     data = chunk_manifest_bytes(rows)
     earlier = read_json(store, _rewrite_key(index, collection, run, part))
     if earlier is not None:
@@ -387,7 +360,7 @@ def rewrite_chunk_manifest_part(store: ObjectStore, index: str, collection: str,
 def run_rewrites(store: ObjectStore, index: str, collection: str, run: str) -> dict[str, tuple[str | None, str]]:
     """Manifest part key → (digest before, digest after) of the parts run ``run`` rewrote in place."""
     out: dict[str, tuple[str | None, str]] = {}
-    for key in store.list(f"{population_prefix(index, collection)}/rewrites/{run}/"):
+    for key in store.list(Books(store, index).rewrites_prefix(collection, run)):
         rec = read_json(store, key)
         if rec and isinstance(rec.get("part"), str) and isinstance(rec.get("after"), str):
             out[rec["part"]] = (rec.get("before"), rec["after"])
@@ -400,20 +373,20 @@ def run_rewrites(store: ObjectStore, index: str, collection: str, run: str) -> d
 
 
 def write_calibration(store: ObjectStore, vector_id: str, result: dict) -> None:
-    write_json(store, f"calibration/{vector_id}.json", result)
+    write_json(store, Books.calibration_key(vector_id), result)
 
 
 def read_calibration(store: ObjectStore, vector_id: str) -> dict | None:
-    return read_json(store, f"calibration/{vector_id}.json")
+    return read_json(store, Books.calibration_key(vector_id))
 
 
 def write_measured_rate(store: ObjectStore, vector_id: str, result: dict) -> None:
     """The embedding throughput the last apply of this vector half measured."""
-    write_json(store, f"calibration/{vector_id}.apply.json", result)
+    write_json(store, Books.measured_rate_key(vector_id), result)
 
 
 def read_measured_rate(store: ObjectStore, vector_id: str) -> dict | None:
-    return read_json(store, f"calibration/{vector_id}.apply.json")
+    return read_json(store, Books.measured_rate_key(vector_id))
 
 
 def build_rate_key(backend: str, dimension: int, precision: str, m: int, ef_construct: int) -> str:
@@ -423,11 +396,11 @@ def build_rate_key(backend: str, dimension: int, precision: str, m: int, ef_cons
 
 def write_build_rate(store: ObjectStore, key: str, result: dict) -> None:
     """The index build (HNSW) the last apply with these parameters (:func:`build_rate_key`) measured."""
-    write_json(store, f"calibration/index-build/{key}.json", result)
+    write_json(store, Books.build_rate_key(key), result)
 
 
 def read_build_rate(store: ObjectStore, key: str) -> dict | None:
-    return read_json(store, f"calibration/index-build/{key}.json")
+    return read_json(store, Books.build_rate_key(key))
 
 
 def digest_json(value: Any) -> str:
@@ -451,17 +424,14 @@ def shard_of(doc_id: str, shards: int) -> int:
     return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little") % shards
 
 
-def shard_name(shard: int) -> str:
-    return f"shard-{shard:04d}"
-
 
 def shard_manifest_key(index: str, collection: str, run: str, shard: int) -> str:
-    return f"{population_prefix(index, collection)}/runs/{run}/{shard_name(shard)}.json"
+    return Books(None, index).shard_manifest_key(collection, run, shard)
 
 
 def run_progress_key(index: str, collection: str, run: str) -> str:
     """Where a running apply of plan ``run`` records how far it is (``reindex status`` reads it)."""
-    return f"{population_prefix(index, collection)}/runs/{run}/progress.json"
+    return Books(None, index).progress_key(collection, run)
 
 
 def write_run_progress(store: ObjectStore, index: str, collection: str, run: str, snapshot: dict) -> None:
@@ -487,7 +457,7 @@ def write_shard_manifest(store: ObjectStore, index: str, collection: str, run: s
 
 
 def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, part: str) -> list[ManifestRow]:
-    key = f"{population_prefix(index, collection)}/chunks/{part}.parquet"
+    key = Books(store, index).chunk_part_key(collection, part)
     data = store.get(key)
     if data is None:
         return []
@@ -495,7 +465,7 @@ def read_chunk_manifest_part(store: ObjectStore, index: str, collection: str, pa
 
 
 def chunk_texts_key(index: str, collection: str, part: str) -> str:
-    return f"{population_prefix(index, collection)}/chunk-texts/{part}.parquet"
+    return Books(None, index).chunk_texts_key(collection, part)
 
 
 def write_chunk_texts_part(store: ObjectStore, index: str, collection: str, part: str, texts: dict[str, str]) -> str:
@@ -523,10 +493,11 @@ def read_chunk_texts_part(store: ObjectStore, index: str, collection: str, part:
 def read_chunk_texts(store: ObjectStore, index: str, collection: str, wanted: set[str] | None = None) -> dict[str, str]:
     """Fingerprint → text over every chunk-text part of a population, only ``wanted`` fingerprints if given."""
     out: dict[str, str] = {}
-    for key in store.list(f"{population_prefix(index, collection)}/chunk-texts/"):
-        if not key.endswith(".parquet"):
+    for key in store.list(Books(store, index).chunk_texts_prefix(collection)):
+        name = Books.part_of(Books(None, index), key)
+        if name is None:
             continue
-        part = read_chunk_texts_part(store, index, collection, key.rsplit("/", 1)[-1][: -len(".parquet")])
+        part = read_chunk_texts_part(store, index, collection, name)
         out.update(part if wanted is None else {f: t for f, t in part.items() if f in wanted})
     return out
 
@@ -538,7 +509,7 @@ def read_chunk_texts(store: ObjectStore, index: str, collection: str, wanted: se
 
 def serving_key(index: str) -> str:
     """Where the serving mode of an index is recorded (``indexes/<index>/serving.json``; readers read it)."""
-    return f"{index_prefix(index)}/serving.json"
+    return Books(None, index).serving_key
 
 
 def read_serving(store: ObjectStore, index: str) -> dict | None:
@@ -565,12 +536,12 @@ def reset_serving(store: ObjectStore, index: str, reason: str, *, at: float | No
 
 def pairs_key(index: str, collection: str, run: str, shard: int) -> str:
     """A shard's free pairs (``reindex.books.pairs``), beside the run's shard manifests."""
-    return f"{population_prefix(index, collection)}/runs/{run}/pairs/{shard_name(shard)}.npz"
+    return Books(None, index).pairs_key(collection, run, shard)
 
 
 def bridge_key(index: str, bridge_id: str) -> str:
     """A fitted bridge's matrices (``reindex.decisions.serving``), named by its id."""
-    return f"{index_prefix(index)}/serving/bridges/{bridge_id}.npz"
+    return Books(None, index).bridge_key(bridge_id)
 
 
 # --------------------------------------------------------------------------------------------
@@ -582,10 +553,10 @@ __all__ = [
     "CHUNK_COLUMNS", "CHUNK_TEXT_COLUMNS", "DOC_BATCH", "ManifestRow", "Population", "apply_record_key",
     "build_rate_key", "check_chunk_manifest", "chunk_manifest_bytes", "chunk_manifest_keys", "chunk_manifest_part_columns",
     "chunk_manifest_part_rows", "chunk_summary_key",
-    "chunk_texts_key", "count_chunk_manifest_rows", "digest_json", "digest_of_parts", "index_prefix", "manifest_digest", "part_digest",
-    "population_prefix", "read_apply_record", "read_calibration", "read_chunk_manifest",
+    "chunk_texts_key", "count_chunk_manifest_rows", "digest_json", "digest_of_parts", "manifest_digest", "part_digest",
+    "read_apply_record", "read_calibration", "read_chunk_manifest",
     "read_build_rate", "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
-    "read_document_hashes", "read_json", "read_live", "read_measured_rate", "read_population",
+    "read_document_hashes", "read_json", "read_live", "read_live_record", "read_measured_rate", "read_population",
     "read_shard_manifest", "rewrite_chunk_manifest_part", "run_rewrites", "shard_manifest_key", "shard_name",
     "shard_of", "write_apply_record", "write_build_rate", "write_calibration", "write_chunk_manifest_part", "write_chunk_texts_part",
     "write_json", "write_live", "write_measured_rate", "write_population", "write_shard_manifest",

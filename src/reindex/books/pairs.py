@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from reindex.domain.identity import fingerprint, point_id
-from reindex.books.manifests import ManifestRow, pairs_key, population_prefix
+from reindex.books.layout import Books
+from reindex.books.manifests import ManifestRow, pairs_key
 from reindex.adapters.stores.objects import ObjectStore
 from reindex.adapters.stores.payload import payload_text
 
@@ -156,18 +157,18 @@ def record_shard_pairs(state: ObjectStore, store: Any, *, index: str, target: st
 
 def runs_with_pairs(state: ObjectStore, index: str, collection: str) -> dict[str, int]:
     """Run (plan hash) → how many shards of it have stored pairs."""
-    prefix = f"{population_prefix(index, collection)}/runs/"
+    books = Books(state, index)
     out: dict[str, int] = {}
-    for key in state.list(prefix):
-        run, _, rest = key[len(prefix):].partition("/")
-        if rest.startswith("pairs/") and rest.endswith(".npz"):
-            out[run] = out.get(run, 0) + 1
+    for key in state.list(books.population_runs_prefix(collection)):
+        found = books.population_run_file(collection, key)
+        if found is not None and found[1] == "pairs":
+            out[found[0]] = out.get(found[0], 0) + 1
     return out
 
 
 def read_pairs(state: ObjectStore, index: str, collection: str, run: str, *, limit: int | None = None) -> PairSet | None:
     """Every stored pair of run ``run`` of ``collection``, in shard order (at most ``limit``); None when none."""
-    prefix = f"{population_prefix(index, collection)}/runs/{run}/pairs/"
+    prefix = Books(state, index).pairs_prefix(collection, run)
     olds, news, oids, nids, shards = [], [], [], [], []
     vids: tuple[str, str] | None = None
     for key in sorted(k for k in state.list(prefix) if k.endswith(".npz")):

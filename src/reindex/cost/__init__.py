@@ -44,7 +44,6 @@ from reindex.cost._histogram import (
     histogram_of,
 )
 from reindex.cost._money import (
-    BACKENDS,
     Backend,
     build_usage,
     footprint,
@@ -73,7 +72,6 @@ from reindex.cost._sampling import (
 from reindex.cost._window import Window, billed_tokens, chunk_count, window_of
 
 __all__ = [
-    "BACKENDS",
     "BUILD_CURVE",
     "BUILD_FORMULA",
     "Backend",

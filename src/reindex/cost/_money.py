@@ -3,65 +3,32 @@ of a population, and the pricing of exact work computed by the planner."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["BACKENDS", "BYTES_PER_COMPONENT", "INDEX_OVERHEAD", "PAYLOAD_FIELD_BYTES", "Backend", "Cost", "Footprint",
+from reindex.adapters.stores.footprints import BYTES_PER_COMPONENT, INDEX_OVERHEAD, Usage
+from reindex.adapters.stores.opening import footprint_model
+
+__all__ = ["BYTES_PER_COMPONENT", "INDEX_OVERHEAD", "PAYLOAD_FIELD_BYTES", "Backend", "Cost", "Footprint",
            "Precision", "Usage", "Work", "build_usage", "footprint", "hours", "payload_bytes", "population_usage", "price",
            "usd", "vector_bytes"]
 
 Precision = Literal["float32", "float16", "int8"]
 
-#: Where the populations live: a Qdrant server (``store.url``), the embedded qdrant-edge store
-#: (``store.backend: edge``, the default) or qdrant-client local mode (``store.backend: local``).
-Backend = Literal["server", "edge", "local"]
-BACKENDS: tuple[str, ...] = ("server", "edge", "local")
-
-#: Bytes per stored vector component. ``int8`` is scalar quantisation: one byte per component
-#: searched in RAM, with the float32 originals kept on disk for rescoring.
-BYTES_PER_COMPONENT: dict[str, int] = {"float32": 4, "float16": 2, "int8": 1}
-
-#: Qdrant's capacity-planning rule of thumb (Qdrant docs, "Capacity planning"):
-#: ``memory_size = number_of_vectors * vector_dimension * 4 bytes * 1.5``; the extra 50 % covers
-#: metadata (indexes such as the HNSW graph, point versions) and temporary segments created
-#: during optimisation.
-INDEX_OVERHEAD = 1.5
+#: A store backend's name in the registry (:data:`reindex.adapters.stores.opening.REGISTRY`): ``server`` (a Qdrant
+#: server, ``store.url``), ``edge`` (the embedded default), ``local`` (qdrant-client local mode), or one registered
+#: since. Each brings its cost model (:mod:`reindex.adapters.stores.footprints`).
+Backend = str
 
 #: Payload fields stored with every chunk besides its text (doc id, ordinal, fingerprint, token
 #: count, offsets, pipeline id), in bytes. An estimate; the planner passes measured sizes when
 #: it has them.
 PAYLOAD_FIELD_BYTES = 200
 
-_MIB = 2**20
 
-# The embedded stores, fitted on measurements. Edge: bench/footprint.py (the real pipeline: PEP snapshot at 1×
-# and 10×, 18,003 and 180,030 points of 384 dims, ~970 B of payload each; apply, cutover and the store folder
-# measured) and bench/scale.py (a reader alone, 30k and 300k points); bench/RESULTS.md has both tables.
-#   edge, serving  disk (allocated) 455 MiB at 180k after the HNSW build = n × (vector + ~290 B + payload);
-#                  a reader maps 116 → 586 MiB at 30k → 300k = 65 MiB + 1,817 B/point (vectors + HNSW)
-#   edge, building apply's RSS over an idle reindex process 298 → 1,819 MiB at 18k → 180k = 129 MiB +
-#                  9,843 B/point ≈ 5 vector copies + 2 payload copies + 290 B (appendable segment, the
-#                  optimized copy, HNSW build buffers, manifest rows); the store folder peaks at 2× its
-#                  serving size (both segments exist until the optimized one replaces the appendable one)
-#   local mode     844 MiB RAM right after opening 30,103 points (~29 KB/point: every point a Python object,
-#                  its vector as Python floats), 143 MiB disk at 30k.
-#: Per point, besides its vector: HNSW links, id tracker, version and the doc_id index.
-EDGE_POINT_OVERHEAD = 290
-#: Anonymous memory of a process that has the embedded store open (engine, not Python).
-EDGE_PROCESS_RAM = 65 * _MIB
-#: What an apply process adds over an idle one before the first point (engine, tokenizer, buffers).
-EDGE_APPLY_RAM = 129 * _MIB
-#: Vector and payload copies mapped by apply while it builds a population (fitted, see above).
-EDGE_BUILD_VECTOR_COPIES = 5
-EDGE_BUILD_PAYLOAD_COPIES = 2
-#: The store folder while a population's HNSW is built, over its serving size.
-EDGE_BUILD_DISK_FACTOR = 2
-#: qdrant-client local mode keeps ~76 bytes of RAM per vector component (844 MiB right after opening 30,103
-#: 384-dim points: 29 KB each).
-LOCAL_RAM_PER_COMPONENT = 76
-#: local mode's pickled float64 copy on disk plus its row overhead, per point besides the payload.
-LOCAL_DISK_POINT_OVERHEAD = 900
+def _model(backend: str):
+    """The cost model a backend declared with its registry entry."""
+    return footprint_model(backend)
 
 
 def usd(tokens: int, usd_per_mtok: float) -> float:
@@ -88,64 +55,19 @@ def payload_bytes(chunks: int, text_bytes: int, *, field_bytes: int = PAYLOAD_FI
     return text_bytes + chunks * field_bytes
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """RAM and disk of one population (or of several together)."""
-
-    ram_bytes: int
-    disk_bytes: int
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(self.ram_bytes + other.ram_bytes, self.disk_bytes + other.disk_bytes)
-
-
 def population_usage(n_vectors: int, dimension: int, payload: int, precision: Precision = "float32",
                      backend: Backend = "server") -> Usage:
-    """RAM and disk of one population *while it serves*, by one documented formula per backend.
-
-    ``edge`` (the embedded default; constants fitted on bench/footprint.py and bench/scale.py, see above): RAM
-    is what a reader process maps, ``65 MiB + n × (d × b + 290)``; disk (allocated) is
-    ``n × (d × s + 290) + q × n × d + payload`` (payload uncompressed: the engine compresses some of it). ``local`` (qdrant-client local
-    mode): RAM ``n × d × 76`` in *every* process that opens the folder, disk ``n × (d × 8 + 900) + payload``.
-    ``server``:
-
-    With ``b`` the bytes per component searched in RAM (``BYTES_PER_COMPONENT``: float32 4,
-    float16 2, int8 scalar quantisation 1) and ``INDEX_OVERHEAD`` = 1.5, Qdrant's capacity-planning
-    rule of thumb (``memory_size = number_of_vectors * vector_dimension * 4 bytes * 1.5``, Qdrant
-    docs, "Capacity planning"; the 1.5 covers metadata such as the HNSW index and point versions,
-    and temporary optimisation segments) generalised to other precisions:
-
-    * ``ram  = ceil(1.5 × n × d × b)``: the searched vectors with their index; payload is on disk.
-    * ``disk = ceil(1.5 × n × d × s) + q × n × d + payload``: the stored vectors with their
-      persisted index and segments, where ``s`` is the stored precision (4 for float32 and for
-      int8, whose float32 originals stay on disk for rescoring; 2 for float16) and ``q`` is 1 for
-      int8 (the quantised copy is persisted too) else 0.
-    """
+    """RAM and disk of one population *while it serves*, by the cost model ``backend`` declared with its registry
+    entry (:mod:`reindex.adapters.stores.footprints`: the Qdrant capacity rule for a server, the fitted edge
+    formulas, local mode's measurement)."""
     _check(n_vectors, dimension, payload, precision, backend)
-    if backend == "edge":
-        searched = n_vectors * (dimension * BYTES_PER_COMPONENT[precision] + EDGE_POINT_OVERHEAD)
-        stored = n_vectors * (dimension * (4 if precision == "int8" else BYTES_PER_COMPONENT[precision]) + EDGE_POINT_OVERHEAD)
-        quantised = n_vectors * dimension if precision == "int8" else 0
-        empty = n_vectors == 0
-        return Usage(ram_bytes=0 if empty else EDGE_PROCESS_RAM + searched, disk_bytes=stored + quantised + payload)
-    if backend == "local":
-        return Usage(ram_bytes=n_vectors * dimension * LOCAL_RAM_PER_COMPONENT,
-                     disk_bytes=n_vectors * (dimension * 8 + LOCAL_DISK_POINT_OVERHEAD) + payload)
-    searched = vector_bytes(n_vectors, dimension, BYTES_PER_COMPONENT[precision])
-    stored = vector_bytes(n_vectors, dimension, 4 if precision == "int8" else BYTES_PER_COMPONENT[precision])
-    quantised = searched if precision == "int8" else 0
-    # ceil: a byte estimate should never round a requirement down.
-    return Usage(
-        ram_bytes=math.ceil(searched * INDEX_OVERHEAD),
-        disk_bytes=math.ceil(stored * INDEX_OVERHEAD) + quantised + payload,
-    )
+    return _model(backend).serving(n_vectors, dimension, payload, precision)
 
 
 def _check(n_vectors: int, dimension: int, payload: int, precision: str, backend: str) -> None:
     if precision not in BYTES_PER_COMPONENT:
         raise ValueError(f"precision must be one of {', '.join(BYTES_PER_COMPONENT)}, got {precision!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    _model(backend)  # an unknown backend is refused there, naming the registered ones
     if n_vectors < 0 or dimension <= 0 or payload < 0:
         raise ValueError(f"need n_vectors >= 0, dimension > 0, payload >= 0 (got {n_vectors}, {dimension}, {payload})")
 
@@ -158,13 +80,8 @@ def build_usage(n_vectors: int, dimension: int, payload: int, precision: Precisi
     384-dim point with ~970 B payloads), and the folder holds both segments, 2× the serving disk. A server
     builds in its own memory (the capacity rule covers its optimisation segments); local mode holds the
     population in memory either way."""
-    serving = population_usage(n_vectors, dimension, payload, precision, backend)
-    if backend != "edge" or n_vectors == 0:
-        return serving
-    stored = dimension * (4 if precision == "int8" else BYTES_PER_COMPONENT[precision])
-    ram = (EDGE_APPLY_RAM + n_vectors * (EDGE_BUILD_VECTOR_COPIES * stored + EDGE_POINT_OVERHEAD)
-           + EDGE_BUILD_PAYLOAD_COPIES * payload)
-    return Usage(ram_bytes=max(ram, serving.ram_bytes), disk_bytes=EDGE_BUILD_DISK_FACTOR * serving.disk_bytes)
+    _check(n_vectors, dimension, payload, precision, backend)
+    return _model(backend).building(n_vectors, dimension, payload, precision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +119,9 @@ def footprint(work: Work, mode: Mode, *, added_points: int = 0, backend: Backend
     if mode == "shadow":
         return work.chunks_old + work.chunks_new, Footprint(old=old, new=new, peak=old + built)
     peak_vectors = max(work.chunks_old + added_points, work.chunks_new)
-    if backend == "edge":
-        copy = population_usage(work.chunks_old + added_points, work.dimension, max(work.payload_bytes_old,
-                                work.payload_bytes_new), work.precision, backend)
-        return peak_vectors, Footprint(old=old, new=new, peak=old + copy)
-    extra = population_usage(added_points, work.dimension, 0, work.precision, backend)
-    grown = old + extra
-    peak = Usage(max(grown.ram_bytes, new.ram_bytes), max(grown.disk_bytes, new.disk_bytes))
+    peak = _model(backend).in_place(old, new, old_points=work.chunks_old, added=added_points, dimension=work.dimension,
+                                    payload=max(work.payload_bytes_old, work.payload_bytes_new),
+                                    precision=work.precision)
     return peak_vectors, Footprint(old=old, new=new, peak=peak)
 
 

@@ -18,18 +18,18 @@ from reindex.engine.execution import crashpoint
 from reindex.books.manifests import (
     Population,
     count_chunk_manifest_rows,
-    index_prefix,
-    population_prefix,
     read_apply_record,
     read_chunk_manifest_columns,
     read_json,
     read_live,
+    read_live_record,
     read_population,
     reset_serving,
     write_live,
     write_population,
 )
 from reindex.adapters.stores.objects import ObjectStore
+from reindex.books.layout import Books
 from reindex.decisions import evaluation as ev
 from reindex.decisions.gate import (
     Rule,
@@ -239,7 +239,7 @@ def require_verified(store: Any, state: ObjectStore, index: str, collection: str
 
 
 def _intent_key(index: str) -> str:
-    return f"{index_prefix(index)}/intent.json"
+    return Books(None, index).intent_key
 
 
 def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: str | None, at: float,
@@ -253,7 +253,7 @@ def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: st
     if previous and previous != new:
         _set_state(state, index, previous, PopulationState.RETIRED, at)
     record = {"index": index, "from": previous, "to": new, "at": at, **(extra or {})}
-    state.put(f"{index_prefix(index)}/history/{int(at * 1000)}-{op}.json", json.dumps(record).encode())
+    state.put(Books(state, index).history_key(int(at * 1000), op), json.dumps(record).encode())
     state.delete(_intent_key(index))
     return record
 
@@ -267,14 +267,14 @@ def restore_live(store: Any, state: ObjectStore, index: str) -> dict | None:
     """Rebuild a missing ``live.json`` from what the alias serves and the population records (the alias is
     the truth readers see; the live record is its bookkeeping). Returns what was restored, or None when
     there is a live record already, or no alias, or the alias names a collection without a record."""
-    if read_json(state, f"{index_prefix(index)}/live.json"):
+    if read_live_record(state, index):
         return None
     target = store.get_alias(index)
     rec = read_population(state, index, target) if target else None
     if rec is None:
         return None
     previous = None
-    for key in sorted(state.list(f"{index_prefix(index)}/history/"), reverse=True):
+    for key in sorted(state.list(Books(state, index).history_prefix), reverse=True):
         moved = read_json(state, key) or {}
         if moved.get("to") == target:
             previous = moved.get("from")
@@ -353,7 +353,7 @@ def _set_state(state: ObjectStore, index: str, collection: str, value: Populatio
 def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None,
              fence: Callable[[], None] | None = None) -> dict:
     """Swap the alias back to the previous population (or ``to``) in one atomic call, after verifying it."""
-    live = read_json(state, f"{index_prefix(index)}/live.json")
+    live = read_live_record(state, index)
     current = store.get_alias(index)
     target = to or (live or {}).get("previous")
     if not target:
@@ -368,7 +368,8 @@ def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None,
 
 
 def populations(state: ObjectStore, index: str) -> list[Population]:
-    keys = [k for k in state.list(f"{index_prefix(index)}/populations/") if k.endswith("/population.json")]
+    books = Books(state, index)
+    keys = [k for k in state.list(books.populations_prefix) if books.collection_of_record(k) is not None]
     out = []
     for k in keys:
         d = read_json(state, k)
@@ -424,8 +425,9 @@ def delete_population(store: Any, state: ObjectStore, index: str, collection: st
     if store.collection_exists(collection):
         store.delete_collection(collection)
     crashpoint("gc-collection-deleted")
-    keys = state.list(population_prefix(index, collection) + "/")
-    record = f"{population_prefix(index, collection)}/population.json"
+    books = Books(state, index)
+    keys = state.list(books.population_prefix(collection) + "/")
+    record = books.population_key(collection)
     for key in sorted(k for k in keys if k != record):
         state.delete(key)
     state.delete(record)  # last: until it is gone the population stays marked deleting

@@ -34,12 +34,13 @@ import numpy as np
 from reindex.domain.kinds import PopulationState
 from reindex.errors import ReindexError, StateError
 from reindex.domain.identity import fingerprint, identity_of
+from reindex.books.layout import Books
 from reindex.books.locks import LockInfo
 from reindex.books.manifests import (
     Population,
-    index_prefix,
     read_chunk_manifest_columns,
     read_json,
+    read_live_record,
 )
 from reindex.adapters.stores.objects import ObjectStore
 from reindex.adapters.stores.payload import payload_text
@@ -48,7 +49,7 @@ __all__ = [
     "KINDS",
     "PLAN_FIXES",
     "VECTOR_MATCH",
-    "Books",
+    "StoreView",
     "Finding",
     "PopulationCheck",
     "Tally",
@@ -284,7 +285,7 @@ def _findings(tally: Tally, name: str, points: int, listed: int, checked: int, s
 
 
 @dataclass(frozen=True, slots=True)
-class Books:
+class StoreView:
     """What :func:`check_books` reads besides the state store: the store's view and the lock's."""
 
     alias: str | None  # the collection the index's alias points at in the store
@@ -294,19 +295,19 @@ class Books:
     lock_gone: bool  # its holder is provably gone (reindex.foundation.processes)
 
 
-def check_books(state: ObjectStore, index: str, records: Sequence[Population], books: Books) -> tuple[list[Finding], list[str]]:
+def check_books(state: ObjectStore, index: str, records: Sequence[Population], view: StoreView) -> tuple[list[Finding], list[str]]:
     """Findings about the index's records (see the module docstring), and notes: what was not judged and why."""
     findings: list[Finding] = []
     notes: list[str] = []
     recs = {r.collection: r for r in records}
-    findings += _alias_findings(state, index, recs, books.alias)
-    lock = books.lock
-    stale = lock.held and (lock.stale(books.lock_age) or books.lock_gone)
+    findings += _alias_findings(state, index, recs, view.alias)
+    lock = view.lock
+    stale = lock.held and (lock.stale(view.lock_age) or view.lock_gone)
     if lock.corrupt:
         findings.append(Finding("stale-lock", None, 1, (f"corrupt: {lock.reason}",),
                                 f"the lock file of {index} is corrupt ({lock.reason})"))
     elif stale:
-        why = "its holder is gone" if books.lock_gone else f"not renewed for {books.lock_age:,.0f} s (lease {lock.ttl} s)"
+        why = "its holder is gone" if view.lock_gone else f"not renewed for {view.lock_age:,.0f} s (lease {lock.ttl} s)"
         findings.append(Finding("stale-lock", None, 1, (f"{lock.owner} ({lock.purpose})",),
                                 f"the lock of {index} is held by {lock.owner} ({lock.purpose}): {why}"))
     writing = lock.held and not stale
@@ -320,7 +321,7 @@ def check_books(state: ObjectStore, index: str, records: Sequence[Population], b
         stuck = [r.collection for r in records if r.state is PopulationState.BUILDING]
         for c in stuck:
             findings.append(Finding("stuck-building", c, 1, (c,), f"{c} is recorded as building and no apply runs"))
-    orphans = [c for c in books.collections if c.startswith(f"{index}__") and c not in recs]
+    orphans = [c for c in view.collections if c.startswith(f"{index}__") and c not in recs]
     for c in orphans:
         findings.append(Finding("orphaned-collection", c, 1, (c,), f"collection {c} has no population record"))
     return findings, notes
@@ -329,11 +330,11 @@ def check_books(state: ObjectStore, index: str, records: Sequence[Population], b
 def _alias_findings(state: ObjectStore, index: str, recs: dict[str, Population], alias: str | None) -> list[Finding]:
     problems: list[tuple[str | None, str]] = []
     try:
-        live = read_json(state, f"{index_prefix(index)}/live.json")
+        live = read_live_record(state, index)
     except StateError as err:
         live, problems = None, [(None, str(err))]
     named = (live or {}).get("collection") if isinstance(live, dict) else None
-    if read_json(state, f"{index_prefix(index)}/intent.json"):
+    if read_json(state, Books(state, index).intent_key):
         problems.append((alias, f"an alias move of {index} was interrupted and is still pending"))
     if alias is not None and alias != named:
         problems.append((alias, f"the alias {index} points at {alias} but the live record names {named or 'nothing'}"))
@@ -350,16 +351,16 @@ def _alias_findings(state: ObjectStore, index: str, recs: dict[str, Population],
 def _run_findings(state: ObjectStore, index: str, recs: dict[str, Population]) -> list[Finding]:
     """Runs with shard manifests and no done record, unless an apply of the same population finished after them."""
     runs: dict[tuple[str, str], list[str]] = {}
-    prefix = f"{index_prefix(index)}/populations/"
-    for key in state.list(prefix):
-        parts = key[len(prefix):].split("/")
-        if len(parts) == 4 and parts[1] == "runs" and parts[3].startswith("shard-") and parts[3].endswith(".json"):
-            runs.setdefault((parts[0], parts[2]), []).append(key)
+    books = Books(state, index)
+    for key in state.list(books.populations_prefix):
+        found = books.shard_manifest_of(key)
+        if found is not None:
+            runs.setdefault(found, []).append(key)
     finished: dict[str, float] = {}  # collection → when its last finished apply ended (0: a record without time)
     done: set[str] = set()
-    for key in state.list(f"{index_prefix(index)}/runs/"):
-        if key.endswith("/done.json"):
-            run = key.split("/")[-2]
+    for key in state.list(books.runs_prefix):
+        run, rest = books.run_of(key) or ("", "")
+        if books.is_apply_record(rest):
             done.add(run)
             try:
                 rec = read_json(state, key) or {}
@@ -391,10 +392,11 @@ def _json_or_empty(state: ObjectStore, key: str) -> dict:
 def _staged_findings(state: ObjectStore, index: str) -> list[Finding]:
     """Staged writes (``runs/<run>/staging/``) and published results (``runs/<run>/results-<token>/``) left."""
     left: dict[str, list[str]] = {}
-    prefix = f"{index_prefix(index)}/runs/"
+    books = Books(state, index)
+    prefix = books.runs_prefix
     for key in state.list(prefix):
-        run, _, rest = key[len(prefix):].partition("/")
-        if rest.startswith(("staging/", "results-")):
+        run, rest = books.run_of(key) or ("", "")
+        if books.is_staged(rest):
             left.setdefault(run, []).append(key)
     return [Finding("staged-results", None, len(keys), (run,),
                     f"run {run[:12]} left {len(keys)} staged object(s) under {prefix}{run}/")

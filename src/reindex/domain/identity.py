@@ -381,14 +381,19 @@ _LATER_SOURCE_DEFAULTS = {"follow_symlinks": False, "kind": "auto", "cursor": No
 def _without_default_follow(data: dict) -> dict:
     data["source"] = {k: v for k, v in data["source"].items() if k != "password_env"
                       and not (k in _LATER_SOURCE_DEFAULTS and v == _LATER_SOURCE_DEFAULTS[k])}
-    # store.hnsw (issue 35) likewise: left out at its defaults, in the digest when set (the plan prices the build
-    # with it, so a plan does not apply once the graph it priced was changed).
-    if "hnsw" in data.get("store", {}) and data["store"]["hnsw"] == _DEFAULT_HNSW:
-        data["store"] = {k: v for k, v in data["store"].items() if k != "hnsw"}
+    # Fields of other sections added since (store.hnsw of issue 35, store.options of issue 40, …) likewise: left out
+    # at their defaults, in the digest when set (the plan prices the build with the graph, so a plan does not apply
+    # once the graph it priced was changed).
+    for section, defaults in LATER_DEFAULTS.items():
+        if section in data and isinstance(data[section], dict):
+            data[section] = {k: v for k, v in data[section].items() if not (k in defaults and v == defaults[k])}
     return data
 
 
 _DEFAULT_HNSW = dict(HNSW_DEFAULTS)
+#: Config fields added after plans existed, per section, with the default at which they are left out of the config
+#: digest (a plan made before a field existed still applies; one made with it set does not once it changes).
+LATER_DEFAULTS: dict[str, dict] = {"store": {"hnsw": _DEFAULT_HNSW, "options": {}}}
 
 
 def legacy_config_digest(cfg: PipelineConfig) -> str:

@@ -60,7 +60,8 @@ from reindex.errors import LockLost, RunnerError, StateError, TransientError
 from reindex.engine.execution import ApplyContext
 from reindex.domain.identity import identity_of
 from reindex.books.locks import Fence
-from reindex.books.manifests import ManifestRow, shard_name, shard_of
+from reindex.books.layout import Books
+from reindex.books.manifests import ManifestRow, shard_of
 from reindex.adapters.pipeline import TextPipeline
 from reindex.adapters.stores.objects import ObjectStore, open_object_store
 from reindex.adapters.stores.opening import backend_for
@@ -301,24 +302,24 @@ def run_shard_spec(spec: ShardSpec | dict[str, Any]) -> dict:
 
 def staging_prefix(index: str, run: str, shard: int) -> str:
     """Where the staged writes of one shard of one plan live in the state store."""
-    return f"indexes/{index}/runs/{run}/staging/{shard_name(shard)}/"
+    return Books(None, index).staging_prefix(run, shard)
 
 
 def budget_key(index: str, run: str, fence: Fence) -> str:
     """The shared token counter of one apply attempt (one lease of one plan)."""
-    return f"indexes/{index}/runs/{run}/tokens-{fence.token}.json"
+    return Books(None, index).tokens_key(run, fence.token)
 
 
 def results_prefix(index: str, run: str, fence: Fence) -> str:
     """Where the workers of one apply attempt (one lease of one plan) publish their shards' results."""
-    return f"indexes/{index}/runs/{run}/results-{fence.token}/"
+    return Books(None, index).results_prefix(run, fence.token)
 
 
 def publish_result(spec: ShardSpec, result: dict) -> str:
     """In a worker: publish one shard's result (a ShardResult dict, or ``{"shard", "error"}`` for a shard
     that raised) for the coordinator, checked against its fence first; returns the object's key."""
     state = open_object_store(spec.state_uri, spec.state_endpoint)
-    key = f"{results_prefix(spec.index, spec.run, spec.fence)}{shard_name(spec.shard)}.json"
+    key = Books(None, spec.index).result_key(spec.run, spec.fence.token, spec.shard)
     spec.fence.check(state)
     state.put(key, json.dumps({**result, "shard": spec.shard}, ensure_ascii=False).encode())
     return key

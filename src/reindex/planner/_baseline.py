@@ -16,6 +16,7 @@ from reindex.domain.identity import (
     identity_of,
     payload_id,
 )
+from reindex.books.layout import Books
 from reindex.books.manifests import (
     digest_json,
     chunk_texts_key,
@@ -187,10 +188,8 @@ def attach_retained(baseline: Baseline, store: ObjectStore, index: str, pipeline
     from reindex.books.manifests import read_population
 
     live = baseline.inputs.get("collection")
-    for key in store.list(f"indexes/{index}/populations/"):
-        if not key.endswith("/population.json"):
-            continue
-        rec = read_population(store, index, key.split("/")[-2])
+    for collection in Books(store, index).collections():
+        rec = read_population(store, index, collection)
         if rec is None or rec.collection == live or rec.state not in (PopulationState.READY, PopulationState.RETIRED):
             continue
         if rec.identity.get("pipeline_id") != pipeline_id:

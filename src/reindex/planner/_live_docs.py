@@ -25,16 +25,15 @@ from typing import Any
 
 from reindex import cost as costmod
 from reindex.errors import ReindexError
+from reindex.books.layout import Books, shard_name
 from reindex.books.manifests import (
     ManifestRow,
     chunk_manifest_keys,
     chunk_manifest_part_columns,
     chunk_manifest_part_rows,
-    chunk_summary_key,
     digest_of_parts,
     part_digest,
     read_json,
-    shard_name,
     shard_of,
     write_json,
 )
@@ -186,6 +185,7 @@ class LiveDocs(Mapping[str, DocState]):
 
     def __init__(self, store: ObjectStore, index: str, collection: str, shards: int) -> None:
         self._store, self._index, self._collection, self._shards = store, index, collection, shards
+        self._books = Books(store, index)
         self._parts: dict[str, _Part] = {}
         self._loaded: dict[str, dict[str, DocState]] = {}  # part key → its documents
         self._all: dict[str, DocState] | None = None
@@ -199,8 +199,8 @@ class LiveDocs(Mapping[str, DocState]):
 
     def _part(self, key: str, data: bytes) -> _Part:
         digest = part_digest(data)
-        name = key.rsplit("/", 1)[-1].removesuffix(".parquet")
-        cache = chunk_summary_key(self._index, self._collection, name)
+        name = self._books.part_of(key) or key
+        cache = self._books.summary_key(self._collection, name)
         try:
             cached = read_json(self._store, cache)
         except ReindexError:
@@ -232,8 +232,7 @@ class LiveDocs(Mapping[str, DocState]):
         buf = io.BytesIO()
         np.savez(buf, digest=np.array(digest), prefixes=prefixes)
         try:
-            self._store.put(chunk_summary_key(self._index, self._collection, name).removesuffix(".json") + ".fps.npz",
-                            buf.getvalue())
+            self._store.put(self._books.fingerprints_key(self._collection, name), buf.getvalue())
         except (ReindexError, OSError):
             pass  # a cache, as the summary
 
@@ -247,8 +246,8 @@ class LiveDocs(Mapping[str, DocState]):
         if key in self._loaded:
             return _prefixes(fp for d in self._loaded[key].values() for fp in d.fingerprints)
         part = self._parts[key]
-        name = key.rsplit("/", 1)[-1].removesuffix(".parquet")
-        cache = chunk_summary_key(self._index, self._collection, name).removesuffix(".json") + ".fps.npz"
+        name = self._books.part_of(key) or key
+        cache = self._books.fingerprints_key(self._collection, name)
         try:
             data = self._store.get(cache)
             if data:
@@ -306,12 +305,7 @@ class LiveDocs(Mapping[str, DocState]):
                 yield from chunk_manifest_part_rows(data, f"{self._store.describe()}/{key}")
 
     def _home(self, doc_id: str) -> str:
-        return f"{self._prefix}{shard_name(shard_of(doc_id, self._shards))}.parquet"
-
-    @property
-    def _prefix(self) -> str:
-        first = next(iter(self._parts), "")
-        return first.rsplit("/", 1)[0] + "/" if first else ""
+        return self._books.chunk_part_key(self._collection, shard_name(shard_of(doc_id, self._shards)))
 
     # -- the mapping -----------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from reindex.domain.config import PipelineConfig
 from reindex.domain.kinds import ChangeKind
 from reindex.books.manifests import DOC_BATCH, build_rate_key, shard_of
 from reindex.adapters.pipeline import TextPipeline
+from reindex.adapters.stores.opening import backend_for, footprint_model
 from reindex.planner._baseline import Baseline, DocState
 from reindex.planner._live_docs import DocsSummary, docs_summary
 
@@ -44,31 +45,13 @@ __all__ = [
 #: two CPU cores measured ~2,000–2,800 tokens/s (ENVIRONMENT.md); 150,000 tokens/min is that middle.
 DEFAULT_TOKENS_PER_MINUTE = 150_000.0
 
-#: How the plan's footprint was computed, per backend (shown with the figures).
-FOOTPRINT_FORMULAS = {
-    "server": "Qdrant server: ram = ceil(1.5 × vectors × dimension × bytes/component); disk = ceil(1.5 × vectors × "
-              "dimension × stored bytes) + quantised copy + payload (Qdrant capacity-planning rule: vectors × dimension "
-              "× 4 B × 1.5)",
-    "edge": "embedded edge store (fitted on bench/footprint.py and bench/scale.py): ram of a reader = 65 MiB + "
-            "vectors × (dimension × bytes/component + 290 B), of apply building a population = 129 MiB + vectors × "
-            "(5 × dimension × 4 B + 290 B) + 2 × payload; disk = vectors × (dimension × 4 B + 290 B) + payload, 2× "
-            "while the HNSW is built; in place, a copy-on-write generation beside the published one",
-    "local": "qdrant-client local mode (measured): ram = vectors × dimension × 76 B in every process that opens the "
-             "folder; disk = vectors × (dimension × 8 B + 900 B) + payload",
-}
-
-
 def backend_of(cfg: PipelineConfig) -> str:
-    """The cost model of the store the config writes to (its backend's declared ``footprint``)."""
-    from reindex.adapters.stores.opening import backend_for
-
-    return backend_for(cfg.store).capabilities.footprint
+    """The backend the config writes to (its registry name: its entry declares the cost model that prices it)."""
+    return backend_for(cfg.store).name
 
 
 def index_build_of(cfg: PipelineConfig) -> str:
     """Where the store the config writes to builds its index (its backend's declared ``index_build``)."""
-    from reindex.adapters.stores.opening import backend_for
-
     return backend_for(cfg.store).capabilities.index_build
 
 #: Document lengths (tokens) bucket edges for the report's histogram charts.
@@ -461,7 +444,7 @@ def price_work(kind: str, t: Totals, cfg: PipelineConfig, baseline: Baseline, ra
         "peak_vectors": peak_vectors,
         "footprint": {"old": usage(fp.old), "new": usage(fp.new), "peak": usage(peak), "backend": backend,
                       "mode": mode},
-        "formula": FOOTPRINT_FORMULAS[backend],
+        "formula": footprint_model(backend).formula,
         "index_build": price_index_build(kind, t, cfg, rates),
     }
 

@@ -448,8 +448,7 @@ def status_text(st: dict[str, Any]) -> str:
         else:
             pts = "not readable yet" if p.get("exists") else "deleted"
         m = p.get("model") or {}
-        model = (f"  {m['provider']} {m['model']} {m['backend']}/{m['precision']} {m['dimension']}d"
-                 if m.get("provider") else "")
+        model = f"  {m.get('label') or m['model']}" if m.get("provider") else ""
         lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}{model}  ({p['age_days']} days)")
         if p.get("index") and p["state"] == "live":
             lines.append(f"            {index_line(p['index'])}")

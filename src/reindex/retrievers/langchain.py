@@ -28,8 +28,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
 from reindex.errors import ConfigError
-from reindex.usecases.backends import DEFAULT_CONFIG
-from reindex.usecases.query import Querier
+from reindex.api import DEFAULT_CONFIG, Querier
 
 __all__ = ["ReindexRetriever", "ReindexVectorStore", "to_document"]
 

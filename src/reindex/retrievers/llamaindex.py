@@ -27,8 +27,7 @@ from llama_index.core.schema import (
 )
 
 from reindex.errors import ConfigError
-from reindex.usecases.backends import DEFAULT_CONFIG
-from reindex.usecases.query import Querier
+from reindex.api import DEFAULT_CONFIG, Querier
 
 __all__ = ["ReindexRetriever", "to_node"]
 

@@ -21,13 +21,20 @@ RUNNER_LINES = {
 
 
 class ApplyProgress:
-    """A rich progress bar fed by apply's progress events (documents, reused/embedded, tokens/s, ETA)."""
+    """A rich progress bar fed by apply's progress events (documents, reused/embedded, tokens/s, ETA). The apply
+    counts each event once and hands the bar its counts (:meth:`attach`); a bar used without an apply counts the
+    events itself."""
 
     def __init__(self, enabled: bool, announce: bool = True) -> None:
         self.enabled, self.announce = enabled, announce
         self.progress = None
         self.task = None
         self.counts = ProgressCounts()
+        self._own = True  # counting the events itself until an apply attaches its counts
+
+    def attach(self, counts: ProgressCounts) -> None:
+        """Render ``counts`` (the apply's, fed every event once) instead of counting again."""
+        self.counts, self._own = counts, False
 
     def __enter__(self) -> Self:
         if self.enabled:
@@ -41,11 +48,11 @@ class ApplyProgress:
             )
             from rich.text import Text
 
-            counts = self.counts
+            bar = self  # the counts it renders may be attached later, by the apply
 
             class EtaColumn(ProgressColumn):
                 def render(self, task: Any) -> Text:  # re-rendered on every refresh: the ETA counts down
-                    return Text(f"ETA {format_eta(counts.eta(time.perf_counter()))}")
+                    return Text(f"ETA {format_eta(bar.counts.eta(time.perf_counter()))}")
 
             console = Console(stderr=True)
             if not console.is_terminal:
@@ -67,7 +74,8 @@ class ApplyProgress:
         if kind == "start" and self.announce:
             print(RUNNER_LINES.get(event.get("runner", ""), f"running with {event.get('runner')}"), flush=True)
         now = time.perf_counter()
-        self.counts.feed(event, now)
+        if self._own:
+            self.counts.feed(event, now)
         if self.progress is None:
             return
         if kind == "start":

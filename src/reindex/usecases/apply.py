@@ -47,15 +47,14 @@ from reindex.books.manifests import (
     write_population,
 )
 from reindex.errors import RunnerError
+from reindex.books.layout import Books
 from reindex.books.locks import Fence
 from reindex.runners import ShardJob, ShardRunner, describe
 from reindex.engine.workers import SharedTokenCounter, budget_key
 from reindex.adapters.stores.payload import INDEXED_FIELDS, filter_key
 from reindex.foundation.throughput import CpuClock
-from reindex.usecases import backends
-from reindex.usecases.backends import DEFAULT_CONFIG
-from reindex.usecases.configure import load_resolved
 from reindex.usecases.apply_progress import ProgressRecord
+from reindex.usecases.context import Context
 from reindex.usecases.disk import check_free_disk
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
@@ -185,13 +184,14 @@ def _check_from_cursor(plan: Plan, cfg: PipelineConfig, state, collection: str, 
     return [], Tracking(source, changes.cursor, committed.source_key, committed.verified_at, started_from=since.digest)
 
 
-def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, config_path: str | Path, state,
+def _refuse_or_replan(ctx: Context, plan: Plan, plan_path: str | Path, cfg: PipelineConfig,
                       replan: bool, read: dict[str, Document] | None = None, *,
                       governed: bool = False) -> tuple[Plan, str | Path, Tracking | None]:
     """The plan to apply: this one if its inputs still hold, a fresh one with ``--replan``, else refuse.
     ``read``: see :func:`check_drift` (emptied for a fresh plan). ``governed``: the plan is the in-place part
     of a pipeline change, carried out under the live population's own config (``cfg``). Also returns the
     source's cursor as the check found it."""
+    state = ctx.state
     problems, tracking = check_inputs(plan, cfg, state, read=read)
     if problems:
         if read is not None:
@@ -201,13 +201,13 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
                 f"{plan_path}: " + "; ".join(problems) + ". Run `reindex plan` again, or pass --replan"
             )
         if governed:  # the in-place part of a pipeline change: re-plan that part
-            fresh = plan_in_place_part(config_path, out=Path(plan_path).parent)
+            fresh = plan_in_place_part(ctx, out=Path(plan_path).parent)
             if fresh is None:
                 raise PlanError(f"{plan_path}: " + "; ".join(problems) + "; the live index now matches the corpus "
                                 "under its own config: nothing is left to apply in place")
             plan, plan_path = fresh
         else:
-            plan, plan_path = make_plan(config_path, out=Path(plan_path).parent)
+            plan, plan_path = make_plan(ctx, out=Path(plan_path).parent)
         problems, tracking = check_inputs(plan, cfg, state, read=read)
         if problems:
             raise PlanError(f"{plan_path}: " + "; ".join(problems) + " (the source is changing while it is planned); "
@@ -222,7 +222,7 @@ def _refuse_or_replan(plan: Plan, plan_path: str | Path, cfg: PipelineConfig, co
     return plan, plan_path, tracking
 
 
-def record_cursor(plan: Plan, config_path: str | Path = DEFAULT_CONFIG) -> bool:
+def record_cursor(ctx: Context, plan: Plan) -> bool:
     """A plan with nothing to do whose read moved the source's cursor (metadata that moved without the content,
     a first or verifying full read): record that cursor for the live population, under the index lock, so
     that the next sync starts from it. Nothing when the source moved since the plan. Returns whether a
@@ -230,20 +230,19 @@ def record_cursor(plan: Plan, config_path: str | Path = DEFAULT_CONFIG) -> bool:
     how = plan.body["inputs"]["corpus"].get("read") or {}
     if plan.kind.does_work or not how.get("cursor") or (how.get("mode") == "cursor" and not how.get("documents_read")):
         return False  # a source without a cursor; or nothing was read past the cursor: it stands where it was
-    cfg = load_resolved(config_path)
-    state = backends.state_store(cfg)
-    problems, tracking = check_inputs(plan, cfg, state)
-    return not problems and _record_unchanged(plan, cfg, state, tracking)
+    problems, tracking = check_inputs(plan, ctx.config, ctx.state)
+    return not problems and _record_unchanged(ctx, plan, ctx.config, tracking)
 
 
-def _record_unchanged(plan: Plan, cfg: PipelineConfig, state, tracking: Tracking | None) -> bool:
+def _record_unchanged(ctx: Context, plan: Plan, cfg: PipelineConfig, tracking: Tracking | None) -> bool:
+    state = ctx.state
     live = read_live(state, cfg.index)
     if tracking is None or live is None:
         return False
     committed = read_committed(state, cfg.index, live.collection)
     if committed is not None and committed.cursor.digest == tracking.cursor.digest and not tracking.full:
         return False
-    with holding_index_lock(state, cfg.index, f"record the cursor of plan {plan.plan_hash[:12]}") as lock:
+    with holding_index_lock(ctx, f"record the cursor of plan {plan.plan_hash[:12]}") as lock:
         holds = read_document_hashes(state, cfg.index, live.collection).keys() if tracking.full else None
         lock.check()
         commit_cursor(state, cfg.index, live.collection, tracking, run=plan.plan_hash, holds=holds)
@@ -350,11 +349,11 @@ class _BuiltOnFirstUse:
         return getattr(self._embedder(), name)
 
 
-def _embedder_for(plan: Plan, cfg: PipelineConfig):
+def _embedder_for(ctx: Context, plan: Plan, cfg: PipelineConfig):
     """The apply's embedder. A plan that embeds nothing (payload-only, removals, full reuse) gets one made only
     if something is embedded after all (a catch-up edit), so it never loads the model for nothing."""
     def make():
-        return backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
+        return ctx.embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
 
     return make() if plan.body["work"]["tokens_to_embed"] else _BuiltOnFirstUse(make)
 
@@ -400,9 +399,15 @@ def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJ
     return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]), **sized(shards))
 
 
+def check_runner_options(runner: ShardRunner | None, task_runner: str | None) -> None:
+    """Refuse ``runner`` and ``task_runner`` together, before any work."""
+    if runner is not None and task_runner is not None:
+        raise RunnerError("pass either runner= or task_runner=, not both (a runner already knows where its shards run)")
+
+
 def apply_plan(
+    ctx: Context,
     plan_path: str | Path,
-    config_path: str | Path = DEFAULT_CONFIG,
     *,
     replan: bool = False,
     progress=None,
@@ -412,39 +417,39 @@ def apply_plan(
     task_runner: str | None = None,
 ) -> ApplyReport:
     """Carry out a plan: refuse drifted or unapproved plans, take the index lock, run the shards with
-    ``runner`` (default: :func:`backends.shard_runner` — Prefect when an API is configured or ``prefect``
+    ``runner`` (default: the context's, :meth:`Context.runner` — Prefect when an API is configured or ``prefect``
     is true, in-process otherwise; ``use_prefect`` is the older name of ``prefect``). ``task_runner``: where
     the shards run (``threads[:N]``, ``dask``, ``dask-processes[:N]``, ``dask:tcp://HOST:PORT`` with or
     without Prefect; ``prefect-pool:POOL[:N]``, flow runs on a Prefect work pool; see :mod:`reindex.runners`)."""
-    if runner is not None and task_runner is not None:
-        raise RunnerError("pass either runner= or task_runner=, not both (a runner already knows where its shards run)")
+    check_runner_options(runner, task_runner)
     plan = read_plan(plan_path)
-    cfg = load_resolved(config_path)
+    cfg = ctx.config
     check_plan_index(plan, cfg, plan_path)
-    state = backends.state_store(cfg)
+    state = ctx.state
     file_cfg, cfg = cfg, config_in_force(plan, cfg, state)
     prev = read_apply_record(state, cfg.index, plan.plan_hash)
     if prev is not None:
         return ApplyReport(plan.plan_hash, plan.kind, prev.get("collection"), "already-applied", prev, None)
     read: dict[str, Document] = {}  # the documents an in-place plan changes, read by the drift check
-    plan, plan_path, tracking = _refuse_or_replan(plan, plan_path, cfg, config_path, state, replan, read,
+    plan, plan_path, tracking = _refuse_or_replan(ctx, plan, plan_path, cfg, replan, read,
                                                   governed=cfg is not file_cfg)
     if not plan.kind.does_work:
-        _record_unchanged(plan, cfg, state, tracking)
+        _record_unchanged(ctx, plan, cfg, tracking)
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
     check_free_disk(plan, cfg)
-    runner = runner or backends.shard_runner(prefect if prefect is not None else use_prefect, task_runner)
-    with holding_index_lock(state, cfg.index, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
-        return _run(plan, Path(plan_path), cfg, state, runner, progress, lock, read, tracking)
+    runner = runner or ctx.runner(prefect if prefect is not None else use_prefect, task_runner)
+    with holding_index_lock(ctx, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
+        return _run(ctx.with_config(cfg), plan, Path(plan_path), runner, progress, lock, read, tracking)
 
 
-def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardRunner, progress, lock,
+def _run(ctx: Context, plan: Plan, plan_path: Path, runner: ShardRunner, progress, lock,
          read: dict[str, Document] | None = None, tracking: Tracking | None = None) -> ApplyReport:
     """Build or sync under the lock and write the run report (``read``: see :func:`check_drift`; ``tracking``:
     the source's cursor, committed for the target when the run and its catch-up end clean)."""
+    cfg, state = ctx.config, ctx.state
     phases: dict[str, float] = {}
     t0 = t = time.perf_counter()
-    store = backends.vector_store_for(cfg)
+    store = ctx.store()
     try:
         in_place = plan.kind.in_place
         lock.check(confirm=True)  # every record this apply writes is confirmed first (one read each)
@@ -453,22 +458,22 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         # In place, shards follow the layout the live population's manifest was written with (recorded in
         # its population record), whatever apply.shards says now: operational fields are free to change.
         shards = old_cfg.apply.shards if in_place and old_cfg else cfg.apply.shards
-        ctx = execution.ApplyContext(
+        actx = execution.ApplyContext(
             index=cfg.index, cfg=cfg, identity=ident, target=target, old=None if in_place else old,
             old_shards=old_cfg.apply.shards if old_cfg else None, run=plan.plan_hash, shards=shards,
             state=state, store=store,
-            embedder=_embedder_for(plan, cfg),
+            embedder=_embedder_for(ctx, plan, cfg),
             pipeline=TextPipeline(cfg.text, ident.vector_id), in_place=in_place, progress=progress,
             fence=lock.check, confirm=lambda: lock.check(confirm=True), token_budget=_token_budget(plan, plan_path, cfg),
-            lease=Fence.of(lock), store_path=backends.store_backend(cfg).folder,
+            lease=Fence.of(lock), store_path=ctx.backend().folder,
             documents=read if in_place and read else None, tracking=tracking, carried=carried_ref(plan),
             fresh=frozenset((plan.body.get("repair") or {}).get("documents", ())),
         )
         recorder = ProgressRecord(state, cfg.index, target, plan.plan_hash, progress, lock.check)
-        ctx.progress, ctx.meter = recorder, recorder.counts
-        if ctx.token_budget is not None:  # one count for this process and every shard worker
-            ctx.budget_counter = SharedTokenCounter(state, budget_key(cfg.index, plan.plan_hash, ctx.lease),
-                                                    ctx.token_budget, lock.check)
+        actx.progress, actx.meter = recorder, recorder.counts
+        if actx.token_budget is not None:  # one count for this process and every shard worker
+            actx.budget_counter = SharedTokenCounter(state, budget_key(cfg.index, plan.plan_hash, actx.lease),
+                                                    actx.token_budget, lock.check)
         phases["setup"] = time.perf_counter() - t
         job = job_of(plan, cfg, shards)
         if (not in_place and old_cfg is not None and cfg.serving.every_shards and cfg.serving.mode != "old"
@@ -476,8 +481,9 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             # A model change: readers may be served a bridge or a cascade while it builds, re-evaluated as it goes.
             from reindex.usecases.serve import ServingWatch
 
-            ctx.progress = ServingWatch(cfg, state, store, plan.plan_hash, len(job.shards),
-                                        lambda: lock.check(confirm=True), progress)
+            # The progress record comes first: the watch forwards every event to it (and so to the caller).
+            actx.progress = ServingWatch(ctx, store, plan.plan_hash, len(job.shards),
+                                         lambda: lock.check(confirm=True), recorder)
         w = plan.body["work"]
         recorder({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
                   "chunks_planned": w["chunks_new"] if not in_place else None,
@@ -486,8 +492,8 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         t = time.perf_counter()
         # A repair (reindex doctor): points the chunk manifest does not list go first (listed at planning, and
         # the drift check saw the same manifest: none of them is listed now). Repeatable after a kill.
-        repaired = execution.delete_points_by_id(ctx, (plan.body.get("repair") or {}).get("delete_points", ()))
-        summary = runner.run(ctx, job)
+        repaired = execution.delete_points_by_id(actx, (plan.body.get("repair") or {}).get("delete_points", ()))
+        summary = runner.run(actx, job)
         phases["shards+catch-up"] = time.perf_counter() - t
         failures = summary["failed_shards"] + [
             {"shard": r["shard"], **f} for r in summary["shards"] for f in r["failures"]
@@ -496,8 +502,8 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
         build: dict | None = None
         if not failures and not in_place:
             lock.check()
-            report_stale = execution.delete_unlisted_points(ctx)
-            _commit_tracking(ctx, summary, plan)  # the content is final here; the index build below takes long
+            report_stale = execution.delete_unlisted_points(actx)
+            _commit_tracking(actx, summary, plan)  # the content is final here; the index build below takes long
             # The index build, timed: CPU-seconds of this process while it runs (the engine's threads; the shards
             # are done), which the next plan with the same parameters prices its build with.
             lock.extend(build_lease(plan, lock.ttl))  # the engine's build holds the interpreter: no renewal runs
@@ -510,11 +516,11 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             store.publish(target)  # readers see the sync now, also when the writer stays open (the live mode)
             _record_payload(state, cfg, target, lambda: lock.check(confirm=True))
             lock.check()
-            _commit_tracking(ctx, summary, plan)
+            _commit_tracking(actx, summary, plan)
         phases["finish"] = time.perf_counter() - t
         report = _run_report(plan, summary, failures, phases, time.perf_counter() - t0, target, store)
         report["runner"] = describe(runner)
-        report["embedder"] = describe_embedder(ctx.embedder)  # the device it resolved to on this machine
+        report["embedder"] = describe_embedder(actx.embedder)  # the device it resolved to on this machine
         if not failures and not in_place:
             report["actual"]["deleted"] += report_stale
         report["actual"]["deleted"] += repaired
@@ -523,13 +529,13 @@ def _run(plan: Plan, plan_path: Path, cfg: PipelineConfig, state, runner: ShardR
             report["index_build"] = {**build, "points": report["actual"]["points_in_collection"],
                                      "recorded": record_build_rate(state, cfg, plan, build,
                                                                     report["actual"]["points_in_collection"])}
-        report_path = plan_path.with_name(plan_path.name.removesuffix(".json") + ".run.json")
+        report_path = Books.run_report_path(plan_path)
         atomic_write_text(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         if not failures:
             lock.check(confirm=True)
             write_apply_record(state, cfg.index, plan.plan_hash, {**report, "collection": target, "at": time.time()})
-            if ctx.carried is not None:
-                delete_carried(state, ctx.carried)  # done: nothing reads it again (a resumed run reads done.json)
+            if actx.carried is not None:
+                delete_carried(state, actx.carried)  # done: nothing reads it again (a resumed run reads done.json)
         return ApplyReport(plan.plan_hash, plan.kind, target, "failed" if failures else "done", report, report_path)
     finally:
         store.close()

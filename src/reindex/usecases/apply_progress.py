@@ -15,7 +15,9 @@ __all__ = ["PROGRESS_EVERY_S", "ProgressRecord"]
 
 
 class ProgressRecord:
-    """Apply's progress events, passed on to the caller's callback and counted (:class:`reindex.engine.eta.ProgressCounts`),
+    """Apply's progress events, counted once (:class:`reindex.engine.eta.ProgressCounts`) and passed on to the
+    caller's callback — a callback with an ``attach(counts)`` method is given these counts first, so it renders them
+    instead of counting every event again —
     and every :data:`PROGRESS_EVERY_S` (and at the start, at each shard and at catch-up) recorded in the state store
     for ``reindex status`` in other processes: tokens done / planned, the measured rate, the ETA. A record is
     progress for people: one that cannot be written (the lock lost, the state unreachable) is skipped, never
@@ -26,6 +28,9 @@ class ProgressRecord:
         self.counts = ProgressCounts()
         self._state, self._index, self._target, self._run = state, index, target, run
         self._caller, self._check = caller, check
+        attach = getattr(caller, "attach", None)
+        if callable(attach):
+            attach(self.counts)
         self._last = float("-inf")
         self._lock = threading.Lock()
 

@@ -79,13 +79,9 @@ class Validation:
 
 
 def load_resolved(path: str | Path | PipelineConfig) -> PipelineConfig:
-    """Load a config and resolve its ``auto`` revisions (a config object is returned as it is; under an
-    Index handle, its own config file gives the config the handle resolved once)."""
+    """Load a config and resolve its ``auto`` revisions (a config object is returned as it is)."""
     if isinstance(path, PipelineConfig):
         return path
-    o = backends.lent()
-    if o is not None and Path(path).resolve() == Path(o.config_path).resolve():
-        return o.cfg
     return resolve(load_config(path))
 
 

@@ -28,6 +28,11 @@ from reindex.planner.approvals import read_approval, read_rejection
 from reindex.domain.kinds import PopulationState
 from reindex.errors import LockHeld, ReindexError
 from reindex.planner import Plan, read_plan, write_plan
+from reindex.books.layout import Books
+from reindex.usecases.apply import apply_plan, record_cursor
+from reindex.usecases.context import Context
+from reindex.usecases.lifecycle import cutover, gc
+from reindex.usecases.plan import make_plan, plan_in_place_part
 
 __all__ = ["CycleOutcome", "CycleResult", "SyncPolicy"]
 
@@ -100,9 +105,7 @@ def _same_inputs(a: Plan, b: Plan) -> bool:
 
 def _earlier_plan(fresh: Plan, plans_dir: Path) -> Path | None:
     """The newest plan file in ``plans_dir`` made from the same inputs as ``fresh``, if any."""
-    for path in sorted(plans_dir.glob(f"*-{fresh.index}-*.json"), reverse=True):
-        if path.name.count(".") != 1:
-            continue  # .run.json, .approval.json, …
+    for path in reversed(Books.plan_files(plans_dir, fresh.index)):
         try:
             plan = read_plan(path)
         except ReindexError:
@@ -112,36 +115,36 @@ def _earlier_plan(fresh: Plan, plans_dir: Path) -> Path | None:
     return None
 
 
-def run_cycle(index: Any, policy: SyncPolicy) -> CycleResult:
-    """One cycle of ``index`` (an :class:`~reindex.usecases.index.Index`); see the module docstring."""
+def run_cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
+    """One cycle of the context's index; see the module docstring."""
     from reindex.usecases.locking import holding_index_lock
 
-    name = index.name
+    name = ctx.index
     with contextlib.ExitStack() as held:
         try:
-            held.enter_context(holding_index_lock(index.state, name, "sync"))
+            held.enter_context(holding_index_lock(ctx, "sync"))
         except LockHeld as err:
             return CycleResult(CycleOutcome.SKIPPED, name, str(err))  # the outcome says "skipped" already
-        return _cycle(index, policy)
+        return _cycle(ctx, policy)
 
 
-def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
-    name = index.name
-    plans_dir = Path(policy.plans_dir) if policy.plans_dir else index.plans_dir
-    fresh, _ = index.plan(out=None, verify=policy.verify)
+def _cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
+    name = ctx.index
+    plans_dir = Path(policy.plans_dir) if policy.plans_dir else Path("plans")
+    fresh, _ = make_plan(ctx, out=None, verify=policy.verify)
     if not fresh.kind.does_work:
-        index.record_cursor(fresh)  # metadata that moved without content, or a full read: start there next time
+        record_cursor(ctx, fresh)  # metadata that moved without content, or a full read: start there next time
         return CycleResult(CycleOutcome.NOTHING_TO_DO, name, f"nothing to do: index {name!r} matches its config and "
                            "corpus", plan_hash=fresh.plan_hash, kind=fresh.kind)
     in_place = None
     if fresh.numbers.in_place_part:
         # Seed 001's two tickets: the document changes reach the live population now, under its own config;
         # the pipeline change is planned again against the population they leave, and waits or goes on.
-        done = _carry_out_in_place_part(index, plans_dir)
+        done = _carry_out_in_place_part(ctx, plans_dir)
         if isinstance(done, CycleResult):
             return done
         in_place = done
-        fresh, _ = index.plan(out=None)
+        fresh, _ = make_plan(ctx, out=None)
         if not fresh.kind.does_work:  # cannot happen while the config names another pipeline; kept honest
             return CycleResult(CycleOutcome.APPLIED_IN_PLACE, name, "applied the document changes in place",
                                in_place=in_place)
@@ -152,7 +155,7 @@ def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
     if rejection is not None and rejection.plan_hash == plan.plan_hash:
         return CycleResult(CycleOutcome.REJECTED, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) was rejected "
                            f"by {rejection.by}; nothing changes until the config or the corpus does", **base)
-    if _rolled_back(index, plan):
+    if _rolled_back(ctx, plan):
         # Carried out and cut over before, and the live index is back where that plan started: someone rolled
         # back. Going forward again is a person's decision, never a cron tick's.
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) was "
@@ -162,27 +165,27 @@ def _cycle(index: Any, policy: SyncPolicy) -> CycleResult:
     approved = approval is not None and approval.plan_hash == plan.plan_hash
     needs = bool(plan.body["approval"]["required"])
     if needs and not approved:
-        approved = _carried_approval(index, plan, path, plans_dir) is not None
+        approved = _carried_approval(ctx, plan, path, plans_dir) is not None
     if needs and not approved:
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) needs "
                            f"approval: run `reindex approve {path} --by NAME`, then `reindex sync` again", **base)
     if plan.kind.builds_population and not (approved or policy.apply_new_populations):
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) builds "
                            f"a new population: run `reindex apply {path}`", **base)
-    applied = index.apply(path)
+    applied = apply_plan(ctx, path)
     if applied.status == "failed":
         raise ReindexError(f"apply of {path} failed: {len(applied.report['failures'])} failures (see "
                            f"{applied.report_path}); run `reindex sync` again to resume")
     if plan.kind.in_place:
         return CycleResult(CycleOutcome.APPLIED_IN_PLACE, name, f"applied {plan.kind} plan {plan.plan_hash[:12]} in "
                            f"place ({applied.status})", apply=applied.as_dict(),
-                           gc=_gc(index, policy), **base)
-    cut = index.cutover(path, queries=policy.queries, k=policy.k, force=policy.force and approved)
+                           gc=_gc(ctx, policy), **base)
+    cut = cutover(ctx, path, queries=policy.queries, k=policy.k, force=policy.force and approved)
     outcome = CycleOutcome.CUT_OVER if cut.report.get("swap") or cut.report.get("already") else CycleOutcome.GATE_FAILED
     msg = (f"alias {name} now serves {cut.report['shadow']}" if outcome is CycleOutcome.CUT_OVER else
            f"the cutover gate failed for {cut.report['shadow']}: the alias was not moved (report: {cut.report_path})")
     return CycleResult(outcome, name, said + msg, apply=applied.as_dict(), cutover=cut.as_dict(),
-                       gc=_gc(index, policy) if outcome is CycleOutcome.CUT_OVER else [], **base)
+                       gc=_gc(ctx, policy) if outcome is CycleOutcome.CUT_OVER else [], **base)
 
 
 def _plan_file(fresh: Plan, plans_dir: Path) -> tuple[Path, Plan]:
@@ -196,39 +199,39 @@ def _plan_file(fresh: Plan, plans_dir: Path) -> tuple[Path, Plan]:
     return path, fresh
 
 
-def _carry_out_in_place_part(index: Any, plans_dir: Path) -> dict | CycleResult:
+def _carry_out_in_place_part(ctx: Context, plans_dir: Path) -> dict | CycleResult:
     """Apply the document changes of a pipeline change in place under the live population's own config (the
     approval policy applies to them as to any in-place change). The apply's result, or the cycle's answer
     when the part waits for approval or was rejected."""
-    got = index.plan_in_place_part(out=None)
+    got = plan_in_place_part(ctx, out=None)
     if got is None:
         return {}
     path, part = _plan_file(got[0], plans_dir)
     base = dict(plan_file=str(path), plan_hash=part.plan_hash, kind=part.kind)
     approval, rejection = read_approval(path), read_rejection(path)
     if rejection is not None and rejection.plan_hash == part.plan_hash:
-        return CycleResult(CycleOutcome.REJECTED, index.name, f"the document changes (plan {part.plan_hash[:12]} "
+        return CycleResult(CycleOutcome.REJECTED, ctx.index, f"the document changes (plan {part.plan_hash[:12]} "
                            f"({part.kind})) were rejected by {rejection.by}; nothing changes until the corpus does",
                            **base)
     if part.body["approval"]["required"] and not (approval is not None and approval.plan_hash == part.plan_hash):
-        return CycleResult(CycleOutcome.AWAITING_APPROVAL, index.name, f"plan {part.plan_hash[:12]} ({part.kind}) "
+        return CycleResult(CycleOutcome.AWAITING_APPROVAL, ctx.index, f"plan {part.plan_hash[:12]} ({part.kind}) "
                            f"needs approval: run `reindex approve {path} --by NAME`, then `reindex sync` again "
                            "(the document changes of a pipeline change, applied in place first)", **base)
-    applied = index.apply(path)
+    applied = apply_plan(ctx, path)
     if applied.status == "failed":
         raise ReindexError(f"apply of {path} failed: {len(applied.report['failures'])} failures (see "
                            f"{applied.report_path}); run `reindex sync` again to resume")
     return {"plan_file": str(path), "plan_hash": part.plan_hash, "kind": part.kind.value, **applied.as_dict()}
 
 
-def _carried_approval(index: Any, plan: Plan, path: Path, plans_dir: Path):
+def _carried_approval(ctx: Context, plan: Plan, path: Path, plans_dir: Path):
     """An approval of an earlier plan of the same pipeline change, carried over to ``plan`` when its numbers
     stayed within ``approval.carry_over`` (written beside ``plan``); None when there is none to carry."""
     from reindex.planner.approvals import carry_over, same_change, signing_key
 
-    pol = index.config.approval
-    for other in sorted(plans_dir.glob(f"*-{plan.index}-*.json"), reverse=True):
-        if other.name.count(".") != 1 or other == path:
+    pol = ctx.config.approval
+    for other in reversed(Books.plan_files(plans_dir, plan.index)):
+        if other == path:
             continue
         try:
             earlier = read_plan(other)
@@ -243,23 +246,23 @@ def _carried_approval(index: Any, plan: Plan, path: Path, plans_dir: Path):
     return None
 
 
-def _rolled_back(index: Any, plan: Plan) -> bool:
+def _rolled_back(ctx: Context, plan: Plan) -> bool:
     """Whether ``plan`` was carried out and then undone: applied in place while the live index now matches the
     state before it, or built and cut over (its population retired since) or deleted. A population built by
     an apply and never cut over (``ready``) is not: the cycle goes on to its cutover."""
     from reindex.books.manifests import read_apply_record, read_population
 
-    done = read_apply_record(index.state, index.name, plan.plan_hash)
+    done = read_apply_record(ctx.state, ctx.index, plan.plan_hash)
     if done is None:
         return False
     if not plan.kind.builds_population:
         return True
-    rec = read_population(index.state, index.name, plan.body["identity"]["new"]["collection"])
+    rec = read_population(ctx.state, ctx.index, plan.body["identity"]["new"]["collection"])
     return rec is None or rec.state is not PopulationState.READY
 
 
-def _gc(index: Any, policy: SyncPolicy) -> list:
+def _gc(ctx: Context, policy: SyncPolicy) -> list:
     """Retired populations past retention, deleted (the automatic path: never live, never in the window)."""
     if not policy.gc:
         return []
-    return [a for a in index.gc() if a["action"] == "deleted"]
+    return [a for a in gc(ctx) if a["action"] == "deleted"]

@@ -3,29 +3,26 @@ runs them): one formula, checked before the command starts, so that a disk too f
 an exit code, never a process killed by SIGBUS half way with its lock held.
 
 What a command adds to the store's file system: its records (:data:`RECORDS_BYTES`); what it builds (apply:
-the plan's peak footprint less the old population, plus :data:`EDGE_BUILD_OVERHEAD_BYTES`; in place, plus the
-delta generation, ``generation_copy_bytes``); and on a memory file system (tmpfs) the first load of each
-population it opens, whose preallocated files the file system allocates when they are mapped
-(``newest_load_bytes``; 0 on a disk file system). The store checks again, exactly, before each load and write
-(``reindex.adapters.stores.edge._space``); this guard refuses before any work is done. A Qdrant server's disk is not
-checked.
+the plan's peak footprint less the old population, plus what the backend's disk guard says a build adds — the
+edge engine's preallocated files, and in place its delta generation); and the first loads of the populations it
+opens, as the backend's guard counts them (on a memory file system the edge engine's preallocated files are
+allocated when they are mapped; 0 on a disk file system). The guards are declared with each backend's registry
+entry (:class:`reindex.adapters.stores.opening.DiskGuard`); the store checks again, exactly, before each load and
+write; this refuses before any work is done. A Qdrant server's disk is not checked.
 """
 
 from __future__ import annotations
 
 from reindex.domain.config import PipelineConfig
 from reindex.errors import StateError
-from reindex.books.manifests import index_prefix, read_json
+from reindex.books.manifests import read_live_record
 from reindex.planner import Plan
 from reindex.usecases import backends
 
-__all__ = ["EDGE_BUILD_OVERHEAD_BYTES", "RECORDS_BYTES", "check_free_disk", "need_for_cutover", "need_for_plan",
+__all__ = ["RECORDS_BYTES", "check_free_disk", "need_for_cutover", "need_for_plan",
            "need_for_rollback", "require_free_disk", "require_free_for_cutover", "require_free_for_gc",
            "require_free_for_rollback"]
 
-# What the edge engine writes beyond the footprint model's per-point bytes: files it preallocates per segment
-# and payload index (1 MiB each). Measured: a 320-point build used 5.6 MiB on tmpfs where the plan said 1.0.
-EDGE_BUILD_OVERHEAD_BYTES = 8 * 2**20
 # State records, reports and the lock a command writes (each a few KiB), with room to spare.
 RECORDS_BYTES = 2**20
 
@@ -34,11 +31,6 @@ def _folder(cfg: PipelineConfig) -> str | None:
     """The store's local folder when its backend keeps one (its capabilities say ``local_disk``), else None."""
     b = backends.store_backend(cfg)
     return b.folder if b.capabilities.local_disk else None
-
-
-def _edge(cfg: PipelineConfig) -> bool:
-    """The embedded edge engine (its preallocated files and first loads are what the edge model adds)."""
-    return backends.store_backend(cfg).capabilities.footprint == "edge"
 
 
 def _mib(n: int) -> str:
@@ -60,30 +52,26 @@ def require_free_disk(cfg: PipelineConfig, need: int, what: str, why: str, comma
 
 def _loads(cfg: PipelineConfig, *collections: str | None) -> int:
     """What first loads of ``collections`` allocate on the store's file system (tmpfs; 0 on disk file systems)."""
-    folder = _folder(cfg)
-    if folder is None or not _edge(cfg):
+    b = backends.store_backend(cfg)
+    if b.disk is None or b.folder is None:
         return 0
-    from reindex.adapters.stores.edge import newest_load_bytes
-
-    return sum(newest_load_bytes(folder, c) for c in sorted({c for c in collections if c}))
+    return b.disk.first_loads(b.folder, [c for c in collections if c])
 
 
 def need_for_plan(plan: Plan, cfg: PipelineConfig) -> int:
     """What apply adds: the plan's peak footprint less the old population (plus the edge engine's preallocated
-    files; in place on edge plus the files the delta generation copies, and on tmpfs fills when it loads it:
-    :func:`~reindex.adapters.stores.edge.generation_copy_bytes`). A resumed apply is checked for the whole footprint again
+    files; in place on edge plus the files the delta generation copies, and on tmpfs fills when it loads it: the
+    backend's :class:`~reindex.adapters.stores.opening.DiskGuard`). A resumed apply is checked for the whole footprint again
     (what it already wrote is not subtracted), so it may ask for more than it needs."""
     footprint = plan.body.get("cost", {}).get("footprint")
+    b = backends.store_backend(cfg)
     folder = _folder(cfg)
     if folder is None or not footprint:
         return 0
     need = int(footprint["peak"]["disk_bytes"]) - int(footprint["old"]["disk_bytes"])
-    if _edge(cfg):
-        need += EDGE_BUILD_OVERHEAD_BYTES
-        if plan.kind.in_place and plan.body["inputs"]["baseline"].get("collection"):
-            from reindex.adapters.stores.edge import generation_copy_bytes
-
-            need += generation_copy_bytes(folder, plan.body["inputs"]["baseline"]["collection"])
+    if b.disk is not None:
+        in_place = plan.body["inputs"]["baseline"].get("collection") if plan.kind.in_place else None
+        need += b.disk.build_overhead(folder, in_place)
     return need
 
 
@@ -106,7 +94,7 @@ def require_free_for_cutover(cfg: PipelineConfig, shadow: str, live: str | None)
 
 
 def _rollback_target(state, index: str, to: str | None) -> tuple[str | None, str | None]:
-    live = read_json(state, f"{index_prefix(index)}/live.json") or {}
+    live = read_live_record(state, index) or {}
     return to or live.get("previous"), live.get("collection")
 
 

@@ -22,7 +22,7 @@ from reindex.decisions import cutover as co
 from reindex.domain.config import PipelineConfig
 from reindex.decisions.drift import (
     PLAN_FIXES,
-    Books,
+    StoreView,
     Finding,
     PopulationCheck,
     check_books,
@@ -30,17 +30,15 @@ from reindex.decisions.drift import (
 )
 from reindex.decisions.index_health import health_problem, side_health
 from reindex.errors import ConfigError, ReindexError, StateError, VectorStoreError
-from reindex.books.locks import lock_key, parse_lock
+from reindex.books.layout import Books
+from reindex.books.locks import parse_lock
 from reindex.books.manifests import (
     Population,
     count_chunk_manifest_rows,
-    index_prefix,
-    read_json,
+    read_live_record,
 )
 from reindex.adapters.stores.vectors import one_line
-from reindex.usecases import backends
-from reindex.usecases.backends import DEFAULT_CONFIG
-from reindex.usecases.configure import load_resolved
+from reindex.usecases.context import Context
 
 __all__ = ["DoctorReport", "doctor"]
 
@@ -72,7 +70,7 @@ class DoctorReport:
                 "seconds": round(self.seconds, 3)}
 
 
-def doctor(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, full: bool = False, sample: int = 256,
+def doctor(ctx: Context, *, full: bool = False, sample: int = 256,
            embed_sample: int = 32, repair: bool = False, out: str | Path | None = "plans",
            seed: int = 0) -> DoctorReport:
     """Check every population and the index's records (see the module docstring). ``sample``: manifest rows and
@@ -82,20 +80,19 @@ def doctor(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, full: b
     if sample < 1 or embed_sample < 0:
         raise ConfigError(f"--sample must be at least 1 and --embed-sample at least 0 (got {sample}, {embed_sample})")
     t0 = time.perf_counter()
-    cfg = load_resolved(config_path)
-    state = backends.state_store(cfg)
+    cfg, state = ctx.config, ctx.state
     records = co.populations(state, cfg.index)
-    got = state.get_versioned_aged(lock_key(cfg.index))
+    got = state.get_versioned_aged(ctx.books.lock_key)
     lock = parse_lock(got[0] if got is not None else None)
     gone = lock.held and lock.process is not None and lock.process.gone()
     try:
-        live_name = (read_json(state, f"{index_prefix(cfg.index)}/live.json") or {}).get("collection")
+        live_name = (read_live_record(state, cfg.index) or {}).get("collection")
     except StateError:  # named by the records' check (state-contradicts-alias)
         live_name = None
     findings: list[Finding] = []
     checks: dict[str, PopulationCheck] = {}
     unread: list[str] = []
-    with backends.read_only_store(cfg) as store:
+    with ctx.read_only_store() as store:
         alias = store.get_alias(cfg.index) if store is not None else None
         collections = tuple(store.list_collections()) if store is not None else ()
         for rec in records:
@@ -109,20 +106,20 @@ def doctor(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, full: b
                 continue
             try:
                 checks[rec.collection] = check_population(store, state, rec, full=full, sample=sample,
-                                                          embed_sample=embed_sample, embed=_embedder(rec, cfg),
+                                                          embed_sample=embed_sample, embed=_embedder(ctx, rec),
                                                           seed=seed)
             except VectorStoreError as err:  # a shadow before its cutover: readers of this store cannot see it
                 unread.append(f"{rec.collection} ({rec.state}) was not checked: {one_line(err)}")
                 continue
             findings += checks[rec.collection].findings
         health = _live_health(store, live_name, collections, cfg, findings, unread)
-    books, notes = check_books(state, cfg.index, records, Books(alias, collections, lock, got[2] if got else 0.0, gone))
+    books, notes = check_books(state, cfg.index, records, StoreView(alias, collections, lock, got[2] if got else 0.0, gone))
     findings += books
     notes = unread + notes
-    advice = _advice(findings, cfg, state, live_name, full, repair, Path(out) if out is not None else Path("plans"))
+    advice = _advice(findings, ctx, live_name, full, repair, Path(out) if out is not None else Path("plans"))
     fix = None
     if repair:
-        fix = _repair(config_path, checks.get(live_name or ""), out)
+        fix = _repair(ctx, checks.get(live_name or ""), out)
         if fix is not None:
             advice.insert(0, fix["line"])
     populations = tuple({"collection": c.collection, "points": c.points, "listed": c.listed, "checked": c.checked,
@@ -150,20 +147,13 @@ def _live_health(store: Any, live: str | None, collections: tuple[str, ...], cfg
     return health
 
 
-def _embedder(rec: Population, cfg: PipelineConfig) -> Callable[[list[str]], Any]:
-    """Texts → vectors with the population's own vector half (its model is loaded on the first call only)."""
-    made: list[Any] = []
-
-    def embed(texts: list[str]) -> Any:
-        if not made:
-            made.append(backends.make_embedder(rec.config.vector, batch_size=cfg.apply.embed_batch_size,
-                                               options=cfg.embed))
-        return made[0].embed(texts).vectors
-
-    return embed
+def _embedder(ctx: Context, rec: Population) -> Callable[[list[str]], Any]:
+    """Texts → vectors with the population's own vector half (its side; the model is loaded on the first call)."""
+    side = ctx.side(rec)
+    return lambda texts: side.passage_embedder(batch_size=ctx.config.apply.embed_batch_size).embed(texts).vectors
 
 
-def _repair(config_path: str | Path | PipelineConfig, check: PopulationCheck | None,
+def _repair(ctx: Context, check: PopulationCheck | None,
             out: str | Path | None) -> dict[str, Any] | None:
     """Write the plan that fixes what ``check`` (the live population's) found; its summary, or why there is none."""
     if check is None or not (check.resync or check.delete):
@@ -173,7 +163,7 @@ def _repair(config_path: str | Path | PipelineConfig, check: PopulationCheck | N
     from reindex.usecases.plan import plan_repair
 
     try:
-        plan, path = plan_repair(config_path, Repair(check.resync, check.delete, kinds), out=out)
+        plan, path = plan_repair(ctx, Repair(check.resync, check.delete, kinds), out=out)
     except ReindexError as err:
         return {"plan": None, "error": str(err), "line": f"no repair plan: {err}"}
     n = plan.numbers
@@ -188,7 +178,7 @@ def _repair(config_path: str | Path | PipelineConfig, check: PopulationCheck | N
                      f"deleted; {approve}run `reindex apply {where}`")}
 
 
-def _advice(findings: list[Finding], cfg: PipelineConfig, state: Any, live: str | None, full: bool,
+def _advice(findings: list[Finding], ctx: Context, live: str | None, full: bool,
             repair: bool, plans: Path) -> list[str]:
     """One line per thing to do, each naming the command (a half-done run's plan file is looked for in ``plans``)."""
     out: list[str] = []
@@ -205,7 +195,7 @@ def _advice(findings: list[Finding], cfg: PipelineConfig, state: Any, live: str 
     for f in findings:
         if f.kind in ("half-done-apply", "stuck-building"):
             run = f.examples[0] if f.kind == "half-done-apply" else None
-            found = sorted(plans.glob(f"*-{run[:8]}.json")) if run else []
+            found = Books.plan_files_of_run(plans, run) if run else []
             resume = f"resume it with `reindex apply {found[-1]}` (finished shards are skipped)" if found else \
                 "re-plan and apply it (`reindex plan`, `reindex apply PLAN`)"
             out.append(f"{f.detail}: {resume}, or delete the population with `reindex gc {f.population} --yes`")
@@ -215,20 +205,14 @@ def _advice(findings: list[Finding], cfg: PipelineConfig, state: Any, live: str 
         elif f.kind == "orphaned-collection":
             out.append(f"{f.population} is in the store with no record: `reindex gc {f.population} --yes` deletes it")
         elif f.kind == "staged-results":
-            folder = f"{state.describe()}/{index_prefix(cfg.index)}/runs/{f.examples[0]}"
             out.append(f"{f.detail}: resuming that run (`reindex apply PLAN`) takes their vectors; if it finished, "
-                       f"nothing reads them: delete {folder}/staging and {folder}/results-*")
+                       f"nothing reads them: delete {ctx.books.describe(ctx.books.staged_prefixes(f.examples[0]))}")
         elif f.kind == "stale-lock":
             out.append(f"{f.detail}: the next command that writes takes it over (`reindex sync`, `reindex apply PLAN`); "
-                       f"or delete {_where(state, lock_key(cfg.index))} if no reindex command runs for {cfg.index}")
+                       f"or delete {ctx.books.describe(ctx.books.lock_key)} if no reindex command runs for {ctx.index}")
         elif f.kind == "state-contradicts-alias":
             out.append(f"{f.detail}: readers see what the alias points at; `reindex gc` completes an interrupted move, "
                        f"`reindex rollback --to {live or 'COLLECTION'}` points the alias at the live record's population "
                        "(verified first)")
     return list(dict.fromkeys(out))
 
-
-def _where(state: Any, key: str) -> str:
-    """The file or object holding ``key``, for an advice line."""
-    describe_key = getattr(state, "describe_key", None)
-    return describe_key(key) if describe_key is not None else f"{state.describe()}/{key}"

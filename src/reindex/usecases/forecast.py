@@ -31,7 +31,7 @@ from reindex.adapters.sources import open_source
 from reindex.adapters.sources.base import ScanReport
 from reindex.adapters.sources.extract import normalise
 from reindex.adapters.stores.opening import open_vector_store
-from reindex.usecases import backends
+from reindex.usecases.context import Context
 from reindex.usecases.queries import comparison_queries
 
 __all__ = ["DEFAULT_FORECAST_DOCUMENTS", "forecast_change"]
@@ -39,13 +39,14 @@ __all__ = ["DEFAULT_FORECAST_DOCUMENTS", "forecast_change"]
 DEFAULT_FORECAST_DOCUMENTS = 100
 
 
-def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *, queries: str | Path | None = None,
+def forecast_change(ctx: Context, n: int = DEFAULT_FORECAST_DOCUMENTS, *, queries: str | Path | None = None,
                     seed: int | None = None) -> dict[str, Any] | None:
-    """The forecast of changing the live population to ``cfg`` (its plan's ``forecast`` section), or None when
-    there is nothing to compare (no live population yet, or the config names the live pipeline)."""
+    """The forecast of changing the live population to the context's config, the next population (its plan's
+    ``forecast`` section), or None when there is nothing to compare (no live population yet, or the config names
+    the live pipeline). The old side embeds with the live population's side, the new with the next one's."""
     if n < 2:
         raise PlanError(f"--forecast: need at least 2 documents, got {n}")
-    state = backends.state_store(cfg)
+    cfg, state = ctx.config, ctx.state
     live = read_live(state, cfg.index)
     if live is None or identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id:
         return None
@@ -56,12 +57,13 @@ def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *,
     qs, query_source = comparison_queries(cfg, queries)
     sample = draw_forecast_sample(sizes, n, seed, qs)
     qs = [q for q in qs if not q.relevant or q.relevant & sample.documents]
-    old_cfg = live.config
-    new_emb = backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
+    old, new = ctx.side(live), ctx.next_side()
+    old_cfg = old.config
+    new_emb = new.passage_embedder(batch_size=cfg.apply.embed_batch_size)
     with tempfile.TemporaryDirectory(prefix="reindex-forecast-") as tmp:
         scratch = open_vector_store(None, tmp)
         try:
-            with backends.read_only_store(cfg) as reader:
+            with ctx.read_only_store() as reader:
                 if reader is None:
                     raise PlanError(f"the live population {live.collection} cannot be read for the forecast: its "
                                     "store is missing")
@@ -69,11 +71,9 @@ def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *,
             docs = source.scan(ScanReport(), keep=sample.documents.__contains__)
             cost = build_new_side(scratch, cfg, docs, lambda t: new_emb.embed(t).vectors, reusable,
                                   batch=cfg.apply.embed_batch_size)
-            old_q = backends.make_embedder(old_cfg.vector.for_queries(), options=cfg.embed)
-            new_q = backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed)
             k = cfg.cutover.k
-            evaluation = evaluate(scratch, FORECAST_OLD, FORECAST_NEW, qs, lambda t: old_q.embed(t).vectors,
-                                  lambda t: new_q.embed(t).vectors, k=k, seed=seed, payload_old=old_cfg.payload,
+            evaluation = evaluate(scratch, FORECAST_OLD, FORECAST_NEW, qs, old.embed_queries,
+                                  new.embed_queries, k=k, seed=seed, payload_old=old_cfg.payload,
                                   payload_new=cfg.payload, segments=cfg.cutover.segments,
                                   bound=cfg.cutover.min_recall_delta,
                                   text_old=partial(normalise, cfg=old_cfg.text.normaliser),
@@ -81,14 +81,13 @@ def forecast_change(cfg: PipelineConfig, n: int = DEFAULT_FORECAST_DOCUMENTS, *,
             outlook = None
             if identity_of(old_cfg).vector_id != identity_of(cfg).vector_id and cfg.serving.mode != "old":
                 # A model change: what readers could be served while it builds, on the same two sides and queries.
-                outlook = forecast_serving(scratch, old_cfg, cfg, qs, lambda t: old_q.embed(t).vectors,
-                                           lambda t: new_q.embed(t).vectors, lambda t: new_emb.embed(t).vectors,
-                                           evaluation["aggregate"])
+                outlook = forecast_serving(scratch, old_cfg, cfg, qs, old.embed_queries, new.embed_queries,
+                                           lambda t: new_emb.embed(t).vectors, evaluation["aggregate"])
         finally:
             scratch.close()
     agree = None
     if identity_of(old_cfg).vector_id != identity_of(cfg).vector_id:
-        old_emb = backends.make_embedder(old_cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
+        old_emb = old.passage_embedder(batch_size=cfg.apply.embed_batch_size)
         texts = cost["texts"] or []
         tok = TextPipeline(cfg.text, identity_of(cfg).vector_id).tokenizer
         agree = agreement(texts, lambda t: old_emb.embed(t).vectors, lambda t: new_emb.embed(t).vectors,

@@ -33,9 +33,9 @@ from reindex.planner import (
 
 
 
-from reindex.usecases import backends, disk
-from reindex.usecases.backends import DEFAULT_CONFIG
-from reindex.usecases.configure import load_resolved
+from reindex.usecases import disk
+from reindex.usecases.context import Context, Side
+from reindex.books.layout import Books
 from reindex.books.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.queries import comparison_queries
@@ -101,9 +101,7 @@ class CutoverReport:
 
 def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Path:
     coll = identity_of(cfg).collection
-    cands = sorted(p for p in Path(plans_dir).glob(f"*-{cfg.index}-*.json")
-                   if p.name.count(".") == 1)
-    for p in reversed(cands):
+    for p in reversed(Books.plan_files(plans_dir, cfg.index)):
         try:
             plan = read_plan(p)
         except ReindexError:
@@ -113,29 +111,29 @@ def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Pa
     raise PlanError(f"no plan in {plans_dir}/ builds {coll}; give the plan file")
 
 
-def _evaluate(store, state, cfg: PipelineConfig, current: str, shadow: str, qs: list, embed_new, k: int):
-    """Old vs new on identical queries; each side embeds queries with its own model if the vector half changed."""
-    live = read_live(state, cfg.index)
-    old_cfg = live.config if live else cfg
+def _evaluate(ctx: Context, store, old: Side, new: Side, shadow: str, qs: list, k: int):
+    """Old vs new on identical queries, each side embedding them with its own recorded vector half and query
+    prefix (:meth:`Context.side`: never the config file's, which may have been edited since the build)."""
+    cfg = ctx.config  # the policy: how to evaluate and gate, never which model embeds a side
     # query_prefix is not in the vector id but decides query vectors: a change of it alone is compared too.
-    same_vectors = identity_of(old_cfg).vector_id == identity_of(cfg).vector_id
-    if same_vectors and old_cfg.vector.for_queries().prefix == cfg.vector.for_queries().prefix:
-        embed_old, note = embed_new, "identical on both sides (same vector half)"
+    same_vectors = old.vector_id == new.vector_id
+    if old.same_queries(new):
+        embed_old, note = new.embed_queries, "identical on both sides (same vector half)"
     else:
-        old_emb = backends.make_embedder(old_cfg.vector.for_queries(), options=old_cfg.embed)
-        embed_old = lambda texts: old_emb.embed(texts).vectors  # noqa: E731
+        embed_old = old.embed_queries
         note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
                 else "each side embeds queries with its own vector.query_prefix")
-    evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
-                             payload_old=old_cfg.payload, payload_new=cfg.payload, segments=cfg.cutover.segments,
-                             bound=cfg.cutover.min_recall_delta, text_old=partial(normalise, cfg=old_cfg.text.normaliser),
-                             text_new=partial(normalise, cfg=cfg.text.normaliser))
+    evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, new.embed_queries, k=k, seed=cfg.cutover.seed,
+                             payload_old=old.payload, payload_new=new.payload, segments=cfg.cutover.segments,
+                             bound=cfg.cutover.min_recall_delta,
+                             text_old=partial(normalise, cfg=old.config.text.normaliser),
+                             text_new=partial(normalise, cfg=new.config.text.normaliser))
     if not same_vectors:
-        evaluation["agreement"] = _model_agreement(store, shadow, old_cfg, cfg)
+        evaluation["agreement"] = _model_agreement(store, shadow, old, new)
     return evaluation, note
 
 
-def _model_agreement(store, shadow: str, old_cfg: PipelineConfig, cfg: PipelineConfig) -> dict:
+def _model_agreement(store, shadow: str, old: Side, new: Side) -> dict:
     """A vector-half change: both models on chunk texts of the shadow (their speed per CPU-second; the mean cosine
     of their vectors where they share a space, else the top-k overlap in the evaluation says how they agree)."""
     from itertools import islice
@@ -143,13 +141,11 @@ def _model_agreement(store, shadow: str, old_cfg: PipelineConfig, cfg: PipelineC
     from reindex.decisions.forecast import AGREEMENT_CHUNKS, agreement, share_space
     from reindex.adapters.stores.payload import payload_text
 
-    texts = [payload_text(p.payload, cfg.payload) for p in islice(store.scroll(shadow, batch=AGREEMENT_CHUNKS),
+    texts = [payload_text(p.payload, new.payload) for p in islice(store.scroll(shadow, batch=AGREEMENT_CHUNKS),
                                                                    AGREEMENT_CHUNKS)]
-    old_emb = backends.make_embedder(old_cfg.vector, options=cfg.embed)
-    new_emb = backends.make_embedder(cfg.vector, options=cfg.embed)
-    tok = TextPipeline(cfg.text, identity_of(cfg).vector_id).tokenizer
-    return agreement(texts, lambda t: old_emb.embed(t).vectors, lambda t: new_emb.embed(t).vectors,
-                     share_space(old_cfg, cfg), tok.count_batch)
+    tok = TextPipeline(new.config.text, new.vector_id).tokenizer
+    return agreement(texts, old.embed_passages, new.embed_passages, share_space(old.config, new.config),
+                     tok.count_batch)
 
 
 def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, state) -> str:
@@ -172,30 +168,31 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
     return shadow
 
 
-def _catch_up_shadow(cfg: PipelineConfig, state, store, shadow: str, run: str, lock) -> dict | None:
+def _catch_up_shadow(ctx: Context, store, shadow: str, run: str, lock) -> dict | None:
     """Replay into the shadow the documents that changed since it was built and caught up (edited,
     added or taken down since its apply, whether or not the live population was synced in place
     meanwhile), so that a cutover never serves text the corpus no longer holds. Under the index lock,
     before the gate; with the config the shadow was built with. None when the shadow is current."""
     from reindex.engine import execution
+    cfg, state = ctx.config, ctx.state
     rec = read_population(state, cfg.index, shadow)
     built = cfg if identity_of(cfg).collection == shadow or rec is None else rec.config
     ident = identity_of(built)
-    ctx = execution.ApplyContext(
+    actx = execution.ApplyContext(
         index=cfg.index, cfg=built, identity=ident, target=shadow, old=None, old_shards=None, run=run,
         shards=built.apply.shards, state=state, store=store, embedder=None,  # type: ignore[arg-type]
         pipeline=TextPipeline(built.text, ident.vector_id), in_place=False, fence=lock.check,
         confirm=lambda: lock.check(confirm=True),
         tracking=resume_tracking(state, cfg.index, shadow, built.source),  # only what moved past its cursor is read
     )
-    if not any(execution.changed_since_manifest(ctx)):
+    if not any(execution.changed_since_manifest(actx)):
         return None
-    ctx.embedder = backends.make_embedder(built.vector, batch_size=built.apply.embed_batch_size, options=built.embed)
-    result = execution.catch_up(ctx)
+    actx.embedder = ctx.embedder(built.vector, batch_size=built.apply.embed_batch_size, options=built.embed)
+    result = execution.catch_up(actx)
     failed = [f for r in result["rounds"] for f in r["failures"]]
-    if not failed and ctx.tracking is not None:
+    if not failed and actx.tracking is not None:
         lock.check()
-        commit_cursor(state, cfg.index, shadow, ctx.tracking, run=run)
+        commit_cursor(state, cfg.index, shadow, actx.tracking, run=run)
     if failed:
         raise co.CutoverError(
             f"{shadow} could not be caught up with the corpus ({len({f.get('doc_id') for f in failed})} "
@@ -221,8 +218,8 @@ def _refuse_while_applying(state, index: str, shadow: str) -> None:
 
 
 def cutover(
+    ctx: Context,
     plan_path: str | Path | None = None,
-    config_path: str | Path = DEFAULT_CONFIG,
     *,
     queries: str | Path | None = None,
     k: int | None = None,
@@ -232,22 +229,21 @@ def cutover(
     """Catch the shadow up with the corpus, evaluate old vs new on identical queries, gate, and swap the
     alias atomically on pass. Re-running a finished cutover is a no-op; a cutover killed after the swap is
     completed first."""
-    cfg = load_resolved(config_path)
+    cfg, state = ctx.config, ctx.state
     path = Path(plan_path) if plan_path else _latest_plan_for(cfg)
     plan = read_plan(path)
-    state = backends.state_store(cfg)
     shadow = _check_cutover_plan(cfg, path, plan, force, state)
     disk.require_free_for_cutover(cfg, shadow, plan.body["inputs"]["baseline"].get("collection"))
     kk = k or cfg.cutover.k
-    with holding_index_lock(state, cfg.index, f"cutover to {shadow}") as lock:
-        store = backends.vector_store_for(cfg)
+    # Each side as it was built (its population record), whatever reindex.yaml says now (invariant 18).
+    new = ctx.side(read_population(state, cfg.index, shadow))
+    with holding_index_lock(ctx, f"cutover to {shadow}") as lock:
+        store = ctx.store()
         try:
-            new_emb: list = []  # the query embedder, made only when the cutover gets as far as embedding
-
-            def embed_new(texts: list[str]):
-                if not new_emb:
-                    new_emb.append(backends.make_embedder(cfg.vector.for_queries(), options=cfg.embed))
-                return new_emb[0].embed(texts).vectors
+            def old_side(current: str) -> Side:
+                live = read_live(state, cfg.index)
+                return ctx.side(live if live is not None and live.collection == current else
+                                read_population(state, cfg.index, current), collection=current)
 
             def forced_by() -> str | None:
                 approval = read_approval(path)
@@ -257,11 +253,12 @@ def cutover(
                 index=cfg.index, plan_hash=plan.plan_hash, shadow=shadow,
                 expected_live=plan.body["inputs"]["baseline"].get("collection"), k=kk, policy=cfg.cutover,
                 force=force, forced_by=forced_by,
-                catch_up=lambda: _catch_up_shadow(cfg, state, store, shadow, plan.plan_hash, lock),
-                queries=lambda: comparison_queries(cfg, queries),
-                evaluate=lambda current, qs: _evaluate(store, state, cfg, current, shadow, qs, embed_new, kk),
-                embed=embed_new, fence=lambda: lock.check(confirm=True),
-                evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, embed_new, k=kk, payload=cfg.payload),
+                catch_up=lambda: _catch_up_shadow(ctx, store, shadow, plan.plan_hash, lock),
+                queries=lambda: comparison_queries(cfg, queries, text=new.config.text),
+                evaluate=lambda current, qs: _evaluate(ctx, store, old_side(current), new, shadow, qs, kk),
+                embed=new.embed_queries, fence=lambda: lock.check(confirm=True),
+                evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, new.embed_queries, k=kk,
+                                                            payload=new.payload),
                 forecast=plan.body.get("forecast"),
             )
             report = co.run_cutover(store, state, inputs)
@@ -272,13 +269,12 @@ def cutover(
             store.close()
 
 
-def rollback(config_path: str | Path = DEFAULT_CONFIG, *, to: str | None = None) -> RollbackRecord:
+def rollback(ctx: Context, *, to: str | None = None) -> RollbackRecord:
     """Swap the alias back to the previous population (verified first), under the index lock."""
-    cfg = load_resolved(config_path)
-    state = backends.state_store(cfg)
+    cfg, state = ctx.config, ctx.state
     disk.require_free_for_rollback(cfg, state, to)
-    with holding_index_lock(state, cfg.index, "rollback") as lock:
-        store = backends.vector_store_for(cfg)
+    with holding_index_lock(ctx, "rollback") as lock:
+        store = ctx.store()
         try:
             co.reconcile(store, state, cfg.index)
             return co.rollback(store, state, cfg.index, to, fence=lambda: lock.check(confirm=True))
@@ -296,25 +292,24 @@ def parse_age(text: str) -> float:
     return float(m[1]) * {"d": 86400, "h": 3600, "m": 60, "s": 1, "": 86400}[m[2]]
 
 
-def gc(config_path: str | Path = DEFAULT_CONFIG, *, older_than: str | None = None, dry_run: bool = False,
+def gc(ctx: Context, *, older_than: str | None = None, dry_run: bool = False,
        names: list[str] | None = None, force: bool = False,
        confirm: Callable[[list[dict]], bool] | None = None) -> list[GcAction]:
     """Delete retired populations past retention (or the named ones), under the index lock. Never one an
     alias points at; never one live within ``cutover.retention_days`` unless ``force``. ``confirm`` sees the
     deletions first and may refuse them all (the CLI asks on a terminal; unattended callers pass None).
     ``dry_run`` only reads (no lock, the store opened read-only), so it works while an apply runs."""
-    cfg = load_resolved(config_path)
+    cfg, state = ctx.config, ctx.state
     retention = cfg.cutover.retention_days * 86400
     age = parse_age(older_than) if older_than else retention
-    state = backends.state_store(cfg)
     if dry_run:
-        with backends.read_only_store(cfg) as reader:
+        with ctx.read_only_store() as reader:
             found = [] if reader is None else co.gc_candidates(
                 reader, state, cfg.index, older_than_s=age, retention_s=retention, force=force, names=names)
         return [{**c, "action": "kept" if c["protected"] else "would delete"} for c in found]
     disk.require_free_for_gc(cfg)
-    with holding_index_lock(state, cfg.index, "gc") as lock:
-        store = backends.vector_store_for(cfg)
+    with holding_index_lock(ctx, "gc") as lock:
+        store = ctx.store()
         try:
             co.reconcile(store, state, cfg.index)
             found = co.gc_candidates(store, state, cfg.index, older_than_s=age, retention_s=retention, force=force,
@@ -349,15 +344,15 @@ def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[
     written; null until the apply has measured a rate). For the run the lock holder names, else the latest one."""
     import time
 
-    from reindex.books.manifests import population_prefix, read_run_progress
+    from reindex.books.manifests import read_run_progress
 
-    prefix = f"{population_prefix(index, rec.collection)}/runs/"
+    books = Books(state, index)
     done: dict[str, int] = {}
-    for key in state.list(prefix):
-        run, _, name = key[len(prefix):].partition("/")
-        if name.startswith("shard-") and name.endswith(".json"):
+    for key in state.list(books.population_runs_prefix(rec.collection)):
+        run, kind = books.population_run_file(rec.collection, key) or ("", "other")
+        if kind == "shard":
             done[run] = done.get(run, 0) + 1
-        elif name == "progress.json":
+        elif kind == "progress":
             done.setdefault(run, 0)
     purpose = (lock or {}).get("purpose") or ""
     run = next((r for r in done if purpose.startswith(f"apply {r[:12]}")), None) or max(done, key=done.__getitem__,
@@ -375,18 +370,17 @@ def build_progress(state, index: str, rec, lock: dict[str, Any] | None) -> dict[
     return out
 
 
-def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
+def status(ctx: Context) -> IndexStatus:
     """Aliases, populations (live, shadow, retired with age; one being built with its shards done / total, tokens
     done / planned, rate and ETA) and the lock holder, read without taking the store's writer slot: works while an
     apply runs."""
     import time
 
 
-    cfg = load_resolved(config_path)
-    state = backends.state_store(cfg)
+    cfg, state = ctx.config, ctx.state
     lock = read_lock(state, cfg.index).as_status()
-    with backends.read_only_store(cfg) as store:
-        aliases = _aliases_or_repair(cfg, store, state) if store is not None else {}
+    with ctx.read_only_store() as store:
+        aliases = _aliases_or_repair(ctx, store) if store is not None else {}
         pops = []
         for r in co.populations(state, cfg.index):
             exists = store is not None and store.collection_exists(r.collection)
@@ -400,7 +394,7 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
             progress = build_progress(state, cfg.index, r, lock) if r.state == "building" else None
             pops.append({"collection": r.collection, "state": r.state, "points": points,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
-                         "chunker": chunker_spec(r.config.text.chunker), "model": r.model(), "exists": exists,
+                         "chunker": chunker_spec(r.config.text.chunker), "model": ctx.side(r).model, "exists": exists,
                          "progress": progress, "index": index,
                          "tokens_done": progress["tokens_done"] if progress else None,
                          "eta_seconds": progress["eta_seconds"] if progress else None})
@@ -410,28 +404,27 @@ def status(config_path: str | Path = DEFAULT_CONFIG) -> IndexStatus:
                 "pending": co.pending_intent(state, cfg.index), "serving": serving}
 
 
-def _aliases_or_repair(cfg: PipelineConfig, store, state) -> dict[str, str]:
+def _aliases_or_repair(ctx: Context, store) -> dict[str, str]:
     """The store's aliases; a corrupt alias file of the embedded store is rewritten from the state store's
     live records (``indexes/<index>/live.json``, one per index this state holds), with a warning saying so.
     ``store`` may be a reader: the rewrite then goes through the writer (refused, naming the file, while
     another process holds it)."""
     from reindex.adapters.stores.edge import CorruptAliasesError
 
+    state = ctx.state
     try:
         return store.list_aliases()
     except CorruptAliasesError as err:
         lives = {}
-        for key in state.list("indexes/"):
-            parts = key.split("/")
-            if len(parts) == 3 and parts[2] == "live.json":
-                live = read_live(state, parts[1])
-                if live is not None:
-                    lives[parts[1]] = live.collection
+        for index in Books.indexes_with_live_record(state):
+            live = read_live(state, index)
+            if live is not None:
+                lives[index] = live.collection
         restore = getattr(store, "restore_aliases", None)
         if restore is not None:
             written = restore(lives)
         else:
-            writer = backends.vector_store_for(cfg)
+            writer = ctx.store()
             try:
                 written = writer.restore_aliases(lives)
             finally:

@@ -3,16 +3,16 @@ released at the end. Every writer (apply, cutover, rollback, gc, sync) goes thro
 
 The lock is taken in one place per call chain: a block that already holds an index's lock (``Index.sync``
 holds it from before planning to after cutover) lends it to the writers it calls, which check it instead of
-taking it again. Held locks are tracked per context (a contextvar), so another thread or process contends
-as before."""
+taking it again. Held locks are kept by the use cases' :class:`~reindex.usecases.context.Context`
+(``held_locks``, per thread), so another handle, thread or process contends as before."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import socket
+import threading
 import uuid
-from contextvars import ContextVar
 from typing import Any, Iterator
 
 from reindex.books.locks import acquire_lock
@@ -26,22 +26,20 @@ def lock_owner() -> str:
 
 
 @contextlib.contextmanager
-def holding_index_lock(state: Any, index: str, purpose: str) -> Iterator[Any]:
-    """Hold the index lock for the duration of the block, renewed in the background; a writer calls
-    ``lock.check()`` before each write and stops when the lease is lost (see :mod:`reindex.books.locks`)."""
-    key = (state.describe(), index)
-    held = _HELD.get()
-    if key in held:  # this call chain holds the index already: the inner writer works under that lease
-        held[key].check()
-        yield held[key]
+def holding_index_lock(ctx: Any, purpose: str) -> Iterator[Any]:
+    """Hold the index lock of ``ctx`` (a Context) for the duration of the block, renewed in the background; a
+    writer calls ``lock.check()`` before each write and stops when the lease is lost (see
+    :mod:`reindex.books.locks`)."""
+    key = (ctx.state.describe(), ctx.index, threading.get_ident())  # per thread, as a contextvar was
+    held = ctx.held_locks.get(key)
+    if held is not None:  # this call chain holds the index already: the inner writer works under that lease
+        held.check()
+        yield held
         return
-    lock = acquire_lock(state, index, lock_owner(), purpose=purpose)
-    token = _HELD.set({**held, key: lock})
+    lock = acquire_lock(ctx.state, ctx.index, lock_owner(), purpose=purpose)
+    ctx.held_locks[key] = lock
     try:
         with lock:
             yield lock
     finally:
-        _HELD.reset(token)
-
-
-_HELD: ContextVar[dict[tuple[str, str], Any]] = ContextVar("reindex_held_index_locks", default={})
+        ctx.held_locks.pop(key, None)

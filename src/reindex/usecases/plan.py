@@ -44,9 +44,9 @@ from reindex.planner import (
 
 
 from reindex.foundation.throughput import CpuClock, plan_rate, rate_record
-from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved, resolve
+from reindex.usecases.context import Context
 
 __all__ = [
     "LOCAL_PROVIDERS", "SAMPLED_CHUNKS", "approval_status", "approve_plan", "calibrate", "check_plan_index",
@@ -61,7 +61,7 @@ SAMPLED_CHUNKS = 32
 LOCAL_PROVIDERS = ("sentence-transformers", "model2vec")
 
 
-def rates_for(cfg: PipelineConfig, *, measure: bool = False) -> Rates:
+def rates_for(ctx: Context, cfg: PipelineConfig | None = None, *, measure: bool = False) -> Rates:
     """Price and throughput, and the index build's rate (:func:`build_rate`). Embedding throughput's precedence:
     an explicit ``cost.tokens_per_minute`` in the config, then the rate
     the last apply of this vector half measured (the real workload on the machine that ran it), then
@@ -69,19 +69,21 @@ def rates_for(cfg: PipelineConfig, *, measure: bool = False) -> Rates:
     ``measure`` and a local model (sentence-transformers, model2vec) that has no rate yet, the model is
     timed here on :data:`SAMPLED_CHUNKS` chunks of the corpus instead of taking the default
     (:func:`sampled_rate`). Measured rates carry when and where, and what the hours assume
-    (:func:`reindex.foundation.throughput.plan_rate`: per CPU-second × the CPUs of the workers measured)."""
-    return dataclasses.replace(_embedding_rates(cfg, measure), build=build_rate(cfg))
+    (:func:`reindex.foundation.throughput.plan_rate`: per CPU-second × the CPUs of the workers measured).
+    ``cfg``: the config priced (default: the context's)."""
+    cfg = cfg or ctx.config
+    return dataclasses.replace(_embedding_rates(ctx, cfg, measure), build=build_rate(ctx, cfg))
 
 
-def build_rate(cfg: PipelineConfig) -> BuildRate:
+def build_rate(ctx: Context, cfg: PipelineConfig) -> BuildRate:
     """What the plan prices the index build with: where the config's backend builds (its ``index_build``
     capability), this machine's CPUs when the build runs in apply (a server's are unknown), and the build the last
     apply with the same backend, dimension, precision and graph parameters measured (none: the bench's figures)."""
-    runs = backends.store_backend(cfg).capabilities.index_build
+    runs = ctx.backend(cfg).capabilities.index_build
     rec = None
     if runs == "apply":
         try:
-            rec = read_build_rate(backends.state_store(cfg), build_rate_name(cfg))
+            rec = read_build_rate(ctx.state, build_rate_name(cfg))
         except ReindexError:
             rec = None
         if not (rec and int(rec.get("points") or 0) > 0 and float(rec.get("cpu_seconds") or 0) > 0):
@@ -91,14 +93,14 @@ def build_rate(cfg: PipelineConfig) -> BuildRate:
     return BuildRate(runs=runs, cpus=(os.cpu_count() or 1) if runs == "apply" else None, measured=rec)
 
 
-def _embedding_rates(cfg: PipelineConfig, measure: bool) -> Rates:
+def _embedding_rates(ctx: Context, cfg: PipelineConfig, measure: bool) -> Rates:
     if cfg.cost.tokens_per_minute:
         return Rates(cfg.cost.usd_per_mtok, cfg.cost.tokens_per_minute, "config")
     vector_id = identity_of(cfg).vector_id
     local = cfg.vector.provider in LOCAL_PROVIDERS
     for source, read in (("apply", read_measured_rate), ("calibration", read_calibration)):
         try:
-            rec = read(backends.state_store(cfg), vector_id)
+            rec = read(ctx.state, vector_id)
         except ReindexError:
             rec = None
         if rec and float(rec.get("tokens_per_minute") or 0) > 0:
@@ -106,21 +108,21 @@ def _embedding_rates(cfg: PipelineConfig, measure: bool) -> Rates:
             per_minute, assumes = plan_rate(rec, local=local, workers=None if source == "apply" else 1)
             return Rates(cfg.cost.usd_per_mtok, per_minute, source, _measured(source, rec), assumes)
     if measure and local:
-        return sampled_rate(cfg)
+        return sampled_rate(ctx, cfg)
     return Rates(cfg.cost.usd_per_mtok, DEFAULT_TOKENS_PER_MINUTE, "default")
 
 
-def sampled_rate(cfg: PipelineConfig) -> Rates:
+def sampled_rate(ctx: Context, cfg: PipelineConfig) -> Rates:
     """Time the configured local model on :data:`SAMPLED_CHUNKS` chunks of the corpus (CPU-seconds), record it
     as this vector half's calibration (by ``reindex plan``, so later plans reuse it) and price with it. Costs
     loading the model (a distilled or exported one is made by resolving the config, before this), a warm-up
     of 8 chunks and the encode: measured ~13 CPU-s for all-MiniLM-L6-v2 in a fresh process (mostly importing
     torch and sentence-transformers), ~0.9 CPU-s for a static model (docs/design-notes.md)."""
     texts = _corpus_chunks(cfg, SAMPLED_CHUNKS, seed=0)
-    rec, _ = _time_backend(cfg, texts, [])
+    rec, _ = _time_backend(ctx, cfg, texts, [])
     rec["by"] = "reindex plan"
     try:
-        write_calibration(backends.state_store(cfg), rec["vector_id"], rec)
+        write_calibration(ctx.state, rec["vector_id"], rec)
     except ReindexError:
         pass  # a state nobody may write to: this plan still prices with the measurement
     per_minute, assumes = plan_rate(rec, local=True, workers=1)
@@ -145,7 +147,7 @@ def _measured(source: str, rec: dict) -> dict:
 
 
 def make_plan(
-    config_path: str | Path = DEFAULT_CONFIG,
+    ctx: Context,
     *,
     baseline_config: str | Path | None = None,
     baseline_corpus: str | None = None,
@@ -157,12 +159,12 @@ def make_plan(
     queries: str | Path | None = None,
     verify: bool = False,
 ) -> tuple[Plan, Path | None]:
-    """Plan a change of ``config_path`` against the live population or an explicit baseline. ``forecast``: build
+    """Plan a change of the context's config against the live population or an explicit baseline. ``forecast``: build
     both sides on a sample of that many documents (plus the documents ``queries`` — the cutover's labelled
     queries file — point at, or the cutover's probes) and put what the change buys into the plan
     (:mod:`reindex.decisions.forecast`); asked for automatically when ``approval.require_forecast`` is set. ``verify``: read the whole source and compare content hashes even where its cursor would find the
     changes."""
-    cfg = load_resolved(config_path)
+    cfg = ctx.config
     part = None
     if forecast is not None and (baseline_config is not None or baseline_corpus is not None):
         raise PlanError("--forecast compares the change with the live population; it cannot be combined with "
@@ -176,14 +178,13 @@ def make_plan(
             raise SourceError(f"--baseline-corpus {corpus}: no such file or directory")
         baseline = explicit_baseline(old_cfg, corpus, only=set() if sample else None)
     else:
-        state = backends.state_store(cfg)
-        _restore_live(cfg, state)
-        baseline = live_baseline(state, cfg.index)
+        _restore_live(ctx)
+        baseline = live_baseline(ctx.state, cfg.index)
         new_pipeline = identity_of(cfg).pipeline_id
         if baseline.identity is not None and baseline.identity.pipeline_id != new_pipeline:
             if sample is None:
-                part = _in_place_part(cfg, config_path, state, baseline, out, progress)
-            attach_retained(baseline, state, cfg.index, new_pipeline)
+                part = _in_place_part(ctx, baseline, out, progress)
+            attach_retained(baseline, ctx.state, cfg.index, new_pipeline)
     new_vectors = baseline.identity is None or baseline.identity.vector_id != identity_of(cfg).vector_id
     outlook = None
     n = forecast if forecast is not None else (cfg.approval.forecast_documents if cfg.approval.require_forecast
@@ -191,19 +192,19 @@ def make_plan(
     if n is not None and baseline.kind == "live" and baseline_config is None and baseline_corpus is None:
         from reindex.usecases.forecast import forecast_change
 
-        outlook = forecast_change(cfg, n, queries=queries)
+        outlook = forecast_change(ctx, n, queries=queries)
     explicit = baseline_config is not None or baseline_corpus is not None  # a what-if: apply refuses it
-    req = PlanRequest(cfg, str(config_path), baseline, rates_for(cfg, measure=new_vectors), sample=sample, seed=seed,
-                      progress=progress, **_limit_kwargs(cfg), in_place_part=part, forecast=outlook,
-                      verify=verify, carry_to=None if explicit else _carry_to(cfg))
+    req = PlanRequest(cfg, str(ctx.config_arg), baseline, rates_for(ctx, measure=new_vectors), sample=sample,
+                      seed=seed, progress=progress, **_limit_kwargs(cfg), in_place_part=part,
+                      forecast=outlook, verify=verify, carry_to=None if explicit else _carry_to(ctx))
     plan = plan_change(req)
     return plan, _written(plan, out)
 
 
-def _carry_to(cfg: PipelineConfig):
+def _carry_to(ctx: Context):
     """The state store a plan's chunks are carried to apply in (:mod:`reindex.books.carried`), or None when carrying is
     switched off (``REINDEX_CARRY_CHUNKS=0``)."""
-    return backends.state_store(cfg) if settings.carry_chunks() else None
+    return ctx.state if settings.carry_chunks() else None
 
 
 def _written(plan: Plan, out: str | Path | None) -> Path | None:
@@ -214,7 +215,7 @@ def _written(plan: Plan, out: str | Path | None) -> Path | None:
     return path
 
 
-def plan_in_place_part(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG, *, out: str | Path | None = "plans",
+def plan_in_place_part(ctx: Context, *, out: str | Path | None = "plans",
                        progress=None) -> tuple[Plan, Path | None] | None:
     """The document changes of a pipeline-scoped change as a plan of their own: the live population's own
     config (:meth:`~reindex.books.manifests.Population.governs`) against the live population, applied in place now
@@ -222,50 +223,47 @@ def plan_in_place_part(config_path: str | Path | PipelineConfig = DEFAULT_CONFIG
     (then :func:`make_plan` is the whole change) or the part has nothing to apply in place."""
     from reindex.books.manifests import read_live
 
-    cfg = load_resolved(config_path)
-    state = backends.state_store(cfg)
-    live = read_live(state, cfg.index)
+    cfg = ctx.config
+    live = read_live(ctx.state, cfg.index)
     if live is None or identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id:
         return None
-    part = _plan_part(cfg, config_path, live, live_baseline(state, cfg.index), progress)
+    part = _plan_part(ctx, live, live_baseline(ctx.state, cfg.index), progress)
     return (part, _written(part, out)) if part is not None else None
 
 
-def plan_repair(config_path: str | Path | PipelineConfig, repair: Repair, *,
-                out: str | Path | None = "plans") -> tuple[Plan, Path | None]:
+def plan_repair(ctx: Context, repair: Repair, *, out: str | Path | None = "plans") -> tuple[Plan, Path | None]:
     """The plan that repairs what ``reindex doctor`` found in the live population (:class:`~reindex.planner.Repair`):
     document-scoped, in place, under the live population's own config (governed by the config file, as the
     in-place part of a pipeline change is), approved and applied like any plan. PlanError when there is no live
     population or the source changed as well (a sync comes first)."""
     from reindex.books.manifests import read_live
 
-    cfg = load_resolved(config_path)
-    state = backends.state_store(cfg)
-    live = read_live(state, cfg.index)
+    cfg = ctx.config
+    live = read_live(ctx.state, cfg.index)
     if live is None:
         raise PlanError(f"index {cfg.index!r} has no live population to repair; build one with `reindex plan` and "
                         "`reindex apply`")
     own = cfg if identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id else live.governs(cfg)
-    plan = plan_change(PlanRequest(own, str(config_path), live_baseline(state, cfg.index), rates_for(own),
+    plan = plan_change(PlanRequest(own, str(ctx.config_arg), live_baseline(ctx.state, cfg.index), rates_for(ctx, own),
                                    **_limit_kwargs(own), repair=repair))
     return plan, _written(plan, out)
 
 
-def _plan_part(cfg: PipelineConfig, config_path, live, baseline, progress) -> Plan | None:
+def _plan_part(ctx: Context, live, baseline, progress) -> Plan | None:
     """The plan of the document changes under ``live``'s own config, if they are anything to apply in place."""
-    part_cfg = live.governs(cfg)
-    part = plan_change(PlanRequest(part_cfg, str(config_path), baseline, rates_for(part_cfg), progress=progress,
-                                   **_limit_kwargs(part_cfg), carry_to=_carry_to(part_cfg)))
+    part_cfg = live.governs(ctx.config)
+    part = plan_change(PlanRequest(part_cfg, str(ctx.config_arg), baseline, rates_for(ctx, part_cfg), progress=progress,
+                                   **_limit_kwargs(part_cfg), carry_to=_carry_to(ctx)))
     return part if part.kind.in_place else None
 
 
-def _in_place_part(cfg: PipelineConfig, config_path, state, baseline, out, progress) -> dict | None:
+def _in_place_part(ctx: Context, baseline, out, progress) -> dict | None:
     """Plan (and write) the in-place part of a pipeline change; its summary for the main plan."""
     from reindex.books.manifests import read_live
     from reindex.planner import plan_filename
 
-    live = read_live(state, cfg.index)
-    part = _plan_part(cfg, config_path, live, baseline, progress) if live is not None else None
+    live = read_live(ctx.state, ctx.index)
+    part = _plan_part(ctx, live, baseline, progress) if live is not None else None
     if part is None:
         return None
     _written(part, out)
@@ -294,23 +292,21 @@ def config_in_force(plan: Plan, cfg: PipelineConfig, state) -> PipelineConfig:
     return cfg
 
 
-def _restore_live(cfg: PipelineConfig, state) -> None:
+def _restore_live(ctx: Context) -> None:
     """A missing live record while the alias serves a population (deleted as corrupt, say) is rebuilt from the
     alias and the population records before planning: otherwise the plan would be an initial build of every
     document while readers are served the old population."""
-    from reindex.books.manifests import index_prefix
-
-    if state.exists(f"{index_prefix(cfg.index)}/live.json"):
+    if ctx.books.exists(ctx.books.live_key):
         return
     from reindex.decisions.cutover import restore_live  # only now: it imports the engine (~0.05 CPU-s a plan need not pay)
 
-    with backends.read_only_store(cfg) as store:
-        restored = restore_live(store, state, cfg.index) if store is not None else None
+    with ctx.read_only_store() as store:
+        restored = restore_live(store, ctx.state, ctx.index) if store is not None else None
     if restored is not None:
         import logging
 
         logging.getLogger("reindex").warning(
-            "indexes/%s/live.json was missing; rebuilt it from the alias, which serves %s", cfg.index,
+            "%s was missing; rebuilt it from the alias, which serves %s", ctx.books.describe(ctx.books.live_key),
             restored["collection"])
 
 
@@ -352,13 +348,14 @@ def check_plan_index(plan: Plan, cfg: PipelineConfig, plan_path: str | Path) -> 
         raise PlanError(f"{plan_path}: plan is for index {plan.index!r}, but the config is for {cfg.index!r}")
 
 
-def approve_plan(path: str | Path, by: str, note: str = "", config_path: str | Path | None = None) -> tuple[Approval, Path]:
+def approve_plan(path: str | Path, by: str, note: str = "",
+                 config_path: str | Path | PipelineConfig | None = None) -> tuple[Approval, Path]:
     """Record an approval bound to the plan's hash, signed when the config sets ``approval.hmac_key_env``
     (the config given, else ``reindex.yaml`` here if there is one)."""
     plan = read_plan(path)
     cfg = None
     if config_path is not None:
-        cfg = load_config(config_path)
+        cfg = config_path if isinstance(config_path, PipelineConfig) else load_config(config_path)
         check_plan_index(plan, cfg, path)
     elif Path(DEFAULT_CONFIG).is_file():
         try:
@@ -388,7 +385,7 @@ def estimate(
     )
 
 
-def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, seed: int = 0,
+def calibrate(ctx: Context, *, chunks: int = 256, seed: int = 0,
               backends_to_measure: Sequence[str] = (), probes: int = 50) -> dict:
     """Time the configured embedder on real chunks of the corpus and record tokens/s in the state; with
     ``backends_to_measure`` (``BACKEND[:PRECISION]``, e.g. ``onnx:int8``) time those backends of the same
@@ -397,7 +394,7 @@ def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, se
     queries (the first words of sampled chunks)."""
     import random
 
-    cfg = load_resolved(config_path)
+    cfg = ctx.config
     ident = identity_of(cfg)
     picked = _corpus_chunks(cfg, chunks, seed)
     rng = random.Random(seed)
@@ -411,8 +408,8 @@ def calibrate(config_path: str | Path = DEFAULT_CONFIG, *, chunks: int = 256, se
         vid = identity_of(variant).vector_id
         if vid in measured:
             continue
-        measured[vid], vectors[vid] = _time_backend(variant, picked, queries)
-        write_calibration(backends.state_store(cfg), vid, measured[vid])
+        measured[vid], vectors[vid] = _time_backend(ctx, variant, picked, queries)
+        write_calibration(ctx.state, vid, measured[vid])
     if reference is not None:
         ref = vectors[identity_of(reference).vector_id]
         for vid, rec in measured.items():
@@ -451,7 +448,7 @@ def _backend_variant(cfg: PipelineConfig, spec: str) -> PipelineConfig:
     return resolve(config_from_dict(data, f"--backend {spec}"))
 
 
-def _time_backend(cfg: PipelineConfig, texts: list[str], queries: list[str]) -> tuple[dict, tuple]:
+def _time_backend(ctx: Context, cfg: PipelineConfig, texts: list[str], queries: list[str]) -> tuple[dict, tuple]:
     """Embed ``texts`` once after a warm-up, timed in CPU-seconds of the process (what the model costs,
     whatever the load) and in wall seconds (what it took here), with the load and CPU count beside them."""
     import platform
@@ -459,12 +456,10 @@ def _time_backend(cfg: PipelineConfig, texts: list[str], queries: list[str]) -> 
 
     from reindex.adapters.embedders import describe_embedder
 
-    emb = backends.make_embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
+    emb = ctx.embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
     emb.embed(texts[: min(8, len(texts))])  # warm-up: first-call allocation is not throughput
     res, seconds, cpu = CpuClock().call(emb.embed, texts)
-    q = emb if cfg.vector.query_prefix is None else backends.make_embedder(
-        cfg.vector.for_queries(), batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
-    qv = q.embed(queries).vectors if queries else None
+    qv = ctx.with_config(cfg).next_side().embed_queries(queries) if queries else None
     described = describe_embedder(emb)
     rec = {
         "vector_id": identity_of(cfg).vector_id,

@@ -7,7 +7,8 @@ reader *where* the index is (its name, the state store, the vector store) and ho
 (``embed``: device, threads); the population record tells it *what* the index holds (model, dimension, query
 prefix, payload layout, metadata fields). So a config edit changes nothing a reader sees until a cutover moves
 the alias, and a cutover or a rollback is followed without a restart. Every reader path — ``reindex query``,
-``api.query``, :class:`Querier`, both retrievers and ``ReindexVectorStore`` — goes through :class:`_ReadSide`.
+``api.query``, :class:`Querier`, both retrievers and ``ReindexVectorStore`` — goes through :class:`_ReadSide`,
+which asks the context for the population's side (:meth:`~reindex.usecases.context.Context.side`: invariant 18).
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from reindex.errors import ConfigError, StateError, TransientError, VectorStoreError
-from reindex.domain.identity import identity_of
 from reindex.adapters.stores.payload import filter_key, payload_metadata, payload_text
-from reindex.usecases import backends
 from reindex.usecases.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
+from reindex.usecases.context import Context, Side
 
 __all__ = ["Querier", "QueryResult", "parse_filters", "query"]
 
@@ -86,15 +86,15 @@ def _check_args(text: str, k: int, filters: dict[str, str] | None) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Served:
-    """What answers a query now: the collection, its recorded config (None: no record, see ``note``) and
-    the query embedder for its vector half."""
+    """What answers a query now: the collection and its side (recorded config, vector half, query embedder)."""
 
     collection: str
-    cfg: Any  # the population's PipelineConfig (or the config file's, when the collection has no record)
-    vector_id: str
-    model: dict[str, Any]
-    embedder: Any
+    side: Side
     note: str | None
+
+    @property
+    def cfg(self) -> Any:
+        return self.side.config
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,37 +111,32 @@ _SHADOWS = ("building", "ready")  # reindex.usecases.serve.SHADOW_STATES (not im
 
 
 class _ReadSide:
-    """The one read path: alias → population record → that population's query embedder → search.
+    """The one read path: alias → population record → that population's side (its query embedder) → search.
 
-    Caches one embedder per (query-side vector half, embed options) and one parsed population per record
-    bytes; neither is keyed on the config file. Thread-safe."""
+    The context (``ctx``) makes and keeps one embedder per vector half; this keeps one parsed population per
+    record bytes; neither is keyed on the config file. Thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
         self._lock = threading.RLock()
-        self._embedders: dict[str, Any] = {}
         self._records: dict[str, tuple[bytes, float, Any]] = {}  # collection → (record bytes, read at, Population)
         self._noted: set[tuple[str, str]] = set()
         self._serving: tuple[bytes, float, dict | None] | None = None  # serving.json (bytes, read at, parsed)
         self._bridges: dict[str, Any] = {}  # bridge id → Bridge
 
     def close(self) -> None:
-        with self._lock:
-            for emb in self._embedders.values():
-                close = getattr(emb, "close", None)
-                if callable(close):
-                    close()
-            self._embedders.clear()
+        self.ctx.close()
 
     def _population(self, state, index: str, collection: str, *, fresh: bool):
         """The population record of ``collection`` (None when it has none), parsed once per record bytes."""
-        from reindex.books.manifests import Population, population_prefix
+        from reindex.books.manifests import Population
 
         with self._lock:
             cached = self._records.get(collection)
             if cached is not None and not fresh and getattr(state, "remote", False) \
                     and time.monotonic() - cached[1] < REMOTE_RECORD_REFRESH_S:
                 return cached[2]
-        key = f"{population_prefix(index, collection)}/population.json"
+        key = self.ctx.books.population_key(collection)
         data = state.get(key)
         if data is None:
             return None
@@ -159,42 +154,24 @@ class _ReadSide:
             self._records[collection] = (data, time.monotonic(), pop)
         return pop
 
-    def _embedder(self, vector, options):
-        key = vector.model_dump_json() + options.model_dump_json()
-        with self._lock:
-            emb = self._embedders.get(key)
-            if emb is None:
-                emb = self._embedders[key] = backends.make_embedder(vector, options=options)
-            return emb
-
-    def served(self, cfg, store, target: str, *, fresh: bool = False) -> _Served:
+    def served(self, store, target: str, *, fresh: bool = False) -> _Served:
         """What answers a query of ``target`` (the index's alias, or a collection) now."""
+        ctx = self.ctx
+        cfg = ctx.config
         collection = target if target != cfg.index else store.get_alias(cfg.index)
         if collection is None:
             collection = target  # no alias: the store answers (or refuses) for the name itself
-        pop = self._population(backends.state_store(cfg), cfg.index, collection, fresh=fresh)
-        own = identity_of(cfg).vector_id
-        if pop is None:
-            note = (f"{collection} has no population record in the state store; queries are embedded with the "
-                    "config file's vector half")
-            vector, pcfg, vid = cfg.vector, cfg, own
-            model = {"provider": cfg.vector.provider, "model": cfg.vector.model, "backend": cfg.vector.backend,
-                     "precision": cfg.vector.precision, "dimension": cfg.vector.dimension}
-        else:
-            pcfg, vector, vid, model = pop.config, pop.config.vector, pop.vector_id, pop.model()
-            note = None
-            if vid == own and cfg.vector.for_queries().prefix == vector.for_queries().prefix:
-                # The same vectors and queries: the config's half differs at most in what is in no id (the
-                # name of a key's environment variable, a rotated key), which is how to reach the model now.
-                vector = cfg.vector
-            else:
-                note = (f"the config's vector half ({cfg.vector.model}, vector id {own[:12]}) differs from the one "
-                        f"that answered ({vector.model}, vector id {vid[:12]}, population {collection}); readers "
-                        "embed with the served population's until a cutover moves the alias")
+        pop = self._population(ctx.state, cfg.index, collection, fresh=fresh)
+        side = ctx.side(pop, collection=collection)
+        note = side.note
+        if pop is not None and not side.same_queries(ctx.next_side()):
+            note = (f"the config's vector half ({cfg.vector.label}, vector id {ctx.next_side().vector_id[:12]}) "
+                    f"differs from the one that answered ({side.label}, vector id {side.vector_id[:12]}, population "
+                    f"{collection}); readers embed with the served population's until a cutover moves the alias")
         if note is not None and (collection, note) not in self._noted:
             self._noted.add((collection, note))
             _log.warning("reindex query: %s", note)
-        return _Served(collection, pcfg, vid, model, self._embedder(vector.for_queries(), cfg.embed), note)
+        return _Served(collection, side, note)
 
     def _serving_record(self, state, index: str) -> dict | None:
         """The index's serving record (parsed once per bytes; with a remote state read at most once a second)."""
@@ -221,11 +198,11 @@ class _ReadSide:
             self._serving = (data or b"", time.monotonic(), rec)
         return rec
 
-    def mode(self, cfg, served: _Served) -> _Mode | None:
+    def mode(self, served: _Served) -> _Mode | None:
         """The serving mode readers of the alias follow now, for the population ``served``: the record's mode while
         the alias still serves the population it was evaluated for and its shadow is still a shadow, the bridge
         joining exactly these two vector ids; None (native serving) otherwise."""
-        state = backends.state_store(cfg)
+        cfg, state = self.ctx.config, self.ctx.state
         rec = self._serving_record(state, cfg.index)
         if not rec or rec.get("mode") not in ("bridge", "cascade") or rec.get("live") != served.collection:
             return None
@@ -243,93 +220,89 @@ class _ReadSide:
                 bridge = load_bridge(state, cfg.index, bid)
                 with self._lock:
                     self._bridges[bid] = bridge
-            if bridge is None or bridge.to_vector_id != served.vector_id or bridge.from_vector_id != shadow.vector_id:
+            if bridge is None or bridge.to_vector_id != served.side.vector_id or bridge.from_vector_id != shadow.vector_id:
                 return None
         return _Mode(rec["mode"], shadow, bridge, int(rec.get("candidates") or 50))
 
-    def _search_mode(self, cfg, store, served: _Served, mode: _Mode, text: str, k: int, doc_id, where):
+    def _search_mode(self, store, served: _Served, mode: _Mode, text: str, k: int, doc_id, where):
         """One query in a serving mode: (hits, what QueryResult.serving says)."""
         t0 = time.perf_counter()
-        new_q = self._embedder(mode.shadow.config.vector.for_queries(), cfg.embed)
-        v_new = new_q.embed([text]).vectors
-        info: dict[str, Any] = {"query_model": mode.shadow.model(), "shadow": mode.shadow.collection}
+        new = self.ctx.side(mode.shadow)
+        v_new = new.embed_queries([text])
+        info: dict[str, Any] = {"query_model": new.model, "shadow": mode.shadow.collection}
         if mode.kind == "bridge":
             hits = store.query(served.collection, mode.bridge.map(v_new)[0], limit=k, doc_id=doc_id, where=where)
             info.update(bridge=mode.bridge.id, bridge_kind=mode.bridge.kind, embeddings=1)
         else:
             from reindex.decisions.serving import cascade_rerank
 
-            passages = self._embedder(mode.shadow.config.vector, cfg.embed)
-            v_old = served.embedder.embed([text]).vectors[0]
+            v_old = served.side.embed_queries([text])[0]
             hits, cost = cascade_rerank(store, served.collection, mode.shadow.collection, v_old, v_new[0],
-                                        candidates=max(mode.candidates, k), new_vector_id=mode.shadow.vector_id,
-                                        payload=served.cfg.payload, embed_passages=lambda t: passages.embed(t).vectors,
-                                        distance=mode.shadow.config.vector.distance, doc_id=doc_id, where=where)
+                                        candidates=max(mode.candidates, k), new_vector_id=new.vector_id,
+                                        payload=served.cfg.payload, embed_passages=new.embed_passages,
+                                        distance=new.vector.distance, doc_id=doc_id, where=where)
             hits = hits[:k]
             info.update(candidates=cost["candidates"], from_shadow=cost["from_shadow"], embedded=cost["embedded"],
                         embeddings=2 + cost["embedded"])
         info["ms"] = round((time.perf_counter() - t0) * 1000, 3)
         return hits, info
 
-    def search(self, cfg, store, text: str, *, k: int, filters: dict[str, str] | None,
+    def search(self, store, text: str, *, k: int, filters: dict[str, str] | None,
                collection: str | None) -> QueryResult:
         """Embed ``text`` for the population ``collection`` (or the alias) serves and search that population.
         Filters on keys the served population cannot filter on are refused, never dropped silently."""
+        cfg = self.ctx.config
         target = collection or cfg.index
         try:
-            served = self.served(cfg, store, target)
+            served = self.served(store, target)
             pcfg = served.cfg
             filters = dict(filters or {})
             if filters:
                 parse_filters([f"{key}={v}" for key, v in filters.items()], pcfg.source.metadata_fields)
             where = {filter_key(pcfg.payload, key): v for key, v in filters.items() if key != "doc_id"}
-            mode = self.mode(cfg, served) if target == cfg.index else None  # an explicit collection: natively
+            mode = self.mode(served) if target == cfg.index else None  # an explicit collection: natively
             info: dict[str, Any] = {}
             if mode is None:
-                vector = served.embedder.embed([text]).vectors[0]
+                vector = served.side.embed_queries([text])[0]
                 hits = store.query(served.collection, vector, limit=k, doc_id=filters.get("doc_id"), where=where or None)
             else:
-                hits, info = self._search_mode(cfg, store, served, mode, text, k, filters.get("doc_id"), where or None)
+                hits, info = self._search_mode(store, served, mode, text, k, filters.get("doc_id"), where or None)
         except VectorStoreError as err:
-            _raise_if_never_built(cfg, collection, err)
+            _raise_if_never_built(self.ctx, collection, err)
             raise
         results = tuple({"doc_id": h.payload.get("doc_id"), "score": round(float(h.score), 6),
                          "page_content": payload_text(h.payload, pcfg.payload),
                          "metadata": payload_metadata(h.payload, pcfg.payload),
                          "ordinal": h.payload.get("ordinal")} for h in hits)
-        return QueryResult(cfg.index, target, results, population=served.collection, vector_id=served.vector_id,
-                           model=served.model, mode=mode.kind if mode is not None else "old", note=served.note,
+        return QueryResult(cfg.index, target, results, population=served.collection, vector_id=served.side.vector_id,
+                           model=served.side.model, mode=mode.kind if mode is not None else "old", note=served.note,
                            serving=info)
 
 
-def query(text: str, config_path: str | Path = DEFAULT_CONFIG, *, k: int = 10, filters: dict[str, str] | None = None,
+def query(ctx: Context, text: str, *, k: int = 10, filters: dict[str, str] | None = None,
           collection: str | None = None) -> QueryResult:
     """Top ``k`` chunks for ``text`` from the live alias (or ``collection``), from any process: the embedded
     store is opened read-only, so this works while `reindex apply` or `cutover` runs. The text is embedded
     with the vector half of the population that answers, never the config file's."""
     _check_args(text, k, filters)
-    cfg = load_resolved(config_path)
-    side = _ReadSide()
     try:
-        store = backends.vector_reader_for(cfg)
+        store = ctx.reader()
     except VectorStoreError as err:
-        _raise_if_never_built(cfg, collection, err)
+        _raise_if_never_built(ctx, collection, err)
         raise
     try:
-        return side.search(cfg, store, text, k=k, filters=filters, collection=collection)
+        return _ReadSide(ctx).search(store, text, k=k, filters=filters, collection=collection)
     finally:
         store.close()
-        if backends.lent() is None:
-            side.close()
 
 
-def _raise_if_never_built(cfg, collection: str | None, err: VectorStoreError) -> None:
+def _raise_if_never_built(ctx: Context, collection: str | None, err: VectorStoreError) -> None:
     """A search of the alias failed and no population was ever made live: say how to build one (checked only
     on failure, so a query costs nothing more)."""
     from reindex.books.manifests import read_live
 
-    if collection is None and read_live(backends.state_store(cfg), cfg.index) is None:
-        raise VectorStoreError(f"index {cfg.index!r} has nothing to search yet: build it with `reindex plan`, then "
+    if collection is None and read_live(ctx.state, ctx.index) is None:
+        raise VectorStoreError(f"index {ctx.index!r} has nothing to search yet: build it with `reindex plan`, then "
                                "`reindex apply PLAN` and `reindex cutover PLAN`") from err
 
 
@@ -354,7 +327,7 @@ class Querier:
         self._lock = threading.Lock()
         self._source = self.config_path.read_bytes() if self.config_path.is_file() else None
         self._cfg = load_resolved(self.config_path)
-        self._side = _ReadSide()
+        self._side = _ReadSide(Context(self._cfg, config_path=str(self.config_path)))
         self._store = None
         self._store_at = None  # (store config, state uri) the held reader was opened for
 
@@ -364,7 +337,14 @@ class Querier:
             source = self.config_path.read_bytes() if self.config_path.is_file() else None
             if source != self._source:
                 try:
-                    self._cfg = load_resolved(self.config_path)
+                    cfg = load_resolved(self.config_path)
+                    old = self._side.ctx
+                    same_state = (cfg.index, cfg.state) == (old.config.index, old.config.state)
+                    self._side = _ReadSide(old.with_config(cfg) if same_state else
+                                           Context(cfg, config_path=str(self.config_path)))
+                    if not same_state:
+                        old.close()
+                    self._cfg = cfg
                 except ConfigError as err:
                     _log.warning("%s no longer loads (%s); queries keep using the config it had", self.config_path,
                                  err)
@@ -378,7 +358,7 @@ class Querier:
             if self._store is not None and self._store_at != at:
                 self._drop()
             if self._store is None:
-                self._store, self._store_at = backends.vector_reader_for(cfg), at
+                self._store, self._store_at = self._side.ctx.reader(), at
             return self._store
 
     def _drop(self, store=None) -> None:
@@ -396,7 +376,7 @@ class Querier:
     def distance(self) -> str:
         """The vector distance of the population the alias serves (``cosine``, ``dot`` or ``euclid``)."""
         cfg = self._current()
-        return self._side.served(cfg, self._reader(cfg), cfg.index).cfg.vector.distance
+        return self._side.served(self._reader(cfg), cfg.index).side.vector.distance
 
     def query(self, text: str, *, k: int = 10, filters: dict[str, str] | None = None,
               collection: str | None = None) -> QueryResult:
@@ -405,11 +385,11 @@ class Querier:
         cfg = self._current()
         store = self._reader(cfg)
         try:
-            return self._side.search(cfg, store, text, k=k, filters=filters, collection=collection)
+            return self._side.search(store, text, k=k, filters=filters, collection=collection)
         except (VectorStoreError, TransientError):
             with self._lock:
                 self._drop(store)
-            return self._side.search(cfg, self._reader(cfg), text, k=k, filters=filters, collection=collection)
+            return self._side.search(self._reader(cfg), text, k=k, filters=filters, collection=collection)
 
     def close(self) -> None:
         """Release the held reader and the models (a later call opens them again)."""

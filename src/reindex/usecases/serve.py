@@ -24,13 +24,11 @@ from reindex.decisions.cutover import populations
 from reindex.domain.kinds import PopulationState
 from reindex.errors import LockLost
 from reindex.books.locks import read_lock
-from reindex.books.manifests import (Population, population_prefix, read_live, read_population, read_serving,
-                               write_serving)
+from reindex.books.layout import Books
+from reindex.books.manifests import Population, read_live, read_population, read_serving, write_serving
 from reindex.books.pairs import read_pairs, runs_with_pairs
 from reindex.decisions.serving import ModeInputs, choose_mode, evaluate_modes, store_bridge
-from reindex.usecases import backends
-from reindex.usecases.backends import DEFAULT_CONFIG
-from reindex.usecases.configure import load_resolved
+from reindex.usecases.context import Context
 from reindex.usecases.queries import comparison_queries
 
 __all__ = ["SHADOW_STATES", "ServingReport", "ServingWatch", "building_shadow", "evaluate_serving", "serving",
@@ -75,11 +73,11 @@ def building_shadow(state, index: str, live: Population | None) -> Population | 
 
 def _shards_done(state, index: str, collection: str) -> dict[str, int]:
     """Run → shard manifests written (each written once its shard is durable)."""
-    prefix = f"{population_prefix(index, collection)}/runs/"
+    books = Books(state, index)
     done: dict[str, int] = {}
-    for key in state.list(prefix):
-        run, _, name = key[len(prefix):].partition("/")
-        if name.startswith("shard-") and name.endswith(".json"):
+    for key in state.list(books.population_runs_prefix(collection)):
+        run, kind = books.population_run_file(collection, key) or ("", "other")
+        if kind == "shard":
             done[run] = done.get(run, 0) + 1
     return done
 
@@ -123,14 +121,16 @@ def _record(state, cfg: PipelineConfig, rec: dict, fence: Callable[[], None] | N
     write_serving(state, cfg.index, rec)
 
 
-def evaluate_serving(cfg: PipelineConfig, state, store, *, queries: str | Path | None = None,
+def evaluate_serving(ctx: Context, store, *, queries: str | Path | None = None,
                      fence: Callable[[], None] | None = None, run: str | None = None,
                      query_list: tuple[list, str] | None = None) -> ServingReport:
     """Evaluate the serving modes ``serving.mode`` allows on the cutover's queries (``queries``, else
     ``serving.queries``, else the probes; ``query_list``: already read) against ``old``, gate them, record the
     mode readers get and its evidence. ``store``: any store that reads the live population (a reader; an apply's
     writer also reads its shadow, so the cascade needs no embedding for what is built). ``fence``: checked before
-    the record is written (an apply's lock)."""
+    the record is written (an apply's lock). Each side embeds with its own population's vector half
+    (:meth:`Context.side`)."""
+    cfg, state = ctx.config, ctx.state
     index, s = cfg.index, cfg.serving
     live = read_live(state, index)
     alias = store.get_alias(index)
@@ -151,14 +151,12 @@ def evaluate_serving(cfg: PipelineConfig, state, store, *, queries: str | Path |
     pairs = read_pairs(state, index, shadow.collection, run, limit=s.pairs or None) if run else None
     qs, source = query_list if query_list is not None else comparison_queries(cfg, queries or s.queries)
     done = _shards_done(state, index, shadow.collection).get(run, 0) if run else 0
-    live_cfg, new_cfg = live.config, shadow.config
-    old_q = backends.make_embedder(live_cfg.vector.for_queries(), options=cfg.embed)
-    new_q = backends.make_embedder(new_cfg.vector.for_queries(), options=cfg.embed)
-    new_p = backends.make_embedder(new_cfg.vector, options=cfg.embed)
+    old, new = ctx.side(live), ctx.side(shadow)
+    live_cfg, new_cfg = old.config, new.config
     allowed = ("bridge", "cascade") if s.mode == "auto" else (s.mode,)
     inputs = ModeInputs(store=store, live=live.collection, shadow=shadow.collection, live_cfg=live_cfg,
-                        new_cfg=new_cfg, queries=qs, embed_old=lambda t: old_q.embed(t).vectors,
-                        embed_new=lambda t: new_q.embed(t).vectors, embed_passages=lambda t: new_p.embed(t).vectors,
+                        new_cfg=new_cfg, queries=qs, embed_old=old.embed_queries,
+                        embed_new=new.embed_queries, embed_passages=new.embed_passages,
                         serving=s, cutover=cfg.cutover, pairs=pairs, k=cfg.cutover.k, seed=cfg.cutover.seed)
     modes, bridge = evaluate_modes(inputs, allowed)
     mode = choose_mode(modes, s.mode)
@@ -187,16 +185,14 @@ def evaluate_serving(cfg: PipelineConfig, state, store, *, queries: str | Path |
                          prev.get("mode", "old") != mode)
 
 
-def serving(config_path: str | Path = DEFAULT_CONFIG, *, evaluate: bool = False,
-            queries: str | Path | None = None) -> ServingReport:
+def serving(ctx: Context, *, evaluate: bool = False, queries: str | Path | None = None) -> ServingReport:
     """The serving mode readers follow now; with ``evaluate``, re-evaluated first on the cutover's queries
     (``queries``: a labelled file). Reads the stores through a reader, so it works while an apply builds."""
-    cfg = load_resolved(config_path)
-    state = backends.state_store(cfg)
-    with backends.read_only_store(cfg) as store:
+    cfg, state = ctx.config, ctx.state
+    with ctx.read_only_store() as store:
         if store is None:
             return serving_view(state, cfg.index, None)
-        changed = evaluate_serving(cfg, state, store, queries=queries).changed if evaluate else False
+        changed = evaluate_serving(ctx, store, queries=queries).changed if evaluate else False
         return replace(serving_view(state, cfg.index, store.get_alias(cfg.index)), changed=changed)
 
 
@@ -205,9 +201,10 @@ class ServingWatch:
     the last one), the modes are evaluated again in the apply's own process, with its writer store (which reads
     the shadow it builds) and under its lock. One evaluation at a time; a failure is logged, never the apply's (a LockLost is re-raised)."""
 
-    def __init__(self, cfg: PipelineConfig, state, store, run: str, total: int, fence: Callable[[], None],
+    def __init__(self, ctx: Context, store, run: str, total: int, fence: Callable[[], None],
                  forward: Callable[[dict], None] | None) -> None:
-        self.cfg, self.state, self.store, self.run, self.total = cfg, state, store, run, total
+        self.ctx, self.store, self.run, self.total = ctx, store, run, total
+        self.cfg = ctx.config
         self.fence, self.forward = fence, forward
         self.done = 0
         self.evaluations: list[ServingReport] = []
@@ -229,7 +226,7 @@ class ServingWatch:
             try:
                 if self._queries is None:
                     self._queries = comparison_queries(self.cfg, self.cfg.serving.queries)
-                self.evaluations.append(evaluate_serving(self.cfg, self.state, self.store, fence=self.fence,
+                self.evaluations.append(evaluate_serving(self.ctx, self.store, fence=self.fence,
                                                          run=self.run, query_list=self._queries))
             except LockLost:
                 raise

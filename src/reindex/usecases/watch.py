@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reindex.usecases import backends
+from reindex.usecases.context import Context
 from reindex.usecases.locking import holding_index_lock
 
 __all__ = ["DEFAULT_INTERVAL_S", "WatchSummary", "watch"]
@@ -43,34 +43,30 @@ class WatchSummary:
                 "stopped_by": self.stopped_by}
 
 
-def watch(index: Any, policy: Any, *, interval: float = DEFAULT_INTERVAL_S, stop: threading.Event | None = None,
+def watch(ctx: Context, policy: Any, *, interval: float = DEFAULT_INTERVAL_S, stop: threading.Event | None = None,
           ticks: int | None = None, on_cycle: Callable[[Any], None] | None = None) -> WatchSummary:
-    """Run cycles of ``index`` (an :class:`~reindex.usecases.index.Index`) under one lock and one writer until
-    ``stop`` is set (or ``ticks`` cycles ran): right after a cycle that changed something, else every
-    ``interval`` seconds. ``on_cycle`` sees every cycle's result (the CLI prints those that did something)."""
-    from reindex.usecases.cycle import CycleOutcome
+    """Run cycles of the context's index under one lock and one writer until ``stop`` is set (or ``ticks`` cycles
+    ran): right after a cycle that changed something, else every ``interval`` seconds. ``on_cycle`` sees every
+    cycle's result (the CLI prints those that did something)."""
+    from reindex.usecases.cycle import CycleOutcome, run_cycle
 
-    Index = type(index)  # the handle's own class: this module sits below it (index.watch imports it)
     stop = stop or threading.Event()
     summary = WatchSummary()
-    config_path = index._lent.config_path
+    config_path = ctx.config_path
     source = _config_bytes(config_path)
-    with holding_index_lock(index.state, index.name, "sync --watch"):
-        writer = backends.vector_store_for(index.config)  # loaded once for every batch of the watch
-        ix = Index(config_path, index.config, state=index.state, store=writer, embedder=index._lent.embedder,
-                   runner=index._lent.runner)
+    with holding_index_lock(ctx, "sync --watch"):
+        writer = ctx.store()  # loaded once for every batch of the watch
+        cycles = ctx.with_store(writer)
         try:
             while not stop.is_set():
                 now = _config_bytes(config_path)
                 if now != source:  # the config file changed: the next cycle plans against it
                     from reindex.usecases.configure import load_resolved
 
-                    ix.close()
-                    ix = Index(config_path, load_resolved(config_path), state=index.state, store=writer,
-                               runner=index._lent.runner)
+                    cycles = cycles.with_config(load_resolved(config_path))
                     source = now
                     _log.info("reindex sync --watch: %s changed; planning against it from now on", config_path)
-                result = ix.sync(policy)
+                result = run_cycle(cycles, policy)
                 summary.ticks += 1
                 summary.outcomes[result.outcome.value] = summary.outcomes.get(result.outcome.value, 0) + 1
                 changed = result.outcome in (CycleOutcome.APPLIED_IN_PLACE, CycleOutcome.CUT_OVER) or bool(
@@ -85,7 +81,6 @@ def watch(index: Any, policy: Any, *, interval: float = DEFAULT_INTERVAL_S, stop
                     stop.wait(interval)
             summary.stopped_by = summary.stopped_by or "stop"
         finally:
-            ix.close()
             writer.close()
     return summary
 

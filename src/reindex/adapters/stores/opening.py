@@ -1,30 +1,32 @@
 """Which vector store a config opens, and what it can do — the one place that maps a config to its backend.
 
-Each backend is one entry of :data:`REGISTRY`: its :class:`Capabilities` (declared here, so that planning and
-the use cases can ask them without importing the backend's library) and the functions that open it for writing
-and for reading, which import the backend module only when called: ``reindex.adapters.stores.qdrant`` (qdrant-client,
-~1.4 CPU-s to import) for a server URL or local mode, ``reindex.adapters.stores.edge`` (qdrant-edge, ~0.02 CPU-s) for the
-embedded default. A command on the default store therefore never loads qdrant-client.
-
-Callers ask the backend (:func:`backend_for`), never the config: ``backend.capabilities.writers`` says whether
-shard workers in other processes may write (a server) or stage their writes for the one writer (embedded
-stores), ``.readers_beside_writer`` whether ``reindex query`` works while an apply runs, ``.footprint`` which
-cost model prices it, ``.local_disk`` whether its folder's free disk is checked before writing. A new backend is
-its module plus one entry here (docs/design-notes.md, "Store capabilities").
+A backend is **its module plus one entry here** (:class:`BackendEntry`, in :data:`REGISTRY`, or added with
+:func:`register_backend`): its :class:`Capabilities` (declared, so that planning and the use cases ask them
+without importing the backend's library), the functions that open it for writing and for reading (they import
+the backend module only when called: ``reindex.adapters.stores.qdrant`` — qdrant-client, ~1.4 CPU-s to import —
+for a server URL or local mode, ``reindex.adapters.stores.edge`` — qdrant-edge, ~0.02 CPU-s — for the embedded
+default), the ``store.url`` schemes it claims, the schema of its ``store.options``, its cost model
+(:mod:`reindex.adapters.stores.footprints`: what a plan prices its footprint with) and its disk guard (what its
+writing commands add to its folder's file system). Nothing else in reindex names a backend: ``store.url``'s scheme
+or ``store.backend`` picks the entry, and every caller asks it (docs/design-notes.md, "Store backends").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from urllib.parse import urlsplit
+
 from reindex.domain.kinds import HNSW_DEFAULTS
+from reindex.adapters.stores.footprints import EdgeFootprint, FootprintModel, LocalFootprint, ServerFootprint
 from reindex.adapters.stores.vectors import VectorStore, VectorStoreError
 
-__all__ = ["BACKENDS", "QUANTIZATIONS", "REGISTRY", "Capabilities", "StoreBackend", "backend_for",
-           "open_vector_reader", "open_vector_store", "store_folder_problem"]
+__all__ = ["QUANTIZATIONS", "REGISTRY", "BackendEntry", "Capabilities", "DiskGuard", "StoreBackend", "backend_for",
+           "embedded_backends", "footprint_model", "open_vector_reader", "open_vector_store", "register_backend",
+           "store_folder_problem"]
 
 QUANTIZATIONS = ("none", "int8")
 
@@ -38,8 +40,6 @@ class Capabilities:
     writers: Literal["many", "one"]
     #: Other processes can read (search, count) while a writer runs: ``reindex query`` during an apply.
     readers_beside_writer: bool
-    #: The cost model that prices its footprint (``reindex.cost``): ``server``, ``edge`` or ``local``.
-    footprint: Literal["server", "edge", "local"]
     #: The store lives in a local folder: writing commands check that folder's free disk first.
     local_disk: bool
     #: Moves an alias in one atomic call (cutover and rollback need it).
@@ -62,6 +62,20 @@ class StoreBackend:
     folder: str | None
     store: Any  # the config's StoreConfig
 
+    @property
+    def entry(self) -> BackendEntry:
+        return REGISTRY[self.name]
+
+    @property
+    def footprint(self) -> FootprintModel:
+        """The cost model the plan prices this store's footprint with."""
+        return self.entry.footprint
+
+    @property
+    def disk(self) -> DiskGuard | None:
+        """What writing commands add to this store's folder besides the plan's footprint (None: nothing)."""
+        return self.entry.disk if self.capabilities.local_disk and self.folder else None
+
     def open(self) -> VectorStore:
         """The store, for the one writer (and for readers where the backend has no reader of its own)."""
         return REGISTRY[self.name].open_writer(self.store, self.folder)
@@ -75,11 +89,31 @@ class StoreBackend:
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
+class DiskGuard:
+    """What a backend's writing commands add to its folder's file system besides the plan's footprint, checked
+    before they start (:mod:`reindex.usecases.disk`): ``build_overhead(folder, in_place_collection)`` for an apply
+    (files preallocated, a copy-on-write generation of the collection an in-place change writes), and
+    ``first_loads(folder, collections)`` for the collections a command opens (a memory file system allocates
+    their preallocated files when they are mapped; 0 elsewhere)."""
+
+    build_overhead: Callable[[str, "str | None"], int]
+    first_loads: Callable[[str, Sequence[str]], int]
+
+
+@dataclass(frozen=True, slots=True)
+class BackendEntry:
+    """One backend, as the rest of reindex knows it (see the module docstring)."""
+
     capabilities: Capabilities
     open_writer: Opener
     open_reader: Opener | None
-    no_reader: str = ""
+    no_reader: str = ""  #: why there is no reader beside a writer, and what to do (``{folder}`` filled in)
+    footprint: FootprintModel = field(default_factory=ServerFootprint)
+    schemes: tuple[str, ...] = ()  #: the ``store.url`` schemes it claims (none: named by ``store.backend``)
+    #: ``store.options`` → why they are wrong (one line), or None; None: the backend takes no options.
+    options: Callable[[dict], "str | None"] | None = None
+    disk: DiskGuard | None = None
+    description: str = ""
 
 
 def _server(store: Any, folder: str | None) -> VectorStore:
@@ -147,34 +181,93 @@ def _folder(folder: str | None) -> str:
 
 #: Every backend: name → capabilities and openers. ``server`` is chosen by ``store.url``; the others by
 #: ``store.backend`` (``edge`` by default).
-REGISTRY: dict[str, _Entry] = {
-    "server": _Entry(Capabilities(writers="many", readers_beside_writer=True, footprint="server", local_disk=False,
-                                  index_build="server"),
-                     _server, _server),
-    "edge": _Entry(Capabilities(writers="one", readers_beside_writer=True, footprint="edge", local_disk=True),
-                   _edge, _edge_reader),
-    "local": _Entry(Capabilities(writers="one", readers_beside_writer=False, footprint="local", local_disk=True,
-                                 index_build="none"),
-                    _local, None,
-                    "store.backend `local` (qdrant-client local mode) admits one process per folder, so `{folder}` "
-                    "cannot be read while reindex writes it. Convert it: "
-                    "`python -m reindex.adapters.stores.migrate {folder} {folder}.edge`."),
+def _edge_build_overhead(folder: str, in_place: str | None) -> int:
+    from reindex.adapters.stores.edge import generation_copy_bytes
+
+    return EDGE_BUILD_OVERHEAD_BYTES + (generation_copy_bytes(folder, in_place) if in_place else 0)
+
+
+def _edge_first_loads(folder: str, collections: Sequence[str]) -> int:
+    from reindex.adapters.stores.edge import newest_load_bytes
+
+    return sum(newest_load_bytes(folder, c) for c in sorted(set(collections)))
+
+
+#: What the edge engine writes beyond the footprint model's per-point bytes: files it preallocates per segment and
+#: payload index (1 MiB each). Measured: a 320-point build used 5.6 MiB on tmpfs where the plan said 1.0.
+EDGE_BUILD_OVERHEAD_BYTES = 8 * 2**20
+
+REGISTRY: dict[str, BackendEntry] = {
+    "server": BackendEntry(Capabilities(writers="many", readers_beside_writer=True, local_disk=False,
+                                        index_build="server"),
+                           _server, _server, footprint=ServerFootprint(), schemes=("http", "https"),
+                           description="a Qdrant server or cluster at store.url"),
+    "edge": BackendEntry(Capabilities(writers="one", readers_beside_writer=True, local_disk=True),
+                         _edge, _edge_reader, footprint=EdgeFootprint(),
+                         disk=DiskGuard(_edge_build_overhead, _edge_first_loads),
+                         description="embedded qdrant-edge in store.path (the default)"),
+    "local": BackendEntry(Capabilities(writers="one", readers_beside_writer=False, local_disk=True,
+                                       index_build="none"),
+                          _local, None,
+                          "store.backend `local` (qdrant-client local mode) admits one process per folder, so `{folder}` "
+                          "cannot be read while reindex writes it. Convert it: "
+                          "`python -m reindex.adapters.stores.migrate {folder} {folder}.edge`.",
+                          footprint=LocalFootprint(), description="qdrant-client local mode in store.path"),
 }
-#: The embedded backends a config may name in ``store.backend``.
-BACKENDS = tuple(name for name in REGISTRY if name != "server")
+
+
+def register_backend(name: str, entry: BackendEntry, *, replace: bool = False) -> None:
+    """Add a backend: ``store.backend: NAME`` (or a ``store.url`` with one of ``entry.schemes``) opens it from now
+    on, in this process. Its module is the entry's openers; nothing else in reindex needs to know it."""
+    if not replace and name in REGISTRY:
+        raise ValueError(f"a store backend named {name!r} is registered already")
+    claimed = {s: n for n, e in REGISTRY.items() for s in e.schemes if n != name}
+    taken = [s for s in entry.schemes if s in claimed]
+    if taken:
+        raise ValueError(f"store.url scheme(s) {', '.join(taken)} belong to backend {claimed[taken[0]]!r}")
+    REGISTRY[name] = entry
+
+
+def embedded_backends() -> tuple[str, ...]:
+    """The backends a config names in ``store.backend`` (those that claim no ``store.url`` scheme)."""
+    return tuple(name for name, e in REGISTRY.items() if not e.schemes)
+
+
+def footprint_model(name: str) -> FootprintModel:
+    """The cost model backend ``name`` declared."""
+    entry = REGISTRY.get(name)
+    if entry is None:
+        raise ValueError(f"backend must be one of {', '.join(REGISTRY)}, got {name!r}")
+    return entry.footprint
 
 
 def backend_for(store: Any, default_folder: str | None = None) -> StoreBackend:
-    """The backend a config's ``store`` section names: a server when ``store.url`` is set, else the embedded
-    ``store.backend`` in ``store.path`` (or ``default_folder``)."""
-    name = "server" if store.url else store.backend
-    if name not in REGISTRY:
-        raise VectorStoreError(f"Unknown store.backend `{name}`; use one of {', '.join(BACKENDS)}.")
+    """The backend a config's ``store`` section names: the one claiming ``store.url``'s scheme when it is set (a
+    Qdrant server for ``http``/``https``), else ``store.backend`` (the embedded ones in ``store.path``, or
+    ``default_folder``). Its ``store.options`` are checked against the entry's schema."""
+    if store.url:
+        scheme = urlsplit(store.url).scheme.lower()
+        name = next((n for n, e in REGISTRY.items() if scheme in e.schemes), None) if scheme else "server"
+        if name is None:
+            raise VectorStoreError(f"store.url {store.url}: no store backend claims the scheme `{scheme}`; the "
+                                   "registered ones claim " + ", ".join(f"{s}:// ({n})" for n, e in REGISTRY.items()
+                                                                       for s in e.schemes))
+    else:
+        name = store.backend
+        if name not in REGISTRY or REGISTRY[name].schemes:
+            raise VectorStoreError(f"Unknown store.backend `{name}`; use one of {', '.join(embedded_backends())} "
+                                   "(or set store.url for a server).")
+    entry = REGISTRY[name]
+    options = dict(getattr(store, "options", None) or {})
+    problem = entry.options(options) if entry.options is not None else (
+        f"store backend `{name}` takes no store.options (got {', '.join(sorted(options))})" if options else None)
+    if problem is not None:
+        raise VectorStoreError(f"store.options: {problem}")
     if store.quantization not in QUANTIZATIONS:
         raise VectorStoreError(f"Unknown store.quantization `{store.quantization}`; use one of "
                                f"{', '.join(QUANTIZATIONS)}.")
-    folder = None if name == "server" else (store.path or default_folder)
-    return StoreBackend(name, REGISTRY[name].capabilities, folder, store)
+    folder = (store.path or default_folder) if entry.capabilities.local_disk else None
+    return StoreBackend(name, entry.capabilities, folder, store)
 
 
 @dataclass(frozen=True, slots=True)

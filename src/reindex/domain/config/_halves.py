@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 from reindex.domain.config._base import TEXT, VECTOR, ConfigModel
 from reindex.domain.config._chunkers import ChunkerConfig, RecursiveChunkerConfig
 from reindex.domain.config._secrets import check_params
+from reindex.domain.models import is_static_folder, resolve_model_path
 
 __all__ = [
     "NormaliserConfig", "RechunkConfig", "STICKY_KINDS", "TextHalf", "VectorHalf",
@@ -166,6 +167,26 @@ class VectorHalf(ConfigModel):
         if self.precision == "float16" and self.backend == "onnx":
             raise ValueError("precision float16 is not available with backend: onnx (use float32 or int8, or backend: torch)")
         return self
+
+    @property
+    def label(self) -> str:
+        """The words users read for this model, made here only: ``all-MiniLM-L6-v2 384d``, ``all-MiniLM-L6-v2 (onnx
+        int8) 384d``, ``model2vec (static, distilled from all-MiniLM-L6-v2) 256d``, ``openai text-embedding-3-small
+        1536d``."""
+        name = self.model.rstrip("/").rsplit("/", 1)[-1] if self.provider in ("sentence-transformers", "model2vec") \
+            else self.model
+        if self.provider == "model2vec":
+            try:
+                static = is_static_folder(resolve_model_path(self.model))
+            except Exception:  # noqa: BLE001 - a label never fails: a model not found here is named as given
+                static = False
+            return f"model2vec (static, {name if static else f'distilled from {name}'}) {self.dimension}d"
+        if self.provider == "sentence-transformers":
+            runs = "" if (self.backend, self.precision) == ("torch", "float32") else f" ({self.backend} {self.precision})"
+            return f"{name}{runs} {self.dimension}d"
+        if self.provider == "hash":
+            return f"hash {self.dimension}d"  # no model: deterministic test vectors
+        return f"{self.provider} {name} {self.dimension}d"
 
     def for_queries(self) -> VectorHalf:
         """This half as queries are embedded: ``query_prefix`` (when set) in place of ``prefix``."""

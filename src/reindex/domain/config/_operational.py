@@ -156,12 +156,19 @@ class HnswConfig(_OpModel):
 class StoreConfig(_OpModel):
     """The vector store. Default: embedded Qdrant in the state folder."""
 
-    url: str | None = Field(None, description="Qdrant server URL; None = embedded.")
+    url: str | None = Field(None, description="Qdrant server URL (http:// or https://; another scheme picks the store "
+                            "backend registered for it); None = embedded.")
     path: str | None = Field(None, description="Embedded store folder (default: <state>/qdrant).")
-    backend: Literal["edge", "local"] = Field(
+    backend: str = Field(
         "edge",
         description="Embedded engine when store.url is unset: edge (qdrant-edge: on disk, HNSW, readers in other "
-        "processes) or local (qdrant-client local mode, the previous default; for folders not yet converted).",
+        "processes), local (qdrant-client local mode, the previous default; for folders not yet converted), or a "
+        "backend registered with reindex.adapters.stores.opening.register_backend.",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings of the store backend itself, checked by the schema its registry entry declares (the "
+        "built-in backends take none).",
     )
     api_key_env: str = Field("QDRANT_API_KEY", description="Environment variable holding the server's API key.")
     quantization: Literal["none", "int8"] = Field(
