@@ -143,7 +143,10 @@ def test_a_shadow_built_with_a_poor_graph_fails_index_recall_in_the_cutover(poor
     assert res.exit_code == 3, res.output
     report = json.loads(res.stdout)
     rules = {r["rule"]: r for r in report["rules"]}
-    assert [r["rule"] for r in report["rules"] if not r["passed"]] == ["index-recall"], rules
+    failed = [r["rule"] for r in report["rules"] if not r["passed"]]
+    # The poor graph can also make the change measurably worse on the probes (its answers are a third of the exact
+    # top-10): then the evidence rule fails too; nothing else does.
+    assert failed[0] == "index-recall" and set(failed) <= {"index-recall", "evidence"}, rules
     h = report["index_health"]
     assert set(h["new"]) >= {"points", "indexed_vectors", "recall_at_10_vs_exact", "sampled", "latency_ms_p50",
                              "latency_ms_p95"}
