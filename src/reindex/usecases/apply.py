@@ -7,6 +7,7 @@ mutation bench (bench/mutations.py) address here."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -55,7 +56,7 @@ from reindex.adapters.stores.payload import INDEXED_FIELDS, filter_key
 from reindex.foundation.throughput import CpuClock
 from reindex.usecases.apply_progress import ProgressRecord
 from reindex.usecases.context import Context
-from reindex.usecases.disk import check_free_disk
+from reindex.usecases.disk import check_free_disk, cutover_room_warning
 from reindex.usecases.locking import holding_index_lock
 from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
 from reindex.usecases.rates import MIN_POINTS_TO_MEASURE_BUILD, MIN_TOKENS_TO_MEASURE, record_build_rate, record_rate
@@ -437,6 +438,9 @@ def apply_plan(
         _record_unchanged(ctx, plan, cfg, tracking)
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
     check_free_disk(plan, cfg)
+    room = cutover_room_warning(plan, cfg)
+    if room is not None:
+        logging.getLogger("reindex").warning("warning: %s", room)
     runner = runner or ctx.runner(prefect if prefect is not None else use_prefect, task_runner)
     with holding_index_lock(ctx, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
         return _run(ctx.with_config(cfg), plan, Path(plan_path), runner, progress, lock, read, tracking)

@@ -198,6 +198,14 @@ def make_plan(
                       seed=seed, progress=progress, **_limit_kwargs(cfg), in_place_part=part,
                       forecast=outlook, verify=verify, carry_to=None if explicit else _carry_to(ctx))
     plan = plan_change(req)
+    if not explicit:
+        from reindex.usecases.disk import cutover_room_warning
+
+        room = cutover_room_warning(plan, cfg)
+        if room is not None:
+            import logging
+
+            logging.getLogger("reindex").warning("warning: %s", room)
     return plan, _written(plan, out)
 
 
