@@ -198,7 +198,7 @@ def _write(ws: Workspace, chunk_size: int, overlap: int = 100) -> None:
         f"text: {{tokenizer: whitespace, chunker: {{kind: langchain, splitter: {LC}, "
         f"params: {{chunk_size: {chunk_size}, chunk_overlap: {overlap}}}}}}}\n"
         "vector: {provider: hash}\napply: {shards: 2}\n"
-        "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n", encoding="utf-8")
+        "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n", encoding="utf-8")
 
 
 def test_langchain_splitter_plans_applies_and_cuts_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,7 +25,7 @@ from reindex.domain.identity import identity_of
 from reindex.adapters.pipeline import TextPipeline
 from reindex.adapters.sources import open_source
 
-LENIENT = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
+LENIENT = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
 
 
 def _chunk_texts(ws: Workspace, size: int) -> set[tuple[str, str]]:

@@ -22,7 +22,7 @@ import pytest
 
 from helpers_index import REINDEX_BIN, Workspace, subprocess_env
 
-LENIENT = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0, retention_days: 0}"
+LENIENT = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass, retention_days: 0}"
 SIZE = 256 << 20
 
 

@@ -23,6 +23,7 @@ plans in a plans folder. :class:`Books` is the only place that spells a key or a
         cursor.json  cursors/<digest>.json|.parquet         the source's committed cursor and its history
         runs/<run>/shard-NNNN.json  progress.json  pairs/shard-NNNN.npz   shard manifests, progress, free pairs
     calibration/<vector id>.json  <vector id>.apply.json  index-build/<key>.json   measured rates (every index)
+    query-vectors/<side key>.npz              query vectors by text digest, per query side (every index)
 
     plans/<date>-<index>-<kind>-<hash8>.json (.md .html .run.json)   approvals/<stem>.json  rejections/<stem>.json
 """
@@ -293,6 +294,12 @@ class Books:
     def measured_rate_key(vector_id: str) -> str:
         """The embedding rate the last apply of a vector half measured."""
         return f"calibration/{vector_id}.apply.json"
+
+    @staticmethod
+    def query_vectors_key(side_key: str) -> str:
+        """The query vectors one query side (a vector half with its query prefix: ``side_key``) gave, by text
+        digest, shared by every index of the state: a cutover and a forecast of the same queries embed them once."""
+        return f"query-vectors/{side_key}.npz"
 
     @staticmethod
     def build_rate_key(name: str) -> str:

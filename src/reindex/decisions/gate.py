@@ -367,6 +367,9 @@ def index_recall_rule(health: dict, policy: Any) -> Rule:
            if old and old.get("recall_at_10_vs_exact") is not None else "")
     if not new["ready"]:
         return Rule("index-recall", False, f"{new['collection']} is not fully indexed: {new['detail']}", "fail")
+    if r is None and new.get("exact_search") is False:
+        return Rule("index-recall", True, f"{new['collection']}'s store offers no exact search to measure its index "
+                    "against: recall not measured", "pass")
     if r is None:
         return Rule("index-recall", True, f"{new['collection']} holds no vector to sample: nothing to search", "pass")
     how = f"searched {new['searched']}: {new['detail']}"
@@ -427,7 +430,7 @@ def identical_populations(state: ObjectStore, index: str, old: str, new: str) ->
     the vector half is inside the fingerprint, so the same vectors). Nothing is embedded differently: a byte-identical
     A/A. Reads the two chunk manifests only when the counts and the query sides agree."""
     a, b = read_population(state, index, old), read_population(state, index, new)
-    if a is None or b is None or a.config.vector.for_queries() != b.config.vector.for_queries():
+    if a is None or b is None or a.config.vector != b.config.vector:  # query_prefix included
         return None
     n = count_chunk_manifest_rows(state, index, old)
     if n != count_chunk_manifest_rows(state, index, new):

@@ -18,6 +18,7 @@ construction; the state says so (``searched``)."""
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Callable
@@ -136,9 +137,13 @@ def wait_until_indexed(store: Any, name: str, timeout_s: float, *, sleep: Callab
 def measure_recall(store: Any, name: str, *, sample: int = HEALTH_SAMPLE, k: int = HEALTH_K) -> dict[str, Any]:
     """Recall@k of ``name``'s ANN search against its exact search, with up to ``sample`` of its stored vectors as
     queries (the first ``sample`` in the store's id order: point ids are hashes, so an unbiased draw), and the ANN
-    search's latency (ms p50/p95). ``recall_at_10_vs_exact`` None when the collection is empty."""
+    search's latency (ms p50/p95). ``recall_at_10_vs_exact`` None when the collection is empty, or when the store
+    offers no exact search (its ``query`` takes no ``exact``: ``exact_search`` False)."""
     ann_ms: list[float] = []
     recalls: list[float] = []
+    if "exact" not in inspect.signature(store.query).parameters:  # a backend that offers no exact search
+        return {"recall_at_10_vs_exact": None, "sampled": 0, "ann_ms_p50": 0.0, "ann_ms_p95": 0.0,
+                "exact_search": False}
     for p in islice(store.scroll(name, with_vectors=True, batch=max(1, sample)), sample):
         if p.vector is None:
             continue

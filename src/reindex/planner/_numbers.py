@@ -130,7 +130,7 @@ def forecast_line(f: Mapping[str, Any]) -> str:
         shown = f"; {pick} {m['old']:.3f} → {m['new']:.3f} (Δ {m['diff']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}])"
     c = f.get("cost", {})
     return (f"{f['verdict']}{shown}; {f['sample_documents']} sampled documents, {f['queries']['count']} queries; "
-            f"cost {c.get('tokens', 0):,} tokens, {c.get('seconds', 0):.1f} s")
+            f"cost {c.get('tokens', 0):,} tokens, {c.get('cpu_seconds', 0):.1f} CPU-s, {c.get('seconds', 0):.1f} s")
 
 
 def key_numbers(plan: Any) -> KeyNumbers:

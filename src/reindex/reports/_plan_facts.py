@@ -261,7 +261,10 @@ def forecast_facts(plan: Plan) -> list[str]:
            f"drawn by length, {num(s['query_documents'])} more that the queries point at; seed {s['seed']}); "
            f"queries: {q['source']} ({num(q['count'])})",
            f"Its own cost: {num(c['tokens'])} tokens embedded ({num(c['embedded_chunks'])} of {num(c['chunks'])} "
-           f"chunks), {c['seconds']:.1f} s ({c['cpu_seconds']:.1f} CPU-s of embedding)"]
+           f"chunks), {c['seconds']:.1f} s, {c['cpu_seconds']:.1f} CPU-s of its process"
+           + (f" (projected {c['projected_cpu_seconds']:.1f} before it ran)" if "projected_cpu_seconds" in c else "")
+           + (f"; vectors also reused from {', '.join(c['retained_populations'])}"
+              if c.get("retained_populations") else "")]
     a = f.get("agreement")
     if a:
         cos = f"; mean cosine of their vectors {a['mean_cosine']:.4f}" if "mean_cosine" in a else \

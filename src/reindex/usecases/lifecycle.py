@@ -38,7 +38,7 @@ from reindex.usecases.context import Context, Side
 from reindex.books.layout import Books
 from reindex.books.locks import read_lock
 from reindex.usecases.locking import holding_index_lock
-from reindex.usecases.queries import comparison_queries
+from reindex.usecases.queries import comparison_queries, side_query_embedder
 from reindex.usecases.serve import serving_view
 from reindex.usecases.plan import check_plan_index
 
@@ -117,13 +117,14 @@ def _evaluate(ctx: Context, store, old: Side, new: Side, shadow: str, qs: list, 
     cfg = ctx.config  # the policy: how to evaluate and gate, never which model embeds a side
     # query_prefix is not in the vector id but decides query vectors: a change of it alone is compared too.
     same_vectors = old.vector_id == new.vector_id
+    embed_new = side_query_embedder(ctx, new)  # each side's own embedder, its query vectors recorded once
     if old.same_queries(new):
-        embed_old, note = new.embed_queries, "identical on both sides (same vector half)"
+        embed_old, note = embed_new, "identical on both sides (same vector half)"
     else:
-        embed_old = old.embed_queries
+        embed_old = side_query_embedder(ctx, old)
         note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
                 else "each side embeds queries with its own vector.query_prefix")
-    evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, new.embed_queries, k=k, seed=cfg.cutover.seed,
+    evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
                              payload_old=old.payload, payload_new=new.payload, segments=cfg.cutover.segments,
                              bound=cfg.cutover.min_recall_delta,
                              text_old=partial(normalise, cfg=old.config.text.normaliser),
@@ -256,8 +257,8 @@ def cutover(
                 catch_up=lambda: _catch_up_shadow(ctx, store, shadow, plan.plan_hash, lock),
                 queries=lambda: comparison_queries(cfg, queries, text=new.config.text),
                 evaluate=lambda current, qs: _evaluate(ctx, store, old_side(current), new, shadow, qs, kk),
-                embed=new.embed_queries, fence=lambda: lock.check(confirm=True),
-                evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, new.embed_queries, k=kk,
+                embed=side_query_embedder(ctx, new), fence=lambda: lock.check(confirm=True),
+                evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, side_query_embedder(ctx, new), k=kk,
                                                             payload=new.payload),
                 forecast=plan.body.get("forecast"),
             )

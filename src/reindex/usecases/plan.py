@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from reindex import reports
@@ -158,12 +158,14 @@ def make_plan(
     forecast: int | None = None,
     queries: str | Path | None = None,
     verify: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[Plan, Path | None]:
     """Plan a change of the context's config against the live population or an explicit baseline. ``forecast``: build
     both sides on a sample of that many documents (plus the documents ``queries`` — the cutover's labelled
-    queries file — point at, or the cutover's probes) and put what the change buys into the plan
-    (:mod:`reindex.decisions.forecast`); asked for automatically when ``approval.require_forecast`` is set. ``verify``: read the whole source and compare content hashes even where its cursor would find the
-    changes."""
+    queries file — point at, or the cutover's probes; 0: a share of the corpus, those included) and put what the
+    change buys into the plan (:mod:`reindex.decisions.forecast`); asked for automatically when
+    ``approval.require_forecast`` is set; ``say`` hears the forecast's sample and projected cost before it runs.
+    ``verify``: read the whole source and compare content hashes even where its cursor would find the changes."""
     cfg = ctx.config
     part = None
     if forecast is not None and (baseline_config is not None or baseline_corpus is not None):
@@ -192,7 +194,7 @@ def make_plan(
     if n is not None and baseline.kind == "live" and baseline_config is None and baseline_corpus is None:
         from reindex.usecases.forecast import forecast_change
 
-        outlook = forecast_change(ctx, n, queries=queries)
+        outlook = forecast_change(ctx, n, queries=queries, say=say)
     explicit = baseline_config is not None or baseline_corpus is not None  # a what-if: apply refuses it
     req = PlanRequest(cfg, str(ctx.config_arg), baseline, rates_for(ctx, measure=new_vectors), sample=sample,
                       seed=seed, progress=progress, **_limit_kwargs(cfg), in_place_part=part,
