@@ -301,3 +301,25 @@ def test_a_segment_whose_ndcg_rises_does_not_fail_because_one_query_left_the_top
     assert rules["nDCG@10 per team"]["passed"], rules["nDCG@10 per team"]
     assert rules["nDCG@10 per team"]["detail"].startswith("every lower bound ≥ -0.020")
     assert r.exit_code == 0 and out["swap"]["to"] == shadow, out["rules"]
+
+
+def test_a_recommendation_near_its_boundary_says_how_near() -> None:
+    """The issue's case: both forecasts said `cascade` +0.041 [+0.005, +0.084]; on the full shadow +0.026 [−0.001,
+    +0.060] was refused. Neither said how close to the boundary it stood."""
+    from types import SimpleNamespace
+
+    from reindex.decisions.serving import recommend
+
+    serving = SimpleNamespace(metric="ndcg", min_delta=0.0, mode="auto")
+    full = {"ndcg_at_10_diff": {"mean": 0.02, "low": -0.03, "high": 0.07, "n": 84}}
+    chosen = {"cascade": {"passed": True, "gate": {"metric": "ndcg_at_10", "diff": 0.041, "low": 0.005, "high": 0.084}}}
+    r = recommend(full, chosen, serving, 10)
+    assert r["recommendation"] == "cascade" and r["numbers"]["cascade"]["margin"] == 0.005
+    assert ("cascade: a near call: its lower bound clears serving.min_delta +0.000 by 0.005, against an interval "
+            "0.079 wide — another sample this size could decide the other way") in r["reason"]
+    refused = {"cascade": {"passed": False, "gate": {"metric": "ndcg_at_10", "diff": 0.026, "low": -0.001,
+                                                      "high": 0.060}}}
+    r = recommend(full, refused, serving, 10)
+    assert r["recommendation"] == "stay" and "cascade: a near call: its lower bound misses" in r["reason"]
+    far = {"cascade": {"passed": True, "gate": {"metric": "ndcg_at_10", "diff": 0.2, "low": 0.15, "high": 0.25}}}
+    assert "near" not in recommend(full, far, serving, 10)["numbers"]["cascade"]

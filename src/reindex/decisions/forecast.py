@@ -25,7 +25,9 @@ from reindex.decisions.evaluation import Query, gate_metrics
 from reindex.decisions.gate import gate_outlook
 from reindex.engine.execution import point_payload
 from reindex.domain.identity import identity_of
-from reindex.books.manifests import Population, read_chunk_manifest_columns
+from reindex.books.layout import Books
+from reindex.books.manifests import Population, read_chunk_manifest_columns, read_population
+from reindex.errors import ReindexError
 from reindex.domain.kinds import PopulationState
 from reindex.books.pairs import PairSet, pairs_from_points, sample_points
 from reindex.adapters.pipeline import TextPipeline
@@ -178,10 +180,6 @@ def retained_vectors(reader: Any, state: Any, index: str, vector_id: str, docume
     ready or retired) of the same vector half holds — the vectors the plan reuses from it, which the forecast need
     not embed again — and the populations read. Populations in ``skip`` (the live one: the old side lends its own)
     and ones readers cannot open (never published) are passed over."""
-    from reindex.books.layout import Books
-    from reindex.books.manifests import read_population
-    from reindex.errors import ReindexError
-
     wanted, skipped = set(documents), set(skip)
     found: dict[str, Any] = {}
     used = []

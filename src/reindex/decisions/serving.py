@@ -47,7 +47,7 @@ from reindex.adapters.stores.vectors import Hit
 
 __all__ = ["BRIDGE_KINDS", "MODES", "RIDGE_GRID", "Bridge", "ModeInputs", "cascade_rerank", "choose_mode",
            "evaluate_modes", "fit_bridge", "fit_procrustes", "fit_ridge", "gate_metric", "load_bridge",
-           "mode_rules", "recommend", "store_bridge"]
+           "mode_rules", "near_boundary", "recommend", "store_bridge"]
 
 MODES = ("old", "bridge", "cascade")
 BRIDGE_KINDS = ("procrustes", "procrustes-uncentred", "ridge")
@@ -309,6 +309,15 @@ def mode_rules(evaluation: dict | None, serving: Any, cutover: Any, k: int, *, p
     return rules
 
 
+def _near_said(numbers: dict[str, dict]) -> str:
+    """The near-boundary phrases of the numbers a recommendation rests on (the chosen mode, or the rebuild, and any
+    mode refused by a hair), as a sentence to append; empty when none is near."""
+    shown = [(name, row["near"]) for name, row in numbers.items() if row.get("near")]
+    if not shown:
+        return ""
+    return " (" + "; ".join(f"{name}: {near}" for name, near in shown) + ")"
+
+
 def _rounded(d: dict) -> dict:
     return {key: (round(v, 6) if isinstance(v, float) else v) for key, v in d.items()}
 
@@ -442,6 +451,18 @@ def choose_mode(modes: dict[str, dict], allowed: str) -> str:
     return max(ok, key=lambda m: (modes[m].get("gate", {}).get("low", float("-inf")), m == "bridge"))
 
 
+def near_boundary(low: float, high: float, bound: float, name: str = "serving.min_delta") -> str | None:
+    """How near a recommendation is to flipping: when the lower bound is within a quarter of the interval's width of
+    the ``bound`` it is judged against, a phrase saying by how much it clears (or misses) it; None when it is not
+    near (another sample of the same size would most likely say the same)."""
+    margin, width = low - bound, high - low
+    if width <= 0 or abs(margin) > width / 4:
+        return None
+    return (f"a near call: its lower bound {'clears' if margin > 0 else 'misses'} {name} {bound:+.3f} by "
+            f"{abs(margin):.3f}, against an interval {width:.3f} wide — another sample this size could decide the "
+            "other way")
+
+
 def recommend(full: dict | None, modes: dict[str, dict], serving: Any, k: int) -> dict[str, Any]:
     """What the forecast's evidence supports for a model change: ``bridge`` or ``cascade`` (the best mode that passes
     its gate — it beats old measurably: serve it while the build runs), else ``reindex now`` when the rebuild is
@@ -464,16 +485,23 @@ def recommend(full: dict | None, modes: dict[str, dict], serving: Any, k: int) -
         else:
             numbers[name] = {"passed": False, "why": "; ".join(r["detail"] for r in e.get("rules", [])
                                                                 if not r["passed"])}
+    for row in numbers.values():
+        if "low" in row:
+            row["margin"] = round(row["low"] - serving.min_delta, 6)
+            near = near_boundary(row["low"], row["high"], serving.min_delta)
+            if near:
+                row["near"] = near
     best = choose_mode(modes, serving.mode)
+    said = _near_said(numbers)
     if (d is None or d["low"] <= serving.min_delta) and best == "old":
         shown = f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]" if d else "not measured"
         return {"recommendation": "stay", "metric": m, "numbers": numbers,
                 "reason": f"the new model is not better: {m} new − old = {shown}, the lower bound does not clear "
-                          f"{serving.min_delta:+.3f}, and no serving mode beats old"}
+                          f"{serving.min_delta:+.3f}, and no serving mode beats old{said}"}
     if best == "old":
         return {"recommendation": "reindex now", "metric": m, "numbers": numbers,
                 "reason": f"the new model is better ({m} {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]) and "
-                          "no serving mode passes its gate: build it, readers stay on old until the cutover"}
+                          f"no serving mode passes its gate: build it, readers stay on old until the cutover{said}"}
     g = modes[best]["gate"]
     kept = numbers[best].get("retained")
     full_said = (f"the new model is better ({m} {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}])"
@@ -483,4 +511,4 @@ def recommend(full: dict | None, modes: dict[str, dict], serving: Any, k: int) -
     return {"recommendation": best, "metric": m, "numbers": numbers,
             "reason": f"{full_said}, and {best} passes its gate ({g['diff']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}] "
                       "over old" + (f", {kept:.0%} of the rebuild's gain" if kept is not None else "")
-                      + "): serve it while the new population builds"}
+                      + f"): serve it while the new population builds{said}"}
