@@ -4,7 +4,7 @@ Runs the sample corpus through initial apply → cutover → a chunker change (a
 in-place `reindex sync` → `reindex gc --force --yes` with the CLI, in a workspace on a private mount of the
 chosen file system (a tmpfs, or an ext4 image on a loop device), and prints per command the bytes the file
 system had in use before, at its peak (statvfs sampled every 2 ms) and after, beside the plan's footprint
-prediction (peak less old) and what the command's free-space guard asks for (``reindex.usecases.disk``). The
+prediction (peak less old) and what the command's free-space guard asks for (``reindex.context.disk``). The
 engine preallocates sparse files; ext4 allocates their blocks only when written, tmpfs also when they are mapped
 and read (a load populates them).
 
@@ -68,14 +68,14 @@ def _latest_plan(ws: Path) -> Path:
 
 
 def _guard(ws: Path, command: str, *args: str) -> int:
-    """What the command's free-space guard asks for now (reindex.usecases.disk), computed in a child process
+    """What the command's free-space guard asks for now (reindex.context.disk), computed in a child process
     from the workspace's folder (so that its own files are its only open files)."""
     code = """
 import json, sys
 from pathlib import Path
 from reindex.api import load_resolved, make_plan, state_store
 from reindex.planner import read_plan
-from reindex.usecases import disk
+from reindex.context import disk
 ws, command, args = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
 cfg = load_resolved(ws / "reindex.yaml")
 state = state_store(cfg)

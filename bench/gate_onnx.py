@@ -101,7 +101,7 @@ def inspect(work: Path) -> dict:
     import numpy as np
 
     from reindex import api
-    from reindex.usecases import backends
+    from reindex.context import backends
 
     os.chdir(work)
     qs = [json.loads(line) for line in Path("queries_en.jsonl").read_text(encoding="utf-8").splitlines()]

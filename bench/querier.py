@@ -24,7 +24,7 @@ import numpy as np
 from reindex import api
 from reindex.adapters.stores.edge import open_edge_store
 from reindex.adapters.stores.vectors import Point
-from reindex.usecases import backends
+from reindex.context import backends
 
 CONFIG = "index: docs\nsource: ./corpus\nvector: {provider: hash}\nstate: {uri: ./state}\nstore: {path: ./store}\n"
 

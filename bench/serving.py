@@ -185,7 +185,7 @@ def run_direction(name: str, old_model: str, new_model: str, corpus: Path, qfile
     from reindex.books.pairs import read_pairs
     from reindex.decisions.serving import ModeInputs, cascade_rerank, evaluate_modes, fit_procrustes, fit_ridge
     from reindex.adapters.sources.extract import normalise
-    from reindex.usecases import backends
+    from reindex.context import backends
     from serving_models import CachedEmbeddings, real_embedder, vector_line
 
     ws = out / name

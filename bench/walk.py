@@ -58,8 +58,11 @@ def prof(frame, event, arg):
     if event != "call":
         return
     name = frame.f_globals.get("__name__", "")
-    if not name.startswith("reindex") or not frame.f_code.co_flags & 1:  # CO_OPTIMIZED: a function, not a
-        return                                                               # module or class body run at import
+    code = frame.f_code
+    # CO_OPTIMIZED: a function, not a module or class body run at import; __create_fn__: dataclasses making the
+    # methods of a class as it is defined (import time too)
+    if not name.startswith("reindex") or not code.co_flags & 1 or code.co_name == "__create_fn__":
+        return
     if name not in seen:
         seen.add(name)
         entered.append(name)

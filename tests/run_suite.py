@@ -86,6 +86,31 @@ def file_seconds(xml_paths: list[Path]) -> dict[str, float]:
     return out
 
 
+def skipped(xml_paths: list[Path]) -> dict[str, int]:
+    """Why tests were skipped, from pytest's JUnit XML reports: reason → how many tests it skipped."""
+    out: dict[str, int] = {}
+    for path in xml_paths:
+        if not path.is_file():
+            continue
+        for case in ET.parse(path).getroot().iter("testcase"):
+            for skip in case.iter("skipped"):
+                reason = (skip.get("message") or "no reason given").strip()
+                reason = reason.split(": ", 1)[1] if reason.startswith("Skipped: ") else reason
+                out[reason] = out.get(reason, 0) + 1
+    return out
+
+
+def skip_summary(reasons: dict[str, int]) -> list[str]:
+    """The lines ``make test`` ends with: what it skipped and why, most first, and how to run them."""
+    if not reasons:
+        return ["make test: nothing skipped"]
+    lines = [f"make test: {sum(reasons.values())} tests skipped:"]
+    lines += [f"  {n:>3} × {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines.append("  (`.ci/run` installs Chromium and PostgreSQL from Debian's packages as root; the corpus tests need "
+                 "../shared beside the checkout: README.md, \"What `make test` skips without extra software\")")
+    return lines
+
+
 def main(argv: list[str]) -> int:
     side = [(name, files, extra) for name, files, extra in SIDE if all((ROOT / f).is_file() for f in files)]
     taken = {f for _, files, _ in side for f in files}
@@ -112,11 +137,13 @@ def main(argv: list[str]) -> int:
             # A soak-only group collects nothing when soak tests are skipped, or deselected by -k: not a failure.
             soak_only = extra == ["-m", "soak"]
             codes.append((name, 0 if rc == 5 and soak_only and (skip_soak or argv) else rc, soak_only))
+        reasons = skipped([x for *_, x, _ in running])
         if record:
             measured = file_seconds([x for *_, x, _ in running])
             DURATIONS.write_text(json.dumps({**recorded(), **{k: round(v, 1) for k, v in sorted(measured.items())}},
                                             indent=1, sort_keys=True) + "\n", encoding="utf-8")
             print(f"make test: recorded the seconds of {len(measured)} test files in {DURATIONS.relative_to(ROOT)}")
+    print("\n" + "\n".join(skip_summary(reasons)), flush=True)
     empty = [name for name, rc, _ in codes if rc == 5]
     if empty and (not argv or len(empty) == len([c for c in codes if not c[2]])):
         print(f"make test: no tests were collected in {', '.join(empty)}", file=sys.stderr)

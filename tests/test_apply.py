@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from helpers_index import Snapshot, Workspace, prefect_api_url, read_log
 from reindex import api
-from reindex.usecases import backends
+from reindex.context import backends
 from reindex.planner.approvals import ApprovalError, approval_path
 from reindex.adapters.embedders import make_embedder
 from reindex.errors import TransientError

@@ -653,7 +653,7 @@ def test_a_run_killed_after_committing_its_cursor_resumes_with_its_plan(tmp_path
 
 def test_a_file_edited_during_the_sync_is_caught_up_and_the_cursor_moves_past_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reindex.usecases import backends
+    from reindex.context import backends
 
     ix, corpus, live = _folder(tmp_path)
     first, second = corpus / DOCS[0].name, corpus / DOCS[3].name

@@ -187,3 +187,20 @@ def test_bad_sizes_are_refused_before_any_work(tmp_path: Path, bad: list[str]) -
     r = CliRunner().invoke(main, ["doctor", "-c", str(ws.config), *bad])
     assert r.exit_code == 1
     assert r.stderr.startswith("error: --sample must be at least 1 and --embed-sample at least 0 (got ")
+
+
+def test_a_full_check_that_scrolled_nothing_says_why_with_the_counts() -> None:
+    """``--full`` scrolls no stored point when the counts prove every stored point is a listed one: the line says
+    so with the numbers, also when points are missing (a count mismatch), never just "its count agrees"."""
+    from reindex.reports import doctor_text
+    from reindex.usecases.doctor import DoctorReport
+
+    def line(points: int, listed: int) -> str:
+        pop = {"collection": "docs__x", "points": points, "listed": listed, "checked": listed, "scanned": 0,
+               "embedded": 0}
+        return doctor_text(DoctorReport("docs", "full", (), (), (), (pop,), None, 0.1)).splitlines()[0]
+
+    assert "320 stored, as many as listed: every stored point is a listed one, none scrolled" in line(320, 320)
+    missing = line(317, 320)
+    assert "317 stored = 320 listed less 3 missing: every stored point is a listed one, none scrolled" in missing
+    assert "count agrees" not in missing

@@ -144,7 +144,7 @@ def test_an_in_place_sync_adds_a_documents_new_points_before_deleting_its_stale_
 ) -> None:
     """Invariant 5 with a reader inside the gap: at the moment stale points are deleted, the document's
     new points are all already in the live population (a reader never sees a document missing chunks)."""
-    from reindex.usecases import backends
+    from reindex.context import backends
 
     ws = Workspace(tmp_path / "ws")
     live = ws.build_live()

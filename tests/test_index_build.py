@@ -26,7 +26,7 @@ from reindex.reports import plan_markdown, plan_text
 from reindex.adapters.stores.edge import open_reader
 from reindex.adapters.stores.opening import backend_for, open_vector_store
 from reindex.adapters.stores.vectors import Point, VectorStoreError
-from reindex.usecases import backends, rates
+from reindex.context import backends, rates
 
 # 128 dims: a segment is sealed (and its graph built) past the engine's 2,000 KB indexing threshold, ~4,000 points.
 DIM = 128
@@ -398,7 +398,7 @@ def test_an_index_build_that_blocks_every_renewal_past_the_lease_keeps_the_lock(
     import time
 
     import reindex.cost._build as build_mod
-    import reindex.usecases.locking as locking
+    import reindex.context.locking as locking
     from reindex import api
     from reindex.adapters.stores.edge import EdgeStore
 

@@ -21,7 +21,7 @@ from reindex import api
 from reindex.decisions import cutover as co
 from reindex.books.locks import LockLost
 from reindex.books.manifests import read_live, read_population
-from reindex.usecases import backends
+from reindex.context import backends
 
 
 class Killed(BaseException):

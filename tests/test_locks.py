@@ -304,7 +304,7 @@ def test_a_contender_in_another_pid_namespace_never_takes_a_live_lock(make_store
     """The audit's two holders: a contender with the same host name in another PID namespace (a container
     sharing the host's UTS name) cannot see the holder's pid, yet must not take its live lock. Then a
     holder in that namespace that dies is not provably gone to us either: its lease decides."""
-    from reindex.usecases.locking import lock_owner
+    from reindex.context.locking import lock_owner
 
     prefix = _unshare_prefix()
     env = {**__import__("os").environ, "PYTHONPATH": str(Path(reindex.__file__).resolve().parents[1])}

@@ -32,7 +32,14 @@ def live(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Workspace:
     return ws
 
 
-def test_query_before_any_build_names_the_commands_that_build_an_index(tmp_path: Path) -> None:
+def test_query_before_any_build_names_the_commands_that_build_an_index(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from reindex.context import backends
+
+    def no_model(*a, **k):
+        raise AssertionError("a query of an index with nothing to search loaded a model")
+
+    monkeypatch.setattr(backends, "make_embedder", no_model)  # said before any model is loaded
     ws = Workspace(tmp_path / "ws")
     r = _cli("query", "style guide", "-c", str(ws.config))
     assert r.exit_code == 1
@@ -101,7 +108,7 @@ def test_a_metadata_only_change_says_metadata_changed_and_payloads_rewritten(tmp
 
 def test_an_apply_that_embeds_nothing_never_makes_the_embedder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The demo's metadata-only change: its apply must not load the model (seconds of import and load)."""
-    from reindex.usecases import backends
+    from reindex.context import backends
 
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     corpus, cfg = tmp_path / "docs.jsonl", tmp_path / "reindex.yaml"

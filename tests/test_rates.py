@@ -22,8 +22,8 @@ from reindex.books.manifests import read_calibration, read_measured_rate, write_
 from reindex.reports import plan_text
 from reindex.runners import ThreadRunner
 from reindex.foundation.throughput import CpuClock, plan_rate
-from reindex.usecases import backends
-from reindex.usecases.context import Context
+from reindex.context import backends
+from reindex.context import Context
 from reindex.usecases.plan import rates_for
 
 _BUF = bytes(range(256)) * 256  # 64 KiB: hashlib releases the GIL on it, so two threads burn in parallel

@@ -47,6 +47,23 @@ def test_durations_are_read_from_junit_xml(tmp_path: Path) -> None:
     assert run_suite.file_seconds([xml, tmp_path / "missing.xml"]) == {"tests/test_a.py": 3.5, "tests/test_b.py": 0.25}
 
 
+def test_the_suite_ends_with_what_it_skipped_and_why(tmp_path: Path) -> None:
+    xml = tmp_path / "g.xml"
+    xml.write_text('<testsuites><testsuite><testcase classname="tests.test_a" name="t1" time="1">'
+                   '<skipped type="pytest.skip" message="needs /usr/bin/chromium">x</skipped></testcase>'
+                   '<testcase classname="tests.test_a" name="t2" time="1">'
+                   '<skipped type="pytest.skip" message="needs /usr/bin/chromium">x</skipped></testcase>'
+                   '<testcase classname="tests.test_b" name="t" time="1">'
+                   '<skipped type="pytest.skip" message="Skipped: ../shared/corpus is absent">x</skipped></testcase>'
+                   '<testcase classname="tests.test_b" name="u" time="1"/></testsuite></testsuites>')
+    reasons = run_suite.skipped([xml, tmp_path / "missing.xml"])
+    assert reasons == {"needs /usr/bin/chromium": 2, "../shared/corpus is absent": 1}
+    lines = run_suite.skip_summary(reasons)
+    assert lines[0] == "make test: 3 tests skipped:" and lines[1].endswith("2 × needs /usr/bin/chromium")
+    assert "apt" not in lines[-1] and ".ci/run" in lines[-1]
+    assert run_suite.skip_summary({}) == ["make test: nothing skipped"]
+
+
 def test_a_run_that_collects_no_test_fails() -> None:
     """pytest exits 5 when nothing is collected: in every group here (a -k that matches no test) that is exit 1."""
     r = subprocess.run([sys.executable, "tests/run_suite.py", "-k", "no_test_is_named_like_this_xyzzy"], cwd=ROOT,

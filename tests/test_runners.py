@@ -13,7 +13,7 @@ from reindex import api
 from reindex.engine.execution import shard_of
 from reindex.adapters.pipeline import TextPipeline
 from reindex.runners import ShardJob, ThreadRunner, summarize
-from reindex.usecases import backends
+from reindex.context import backends
 
 EDIT = ("\n\nA paragraph added while the resumed apply runs; catch-up must replay it into the shadow "
         "population before cutover. " * 8) + "\n"

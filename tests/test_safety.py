@@ -452,7 +452,7 @@ def test_apply_refuses_to_start_without_disk_for_the_plans_peak_footprint(tmp_pa
     checks the free space of the store's disk against the plan's peak footprint before writing anything."""
     from reindex.errors import StateError
     from reindex.adapters.stores.edge import generation_copy_bytes
-    from reindex.usecases import backends
+    from reindex.context import backends
     from reindex.adapters.stores.opening import EDGE_BUILD_OVERHEAD_BYTES
 
     ws = Workspace(tmp_path / "ws")

@@ -240,7 +240,7 @@ def test_a_spec_picks_the_runner_with_or_without_prefect(tmp_path: Path, monkeyp
     from reindex.errors import RunnerError
     from reindex.runners import ThreadRunner
     from reindex.runners.distributed import DaskRunner
-    from reindex.usecases import backends
+    from reindex.context import backends
 
     assert isinstance(backends.shard_runner(False, "threads:3"), ThreadRunner)
     assert backends.shard_runner(False, "threads:3").workers == 3

@@ -76,6 +76,8 @@ def test_a_config_edit_between_apply_and_cutover_changes_no_metric(tmp_path: Pat
     assert _metrics(edited) == _metrics(reference.report)
     assert edited["query_vectors"] == reference.report["query_vectors"]
     assert edited["passed"] == reference.passed and edited["swap"] is not None
+    sides = edited["evaluation"]["sides"]  # the report names what embedded each side: the records, not the file
+    assert (sides["old"]["label"], sides["new"]["label"]) == ("hash 64d", "hash 96d")
 
 
 def test_a_populations_side_is_its_record_not_the_config_file(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from reindex.domain.config import config_from_dict
 from reindex.planner._work import backend_of
 from reindex.adapters.stores.opening import REGISTRY, backend_for
 from reindex.adapters.stores.vectors import VectorStoreError
-from reindex.usecases import backends
-from reindex.usecases.context import Context
+from reindex.context import backends
+from reindex.context import Context
 
 
 def _cfg(tmp_path: Path, store: dict):

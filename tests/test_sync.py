@@ -178,7 +178,23 @@ def test_sync_after_a_rollback_does_not_go_forward_again(tmp_path: Path) -> None
     assert ws.alias() == t["a"]
     back = _sync(ws, 2)  # the config still describes B, whose approved plan was carried out before
     assert back["outcome"] == "awaiting-approval" and "moved back since" in back["message"]
+    assert "--force" not in back["message"]  # it passed its gate: going forward again needs no force
     assert ws.alias() == t["a"], "a cron tick undid the rollback"
+
+
+def test_after_a_rollback_of_a_forced_cutover_the_way_forward_says_force(tmp_path: Path) -> None:
+    strict = "cutover: {min_recall_delta: 1.0, min_overlap: 1.0}"  # a gate no change can pass
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    a = ws.build_live()
+    plan, path = ws.planned_change(size=120, extra=strict)
+    ws.apply(path)
+    assert not ws.cutover(path).passed and ws.alias() == a
+    forced = ws.cutover(path, force=True)
+    assert not forced.passed and forced.report["forced_by"] == "tester" and ws.alias() != a
+    api.rollback(ws.config)
+    back = _sync(ws, 2)
+    assert back["outcome"] == "awaiting-approval" and "moved back since" in back["message"]
+    assert f"reindex cutover {path} --force (the cutover was forced by tester past a failed gate)" in back["message"]
 
 
 def test_sync_after_a_cli_apply_carries_out_its_cutover_through_the_gate(tmp_path: Path) -> None:

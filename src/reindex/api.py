@@ -38,7 +38,7 @@ _HOMES = {
     "reindex.decisions.drift": ("Finding",),
     "reindex.usecases.query": ("Querier", "QueryResult", "parse_filters"),
     "reindex.usecases.serve": ("ServingReport",),
-    "reindex.usecases.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
+    "reindex.context.backends": ("DEFAULT_CONFIG", "make_embedder", "state_store", "vector_store_for"),
     "reindex.usecases.chunk": ("ChunkSummary", "chunk_path", "summarize_chunks"),
     "reindex.usecases.classify": ("Classification", "classify_change"),
     "reindex.usecases.configure": ("Validation", "init_config", "load_resolved", "validate_config"),

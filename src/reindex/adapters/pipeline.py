@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from reindex.adapters.chunkers import make_chunker
 from reindex.adapters.chunkers.base import Chunk, Chunker
 from reindex.adapters.chunkers.sticky import Rechunked, StickyConfig, rechunk_document
-from reindex.domain.config import PipelineConfig, TextHalf, chunker_spec
+from reindex.domain.config import TextHalf, chunker_spec
 from reindex.errors import ChunkerError
 from reindex.domain.identity import fingerprint, point_ids
 from reindex.adapters.sources.base import Document
@@ -72,10 +72,6 @@ class TextPipeline:
         if self._chunker is None:
             self._chunker = make_chunker(self.text.chunker, self.tokenizer)
         return self._chunker
-
-    @classmethod
-    def for_config(cls, cfg: PipelineConfig, vector_id: str) -> "TextPipeline":
-        return cls(cfg.text, vector_id)
 
     def document_text(self, doc: Document) -> str:
         """The normalised text of a document (what chunk offsets refer to)."""

@@ -348,6 +348,12 @@ class Books:
         return p.with_name(p.name.removesuffix(".json") + ".run.json")
 
     @staticmethod
+    def plan_of_run_report(report_path: str | Path) -> Path:
+        """The plan a run report was written beside (the inverse of :meth:`run_report_path`)."""
+        p = Path(report_path)
+        return p.with_name(p.name.removesuffix(".run.json") + ".json")
+
+    @staticmethod
     def report_path(plan_path: str | Path, suffix: str) -> Path:
         """A report beside a plan: ``<plan stem><suffix>`` (``.md``, ``.html``, ``.cutover.md``, …)."""
         p = Path(plan_path)

@@ -44,8 +44,8 @@ from reindex.decisions.gate import (
 )
 
 __all__ = [
-    "CutoverInputs", "SERVABLE", "VERIFY_SAMPLE", "check_names", "delete_population", "gc_candidates", "pending_intent",
-    "populations", "reconcile", "require_verified", "restore_live", "rollback", "run_cutover", "swap",
+    "CutoverInputs", "SERVABLE", "VERIFY_SAMPLE", "check_names", "delete_population", "gc_candidates", "last_move_to",
+    "pending_intent", "populations", "reconcile", "require_verified", "restore_live", "rollback", "run_cutover", "swap",
     "verify_population",
 ]
 
@@ -137,7 +137,8 @@ def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
             logging.getLogger("reindex").warning("forced cutover of %s by %s despite failed rules", i.shadow,
                                                  report["forced_by"])
         probe = i.embed([qs[0].text])[0] if qs else None
-        report["swap"] = swap(store, state, i.index, i.shadow, current, probe, fence=i.fence)
+        report["swap"] = swap(store, state, i.index, i.shadow, current, probe, fence=i.fence,
+                              forced_by=report["forced_by"])
     report["seconds"] = round(time.perf_counter() - t0, 3)
     # What the index-health check cost, as a share of the whole cutover (its target: at most a fifth).
     health["share_of_cutover"] = round(health["seconds"] / report["seconds"], 4) if report["seconds"] else None
@@ -258,6 +259,15 @@ def _finish_move(state: ObjectStore, index: str, op: str, new: str, previous: st
     return record
 
 
+def last_move_to(state: ObjectStore, index: str, collection: str) -> dict | None:
+    """The newest recorded alias move to ``collection`` (a cutover or a rollback), or None."""
+    for key in sorted(state.list(Books(state, index).history_prefix), reverse=True):
+        moved = read_json(state, key) or {}
+        if moved.get("to") == collection:
+            return moved
+    return None
+
+
 def pending_intent(state: ObjectStore, index: str) -> dict | None:
     """An alias move that was started and not finished (a killed cutover or rollback), if any."""
     return read_json(state, _intent_key(index))
@@ -315,8 +325,9 @@ def _move_alias(store: Any, state: ObjectStore, index: str, op: str, new: str, c
 
 
 def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current: str | None,
-         probe_vector: Any = None, fence: Callable[[], None] | None = None) -> dict:
-    """Move the alias ``index`` to ``new`` in one atomic call, verify, and record the previous target."""
+         probe_vector: Any = None, fence: Callable[[], None] | None = None, forced_by: str | None = None) -> dict:
+    """Move the alias ``index`` to ``new`` in one atomic call, verify, and record the previous target (and who forced
+    it past a failed gate, ``forced_by``)."""
     current = store.get_alias(index)
     if current is None:
         check_names(store, index)
@@ -340,7 +351,8 @@ def swap(store: Any, state: ObjectStore, index: str, new: str, expected_current:
             store.swap_alias(index, current, new) if current else store.delete_alias(index)
             state.delete(_intent_key(index))
             raise CutoverError(f"a query through {index!r} did not answer from {new}; the alias was moved back")
-    return _finish_move(state, index, "cutover", new, current, time.time(), {"verified_query": verified})
+    return _finish_move(state, index, "cutover", new, current, time.time(),
+                        {"verified_query": verified, **({"forced_by": forced_by} if forced_by else {})})
 
 
 def _set_state(state: ObjectStore, index: str, collection: str, value: PopulationState, at: float) -> None:

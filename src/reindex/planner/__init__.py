@@ -27,6 +27,11 @@ from reindex.planner._numbers import KeyNumbers, forecast_line, key_numbers
 from reindex.planner._plan import (
     PLAN_SCHEMA,
     Plan,
+    PlanBaseline,
+    PlanCorpus,
+    PlanRepair,
+    check_plan_index,
+    config_in_force,
     hash_body,
     plan_filename,
     read_plan,
@@ -89,4 +94,9 @@ __all__ = [
     "read_plan",
     "seal",
     "write_plan",
+    "check_plan_index",
+    "config_in_force",
+    "PlanBaseline",
+    "PlanCorpus",
+    "PlanRepair",
 ]

@@ -11,17 +11,51 @@ from typing import Any, Mapping
 from reindex.foundation.atomic import atomic_write_text, make_folders
 from reindex.domain.kinds import ChangeKind
 from reindex.errors import PlanError
-from reindex.domain.identity import canonical_json
+from reindex.books.manifests import read_live
+from reindex.domain.config import PipelineConfig
+from reindex.domain.identity import canonical_json, config_digest
 from reindex.planner._numbers import KeyNumbers, key_numbers
 
-__all__ = ["PLAN_SCHEMA", "Plan", "hash_body", "plan_filename", "read_plan", "seal", "write_plan"]
+__all__ = ["PLAN_SCHEMA", "Plan", "PlanBaseline", "PlanCorpus", "PlanRepair", "check_plan_index", "config_in_force",
+           "hash_body", "plan_filename", "read_plan", "seal", "write_plan"]
 
 PLAN_SCHEMA = "reindex/plan/v1"
 
 
+@dataclass(frozen=True, slots=True)
+class PlanBaseline:
+    """What a plan was made against (``inputs.baseline``): ``kind`` ``live`` | ``none`` (an initial build) |
+    ``explicit`` (a what-if), the live collection and the digest of its chunk manifest and committed cursor."""
+
+    kind: str
+    collection: str | None
+    manifest_digest: str | None
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanCorpus:
+    """The corpus a plan read (``inputs.corpus``): its digest, how it was read (whole or from a cursor: ``read``,
+    a dict the reports render) and, for an in-place plan, the documents its scope covers (``touched``; None: every
+    document, as plans made before scopes)."""
+
+    digest: str
+    read: Mapping[str, Any]
+    touched: frozenset[str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRepair:
+    """A repair plan's own work (``reindex doctor --repair``): documents written again, points deleted."""
+
+    documents: tuple[str, ...]
+    delete_points: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class Plan:
-    """An immutable plan: ``body`` is the JSON document; ``plan_hash`` covers all of it."""
+    """An immutable plan: ``body`` is the JSON document; ``plan_hash`` covers all of it. Code outside the planner
+    reads it through the typed properties below and :attr:`numbers`, never by subscripting ``body``."""
 
     body: Mapping[str, Any]
 
@@ -45,6 +79,67 @@ class Plan:
     def summary(self) -> dict[str, Any]:
         """The key numbers scripts read (``reindex plan --json``)."""
         return key_numbers(self).summary()
+
+    # -- typed views of the body ----------------------------------------------------------------------
+
+    @property
+    def new_collection(self) -> str:
+        """The collection the plan writes: a new population's, or the live one an in-place plan changes."""
+        return self.body["identity"]["new"]["collection"]
+
+    @property
+    def baseline(self) -> PlanBaseline:
+        b = self.body["inputs"]["baseline"]
+        return PlanBaseline(b["kind"], b.get("collection"), b.get("manifest_digest"), b.get("cursor"))
+
+    @property
+    def corpus(self) -> PlanCorpus:
+        c = self.body["inputs"]["corpus"]
+        touched = c.get("touched")
+        return PlanCorpus(c["digest"], c.get("read") or {"mode": "full"},
+                          frozenset(touched) if touched is not None else None)
+
+    @property
+    def config_digest(self) -> str:
+        """The digest of the config the plan was made from (``apply`` refuses another)."""
+        return self.body["inputs"]["config"]["digest"]
+
+    @property
+    def documents_changed(self) -> bool:
+        return bool(self.body["documents_changed"])
+
+    @property
+    def repair(self) -> PlanRepair | None:
+        r = self.body.get("repair")
+        return PlanRepair(tuple(r.get("documents", ())), tuple(r.get("delete_points", ()))) if r else None
+
+    @property
+    def carried_id(self) -> str | None:
+        """The id of the chunks this plan carries to its apply (:mod:`reindex.books.carried`), None when none."""
+        return (self.body.get("carried") or {}).get("id")
+
+    @property
+    def tokens_by_shard(self) -> tuple[int, ...]:
+        """Tokens apply embeds in each shard of the layout it writes (empty for plans made before, or sampled)."""
+        return tuple(self.body["work"].get("tokens_to_embed_by_shard") or ())
+
+    @property
+    def footprint(self) -> Mapping[str, Any] | None:
+        """The priced footprint (``old``, ``new``, ``peak``: RAM and disk bytes; ``backend``, ``mode``)."""
+        return (self.body.get("cost") or {}).get("footprint")
+
+    @property
+    def index_build(self) -> Mapping[str, Any]:
+        """The priced index build (``cpu_seconds``, …; empty for plans made before it was priced)."""
+        return (self.body.get("cost") or {}).get("index_build") or {}
+
+    @property
+    def rate_per_cpu_second(self) -> float:
+        """Tokens one CPU embeds per second, as the plan priced them (a measured rate's, else the plan's tokens per
+        minute spread over the machine's CPUs)."""
+        cost = self.body["cost"]
+        per_cpu = (cost.get("rate_assumes") or {}).get("tokens_per_cpu_second")
+        return float(per_cpu) if per_cpu else float(cost.get("tokens_per_minute") or 0) / 60
 
 
 def hash_body(body: Mapping[str, Any]) -> str:
@@ -91,3 +186,25 @@ def read_plan(path: str | Path) -> Plan:
             "the plan was edited after it was made; run `reindex plan` again"
         )
     return Plan(body)
+
+
+def check_plan_index(plan: Plan, cfg: PipelineConfig, plan_path: str | Path) -> None:
+    if plan.index != cfg.index:
+        raise PlanError(f"{plan_path}: plan is for index {plan.index!r}, but the config is for {cfg.index!r}")
+
+
+
+def config_in_force(plan: Plan, cfg: PipelineConfig, state) -> PipelineConfig:
+    """The config a plan is carried out under: the config file's, or — for the in-place part of a pipeline
+    change (:func:`plan_in_place_part`) — the live population's own config governed by it. Anything else
+    is left to the drift check, which refuses a plan made from another config."""
+    want = plan.body["inputs"]["config"]["digest"]
+    if not plan.kind.in_place or want == config_digest(cfg):
+        return cfg
+    live = read_live(state, cfg.index)
+    if live is not None:
+        governed = live.governs(cfg)
+        if config_digest(governed) == want:
+            return governed
+    return cfg
+

@@ -205,12 +205,16 @@ def cutover_tables(report: dict) -> list[Table]:
     k = report["k"]
     tables.append(_metrics_table(ev["aggregate"], k))
     a = ev.get("agreement")
+    sides = ev.get("sides")
+    named = (("model", sides["old"]["label"], sides["new"]["label"], "what embeds each side's queries"),) if sides else ()
     if a:  # a vector-half change: both models on the shadow's chunks
-        tables.append(Table("Models", ("measure", "old", "new", "note"), (
+        tables.append(Table("Models", ("measure", "old", "new", "note"), named + (
             ("tokens per CPU-second", f"{a['old_tokens_per_cpu_second']:,.0f}", f"{a['new_tokens_per_cpu_second']:,.0f}",
              f"×{a['speed_ratio']:.2f} on {a['chunks']} chunks"),
             ("mean cosine of their vectors", "", f"{a['mean_cosine']:.4f}" if "mean_cosine" in a else "—",
              "one space" if "mean_cosine" in a else "different spaces: the top-k overlap above says how they agree"))))
+    elif named:
+        tables.append(Table("Models", ("measure", "old", "new", "note"), named))
     primary = report.get("metric")
     bound = _bound(report, primary)
     segments = report.get("segments") or ev.get("segments") or {}

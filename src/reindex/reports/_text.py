@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from reindex.books.layout import Books
 from reindex.domain.kinds import ChangeKind
 from reindex.engine.eta import format_eta
 from reindex.reports._format import human_bytes
@@ -224,6 +225,13 @@ def apply_text(r: Any) -> str:
         lines.append(f"  failed: shard {f.get('shard')}: {f.get('doc_id', '')} {f.get('reason')}")
     if r.report_path:
         lines.append(f"  run report: {r.report_path}")
+    if r.status == "done" and ChangeKind.of(r.kind).needs_cutover:
+        plan = str(Books.plan_of_run_report(r.report_path)) if r.report_path else "PLAN"
+        first = ChangeKind.of(r.kind) is ChangeKind.INITIAL
+        lines.append(f"next: `reindex cutover {plan}` " + (
+            "creates the alias readers query (nothing is served until then)" if first else
+            "compares it with the live population on the same queries and moves the alias if the gate passes "
+            "(readers are served the live population until then)"))
     return "\n".join(lines)
 
 
@@ -382,6 +390,9 @@ def cutover_text(r: Any) -> str:
                 lines.append(f"  {name}={value} ({seg['queries']} queries): {shown}: {seg['verdict']}")
         lines.append(f"  overlap@{kk} {agg.get(f'overlap_at_{kk}', 0):.3f} · RBO {agg.get('rbo', 0):.3f} · latency p50 "
                      f"{agg.get('latency_old_p50_ms', 0):.1f} → {agg.get('latency_new_p50_ms', 0):.1f} ms")
+        sides = rep["evaluation"].get("sides")
+        if sides:
+            lines.append(f"  models: old {sides['old']['label']} → new {sides['new']['label']}")
         a = rep["evaluation"].get("agreement")
         if a:
             cos = f", mean cosine {a['mean_cosine']:.4f}" if "mean_cosine" in a else " (different spaces)"
@@ -561,7 +572,10 @@ def doctor_text(r: Any) -> str:
     """What ``reindex doctor`` prints: one line per finding, then what to do (a :class:`DoctorReport`)."""
     def stored(p: dict) -> str:
         if r.mode == "full" and not p["scanned"]:
-            return "its count agrees: no stored point to scroll"
+            if p["points"] == p["listed"]:
+                return f"{p['points']:,} stored, as many as listed: every stored point is a listed one, none scrolled"
+            return (f"{p['points']:,} stored = {p['listed']:,} listed less {p['listed'] - p['points']:,} missing: every "
+                    "stored point is a listed one, none scrolled")
         return f"{p['scanned']:,} stored points"
 
     looked = "; ".join(f"{p['collection']}: {p['checked']:,} of {p['listed']:,} listed points, {stored(p)}, "

@@ -24,9 +24,8 @@ from reindex.adapters.sources.base import Document, ScanReport
 
 from reindex.planner.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain.kinds import ChangeKind, PopulationState
-from reindex.planner import (Baseline, Plan, PlanError, approval_of_plan, classify, forecast_refusal, queries_changed,
-                             truncation_refusal,
-                             read_plan)
+from reindex.planner import (Baseline, Plan, PlanError, approval_of_plan, check_plan_index, classify, config_in_force,
+                             forecast_refusal, queries_changed, read_plan, truncation_refusal)
 
 
 
@@ -54,12 +53,12 @@ from reindex.runners import ShardJob, ShardRunner, describe
 from reindex.engine.workers import SharedTokenCounter, budget_key
 from reindex.adapters.stores.payload import INDEXED_FIELDS, filter_key
 from reindex.foundation.throughput import CpuClock
-from reindex.usecases.apply_progress import ProgressRecord
-from reindex.usecases.context import Context
-from reindex.usecases.disk import check_free_disk, cutover_room_warning
-from reindex.usecases.locking import holding_index_lock
-from reindex.usecases.plan import check_plan_index, config_in_force, make_plan, plan_in_place_part
-from reindex.usecases.rates import MIN_POINTS_TO_MEASURE_BUILD, MIN_TOKENS_TO_MEASURE, record_build_rate, record_rate
+from reindex.context.progress import ProgressRecord
+from reindex.context import Context
+from reindex.context.disk import check_free_disk, cutover_room_warning
+from reindex.context.locking import holding_index_lock
+from reindex.usecases.plan import make_plan, plan_in_place_part
+from reindex.context.rates import MIN_POINTS_TO_MEASURE_BUILD, MIN_TOKENS_TO_MEASURE, record_build_rate, record_rate
 
 __all__ = [
     "ApplyReport", "BUILD_LEASE_FACTOR", "MIN_POINTS_TO_MEASURE_BUILD", "MIN_TOKENS_TO_MEASURE", "READ_CAP_BYTES",
@@ -609,7 +608,7 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
         "carried": {"id": (plan.body.get("carried") or {}).get("id"), "documents": sum(r.get("carried", 0) for r in shards),
                     "chunked": sum(r.get("chunked", 0) for r in shards), "problems": [p for r in shards for p in r.get("carry_problems", [])]},
         # Wall and CPU seconds inside successful embedding calls, summed over workers, and the workers that
-        # embedded at once (timing, like "seconds"; "recorded": see reindex.usecases.rates.record_rate).
+        # embedded at once (timing, like "seconds"; "recorded": see reindex.context.rates.record_rate).
         "throughput": {"tokens_embedded": total("tokens_embedded"),
                        "embed_seconds": round(sum(r.get("embed_seconds", 0.0) for r in shards), 3),
                        "embed_cpu_seconds": round(sum(r.get("embed_cpu_seconds", 0.0) for r in shards), 3),

@@ -23,7 +23,7 @@ from reindex.adapters.sources.base import Document, ScanReport
 
 
 
-from reindex.usecases import backends
+from reindex.context import backends
 from reindex.usecases.configure import model_input_limit
 
 __all__ = ["ChunkSummary", "chunk_path", "documents_of", "summarize_chunks"]

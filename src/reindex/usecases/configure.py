@@ -27,8 +27,8 @@ from reindex.domain.models import (
 )
 from reindex.adapters.sources import open_source
 from reindex.adapters.sources.base import ScanReport
-from reindex.usecases import backends
-from reindex.usecases.backends import DEFAULT_CONFIG
+from reindex.context import backends
+from reindex.context.backends import DEFAULT_CONFIG
 
 __all__ = ["Validation", "chunk_cap", "chunker_problems", "config_warnings", "device_problems",
            "dimension_problems", "init_config", "load_resolved", "model_input_limit", "resolve",
@@ -86,7 +86,7 @@ def load_resolved(path: str | Path | PipelineConfig) -> PipelineConfig:
 
 
 def resolve(cfg: PipelineConfig) -> PipelineConfig:
-    """:func:`reindex.domain.identity.resolve_config` with the model files of :mod:`reindex.usecases.backends` (an ONNX
+    """:func:`reindex.domain.identity.resolve_config` with the model files of :mod:`reindex.context.backends` (an ONNX
     backend's revision is the digest of its local export)."""
     return resolve_config(cfg, backends.model_files)
 

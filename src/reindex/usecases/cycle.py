@@ -25,12 +25,13 @@ from typing import Any
 
 from reindex import reports
 from reindex.planner.approvals import read_approval, read_rejection
+from reindex.decisions.cutover import last_move_to
 from reindex.domain.kinds import PopulationState
 from reindex.errors import LockHeld, ReindexError
 from reindex.planner import Plan, read_plan, write_plan
 from reindex.books.layout import Books
 from reindex.usecases.apply import apply_plan, record_cursor
-from reindex.usecases.context import Context
+from reindex.context import Context
 from reindex.usecases.lifecycle import cutover, gc
 from reindex.usecases.plan import make_plan, plan_in_place_part
 
@@ -117,7 +118,7 @@ def _earlier_plan(fresh: Plan, plans_dir: Path) -> Path | None:
 
 def run_cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
     """One cycle of the context's index; see the module docstring."""
-    from reindex.usecases.locking import holding_index_lock
+    from reindex.context.locking import holding_index_lock
 
     name = ctx.index
     with contextlib.ExitStack() as held:
@@ -157,11 +158,16 @@ def _cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
                            f"by {rejection.by}; nothing changes until the config or the corpus does", **base)
     if _rolled_back(ctx, plan):
         # Carried out and cut over before, and the live index is back where that plan started: someone rolled
-        # back. Going forward again is a person's decision, never a cron tick's.
+        # back. Going forward again is a person's decision, never a cron tick's (with --force again if the cutover
+        # that went forward was forced past its gate).
+        moved = last_move_to(ctx.state, name, plan.body["identity"]["new"]["collection"]) if \
+            plan.kind.builds_population else None
+        forced = f" --force (the cutover was forced by {moved['forced_by']} past a failed gate)" if \
+            moved and moved.get("forced_by") else ""
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, name, f"{said}plan {plan.plan_hash[:12]} ({plan.kind}) was "
                            "carried out before and the index has moved back since (a rollback?): nothing is done "
-                           f"automatically; run `reindex cutover {path}` to go forward again, or change the config",
-                           **base)
+                           f"automatically; run `reindex cutover {path}{forced}` to go forward again, or change the "
+                           "config", **base)
     approved = approval is not None and approval.plan_hash == plan.plan_hash
     needs = bool(plan.body["approval"]["required"])
     if needs and not approved:
@@ -195,7 +201,10 @@ def _plan_file(fresh: Plan, plans_dir: Path) -> tuple[Path, Plan]:
     if path is not None:
         return path, read_plan(path)
     path = write_plan(fresh, plans_dir)
-    reports.write_reports(fresh, path)
+    if fresh.body["approval"]["required"] or fresh.kind.builds_population:
+        # A person reads these (an approval, a new population's cutover). A change the cycle applies in place on
+        # its own keeps its plan file and run record; `reindex show PLAN` renders it.
+        reports.write_reports(fresh, path)
     return path, fresh
 
 

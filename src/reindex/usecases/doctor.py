@@ -38,7 +38,7 @@ from reindex.books.manifests import (
     read_live_record,
 )
 from reindex.adapters.stores.vectors import one_line
-from reindex.usecases.context import Context
+from reindex.context import Context
 
 __all__ = ["DoctorReport", "doctor"]
 

@@ -4,7 +4,7 @@ store in a temporary folder, so it never touches the live alias and runs beside 
 
 It costs a fraction of what it forecasts: the old side is the live population's own points; the new side takes every
 vector the live population or a retained one (built with the same vector half: a rollback left it) already holds,
-and embeds only the rest; query vectors each side gave before are read back (:func:`reindex.usecases.queries.
+and embeds only the rest; query vectors each side gave before are read back (:func:`reindex.context.queries.
 side_query_embedder`); nothing is indexed (the sample is searched exactly). Its ``cost`` is this process's CPU,
 projected before it embeds (``say``) and measured after."""
 
@@ -40,8 +40,8 @@ from reindex.adapters.sources import open_source
 from reindex.adapters.sources.base import ScanReport
 from reindex.adapters.sources.extract import normalise
 from reindex.adapters.stores.opening import open_vector_store
-from reindex.usecases.context import Context
-from reindex.usecases.queries import comparison_queries, side_query_embedder
+from reindex.context import Context
+from reindex.context.queries import comparison_queries, side_query_embedder
 
 __all__ = ["DEFAULT_FORECAST_DOCUMENTS", "FORECAST_AUTO", "forecast_change"]
 

@@ -16,7 +16,7 @@
 
 A caller passes what it has (``state``, ``store``, ``reader``, ``embedder``, ``runner``, ``clock``: a service's own
 clients, a test's fakes, a shard worker's cached model) and everything else has defaults. The handle's inside is
-its :class:`~reindex.usecases.context.Context` (:attr:`Index.context`): every method is one use case called with it.
+its :class:`~reindex.context.Context` (:attr:`Index.context`): every method is one use case called with it.
 What the handle was given it never closes; what it opens (the state store at once, an embedder on first use, kept
 for every later call) it keeps until :meth:`Index.close`. The vector store is opened by each use case unless one
 is given: the embedded store allows one writer per folder, so a handle must not hold it between calls
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from reindex.domain.config import PipelineConfig
 from reindex.errors import ReindexError
-from reindex.usecases.backends import DEFAULT_CONFIG
+from reindex.context.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
-from reindex.usecases.context import Clock, Context
+from reindex.context import Clock, Context
 
 if TYPE_CHECKING:
     from reindex.usecases.cycle import CycleResult, SyncPolicy

@@ -26,21 +26,17 @@ from reindex.books.carried import prune_carried
 from reindex.books.cursors import commit_cursor, resume_tracking
 from reindex.books.manifests import read_live, read_population
 from reindex.planner.approvals import check_not_rejected, read_approval, signing_key
-from reindex.planner import (
-    PlanError,
-    read_plan,
-)
+from reindex.planner import PlanError, check_plan_index, read_plan
 
 
 
-from reindex.usecases import disk
-from reindex.usecases.context import Context, Side
+from reindex.context import disk
+from reindex.context import Context, Side
 from reindex.books.layout import Books
 from reindex.books.locks import read_lock
-from reindex.usecases.locking import holding_index_lock
-from reindex.usecases.queries import comparison_queries, side_query_embedder
+from reindex.context.locking import holding_index_lock
+from reindex.context.queries import comparison_queries, side_query_embedder
 from reindex.usecases.serve import serving_view
-from reindex.usecases.plan import check_plan_index
 
 __all__ = [
     "CutoverReport", "GcAction", "IndexStatus", "PopulationStatus", "build_progress", "cutover", "gc", "parse_age",
@@ -131,6 +127,8 @@ def _evaluate(ctx: Context, store, old: Side, new: Side, shadow: str, qs: list, 
                              text_new=partial(normalise, cfg=new.config.text.normaliser))
     if not same_vectors:
         evaluation["agreement"] = _model_agreement(store, shadow, old, new)
+    evaluation["sides"] = {"old": {"collection": old.collection, **old.model},
+                           "new": {"collection": new.collection, **new.model}}
     return evaluation, note
 
 

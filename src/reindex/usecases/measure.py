@@ -18,7 +18,7 @@ from reindex.domain.identity import resolve_config, vector_id
 
 
 
-from reindex.usecases import backends
+from reindex.context import backends
 
 __all__ = ["measure", "measure_chains"]
 

@@ -37,6 +37,8 @@ from reindex.planner import (
     build_rate_name,
     live_baseline,
     plan_change,
+    check_plan_index,
+    config_in_force,
     read_plan,
     write_plan,
 )
@@ -44,13 +46,13 @@ from reindex.planner import (
 
 
 from reindex.foundation.throughput import CpuClock, plan_rate, rate_record
-from reindex.usecases.backends import DEFAULT_CONFIG
+from reindex.context.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved, resolve
-from reindex.usecases.context import Context
+from reindex.context import Context
 
 __all__ = [
-    "LOCAL_PROVIDERS", "SAMPLED_CHUNKS", "approval_status", "approve_plan", "calibrate", "check_plan_index",
-    "config_in_force", "estimate", "make_plan", "plan_in_place_part", "rates_for", "sampled_rate", "show_plan",
+    "LOCAL_PROVIDERS", "SAMPLED_CHUNKS", "approval_status", "approve_plan", "calibrate", "estimate", "make_plan",
+    "plan_in_place_part", "rates_for", "sampled_rate", "show_plan",
 ]
 
 
@@ -201,7 +203,7 @@ def make_plan(
                       forecast=outlook, verify=verify, carry_to=None if explicit else _carry_to(ctx))
     plan = plan_change(req)
     if not explicit:
-        from reindex.usecases.disk import cutover_room_warning
+        from reindex.context.disk import cutover_room_warning
 
         room = cutover_room_warning(plan, cfg)
         if room is not None:
@@ -284,24 +286,6 @@ def _in_place_part(ctx: Context, baseline, out, progress) -> dict | None:
             "approval_required": n.approval_required}
 
 
-def config_in_force(plan: Plan, cfg: PipelineConfig, state) -> PipelineConfig:
-    """The config a plan is carried out under: the config file's, or — for the in-place part of a pipeline
-    change (:func:`plan_in_place_part`) — the live population's own config governed by it. Anything else
-    is left to the drift check, which refuses a plan made from another config."""
-    from reindex.domain.identity import config_digest
-    from reindex.books.manifests import read_live
-
-    want = plan.body["inputs"]["config"]["digest"]
-    if not plan.kind.in_place or want == config_digest(cfg):
-        return cfg
-    live = read_live(state, cfg.index)
-    if live is not None:
-        governed = live.governs(cfg)
-        if config_digest(governed) == want:
-            return governed
-    return cfg
-
-
 def _restore_live(ctx: Context) -> None:
     """A missing live record while the alias serves a population (deleted as corrupt, say) is rebuilt from the
     alias and the population records before planning: otherwise the plan would be an initial build of every
@@ -351,11 +335,6 @@ def _model_limit(cfg: PipelineConfig) -> int | None:
 def show_plan(path: str | Path) -> Plan:
     """Read and verify a plan file."""
     return read_plan(path)
-
-
-def check_plan_index(plan: Plan, cfg: PipelineConfig, plan_path: str | Path) -> None:
-    if plan.index != cfg.index:
-        raise PlanError(f"{plan_path}: plan is for index {plan.index!r}, but the config is for {cfg.index!r}")
 
 
 def approve_plan(path: str | Path, by: str, note: str = "",

@@ -8,7 +8,7 @@ reader *where* the index is (its name, the state store, the vector store) and ho
 prefix, payload layout, metadata fields). So a config edit changes nothing a reader sees until a cutover moves
 the alias, and a cutover or a rollback is followed without a restart. Every reader path — ``reindex query``,
 ``api.query``, :class:`Querier`, both retrievers and ``ReindexVectorStore`` — goes through :class:`_ReadSide`,
-which asks the context for the population's side (:meth:`~reindex.usecases.context.Context.side`: invariant 18).
+which asks the context for the population's side (:meth:`~reindex.context.Context.side`: invariant 18).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 
 from reindex.errors import ConfigError, StateError, TransientError, VectorStoreError
 from reindex.adapters.stores.payload import filter_key, payload_metadata, payload_text
-from reindex.usecases.backends import DEFAULT_CONFIG
+from reindex.context.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
-from reindex.usecases.context import Context, Side
+from reindex.context import Context, Side
 
 __all__ = ["Querier", "QueryResult", "parse_filters", "query"]
 
@@ -160,6 +160,7 @@ class _ReadSide:
         cfg = ctx.config
         collection = target if target != cfg.index else store.get_alias(cfg.index)
         if collection is None:
+            _raise_if_never_built(ctx, None, None)  # said before any model is loaded
             collection = target  # no alias: the store answers (or refuses) for the name itself
         pop = self._population(ctx.state, cfg.index, collection, fresh=fresh)
         side = ctx.side(pop, collection=collection)
@@ -296,9 +297,9 @@ def query(ctx: Context, text: str, *, k: int = 10, filters: dict[str, str] | Non
         store.close()
 
 
-def _raise_if_never_built(ctx: Context, collection: str | None, err: VectorStoreError) -> None:
-    """A search of the alias failed and no population was ever made live: say how to build one (checked only
-    on failure, so a query costs nothing more)."""
+def _raise_if_never_built(ctx: Context, collection: str | None, err: VectorStoreError | None) -> None:
+    """A search of the alias failed (or found no alias) and no population was ever made live: say how to build one
+    (checked only then, so a query costs nothing more)."""
     from reindex.books.manifests import read_live
 
     if collection is None and read_live(ctx.state, ctx.index) is None:

@@ -28,8 +28,8 @@ from reindex.books.layout import Books
 from reindex.books.manifests import Population, read_live, read_population, read_serving, write_serving
 from reindex.books.pairs import read_pairs, runs_with_pairs
 from reindex.decisions.serving import ModeInputs, choose_mode, evaluate_modes, store_bridge
-from reindex.usecases.context import Context
-from reindex.usecases.queries import comparison_queries
+from reindex.context import Context
+from reindex.context.queries import comparison_queries
 
 __all__ = ["SHADOW_STATES", "ServingReport", "ServingWatch", "building_shadow", "evaluate_serving", "serving",
            "serving_view"]

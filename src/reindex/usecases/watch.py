@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reindex.usecases.context import Context
-from reindex.usecases.locking import holding_index_lock
+from reindex.context import Context
+from reindex.context.locking import holding_index_lock
 
 __all__ = ["DEFAULT_INTERVAL_S", "WatchSummary", "watch"]
 

@@ -57,7 +57,7 @@ def require_model2vec(distill: bool = False) -> None:
             missing.append({"sklearn": "scikit-learn"}.get(name, name))
     if missing:
         what = "distilling a static model from a sentence-transformers folder" if distill else "vector.provider: model2vec"
-        raise ConfigError(f"{what} needs {' and '.join(missing)}, not installed; run `pip install 'reindex[model2vec]'`")
+        raise ConfigError(f"{what} needs {' and '.join(missing)}, not installed; run `pip install 'vector-reindex[model2vec]'` (from a checkout: `pip install -e '.[model2vec]'`)")
 
 
 def distill_cache_key(source_digest: str, dims: int) -> str:

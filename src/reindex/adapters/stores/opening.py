@@ -91,7 +91,7 @@ class StoreBackend:
 @dataclass(frozen=True, slots=True)
 class DiskGuard:
     """What a backend's writing commands add to its folder's file system besides the plan's footprint, checked
-    before they start (:mod:`reindex.usecases.disk`): ``build_overhead(folder, in_place_collection)`` for an apply
+    before they start (:mod:`reindex.context.disk`): ``build_overhead(folder, in_place_collection)`` for an apply
     (files preallocated, a copy-on-write generation of the collection an in-place change writes), and
     ``first_loads(folder, collections)`` for the collections a command opens (a memory file system allocates
     their preallocated files when they are mapped; 0 elsewhere), and ``new_population_load(folder)``, the same for a

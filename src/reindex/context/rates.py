@@ -9,7 +9,7 @@ from reindex.domain.config import PipelineConfig
 from reindex.books.manifests import write_build_rate, write_measured_rate
 from reindex.planner import Plan, build_rate_name
 from reindex.foundation.throughput import host_load, rate_record
-from reindex.usecases import backends
+from reindex.context import backends
 
 __all__ = ["MIN_POINTS_TO_MEASURE_BUILD", "MIN_TOKENS_TO_MEASURE", "record_build_rate", "record_rate"]
 

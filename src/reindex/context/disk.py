@@ -17,7 +17,7 @@ from reindex.domain.config import PipelineConfig
 from reindex.errors import StateError
 from reindex.books.manifests import read_live_record
 from reindex.planner import Plan
-from reindex.usecases import backends
+from reindex.context import backends
 
 __all__ = ["RECORDS_BYTES", "check_free_disk", "cutover_room_warning", "need_for_cutover", "need_for_plan",
            "need_for_rollback", "require_free_disk", "require_free_for_cutover", "require_free_for_gc",

@@ -3,7 +3,7 @@ released at the end. Every writer (apply, cutover, rollback, gc, sync) goes thro
 
 The lock is taken in one place per call chain: a block that already holds an index's lock (``Index.sync``
 holds it from before planning to after cutover) lends it to the writers it calls, which check it instead of
-taking it again. Held locks are kept by the use cases' :class:`~reindex.usecases.context.Context`
+taking it again. Held locks are kept by the use cases' :class:`~reindex.context.Context`
 (``held_locks``, per thread), so another handle, thread or process contends as before."""
 
 from __future__ import annotations

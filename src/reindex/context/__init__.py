@@ -5,14 +5,20 @@ argument (``make_plan(ctx, …)``, ``cutover(ctx, plan)``) and asks it for what 
 (:attr:`Context.books`), the vector store (:meth:`Context.store`, :meth:`Context.reader`), an embedder
 (:meth:`Context.embedder`), the shard runner (:meth:`Context.runner`), the time (:attr:`Context.clock`) — instead
 of opening its own from a config path. What a caller gave the handle (a service's clients, a test's fakes, a
-worker's cached model) is used and never closed; what the context opens through :mod:`reindex.usecases.backends`
+worker's cached model) is used and never closed; what the context opens through :mod:`reindex.context.backends`
 (the one seam to the outside world) it keeps until :meth:`Context.close` (the state, embedders), or hands to the
 caller to close (a vector store: the embedded store allows one writer per folder, so it is opened per use case).
 
 **One side, one rule** (DESIGN.md invariant 18): :meth:`Context.side` is the only way to get what embeds a
 population's queries — its recorded vector half, query prefix, backend and precision, as a :class:`Side`. Readers,
 the cutover (each side its own), serving modes, the forecast and doctor ask it. The config file's vector half
-describes only the *next* population (:meth:`Context.next_side`)."""
+describes only the *next* population (:meth:`Context.next_side`).
+
+The package holds what the context gives use cases, below them: :mod:`~reindex.context.backends` (what opens the
+state store, vector stores, embedders and runners: the one seam tests patch), :mod:`~reindex.context.locking` (the
+index lock as a use case holds it), :mod:`~reindex.context.disk` (free-space guards), :mod:`~reindex.context.progress`
+(a running apply's progress, counted once and recorded), :mod:`~reindex.context.rates` (the rates an apply measured),
+:mod:`~reindex.context.queries` (the queries a comparison runs)."""
 
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Protocol
 from reindex.books.layout import Books
 from reindex.domain.config import PipelineConfig, VectorHalf
 from reindex.domain.identity import identity_of
-from reindex.usecases import backends
+from reindex.context import backends
 
 if TYPE_CHECKING:
     from reindex.books.manifests import Population
@@ -109,7 +115,7 @@ class Context:
     ``config``: the resolved config (it describes the next population; a population that exists is described by
     its own record). ``config_path``: the file it came from, recorded in plans (``<config object>`` for an
     object). ``state``/``store``/``reader``/``embedder``/``runner``: what the caller has (None: opened through
-    :mod:`reindex.usecases.backends` on demand); ``clock``: the time (default: the machine's)."""
+    :mod:`reindex.context.backends` on demand); ``clock``: the time (default: the machine's)."""
 
     CONFIG_OBJECT = "<config object>"
 
@@ -125,7 +131,7 @@ class Context:
         self._embedder_vector = config.vector  # what the given embedder embeds (the handle's config's model)
         self._embedders: dict[str, Any] = {}
         self._lock = threading.RLock()
-        #: Index locks this context holds (reindex.usecases.locking): a writer called inside a block that holds
+        #: Index locks this context holds (reindex.context.locking): a writer called inside a block that holds
         #: the index (a cycle's apply and cutover) works under that lease instead of taking it again.
         self.held_locks: dict[tuple[str, str], Any] = {}
 
@@ -215,7 +221,7 @@ class Context:
             return emb
 
     def runner(self, prefect: bool | None = None, task_runner: str | None = None) -> Any:
-        """The shard runner for an apply (the caller's, else :func:`reindex.usecases.backends.shard_runner`)."""
+        """The shard runner for an apply (the caller's, else :func:`reindex.context.backends.shard_runner`)."""
         if self._runner is not None:
             from reindex.runners import parse_task_runner
 

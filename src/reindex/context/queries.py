@@ -6,9 +6,8 @@ MiniLM → a static model otherwise loads MiniLM for 50 queries: ~10 CPU-s, more
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import hashlib
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -25,7 +24,7 @@ __all__ = ["comparison_queries", "side_query_embedder"]
 
 
 def side_query_embedder(ctx: Any, side: Any) -> Callable[[list[str]], Any]:
-    """``side.embed_queries`` (the side's own query embedder: :meth:`reindex.usecases.context.Side.embed_queries`),
+    """``side.embed_queries`` (the side's own query embedder: :meth:`reindex.context.Side.embed_queries`),
     remembering what it gave: texts this query side (its vector half with the query prefix) embedded before are
     read from the books (:func:`reindex.books.manifests.read_query_vectors`), the rest embedded, and recorded.
     The side's model is loaded only when a text is missing."""

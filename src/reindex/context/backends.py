@@ -1,5 +1,5 @@
 """The one seam between the use cases and the outside world: what opens the state store, the vector store, the
-embedder and the shard runner of a config. A :class:`~reindex.usecases.context.Context` calls these for what its
+embedder and the shard runner of a config. A :class:`~reindex.context.Context` calls these for what its
 caller did not give it; tests that need another world patch them here (one seam), or give the handle their own
 objects (``Index.open(…, store=…, embedder=…)``)."""
 
