@@ -428,16 +428,14 @@ def index_health_lines(rep: dict[str, Any]) -> list[str]:
         out.append(f"index {side}: {d['collection']} {d['indexed_vectors']:,} of {d['points']:,} vectors indexed, "
                    f"searched {d['searched']}; recall@10 vs exact "
                    f"{format(r, '.3f') if r is not None else '—'} on {d.get('sampled', 0)} stored vectors{lat}")
-    share = h.get("share_of_cutover")
-    out.append(f"index health checked in {h['seconds']:.2f} s"
-               + (f" ({share:.0%} of the cutover's {rep['seconds']:.2f} s)" if share is not None else ""))
-    return out
+    share = f" ({h['share_of_cutover']:.0%} of the cutover's {rep['seconds']:.2f} s)" if h.get("share_of_cutover") else ""
+    return out + [f"index health checked in {h['seconds']:.2f} s{share}"]
 
 
 def index_line(ix: dict[str, Any]) -> str:
     """One population's index state for ``reindex status``."""
-    return f"index {ix['indexed_vectors']:,}/{ix['points']:,} vectors, searched {ix['searched']}" + (
-        "" if ix.get("ready", True) else f" (NOT READY: {ix['detail']})")
+    ready = "" if ix.get("ready", True) else f" (NOT READY: {ix['detail']})"
+    return f"index {ix['indexed_vectors']:,}/{ix['points']:,} vectors, searched {ix['searched']}{ready}"
 
 
 def status_text(st: dict[str, Any]) -> str:
