@@ -99,13 +99,13 @@ def test_an_index_that_was_never_built_fails_index_recall_and_built_it_passes_wi
 
 def test_a_shadow_scanned_in_full_is_slower_than_the_live_graph_and_fails_the_latency_rule(tmp_path: Path) -> None:
     """What readers will pay, measured as the gate measures it: the same queries on both sides, each the fastest of
-    three interleaved searches. Both hold the same 12,000 clustered vectors of 1,024 dimensions (48 MB); the live
+    five interleaved searches. Both hold the same 12,000 clustered vectors of 1,024 dimensions (48 MB); the live
     population walks its graph, the shadow (never indexed) is scanned by every search."""
     store = open_edge_store(tmp_path / "store")
     try:
         x = _random_collection(store, "live", 12000, 1024, build=True, clusters=64)
         _random_collection(store, "shadow", 12000, 1024, build=False, clusters=64)
-        qs = [ev.Query(f"q{i}", f"q{i}") for i in range(30)]
+        qs = [ev.Query(f"q{i}", f"q{i}") for i in range(60)]
         vectors = {q.text: x[i] for i, q in enumerate(qs)}
         embed = lambda texts: [vectors[t] for t in texts]  # noqa: E731
         evaluation = ev.evaluate(store, "live", "shadow", qs, embed, embed, k=10)

@@ -32,7 +32,7 @@ BUDGET_TOKENS = 2048
 MAX_CANDIDATES = 100
 #: Each query's search timed this many more times per side (interleaved, old then new), its latency the fastest: a
 #: scheduler hiccup on a shared machine then cannot make one side look slow (invariant 19: latency is a gate rule).
-LATENCY_REPEATS = 2
+LATENCY_REPEATS = 4
 RBO_P = 0.9
 NO_SEGMENT = "(none)"  # a query whose segment value neither the queries file nor the labelled document gives
 

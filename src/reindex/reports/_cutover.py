@@ -158,7 +158,7 @@ def _health_table(report: dict) -> Table | None:
     cost = (f"The check took {h['seconds']:.2f} s" + (f", {share:.0%} of the cutover's {report['seconds']:.2f} s"
                                                         if share is not None and report.get("seconds") else "")
             + "; recall is measured with up to 200 stored vectors as queries (ANN top-10 vs exact top-10); latency on "
-              "the gate's queries, each the fastest of three interleaved searches.")
+              "the gate's queries, each the fastest of five interleaved searches.")
     notes = "; ".join(f"{label}: {d['detail']}" for label, d in sides)
     return Table("Index health", ("side", "collection", "indexed vectors", "searched", "recall@10 vs exact",
                                   "sampled", "latency p50 / p95 (ms)"), tuple(rows), (), f"{cost} {notes}.")
