@@ -182,6 +182,14 @@ def test_the_same_change_built_with_reindexs_graph_passes_with_its_recall_in_the
     assert r >= 0.95 and f"vs exact search {r:.3f} on 200 stored vectors" in line
     assert f"  index new: {shadow} " in res.stdout and f"recall@10 vs exact {r:.3f} on 200 stored vectors" in res.stdout
     assert ws.alias() == shadow
+    # `reindex status` shows the live population's index state; `reindex doctor` its health.
+    live = next(p for p in api.status(ws.config)["populations"] if p["state"] == "live")
+    assert live["index"]["ready"] and live["index"]["searched"] == "graph" and live["index"]["points"] == 1795
+    shown = CliRunner().invoke(main, ["status", "-c", str(ws.config)]).output
+    assert "            index 1,795/1,795 vectors, searched graph" in shown
+    doc = CliRunner().invoke(main, ["doctor", "-c", str(ws.config), "--json"])
+    health = next(p["index_health"] for p in json.loads(doc.stdout)["populations"] if "index_health" in p)
+    assert health["collection"] == shadow and health["recall_at_10_vs_exact"] >= 0.95 and health["sampled"] == 200
 
 
 # --------------------------------------------------------------------------------------------
