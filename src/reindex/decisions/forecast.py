@@ -163,11 +163,15 @@ def build_new_side(scratch: Any, cfg: PipelineConfig, sample: ChunkedSample, emb
         cpu += time.process_time() - c0
         wall += time.perf_counter() - w0
         vectors_of.update(zip(part, vecs))
+    points: list[Point] = []
     for meta, records in sample.docs:
-        points = [Point(r.point_id, reusable[r.fingerprint] if r.fingerprint in reusable else vectors_of[r.text],
-                        point_payload(cfg, ident.pipeline_id, r, meta)) for r in records]
-        if points:
+        points += [Point(r.point_id, reusable[r.fingerprint] if r.fingerprint in reusable else vectors_of[r.text],
+                         point_payload(cfg, ident.pipeline_id, r, meta)) for r in records]
+        if len(points) >= 512:  # one durable write per 512 points, not per document (each write flushes)
             scratch.upsert(FORECAST_NEW, points)
+            points = []
+    if points:
+        scratch.upsert(FORECAST_NEW, points)
     scratch.create_payload_index(FORECAST_NEW, "doc_id", "keyword")
     return {"chunks": sample.chunks, "embedded_chunks": sample.chunks - sample.reused,
             "tokens": sum(n for _, n in sample.missing), "embed_cpu_seconds": cpu, "wall_seconds": wall,

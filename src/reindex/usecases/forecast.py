@@ -75,8 +75,13 @@ def forecast_change(ctx: Context, n: int = DEFAULT_FORECAST_DOCUMENTS, *, querie
     qs = [q for q in qs if not q.relevant or q.relevant & sample.documents]
     old, new = ctx.side(live), ctx.next_side()
     old_cfg = old.config
+    embedded: dict[str, Any] = {}  # what the new model gave (the first batch is embedded early to time it)
+
     def embed_new(texts: list[str]) -> Any:  # the model is loaded only if a text is missing (made once per context)
-        return new.passage_embedder(batch_size=cfg.apply.embed_batch_size).embed(texts).vectors
+        todo = [t for t in dict.fromkeys(texts) if t not in embedded]
+        if todo:
+            embedded.update(zip(todo, new.passage_embedder(batch_size=cfg.apply.embed_batch_size).embed(todo).vectors))
+        return [embedded[t] for t in texts]
 
     embed_old_q, embed_new_q = side_query_embedder(ctx, old), side_query_embedder(ctx, new)
     vector_change = identity_of(old_cfg).vector_id != identity_of(cfg).vector_id
@@ -93,7 +98,7 @@ def forecast_change(ctx: Context, n: int = DEFAULT_FORECAST_DOCUMENTS, *, querie
                                                   sample.documents, skip=(live.collection,))
                 reusable = {**kept, **reusable}
             chunked = chunk_sample(cfg, source.scan(ScanReport(), keep=sample.documents.__contains__), reusable)
-            projected = _projected(ctx, cfg, chunked, time.process_time() - c0)
+            projected = _projected(ctx, cfg, chunked, c0, embed_new)
             if say is not None:
                 say(f"forecast: {len(sample.documents):,} of {len(sizes):,} documents sampled ({sample.stratified:,} "
                     f"by length, {sample.labelled:,} more the {len(qs):,} queries point at); {chunked.reused:,} of "
@@ -138,19 +143,29 @@ def forecast_change(ctx: Context, n: int = DEFAULT_FORECAST_DOCUMENTS, *, querie
     return section
 
 
-def _projected(ctx: Context, cfg: Any, chunked: Any, spent: float) -> dict[str, Any]:
-    """What the forecast will cost, told before it embeds: the CPU spent so far (reading and cutting the sample,
-    copying the old side) and its tokens to embed at the new model's measured rate (tokens per CPU-second of its
-    last apply or `reindex calibrate`; none measured: the plan's default rate, on one CPU)."""
+def _projected(ctx: Context, cfg: Any, chunked: Any, c0: float, embed: Callable[[list[str]], Any]) -> dict[str, Any]:
+    """What the forecast will cost, told before it embeds the sample: the CPU spent so far (reading and cutting the
+    sample, copying the old side) and its tokens to embed at the new model's rate — measured by its last apply or
+    `reindex calibrate`, else timed here on the first batch of the sample's texts (embedded now, kept: its model
+    loaded with it) — plus what evaluating both sides costs, about as much again as reading them did."""
     from reindex.books.manifests import read_calibration
-    from reindex.planner import DEFAULT_TOKENS_PER_MINUTE
 
     vid = identity_of(cfg).vector_id
     rec = read_measured_rate(ctx.state, vid) or read_calibration(ctx.state, vid) or {}
     rate = rec.get("tokens_per_cpu_second")
-    basis = f"{rate:,.0f} tokens per CPU-second measured for this model" if rate else \
-        "no rate measured for this model: the plan's default rate on one CPU"
-    rate = rate or DEFAULT_TOKENS_PER_MINUTE / 60
+    basis = f"{rate:,.0f} tokens per CPU-second measured for this model" if rate else ""
     tokens = sum(t for _, t in chunked.missing)
-    return {"cpu_seconds": round(spent + tokens / rate, 3),
-            "basis": f"{tokens:,} tokens to embed at {basis}, {spent:.1f} CPU-s spent reading the sample"}
+    first_cpu = 0.0
+    if not rate and chunked.missing:
+        first = chunked.missing[:cfg.apply.embed_batch_size]
+        t = time.process_time()
+        embed([text for text, _ in first])
+        first_cpu = max(time.process_time() - t, 1e-6)
+        rate = sum(n for _, n in first) / first_cpu
+        basis = f"{rate:,.0f} tokens per CPU-second timed on its first {len(first)} chunks (model load included)"
+    spent = time.process_time() - c0 - first_cpu
+    left = tokens - (sum(n for _, n in chunked.missing[:cfg.apply.embed_batch_size]) if first_cpu else 0)
+    cpu = 2 * spent + first_cpu + (left / rate if rate else 0.0)
+    return {"cpu_seconds": round(cpu, 3),
+            "basis": f"{tokens:,} tokens to embed at {basis or 'no rate needed'}; {spent:.1f} CPU-s spent reading "
+                     "the sample, about as much again to evaluate it"}
