@@ -374,7 +374,8 @@ def _evaluate_on_live(i: ModeInputs, embed_old, embed_mode, search_new=None) -> 
     norm = partial(normalise, cfg=i.live_cfg.text.normaliser)
     return evaluate(i.store, i.live, i.live, i.queries, embed_old, embed_mode, k=i.k, seed=i.seed,
                     payload_old=i.live_cfg.payload, payload_new=i.live_cfg.payload, segments=i.cutover.segments,
-                    bound=i.cutover.min_recall_delta, text_old=norm, text_new=norm, search_new=search_new)
+                    bound=i.cutover.min_recall_delta, text_old=norm, text_new=norm, search_new=search_new,
+                    latency_repeats=0)  # a mode's latency is not gated here (a cascade reports its own cost)
 
 
 def evaluate_modes(i: ModeInputs, modes: Sequence[str] = ("bridge", "cascade")) -> tuple[dict[str, dict], Bridge | None]:

@@ -114,7 +114,8 @@ def forecast_change(ctx: Context, n: int = DEFAULT_FORECAST_DOCUMENTS, *, querie
                                   payload_new=cfg.payload, segments=cfg.cutover.segments,
                                   bound=cfg.cutover.min_recall_delta,
                                   text_old=partial(normalise, cfg=old_cfg.text.normaliser),
-                                  text_new=partial(normalise, cfg=cfg.text.normaliser))
+                                  text_new=partial(normalise, cfg=cfg.text.normaliser),
+                                  latency_repeats=0)  # the scratch store's latency is not the population's
             outlook = None
             if vector_change and cfg.serving.mode != "old":
                 # A model change: what readers could be served while it builds, on the same two sides and queries.
