@@ -224,7 +224,9 @@ def test_langchain_splitter_plans_applies_and_cuts_over(tmp_path: Path, monkeypa
     ws.approve(path)
     r = ws.apply(path)
     assert r.status == "done" and r.collection != live
-    assert ws.cutover(path).report["swap"]
+    # Its probes say the smaller chunks lose passages (passage MRR worse): a worse change passes only by --force
+    # (approved above); this test is about the splitter, not the gate.
+    assert ws.cutover(path, force=True).report["swap"]
     assert ws.alias() == r.collection
 
     # Same config, nothing changed: nothing to do. A new library version: a planned text change, and a plan

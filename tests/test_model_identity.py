@@ -182,6 +182,15 @@ def test_cutover_embeds_each_sides_queries_with_its_query_prefix(tmp_path: Path,
     assert ws.apply(path).status == "done"
     assert calls and {p for p, _ in calls} == {"passage: "}  # passages: the passage prefix
     calls.clear()
+    # The live side's query vectors were recorded when it was cut over (one file per query side: its vector half,
+    # query prefix included); forget them, so that this cutover embeds both sides' queries and they can be seen.
+    from reindex.books.layout import Books
+
+    state = ws.state()
+    recorded = state.list(Books.QUERY_VECTORS_PREFIX)
+    assert len(recorded) == 1
+    for key in recorded:
+        state.delete(key)
     report = ws.cutover(path).report
     assert report["swap"] and report["query_vectors"] == "each side embeds queries with its own vector.query_prefix"
     by_prefix: dict[str, list[str]] = {}

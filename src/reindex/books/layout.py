@@ -295,11 +295,13 @@ class Books:
         """The embedding rate the last apply of a vector half measured."""
         return f"calibration/{vector_id}.apply.json"
 
+    QUERY_VECTORS_PREFIX = "query-vectors/"
+
     @staticmethod
     def query_vectors_key(side_key: str) -> str:
         """The query vectors one query side (a vector half with its query prefix: ``side_key``) gave, by text
         digest, shared by every index of the state: a cutover and a forecast of the same queries embed them once."""
-        return f"query-vectors/{side_key}.npz"
+        return f"{Books.QUERY_VECTORS_PREFIX}{side_key}.npz"
 
     @staticmethod
     def build_rate_key(name: str) -> str:
