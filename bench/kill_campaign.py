@@ -63,7 +63,7 @@ cutover: {{min_recall_delta: -1.0, min_overlap: 0.0, retention_days: 0}}
 
 # step → crash points it can reach (plus "timer": a SIGKILL after a random delay). Every crashpoint(...) of
 # src/ is here: before-upsert, after-batch-upsert, after-upsert, before-payload, after-payload,
-# before-chunk-texts, before-manifest, catch-up, {cutover,rollback}-{before,after}-swap, gc-marked,
+# before-chunk-texts, before-unit-batch, before-unit-part, before-manifest, catch-up, {cutover,rollback}-{before,after}-swap, gc-marked,
 # gc-collection-deleted.
 POINTS = {
     "plan": ["timer"],
@@ -74,6 +74,9 @@ POINTS = {
     "payload": ["before-payload:1", "after-payload:1", "after-payload:3", "before-manifest:2", "catch-up", "timer"],
     "sticky": ["before-upsert:1", "after-upsert:1", "before-chunk-texts:1", "before-chunk-texts:2",
                "before-manifest:2", "timer"],
+    # vector.compose: units — the same eight edits synced in place, each chunk to embed composed from its units.
+    "compose": ["before-unit-batch:1", "before-unit-batch:2", "after-upsert:1", "before-unit-part:1",
+                "before-unit-part:2", "before-manifest:2", "timer"],
     "cutover": ["cutover-before-swap", "cutover-after-swap", "timer"],
     "stale-cutover": ["catch-up", "before-upsert:1", "after-upsert:1", "before-manifest:1", "cutover-before-swap",
                       "cutover-after-swap", "timer"],
@@ -86,9 +89,9 @@ POINTS = {
     # embedder's modes are refused: what is killed is the evaluation and the write of the serving record).
     "serving": ["timer"],
 }
-APPLY_STEPS = ("apply", "sync", "payload", "sticky", "watch")  # compared with an uninterrupted reference
+APPLY_STEPS = ("apply", "sync", "payload", "sticky", "compose", "watch")  # compared with an uninterrupted reference
 REFERENCE = {"watch": "sync"}  # the live mode applies the same edits in place as the sync step
-NEXT_PLAN_NONE = ("sync", "payload", "sticky", "cutover", "stale-cutover", "gc", "watch")  # next plan is `none`
+NEXT_PLAN_NONE = ("sync", "payload", "sticky", "compose", "cutover", "stale-cutover", "gc", "watch")  # next plan is `none`
 
 
 class Env:
@@ -137,11 +140,12 @@ def plan_file(r: subprocess.CompletedProcess) -> str:
 
 
 def write_config(root: Path, env: Env, size: int, name: str, *, title: bool = False, sticky: bool = False,
-                 dimension: int | None = None) -> None:
+                 dimension: int | None = None, compose: bool = False) -> None:
     source = f"{{uri: {root}/corpus, metadata_fields: [title]}}" if title else f"{root}/corpus"
+    vector = (f", dimension: {dimension}" if dimension else "") + (", compose: units" if compose else "")
     (root / "reindex.yaml").write_text(CONFIG.format(root=root, size=size, batch=BATCH, state=env.state(root, name),
                                                      source=source, rechunk=", rechunk: sticky" if sticky else "",
-                                                     vector=f", dimension: {dimension}" if dimension else ""))
+                                                     vector=vector))
 
 
 def edit_corpus(root: Path) -> None:
@@ -160,10 +164,10 @@ def approved(root: Path, env: Env, plan: str) -> str:
     return plan
 
 
-def prepare(root: Path, env: Env, name: str, *, sticky: bool = False) -> dict:
+def prepare(root: Path, env: Env, name: str, *, sticky: bool = False, compose: bool = False) -> dict:
     """The live population A of the bundled corpus."""
     shutil.copytree(SAMPLE / "corpus", root / "corpus")
-    write_config(root, env, 150, name, sticky=sticky)
+    write_config(root, env, 150, name, sticky=sticky, compose=compose)
     p0 = plan_file(run(root, env, "plan", "--json"))
     run(root, env, "apply", p0, "--no-progress")
     run(root, env, "cutover", p0)
@@ -273,6 +277,13 @@ def stages(trial: Path, saved: Path, env: Env) -> dict:
     edit_corpus(trial)
     (trial / "plan.txt").write_text(approved(trial, env, plan_file(run(trial, env, "plan", "--json"))))
     save(trial, saved, env, "sticky")
+    shutil.rmtree(trial, ignore_errors=True)  # compose: its own live population (compose: units), the same edits
+    if env.s3:
+        _copy_prefix(env, "empty", "trial")
+    prepare(trial, env, "trial", compose=True)
+    edit_corpus(trial)
+    (trial / "plan.txt").write_text(approved(trial, env, plan_file(run(trial, env, "plan", "--json"))))
+    save(trial, saved, env, "compose")
     refs = {}
     for step in (s for s in APPLY_STEPS if s not in REFERENCE):
         restore(trial, saved, env, step)
@@ -281,6 +292,7 @@ def stages(trial: Path, saved: Path, env: Env) -> dict:
         coll = json.loads(r.stdout)["collection"]
         refs[step] = {"collection": coll, "snapshot": snapshot(trial, coll), "log": read_log(log)}
     return {"stage": {"plan": "sync", "apply": "apply", "sync": "sync", "payload": "payload", "sticky": "sticky",
+                      "compose": "compose",
                       "cutover": "cutover", "stale-cutover": "stale-cutover", "rollback": "rollback",
                       "gc": "rollback", "watch": "sync", "serving": "serving"}, "refs": refs}
 
@@ -292,7 +304,7 @@ def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, en
     t0 = time.perf_counter()
     applying = ("apply", plan, "--no-progress")
     args = {"plan": ("plan", "--json"), "apply": applying, "sync": applying, "payload": applying, "sticky": applying,
-            "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan), "rollback": ("rollback",),
+            "compose": applying, "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan), "rollback": ("rollback",),
             "gc": ("gc", "--yes", "--force"), "watch": ("sync", "--watch", "--interval", "0.2"),
             "serving": ("serving", "--evaluate")}[step]
     k = run(root, env, *args, crash=point, log=killed_log)
@@ -302,7 +314,7 @@ def trial(n: int, step: str, point: str, root: Path, saved: Path, prep: dict, en
         problems.append(f"the command under test failed without a kill: {k.stderr.strip()[-300:]}")
     reapply = ("apply", plan, "--no-progress", "--json")
     again = {"plan": ("plan", "--json"), "apply": reapply, "sync": reapply, "payload": reapply, "sticky": reapply,
-             "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan),
+             "compose": reapply, "cutover": ("cutover", plan), "stale-cutover": ("cutover", plan),
              "rollback": ("status", "--json"), "gc": ("gc", "--yes", "--force"), "watch": ("sync", "--json"),
              "serving": ("serving", "--evaluate", "--json")}[step]
     try:

@@ -100,12 +100,14 @@ VECTOR_MUTATIONS = {
     "backend": ["onnx"],  # api is for HTTP providers: the base half is sentence-transformers
     "precision": ["float16"],  # int8 needs backend onnx (a two-field change: tests/test_embed_backends.py)
     "max_tokens": [128, 512],
+    "compose": ["units"],  # vectors composed from units (issue 45)
 }
 # Vector-half fields that change no id: a local model is identified by the digest of its files (BASE's
 # revision), its name or path is for display; query_prefix changes queries, not stored vectors.
 DISPLAY_MUTATIONS = {
     "model": ["/models/e5-small", "sentence-transformers/all-MiniLM-L6-v2"],
     "query_prefix": ["query: ", ""],
+    "compose_unit": ["sentence:min=3", "chunk"],  # how units are cut: in no id while compose is none (BASE's)
 }
 OPERATIONAL_MUTATIONS = {
     "index": ["other-index"],

@@ -42,7 +42,7 @@ _HOMES = {
     "reindex.usecases.chunk": ("ChunkSummary", "chunk_path", "summarize_chunks"),
     "reindex.usecases.classify": ("Classification", "classify_change"),
     "reindex.usecases.configure": ("Validation", "init_config", "load_resolved", "validate_config"),
-    "reindex.usecases.measure": ("measure", "measure_chains"),
+    "reindex.usecases.measure": ("measure", "measure_chains", "measure_units"),
     "reindex.usecases.plan": ("estimate", "show_plan", "approval_status", "approve_plan"),
     "reindex.usecases.runs": ("approve_and_resume", "reject_and_resume", "waiting_runs"),
     # thin wrappers kept for scripts (not in __all__)
@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # what a type checker and an IDE see
     from reindex.usecases.doctor import DoctorReport
     from reindex.usecases.index import Index
     from reindex.usecases.lifecycle import CutoverReport, GcAction, IndexStatus, PopulationStatus, RollbackRecord
-    from reindex.usecases.measure import measure, measure_chains
+    from reindex.usecases.measure import measure, measure_chains, measure_units
     from reindex.usecases.plan import estimate, show_plan
     from reindex.usecases.query import Querier, QueryResult, parse_filters
     from reindex.usecases.runs import approve_and_resume, reject_and_resume, waiting_runs
@@ -189,6 +189,7 @@ __all__ = [
     "ChunkSummary",
     "measure",
     "measure_chains",
+    "measure_units",
     "parse_filters",
     "waiting_runs",
     "approve_and_resume",

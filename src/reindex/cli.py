@@ -789,11 +789,16 @@ def doctor(config_path: str, full: bool, sample: int, embed_sample: int, repair:
 @click.option("--chains", "chains", type=int, default=None, metavar="N",
               help="With --from-git and --rechunk sticky: follow the files with the most commits (--limit of them, "
                    "default 12) over their last N revisions, sticky vs stateless, instead of pairs.")
+@click.option("--unit", "unit", default=None, metavar="UNIT",
+              help="sentence[:min=N] or chunk: R_c at chunk level beside unit level (the sentences inside each chunk); "
+                   "with --queries, composed-vs-whole-chunk vector quality per --model.")
+@click.option("--model", "models", multiple=True, type=click.Choice(["static", "minilm"]),
+              help="With --unit and --queries: the model(s) to compose with (repeat; default both).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
 def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers: tuple[str, ...], config_path: str | None,
             lang: str | None, bands: tuple[str, ...], limit: int | None, calibrate: bool, target_median: float,
             queries: str | None, corpus: tuple[str, ...], pool: int | None, cache: str, seed: int, report_dir: str | None,
-            rechunk: str, chains: int | None, as_json: bool) -> None:
+            rechunk: str, chains: int | None, unit: str | None, models: tuple[str, ...], as_json: bool) -> None:
     """Measure the recompute fraction R_c of chunkers over real revision pairs (seed 000).
 
     An input is reused only if byte-identical to an input of the old version of the same document;
@@ -806,6 +811,7 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
       reindex measure --from-git ../peps --paths 'peps/*.rst' --limit 50
       reindex measure --pairs revisions.parquet --lang en --queries queries.jsonl --corpus snapshot_new.parquet --pool 200
       reindex measure --from-git ../peps --paths 'peps/*.rst' --rechunk sticky --chains 20 --limit 11
+      reindex measure --pairs revisions.parquet --chunker recursive:size=278 --unit sentence --band '<=5%' --json
     """
 
     def progress(line: str) -> None:
@@ -825,6 +831,21 @@ def measure(pairs: str | None, from_git: str | None, paths: str | None, chunkers
         else:
             click.echo(reports.chains_text(result))
         return
+
+    if unit is not None:
+        if chains is not None or calibrate or rechunk != "stateless" or report_dir:
+            raise click.UsageError("--unit measures pairs: --chains, --calibrate, --rechunk sticky and --report do not apply")
+        result = api.measure_units(pairs=pairs, unit=unit, chunkers=chunkers, config_path=config_path, from_git=from_git,
+                                   paths=paths, lang=lang, bands=bands, limit=limit, queries=queries, corpus=corpus,
+                                   models=models or ("static", "minilm"), cache=cache, pool=pool, seed=seed,
+                                   progress=progress)
+        if as_json:
+            _emit_json(result)
+        else:
+            click.echo(reports.units_text(result))
+        return
+    if models:
+        raise click.UsageError("--model applies with --unit")
 
     report, written = api.measure(
         pairs=pairs, chunkers=chunkers, config_path=config_path, from_git=from_git, paths=paths, lang=lang, bands=bands,

@@ -20,8 +20,10 @@ plans in a plans folder. :class:`Books` is the only place that spells a key or a
         summaries/<part>.json  summaries/<part>.fps.npz     per-part totals and fingerprint prefixes (by digest)
         rewrites/<run>/<part>.json            parts an in-place run rewrote (its own writes, for resume)
         chunk-texts/<part>.parquet            chunk texts kept for sticky re-chunking
+        units/<part>.npz                      unit fingerprint → vector and count (vector.compose: units)
         cursor.json  cursors/<digest>.json|.parquet         the source's committed cursor and its history
         runs/<run>/shard-NNNN.json  progress.json  pairs/shard-NNNN.npz   shard manifests, progress, free pairs
+        runs/<run>/units/shard-<k>-<attempt>-<n>.npz   units a run embedded, stored before their chunks' points
     calibration/<vector id>.json  <vector id>.apply.json  index-build/<key>.json   measured rates (every index)
     query-vectors/<side key>.npz              query vectors by text digest, per query side (every index)
 
@@ -216,6 +218,20 @@ class Books:
 
     def chunk_texts_key(self, collection: str, part: str) -> str:
         return f"{self.chunk_texts_prefix(collection)}{part}.parquet"
+
+    def units_prefix(self, collection: str) -> str:
+        return f"{self.population_prefix(collection)}/units/"
+
+    def unit_part_key(self, collection: str, part: str) -> str:
+        """A population's unit part (vector.compose: units), beside the chunk-manifest part of the same name."""
+        return f"{self.units_prefix(collection)}{part}.npz"
+
+    def run_units_prefix(self, collection: str, run: str, shard: int) -> str:
+        return f"{self.population_runs_prefix(collection)}{run}/units/shard-{shard}-"
+
+    def run_units_key(self, collection: str, run: str, shard: int, seq: str) -> str:
+        """Units a run embedded for one batch of a shard, stored before that batch's points."""
+        return f"{self.run_units_prefix(collection, run, shard)}{seq}.npz"
 
     def cursor_key(self, collection: str) -> str:
         """The population's committed cursor."""

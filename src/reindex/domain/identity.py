@@ -106,6 +106,8 @@ def vector_id(vector: VectorHalf) -> str:
     * ``query_prefix`` is left out: it changes how queries are embedded, not any stored vector.
     * ``<name>_env`` params are left out: they name the variable a secret is read from, and a key (its
       value or its variable) decides no vector, so rotating one plans nothing.
+    * ``compose`` and ``compose_unit`` are left out while ``compose`` is ``none``: they came after v1, and
+      ``compose: units`` (vectors composed from units) is another vector for the same text.
 
     Both keys are left out rather than renamed, so every other population keeps its v1 id; a config
     whose hash lost ``model`` cannot collide with a v1 payload, which always had it."""
@@ -114,6 +116,9 @@ def vector_id(vector: VectorHalf) -> str:
     data["params"] = without_env_names(data["params"])  # where secrets are read from: operational
     if not data["params"]:
         del data["params"]  # came after v1: left out while empty, so every earlier population keeps its id
+    if data.get("compose", "none") == "none":  # came after v1 too: left out while off, with its unit rule
+        data.pop("compose", None)
+        data.pop("compose_unit", None)
     if vector.provider == "hash" or (vector.provider in _LOCAL_MODELS and vector.revision.startswith("sha256:")):
         del data["model"]
     return _h(VECTOR_ID_VERSION.encode(), canonical_json(data).encode())

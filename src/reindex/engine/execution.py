@@ -59,7 +59,9 @@ from reindex.books.manifests import (
     write_chunk_texts_part,
     write_shard_manifest,
 )
+from reindex.books.units import write_unit_part
 from reindex.books.cursors import Tracking
+from reindex.engine.compose import UnitComposer
 from reindex.books.pairs import per_shard, record_shard_pairs
 from reindex.adapters.pipeline import ChunkRecord, TextPipeline
 from reindex.planner import LiveDocs
@@ -144,6 +146,8 @@ class ShardResult:
     embed_seconds: float = 0.0  # wall seconds inside successful embedding calls
     embed_cpu_seconds: float = 0.0  # CPU seconds of those calls (reindex.foundation.throughput.CpuClock: the rate apply records)
     embed_concurrency: int = 0  # most embedding calls this shard's process had in flight at once
+    units_embedded: int = 0  # vector.compose: units — units embedded (counted in ``embedded`` too)
+    units_reused: int = 0  # units of composed chunks taken from the unit part
     worker: str = ""  # "host:pid" of the process that ran the shard
     staged: str | None = None  # key of the staged writes the coordinator must commit (reindex.engine.workers)
 
@@ -334,8 +338,54 @@ def _embed(ctx: ApplyContext, texts: dict[str, int], result: ShardResult,
     return out
 
 
+def _compose(ctx: ApplyContext, composer: UnitComposer, texts: dict[str, int], result: ShardResult,
+             on_batch: Callable[[list[str], np.ndarray], None]) -> dict[str, np.ndarray]:
+    """``vector.compose: units``: the vectors of chunk texts composed from their units' (reindex.engine.compose),
+    embedding only the units not known yet, batch by batch as :func:`_embed` does; a finished batch's units are
+    stored before its points are written. ``embedded`` and ``tokens_embedded`` count units and their tokens."""
+    order = sorted(texts, key=len, reverse=True)
+    out: dict[str, np.ndarray] = {}
+    bs = ctx.cfg.apply.embed_batch_size
+    raw = ctx.embedder.token_sums if composer.exact else ctx.embedder.embed
+    call = _timed(ctx, raw, result)
+    shared = contextlib.nullcontext if getattr(ctx.embedder, "concurrent", False) else (lambda: ctx.embed_lock)
+    for i in range(0, len(order), bs):
+        batch = order[i : i + bs]
+        units = composer.missing(batch)
+        for j in range(0, len(units), bs):
+            ub = units[j : j + bs]
+            tokens = sum(ctx.pipeline.tokenizer.count_batch(ub))
+            with ctx.embed_lock:
+                ctx.spend_tokens(tokens)
+            with shared():
+                vecs, counts = composer.embed_units(ub, lambda x: retry_transient(call, x))
+            crashpoint("before-unit-batch")
+            composer.remember(ub, vecs, counts)
+            result.embedded += len(ub)
+            result.tokens_embedded += tokens
+            ctx.emit(kind="embedded", chunks=len(ub), tokens=tokens)
+        vectors, over = composer.compose(batch)
+        if over:  # past the model's limit a whole chunk's vector is of its first tokens: embedded whole
+            whole = [batch[k] for k in over]
+            tokens = sum(texts[t] for t in whole)
+            with ctx.embed_lock:
+                ctx.spend_tokens(tokens)
+            with shared():
+                res = retry_transient(_timed(ctx, ctx.embedder.embed, result), whole)
+            vectors[over] = res.vectors
+            result.embedded += len(whole)
+            result.tokens_embedded += tokens
+            result.truncated += res.truncated
+        for t, v in zip(batch, vectors):
+            out[t] = v
+        on_batch(batch, vectors)
+    result.units_embedded, result.units_reused = composer.units_embedded, composer.units_reused
+    return out
+
+
 def _embed_missing(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], vectors: dict[str, Any],
-                   result: ShardResult, metas: dict[str, dict[str, Any]]) -> set[str]:
+                   result: ShardResult, metas: dict[str, dict[str, Any]],
+                   composer: UnitComposer | None = None) -> set[str]:
     """Embed the texts that have no vector yet and write their points batch by batch, so that a finished
     embedding batch is durable in the target before the next one starts: a resumed shard finds those points
     by id and embeds only what was lost, at most one batch per worker. Returns the point ids written."""
@@ -357,7 +407,9 @@ def _embed_missing(ctx: ApplyContext, records: dict[str, list[ChunkRecord]], vec
         written.update(p.id for p in points)
         crashpoint("after-batch-upsert")
 
-    by_text = _embed(ctx, {t: recs[0].tokens for t, recs in waiting.items()}, result, on_batch=flush)
+    texts = {t: recs[0].tokens for t, recs in waiting.items()}
+    by_text = _embed(ctx, texts, result, on_batch=flush) if composer is None else \
+        _compose(ctx, composer, texts, result, on_batch=flush)
     for t, recs in waiting.items():
         vectors[recs[0].fingerprint] = by_text[t]
     return written
@@ -401,7 +453,7 @@ def _chunks(ctx: ApplyContext, doc: Document, old_rows: dict[str, list[ManifestR
 def _sync_batch(
     ctx: ApplyContext, docs: list[Document], old_rows: dict[str, list[ManifestRow]], result: ShardResult,
     previous_texts: dict[str, str] | None = None, new_texts: dict[str, str] | None = None,
-    carry: ShardCarry | None = None,
+    carry: ShardCarry | None = None, composer: UnitComposer | None = None,
 ) -> list[ManifestRow]:
     """Write the points of ``docs`` into the target (reuse → embed → upsert → delete stale). With
     ``previous_texts`` (in place, sticky) each document is re-chunked against its previous chunks;
@@ -443,7 +495,7 @@ def _sync_batch(
                 vectors.setdefault(p.payload["fingerprint"], p.vector)
             gained = set(vectors) - before
             result.reused_old += sum(1 for recs in records.values() for r in recs if r.fingerprint in gained)
-    written = _embed_missing(ctx, records, vectors, result, metas)
+    written = _embed_missing(ctx, records, vectors, result, metas, composer)
     points = [
         Point(r.point_id, vectors[r.fingerprint], point_payload(ctx.cfg, ctx.identity.pipeline_id, r, metas[r.doc_id]))
         for recs in records.values()
@@ -527,15 +579,17 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
     previous_texts = _sticky_texts(ctx, shard, part_rows) if sticky and ctx.in_place else None
     new_texts: dict[str, str] | None = {} if sticky else None
     carry = _shard_carry(ctx, shard, result)
+    # vector.compose: units — chunks to embed are composed from their units (reindex.engine.compose).
+    composer = UnitComposer(ctx, shard) if ctx.cfg.vector.compose == "units" else None
     rows: list[ManifestRow] = []
     batch: list[Document] = []
     for doc in _shard_docs(ctx, shard, only, result):
         batch.append(doc)
         if len(batch) >= DOC_BATCH:
-            rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts, carry)
+            rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts, carry, composer)
             batch = []
     if batch:
-        rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts, carry)
+        rows += _sync_batch(ctx, batch, reuse_rows, result, previous_texts, new_texts, carry, composer)
     if carry is not None:
         result.carry_problems += carry.problems
     if ctx.in_place:
@@ -549,6 +603,10 @@ def run_shard(ctx: ApplyContext, shard: int, *, only: set[str] | None = None, re
         touched = {r.doc_id for r in rows} | set(removed) | set(only or ())
         rows = [r for d, rs in part_rows.items() if d not in touched for r in rs] + rows
     rows.sort(key=lambda r: (r.doc_id, r.ordinal))
+    if composer is not None:  # before the manifest part: whichever part is current after a crash, its units are kept
+        crashpoint("before-unit-part")
+        ctx.fence()
+        write_unit_part(ctx.state, ctx.index, ctx.target, shard_name(shard), composer.part())
     texts: dict[str, str] | None = None
     if new_texts is not None:
         # Holding the texts of the part it replaces as well, so that whichever part is current after a

@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from reindex.measure._pairs import RevisionPair
 
-__all__ = ["AnyChunker", "Candidate", "Counter", "PairResult", "chunk_texts", "measure_pair", "recompute",
-           "recompute_fraction"]
+__all__ = ["AnyChunker", "Candidate", "Counter", "PairResult", "chunk_texts", "failed_pair", "measure_pair", "pair_result",
+           "recompute", "recompute_fraction"]
 
 
 class AnyChunker(Protocol):
@@ -78,8 +78,20 @@ def measure_pair(chunker: AnyChunker, control: AnyChunker, pair: RevisionPair, c
         new = chunk_texts(chunker, pair.new_text)
         again = chunk_texts(control, pair.old_text)
     except Exception as err:  # noqa: BLE001 - a chunker failing on a document is a result
-        return PairResult(pair.pair_id, pair.lang, pair.doc_key, pair.band, pair.edit_fraction, math.nan, 0, 0, 0, (),
-                          f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200])
+        return failed_pair(pair, err)
+    return pair_result(pair, old, new, again, count)
+
+
+def failed_pair(pair: RevisionPair, err: BaseException) -> PairResult:
+    """The result of a pair whose chunker raised ``err``."""
+    return PairResult(pair.pair_id, pair.lang, pair.doc_key, pair.band, pair.edit_fraction, math.nan, 0, 0, 0, (),
+                      f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200])
+
+
+def pair_result(pair: RevisionPair, old: Sequence[str], new: Sequence[str], again: Sequence[str],
+                count: Counter) -> PairResult:
+    """R_c of one pair from its inputs: the old version's, the new version's, and the old version's again
+    (a second chunker instance: the no-edit control)."""
     distinct = list(dict.fromkeys(new))
     counts = count(distinct) if distinct else []
     by_text = dict(zip(distinct, counts))

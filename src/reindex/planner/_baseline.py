@@ -3,6 +3,8 @@ config over an old corpus)."""
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -27,6 +29,7 @@ from reindex.books.manifests import (
     shard_name,
     shard_of,
 )
+from reindex.books.units import unit_part_keys
 from reindex.adapters.pipeline import TextPipeline
 from reindex.planner._live_docs import DocState, LiveDocs
 from reindex.adapters.sources import open_source
@@ -59,6 +62,10 @@ class Baseline:
     # The live population's committed cursor (reindex.books.cursors): where a sync finds changes from without
     # reading unchanged content. None: no cursor (built before cursors, or a source without one).
     cursor: Committed | None = None
+    # vector.compose: units — part name → the unit fingerprints of the live population's unit part of that name
+    # (what a composed chunk's units are priced against); None when the live population keeps no units.
+    unit_keys: Callable[[str], frozenset[str]] | None = None
+    live_shards: int | None = None  # the shard count the live population's parts were written with
 
     @property
     def identity(self) -> Identity | None:
@@ -130,7 +137,11 @@ def live_baseline(store: ObjectStore, index: str) -> Baseline:
     committed = read_committed(store, index, rec.collection)
     if committed is not None:
         inputs["cursor"] = committed.cursor.digest
-    return Baseline("live", cfg, states, inputs, payload_id=rec.payload_id, previous_texts=texts, cursor=committed)
+    units = None
+    if cfg.vector.compose == "units":
+        units = functools.lru_cache(maxsize=None)(lambda part: unit_part_keys(store, index, rec.collection, part))
+    return Baseline("live", cfg, states, inputs, payload_id=rec.payload_id, previous_texts=texts, cursor=committed,
+                    unit_keys=units, live_shards=cfg.apply.shards)
 
 
 def explicit_baseline(

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from dataclasses import replace
+from collections import Counter
 from collections.abc import Container
+from dataclasses import replace
 from typing import Any, Callable
 
 from reindex.books.carried import CarryWriter
@@ -23,6 +24,7 @@ from reindex.planner._plan import PLAN_SCHEMA, Plan, seal
 from reindex.planner._repair import repair_kind, repair_section
 from reindex.planner._request import PlanRequest
 from reindex.planner._sampled import sampled_projection
+from reindex.planner._units import UnitTally
 from reindex.planner._work import (
     ApplyBatches,
     DocWork,
@@ -53,8 +55,11 @@ def plan_change(req: PlanRequest) -> Plan:
     t = Totals(model_limit=req.model_limit, limit_in_model_tokens=req.model_limit is not None
                and req.model_tokens is not None)
     carry = _carry_writer(req, ident)
-    work_for = _work_for(baseline, TextPipeline(cfg.text, ident.vector_id), ident, req.cross_document, same_chunks,
-                         t.rechunk, carry, req.model_tokens if req.model_limit else None)
+    pipe = TextPipeline(cfg.text, ident.vector_id)
+    units = _unit_tally(req, ident, pipe) if cfg.vector.compose == "units" and req.sample is None else None
+    work_for = _work_for(baseline, pipe, ident, req.cross_document, same_chunks, t.rechunk, carry,
+                         units.texts if units is not None else None,
+                         model_tokens=req.model_tokens if req.model_limit else None)
 
     report = ScanReport()
     digest = CorpusDigest()
@@ -65,12 +70,12 @@ def plan_change(req: PlanRequest) -> Plan:
     read: dict[str, Any] = {"mode": "full", "cursor": getattr(source, "cursor_kind", None), "from": None, "why": why}
     if since is not None:
         changes = _scan_changes(req, source, since, report, work_for, t, seen,
-                                _apply_batches(baseline, cfg, ident, same_chunks))
+                                _apply_batches(baseline, cfg, ident, same_chunks, units))
         read.update(mode="cursor", cursor=since.cursor.kind, **{"from": since.cursor.digest}, why=None,
                     how=changes.how, documents_read=len(changes.documents), bytes_read=changes.bytes_read)
         corpus_digest = changes.digest
     elif req.sample is None:
-        _scan_exact(req, source, report, work_for, t, digest, seen, _apply_batches(baseline, cfg, ident, same_chunks))
+        _scan_exact(req, source, report, work_for, t, digest, seen, _apply_batches(baseline, cfg, ident, same_chunks, units))
         corpus_digest = digest.hexdigest()
     else:
         projection = sampled_projection(req, source, report, work_for, t, digest, seen)
@@ -96,8 +101,18 @@ def plan_change(req: PlanRequest) -> Plan:
             raise PlanError("a repair plan is exact; it cannot be sampled")
         kind = repair_kind(req.repair, baseline, ident, kind, t)
     carried = carry.finish() if carry is not None and kind.does_work else None
+    if units is not None:  # apply embeds units: the plan's tokens to embed are theirs (planner._units)
+        by_shard = units.tally.tokens_by_shard()
+        t.tokens_to_embed = sum(by_shard.values())
+        t.embed_by_shard = Counter(by_shard)
     elapsed = time.perf_counter() - started
     body = _plan_body(req, kind, documents_changed, t, projection, elapsed, source, report, corpus_digest, read)
+    if units is not None:
+        body["work"]["units"] = u = units.tally.as_dict()
+        body["cost"]["footprint"]["unit_parts"] = {
+            "disk_bytes_added": u["unit_part_bytes_added"],
+            "where": "the state store, a unit part beside each chunk-manifest part: per unit a vector "
+                     "(float64 token sums for model2vec, else float32) and a count"}
     if req.repair is not None:
         body["repair"], lines = repair_section(req.repair, sorted(t.affected))
         body["explanation"] = lines + body["explanation"]
@@ -203,6 +218,7 @@ def _over_limit_section(t: Totals, tokenizer: str) -> dict[str, Any] | None:
 def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool,
               same_chunks: set[str] | None = None, rechunk: RechunkTally | None = None,
               carry: CarryWriter | None = None,
+              missing_texts: Callable[[str, dict[str, str]], None] | None = None,
               model_tokens: Callable[[list[str]], list[int]] | None = None) -> Callable[[Document], DocWork]:
     """The function that computes one document's work against ``baseline``; edited documents whose
     chunks are the baseline's (same fingerprints in order: only their metadata changed) go into
@@ -241,6 +257,9 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
         w = doc_work(doc.doc_id, status, old, [r.fingerprint for r in recs], toks,
                      [len(r.text.encode()) for r in recs], whole_doc_tokens(pipe, text, toks), old_fps_global,
                      baseline.retained.get(doc.doc_id, frozenset()))
+        if missing_texts is not None and w.missing:
+            wanted = dict(w.missing)
+            missing_texts(doc.doc_id, {r.fingerprint: r.text for r in recs if r.fingerprint in wanted})
         if model_tokens is not None:
             w = replace(w, model_tokens=tuple(model_tokens([r.text for r in recs])))
         return w
@@ -248,16 +267,46 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
     return work_for
 
 
-def _apply_batches(baseline: Baseline, cfg, ident: Identity, same_chunks: set[str]) -> ApplyBatches:
+def _apply_batches(baseline: Baseline, cfg, ident: Identity, same_chunks: set[str],
+                   units: "_Units | None" = None) -> ApplyBatches:
     """Apply's batches for this change: in place (same pipeline) over the live population's shard layout,
     taking the affected documents (every document when the payload layout changes); else every document
-    into the new population's shards."""
+    into the new population's shards. ``units``: told which chunk texts apply embeds (vector.compose: units)."""
     in_place = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
+    embedded = units.embedded if units is not None else None
     if not in_place:
-        return ApplyBatches(cfg.apply.shards, lambda w: True, lambda w: True)
+        return ApplyBatches(cfg.apply.shards, lambda w: True, lambda w: True, embedded)
     every = baseline.payload_id is not None and baseline.payload_id != payload_id(cfg)
     return ApplyBatches(baseline.config.apply.shards, lambda w: every or w.status != "unchanged",
-                        lambda w: w.status != "unchanged" and w.doc_id not in same_chunks)
+                        lambda w: w.status != "unchanged" and w.doc_id not in same_chunks, embedded)
+
+
+class _Units:
+    """vector.compose: units — the chunk texts each document misses (from ``work_for``), handed to the tally for
+    the fingerprints apply's batches embed."""
+
+    def __init__(self, tally: UnitTally) -> None:
+        self.tally = tally
+        self._texts: dict[str, dict[str, str]] = {}
+
+    def texts(self, doc_id: str, fp_texts: dict[str, str]) -> None:
+        self._texts[doc_id] = fp_texts
+
+    def embedded(self, doc_id: str, fps: list[str]) -> None:
+        texts = self._texts.pop(doc_id, {})
+        self.tally.add(doc_id, [texts[fp] for fp in fps if fp in texts])
+
+
+def _unit_tally(req: PlanRequest, ident: Identity, pipe: TextPipeline) -> _Units:
+    """The units tally of this plan: apply's shard layout, and the unit part apply reads (in place the live
+    population's; beside, the live population's when its shard count is the new layout's)."""
+    baseline, cfg = req.baseline, req.config
+    in_place = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
+    shards = baseline.config.apply.shards if in_place else cfg.apply.shards
+    same_vector = baseline.identity is not None and baseline.identity.vector_id == ident.vector_id
+    known = baseline.unit_keys if (in_place or baseline.live_shards == shards) and same_vector else None
+    return _Units(UnitTally(cfg.vector.compose_unit, ident.vector_id, pipe.tokenizer, shards, known,
+                            cfg.vector.dimension * (8 if cfg.vector.provider == "model2vec" else 4)))
 
 
 def _scan_exact(

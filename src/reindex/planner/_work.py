@@ -137,9 +137,15 @@ class ApplyBatches:
     those duplicates back out. Which documents apply takes, and which of those go through reuse and
     embedding, is given by ``takes`` and ``embeds`` (see :meth:`add`)."""
 
-    def __init__(self, shards: int, takes: Callable[[DocWork], bool], embeds: Callable[[DocWork], bool]) -> None:
+    def __init__(self, shards: int, takes: Callable[[DocWork], bool], embeds: Callable[[DocWork], bool],
+                 embedded: Callable[[str, list[str]], None] | None = None) -> None:
         self._shards, self._takes, self._embeds = shards, takes, embeds
         self._open: dict[int, list[DocWork]] = {}
+        self._embedded = embedded  # (doc id, fingerprints apply embeds for it) as each batch closes
+
+    @property
+    def shards(self) -> int:
+        return self._shards
 
     def add(self, w: DocWork, t: Totals) -> None:
         """Count ``w`` (already added to ``t``) in its shard's open batch; close the batch when full.
@@ -166,13 +172,18 @@ class ApplyBatches:
         seen: set[str] = set()
         shard = shard_of(batch[0].doc_id, self._shards) if batch else 0
         for w in batch:
+            kept = []
             for fp, tokens in w.missing:
                 if fp in reused or fp in seen:  # another document of the batch brings or embeds this text
                     t.chunks_to_embed -= 1
                     t.tokens_to_embed -= tokens
                     t.embed_by_status[w.status] -= tokens
                     t.embed_by_shard[shard] -= tokens
+                else:
+                    kept.append(fp)
                 seen.add(fp)
+            if self._embedded is not None and kept:
+                self._embedded(w.doc_id, kept)
 
 
 @dataclass

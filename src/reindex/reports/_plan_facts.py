@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from reindex.planner import Plan
 
 __all__ = ["baseline_line", "build_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "forecast_serving_line", "key_rows", "over_limit_line", "peak_note", "plan_title",
-           "projection_rows", "rate_note", "rechunk_line", "tail_line", "throughput_text", "what_if_rows"]
+           "projection_rows", "rate_note", "rechunk_line", "tail_line", "units_line", "throughput_text", "what_if_rows"]
 
 FIELD_LABELS = {
     "chunks_old": "chunks (old population)",
@@ -144,6 +144,7 @@ def key_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Chunks to embed", num(n.chunks_to_embed)),
         ("Tokens to embed", f"{num(n.tokens_to_embed)} of {num(n.tokens_new)}"),
         *([("Re-chunking", rc)] if (rc := rechunk_line(plan.body["work"])) is not None else []),
+        *([("Units", ul)] if (ul := units_line(plan.body["work"])) is not None else []),
         ("API spend", f"{usd(n.usd)} at ${n.usd_per_mtok:g} per million tokens"),
         ("Wall clock", f"{duration(n.hours)} at {num(n.tokens_per_minute)} tokens/min "
                        f"(rate source: {rate_note(plan.body['cost'])})"),
@@ -151,6 +152,16 @@ def key_rows(plan: Plan) -> list[tuple[str, str]]:
         ("Vectors", f"{num(n.vectors_old)} → {num(n.vectors_new)} ({ratio(n.vectors_old, n.vectors_new)})"),
         ("Peak vectors", f"{num(n.peak_vectors)} ({peak_note(plan)})"),
     ]
+
+
+def units_line(w: dict) -> str | None:
+    """One line on vector.compose: units (``work.units``), or None when chunks are embedded whole."""
+    u = w.get("units")
+    if not u:
+        return None
+    return (f"composed from units ({u['unit']}): {num(u['chunks_composed'])} chunks to embed hold {num(u['units'])} units, "
+            f"{num(u['units_reused'])} stored, {num(u['units_to_embed'])} to embed ({num(u['tokens_to_embed'])} tokens; "
+            f"+{u['unit_part_bytes_added'] / 1e6:.2f} MB of unit parts in the state store)")
 
 
 def rechunk_line(w: dict) -> str | None:

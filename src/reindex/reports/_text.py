@@ -12,7 +12,7 @@ from reindex.books.layout import Books
 from reindex.domain.kinds import ChangeKind
 from reindex.engine.eta import format_eta
 from reindex.reports._format import human_bytes
-from reindex.reports._plan_facts import (build_line, forecast_serving_line, over_limit_line, rate_note, rechunk_line,
+from reindex.reports._plan_facts import (build_line, forecast_serving_line, over_limit_line, rate_note, rechunk_line, units_line,
                                          throughput_text)
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "forecast_serving_line",
     "chains_text",
     "measure_text",
+    "units_text",
     "plan_text",
     "serving_line",
     "serving_text",
@@ -111,6 +112,8 @@ def plan_text(plan: Any, path: Any) -> str:
     lines += [f"  {ln}" for ln in forecast_lines(n.forecast)]
     if (rc := rechunk_line(b["work"])) is not None:
         lines.append(f"  {rc}")
+    if (ul := units_line(b["work"])) is not None:
+        lines.append(f"  {ul}")
     if (over := over_limit_line(plan)) is not None:
         lines.append(f"  warning: {over}")
     if n.cross_document_chunks:
@@ -256,6 +259,13 @@ def chains_text(r: dict) -> str:
                 lines.append(f"         final revision's drift: W1/median {s['final_distance']:.3f}, out of bounds "
                              f"{s['final_out_of_bounds']:.1%} (fresh cut {s['final_fresh_out_of_bounds']:.1%})")
     return "\n".join(lines)
+
+
+def units_text(r: dict) -> str:
+    """The table ``reindex measure --unit`` prints: R_c at chunk and unit level, composed-vs-whole quality."""
+    from reindex.measure.units import units_markdown
+
+    return units_markdown(r)
 
 
 def measure_text(r: Any) -> str:

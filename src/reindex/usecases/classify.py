@@ -17,6 +17,7 @@ from reindex.domain.kinds import ChangeKind
 from reindex.errors import ConfigError
 from reindex.usecases.configure import load_resolved
 from reindex.planner import PlanRequest, explicit_baseline, plan_change
+from reindex.context import Context
 from reindex.usecases.plan import estimate, rates_for
 
 __all__ = ["Classification", "classify_change"]
@@ -71,7 +72,7 @@ def classify_change(
     b_cfg, h_cfg = load_resolved(base), load_resolved(head)
     on_fixture = h_cfg.model_copy(update={"source": h_cfg.source.model_copy(update={"uri": str(fixture)})})
     baseline = explicit_baseline(b_cfg, str(fixture))
-    plan = plan_change(PlanRequest(on_fixture, str(head), baseline, rates_for(on_fixture)))
+    plan = plan_change(PlanRequest(on_fixture, str(head), baseline, rates_for(Context(on_fixture))))
     n = plan.numbers
     kind = plan.kind
     bc, hc = n.chunks_old, n.chunks_new

@@ -13,14 +13,18 @@ from reindex.domain.config import (
     parse_chunker_spec,
 )
 from reindex.errors import ConfigError
-from reindex.domain.identity import resolve_config, vector_id
+from reindex.domain.config import VectorHalf
+from reindex.domain.identity import fingerprint, resolve_config, vector_id
+from reindex.domain.models import STATIC_DISTILL_DIMS
 
 
 
 
 from reindex.context import backends
 
-__all__ = ["measure", "measure_chains"]
+__all__ = ["COMPOSE_MODELS", "measure", "measure_chains", "measure_units"]
+
+COMPOSE_MODELS = ("static", "minilm")
 
 
 def measure(
@@ -176,6 +180,112 @@ def _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, se
         ),
     }
     return m.with_retrieval(report, per_chunker, info)
+
+
+def measure_units(
+    *,
+    pairs: str | Path | None = None,
+    unit: str = "sentence",
+    chunkers: tuple[str, ...] | list[str] = (),
+    config_path: str | Path | None = None,
+    from_git: str | Path | None = None,
+    paths: str | None = None,
+    lang: str | None = None,
+    bands: tuple[str, ...] | list[str] = (),
+    limit: int | None = None,
+    queries: str | Path | None = None,
+    corpus: tuple[str, ...] | list[str] = (),
+    models: tuple[str, ...] | list[str] = COMPOSE_MODELS,
+    cache: str | Path | None = ".reindex/embed-cache",
+    pool: int | None = None,
+    seed: int = 0,
+    progress=None,
+) -> dict:
+    """``reindex measure --unit``: chunk-level R_c beside unit-level R_c (units: the sentences inside each chunk)
+    per chunker, and with ``queries`` the quality of composed against whole-chunk vectors per model
+    (``static``: the model2vec model distilled from the config's model, exact; ``minilm``: the config's
+    sentence-transformers model, approximate). See :mod:`reindex.measure.units`."""
+    from reindex import measure as m
+    from reindex.adapters.chunkers import make_chunker
+    from reindex.adapters.chunkers.units import parse_unit_spec, unit_texts
+    from reindex.adapters.tokenizers import load_tokenizer
+    from reindex.measure import units as mu
+
+    if (pairs is None) == (from_git is None):
+        raise ConfigError("give exactly one of --pairs FILE or --from-git REPO")
+    if from_git is not None and not paths:
+        raise ConfigError("--from-git needs --paths GLOB (e.g. --paths 'docs/**/*.md')")
+    if (queries is None) != (not corpus):
+        raise ConfigError("--queries and --corpus go together: give the queries file and the snapshot they refer to")
+    bad = [x for x in models if x not in COMPOSE_MODELS]
+    if bad:
+        raise ConfigError(f"--model {bad[0]!r}: expected one of {', '.join(COMPOSE_MODELS)}")
+    spec = parse_unit_spec(unit)
+    cfg = load_config(config_path) if config_path is not None else PipelineConfig(index="measure", source=SourceConfig(uri="."))
+    specs = [parse_chunker_spec(s) for s in (chunkers or m.DEFAULT_CHUNKERS)]
+    tok = load_tokenizer(cfg.text.tokenizer)
+    if pairs is not None:
+        all_pairs, source = m.load_pairs(pairs), str(pairs)
+    else:
+        all_pairs, source = m.pairs_from_git(from_git, paths or "", lang=lang or "en"), f"git {from_git} -- {paths}"
+    selected = m.select_pairs(all_pairs, lang=lang, bands=bands, limit=limit)
+    split = lambda text: unit_texts(text, tok, spec)  # noqa: E731
+    cands = [m.Candidate(chunker_spec(s), lambda s=s: make_chunker(s, tok)) for s in specs]
+    report = mu.run_units(cands, selected, tok.count_batch, split, unit=str(spec), tokenizer=cfg.text.tokenizer,
+                          source=source, seed=seed, progress=progress)
+    if queries is None:
+        return report
+    qs = m.load_queries(queries)
+    if lang is not None:
+        qs = [q for q in qs if q.lang == lang]
+    composers = [_composer(name, cfg, tok, cache) for name in models]
+    groups = []
+    for path in corpus:
+        docs = m.load_corpus(path)
+        mine = [q for q in qs if q.doc_path in docs]
+        if not mine:
+            continue
+        q_lang = statistics.mode(q.lang for q in mine)
+        pool_paths = m.retrieval_pool(docs, mine, pool, seed)
+        groups.append({"corpus": str(path), "lang": q_lang, "queries": len(mine), "pool_docs": len(pool_paths),
+                       "corpus_docs": len(docs)})
+        for entry, s in zip(report["chunkers"], specs):
+            for comp in composers:
+                res = mu.composition_quality(make_chunker(s, tok), docs, pool_paths, mine, comp, split, tok.count_batch,
+                                             seed=seed)
+                res["lang"] = q_lang
+                entry["quality"].setdefault(comp.name, []).append(res)
+                if progress:
+                    progress(f"quality {q_lang} {entry['spec']} {comp.name}: {res['verdict']} ({res['seconds']} s)")
+    if not groups:
+        raise ConfigError(f"{queries}: no query refers to a document of the given --corpus file(s)")
+    report["quality_setup"] = {
+        "k": mu.GATE_K, "corpora": groups,
+        "description": "whole-chunk vectors (old side) against composed vectors (new side) on the same chunks and "
+                       "queries, every chunk ranked by exact dot product; the cutover's paired gate (new - old per "
+                       "query, 95 % bootstrap intervals over queries). Both models are English-only: Chinese "
+                       "results are indicative only."}
+    return report
+
+
+def _composer(name: str, cfg, tok, cache):
+    """The model a ``--unit`` quality run composes with: ``static`` (model2vec distilled from the config's model)
+    or ``minilm`` (the config's model)."""
+    from reindex import measure as m
+    from reindex.measure import units as mu
+
+    if name == "static":
+        from reindex.adapters.embedders.static import StaticEmbedder, model_files as static_files
+
+        base = VectorHalf(provider="model2vec", model=cfg.vector.model, dimension=STATIC_DISTILL_DIMS)
+        vector = resolve_config(cfg.model_copy(update={"vector": base}), static_files).vector
+        return mu.StaticCompose("static", StaticEmbedder(vector, exact=False), StaticEmbedder(vector, exact=True))
+    resolved = resolve_config(cfg, backends.model_files)
+    vid = vector_id(resolved.vector)
+    embedder = backends.make_embedder(resolved.vector, batch_size=cfg.apply.embed_batch_size)
+    store = m.EmbeddingCache(cache, vid) if cache is not None else None
+    return mu.TransformerCompose("minilm", embedder, tok.count_batch, fingerprint=lambda t: fingerprint(vid, t),
+                                 cache=store)
 
 
 def measure_chains(

@@ -22,7 +22,7 @@ import numpy as np
 from reindex.adapters.chunkers.base import Chunk
 from reindex.adapters.tokenizers import Tokenizer
 
-__all__ = ["BLANK_LINE", "CLAUSE_END", "CODE_FENCE", "HEADING", "LINE_BREAK", "SENTENCE_END", "Doc", "DocChunker",
+__all__ = ["BLANK_LINE", "CLAUSE_END", "CODE_FENCE", "HEADING", "LINE_BREAK", "SENTENCE_END", "UNIT_END", "Doc", "DocChunker",
            "Level", "group_ends", "pack", "pattern_level", "recursive_ends", "split_pieces", "windows"]
 
 # Paragraph break: a line break, optional horizontal whitespace, another line break.
@@ -36,6 +36,10 @@ SENTENCE_END = re.compile(rf"{_LATIN_END}|{_CJK_END}|\n[^\S\n]*\n")
 # The recursive chunker also cuts at the full-width semicolon: long Chinese sentences often chain
 # clauses with it, and a clause is still a better boundary than a fixed window.
 CLAUSE_END = re.compile(rf"{_LATIN_END}|[。！？．｡；]+[」』”’）】〕]*")
+# Unit ends (vector.compose: units): a sentence end or a line break. Every match ends at whitespace or just
+# after punctuation, where a BERT-style pre-tokenizer splits anyway, so the tokens of a text are the tokens
+# of its units one after the other (what makes a static model's composition exact).
+UNIT_END = re.compile(rf"{_LATIN_END}|{_CJK_END}|\n")
 
 _RUN1 = r"([=\-~^\"'`#*+_:.<>])\1{2,}[ \t]*"
 _RUN2 = r"([=\-~^\"'`#*+_:.<>])\2{2,}[ \t]*"

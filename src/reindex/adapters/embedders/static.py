@@ -36,7 +36,8 @@ from reindex.domain.models import (
 )
 from reindex.adapters.tokenizers import load_tokenizer
 
-__all__ = ["DISTILL_RECIPE", "StaticEmbedder", "distill_cache_key", "distilled", "model_files", "require_model2vec"]
+__all__ = ["DISTILL_RECIPE", "StaticEmbedder", "compose_sums", "distill_cache_key", "distilled", "model_files",
+           "require_model2vec"]
 
 # Bump when the distillation recipe changes: a new recipe is a new cache folder (and a new vector id).
 DISTILL_RECIPE = "reindex/model2vec/v1"
@@ -166,6 +167,18 @@ def model_files(vector: VectorHalf) -> Path:
     return source if is_static_folder(source) else distilled(source, vector.dimension)
 
 
+def compose_sums(sums: np.ndarray, counts: np.ndarray, *, normalize: bool = True) -> np.ndarray:
+    """Float32 vectors ``sum / count`` per row (zero rows for no tokens), L2-normalised when ``normalize``;
+    the arithmetic is float64 until the cast, so equal sums and counts give bit-identical vectors."""
+    sums = np.asarray(sums, dtype=np.float64)
+    counts = np.asarray(counts, dtype=np.float64)
+    mean = np.divide(sums, counts[:, None], out=np.zeros_like(sums), where=counts[:, None] > 0)
+    if normalize:
+        norms = np.linalg.norm(mean, axis=1, keepdims=True)
+        mean = np.divide(mean, norms, out=np.zeros_like(mean), where=norms > 0)
+    return mean.astype(np.float32)
+
+
 def _load(path: str):
     with _LOCK:
         if path not in _CACHE:
@@ -181,11 +194,19 @@ def _load(path: str):
 
 
 class StaticEmbedder:
-    """Embeds texts with a model2vec static model (a token table: mean of the tokens' rows, normalised)."""
+    """Embeds texts with a model2vec static model (a token table: mean of the tokens' rows, normalised).
 
-    def __init__(self, vector: VectorHalf, *, batch_size: int = 64) -> None:
+    ``exact`` (``vector.compose: units``): a text's vector is computed here from its token sums in float64
+    (:meth:`token_sums`) instead of by model2vec's ``encode``, which rounds the mean to the table's float16
+    and cuts long texts by characters first. The float16 rows are exact in float64 and so is their sum for
+    any text under 8,192 tokens, in any order: a chunk's vector composed from its units' sums and counts
+    (:func:`compose_sums`) is bit-identical to the chunk embedded whole. The two paths differ by the float16
+    rounding (about 1e-4 per component), which is why ``exact`` belongs to the vector half."""
+
+    def __init__(self, vector: VectorHalf, *, batch_size: int = 64, exact: bool | None = None) -> None:
         self.vector = vector
         self.batch_size = batch_size
+        self.exact = (getattr(vector, "compose", "none") == "units") if exact is None else exact
         self.path = model_files(vector)
         if vector.revision.startswith("sha256:") and digest_path(self.path) != vector.revision:
             raise ModelError(
@@ -200,11 +221,43 @@ class StaticEmbedder:
         limit = self.model.max_length
         self.max_tokens = min(limit, vector.max_tokens) if limit and vector.max_tokens else (vector.max_tokens or limit)
         self._tok = load_tokenizer(str(self.path))  # the model's own tokens, no truncation
+        self._ids = None  # the model's tokenizer without truncation (token_sums), made on first use
 
     def describe(self) -> dict:
         """Where and how this embedder runs: a table lookup in numpy, on the calling thread."""
         return {"provider": "model2vec", "backend": "static", "precision": str(self.model.embedding.dtype),
                 "device": "cpu", "threads": 1}
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """The ids model2vec averages for each text: its tokenizer without special tokens and without
+        truncation, unknown tokens dropped (as ``StaticModel.tokenize`` does)."""
+        if self._ids is None:
+            import copy
+
+            tok = copy.deepcopy(self.model.tokenizer)
+            tok.no_truncation()
+            self._ids = tok
+        unk = self.model.unk_token_id
+        out = [e.ids for e in self._ids.encode_batch_fast(list(texts), add_special_tokens=False)]
+        return [[i for i in ids if i != unk] for ids in out] if unk is not None else out
+
+    def token_sums(self, texts: list[str], limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(sums, counts)``: the float64 sum of each text's token rows (its first ``limit`` tokens when given)
+        and how many tokens were summed. No prefix is added: these are a unit's parts of a chunk's vector."""
+        sums = np.zeros((len(texts), self.dimension), dtype=np.float64)
+        counts = np.zeros(len(texts), dtype=np.int64)
+        table = self.model.embedding
+        for i, ids in enumerate(self.token_ids(texts)):
+            if limit is not None:
+                ids = ids[:limit]
+            if ids:
+                sums[i] = table[np.asarray(ids, dtype=np.int64)].astype(np.float64).sum(axis=0)
+                counts[i] = len(ids)
+        return sums, counts
+
+    def vectors_of_sums(self, sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Vectors from token sums and counts: the mean, normalised when the vector half says so (float32)."""
+        return compose_sums(sums, counts, normalize=self.vector.normalize)
 
     def embed(self, texts: list[str]) -> EmbedResult:
         if not texts:
@@ -212,6 +265,9 @@ class StaticEmbedder:
         inputs = [self.vector.prefix + t for t in texts] if self.vector.prefix else list(texts)
         lengths = self._tok.count_batch(inputs)
         truncated = sum(1 for n in lengths if self.max_tokens and n > self.max_tokens)
+        if self.exact:
+            sums, counts = self.token_sums(inputs, self.max_tokens)
+            return EmbedResult(self.vectors_of_sums(sums, counts), truncated, sum(lengths))
         vecs = self.model.encode(inputs, max_length=self.max_tokens, batch_size=max(self.batch_size, 1),
                                  normalize=self.vector.normalize, use_multiprocessing=False, show_progress_bar=False)
         return EmbedResult(np.asarray(vecs, dtype=np.float32), truncated, sum(lengths))

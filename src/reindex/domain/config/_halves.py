@@ -3,6 +3,7 @@ the vector half (provider, model, revision, dimension, prefix, backend, precisio
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -147,11 +148,30 @@ class VectorHalf(ConfigModel):
     max_tokens: int | None = Field(
         None, gt=0, description="Input length limit in model tokens; None = the model's own limit. Longer inputs are truncated and counted."
     )
+    compose: Literal["none", "units"] = Field(
+        "none",
+        description="units: a chunk's vector is composed from the vectors of its units (the sentences inside it), so an "
+        "edit embeds only the units it changed. Exact for model2vec (token sums and counts in float64); for other models "
+        "an approximation (token-weighted mean of unit vectors) that the cutover's gate must accept. In the vector id: "
+        "switching it is a pipeline-scoped change, built beside and gated like a model change.",
+    )
+    compose_unit: str = Field(
+        "sentence:min=8",
+        description="With compose: units, how chunks are cut into units: sentence:min=N (sentence ends and line breaks, "
+        "pieces under N tokens grouped with the next) or chunk.",
+    )
 
     @field_validator("params")
     @classmethod
     def _no_secrets(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         return check_params(value, info)
+
+    @field_validator("compose_unit")
+    @classmethod
+    def _unit_spec(cls, value: str) -> str:
+        if not re.fullmatch(r"sentence(:min=\d+)?|chunk", value.strip()):
+            raise ValueError(f"compose_unit {value!r}: expected sentence, sentence:min=N (tokens) or chunk")
+        return value.strip()
 
     @model_validator(mode="after")
     def _backend_runs(self) -> "VectorHalf":
