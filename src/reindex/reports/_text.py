@@ -2,6 +2,9 @@
 
 Each function returns the lines one command prints (joined with newlines); ``--json`` output is not
 rendered here except ``estimate_json`` (the estimate's key numbers).
+
+Lines: one role, every command's terminal text, a function or two per command (split by command, each module would
+import the same few formatters and hold thirty lines).
 """
 
 from __future__ import annotations
