@@ -28,7 +28,9 @@ def side_query_embedder(ctx: Any, side: Any) -> Callable[[list[str]], Any]:
     remembering what it gave: texts this query side (its vector half with the query prefix) embedded before are
     read from the books (:func:`reindex.books.manifests.read_query_vectors`), the rest embedded, and recorded.
     The side's model is loaded only when a text is missing."""
-    key = digest_json({"queries": side.vector.model_dump(mode="json")})  # the half, its query prefix included
+    # The side's vector id (canonical and versioned: a field added to the config with its default changes nothing) and
+    # its query prefix (not in the vector id, but in every query's input).
+    key = digest_json({"vector_id": side.vector_id, "query_prefix": side.vector.query_prefix})
 
     def embed(texts: list[str]) -> Any:
         digests = [hashlib.blake2b(t.encode(), digest_size=16).hexdigest() for t in texts]
