@@ -36,6 +36,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 import types
@@ -417,6 +418,178 @@ def probes_check(ws: Path, probes: int) -> dict:
                           "cost": e.get("cost")} for m, e in r.evidence["modes"].items()}}
 
 
+# --------------------------------------------------------------------------------------------------------------
+# What a reader in another process pays for the cascade as a MiniLM build advances (issue 42)
+# --------------------------------------------------------------------------------------------------------------
+
+
+class _StopAfter:
+    """A runner that commits the first ``n`` shards of the job, then stops like a killed apply (what it committed
+    stays, shared with readers; the next apply resumes)."""
+
+    name = "stop-after"
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def run(self, ctx, job):
+        from reindex.engine import execution
+
+        for k in job.shards[:self.n]:
+            execution.run_shard(ctx, k)
+        raise RuntimeError(f"stopped after {self.n} shards")
+
+
+def readers_corpus(out: Path, docs: int) -> tuple[Path, Path]:
+    """The first ``docs`` PEPs (sorted) that English queries point at, and those queries."""
+    import pyarrow.parquet as pq
+
+    queries = [json.loads(ln) for ln in (CORPUS / "queries.jsonl").read_text(encoding="utf-8").splitlines() if ln]
+    en = [q for q in queries if q["lang"] == "en"]
+    chosen = set(sorted({q["doc_path"] for q in en})[:docs])
+    folder = out / "corpus"
+    if folder.exists():
+        shutil.rmtree(folder)
+    for r in pq.read_table(CORPUS / "snapshot_new.parquet", columns=["doc_id", "text"]).to_pylist():
+        if r["doc_id"] in chosen:
+            p = folder / r["doc_id"]
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(r["text"], encoding="utf-8")
+    qfile = out / "queries_readers.jsonl"
+    qfile.write_text("".join(json.dumps({k: q[k] for k in ("query_id", "query", "doc_path", "evidence", "lang")})
+                             + "\n" for q in en if q["doc_path"] in chosen), encoding="utf-8")
+    return folder, qfile
+
+
+def probe(config: Path, texts_file: Path) -> dict:
+    """In this process (another process than the bench's): a held reader (``Querier``) asks each text once in the
+    serving mode the index's record names; per query its wall ms and what it read and embedded. The first query
+    (the model's load and the opening of the shadow included) is reported apart."""
+    from reindex.api import Querier
+
+    texts = json.loads(texts_file.read_text(encoding="utf-8"))
+    rows = []
+    with Querier(config) as q:
+        for t in texts:
+            t0 = time.perf_counter()
+            r = q.query(t, k=10)
+            rows.append({"ms": (time.perf_counter() - t0) * 1000, "mode": r.mode, **r.serving})
+    first, held = rows[0], rows[1:]
+    ms = sorted(r["ms"] for r in held)
+    n = len(held)
+    return {"mode": first["mode"], "first_query_ms": round(first["ms"], 1), "queries": n,
+            "reader_ms_p50": round(ms[n // 2], 1), "reader_ms_p95": round(ms[min(n - 1, round(0.95 * (n - 1)))], 1),
+            "embedded_per_query": round(sum(r.get("embedded", 0) for r in held) / n, 2),
+            "from_shadow_per_query": round(sum(r.get("from_shadow", 0) for r in held) / n, 2),
+            "candidates_per_query": round(sum(r.get("candidates", 0) for r in held) / n, 2)}
+
+
+def reader_side(out: Path, docs: int, shards: int, candidates: int, n_queries: int) -> dict:
+    """Live: the hash embedder (its recall is what the cascade reranks; its quality is not the point); new: MiniLM
+    (the packaged all-MiniLM-L6-v2, uncached: a reader embeds for real). At 0 %, 50 % and 100 % of the MiniLM
+    build (shards committed by the build, then the apply stopped; the last one finished), the serving record is set
+    to the cascade and (a) another process (``probe``) asks ``n_queries`` + 1 queries through a held reader, (b) the
+    gate's own measurement (:func:`reindex.decisions.serving.measure_reader`) runs in this process through a fresh
+    reader opened as another process opens it, on the same texts: the approximation the gate makes, side by side."""
+    from reindex.api import Index
+    from reindex.books.manifests import read_live, read_serving, write_serving
+    from reindex.decisions.cutover import populations
+    from reindex.decisions.serving import EvaluationMemo, ModeQuery, measure_native, measure_reader, reader_passages
+
+    corpus, qfile = readers_corpus(out, docs)
+    texts = [json.loads(ln)["query"] for ln in qfile.read_text(encoding="utf-8").splitlines() if ln][:n_queries + 1]
+    texts_file = out / "reader_texts.json"
+    texts_file.write_text(json.dumps(texts), encoding="utf-8")
+    ws = out / "readers"
+    if ws.exists():
+        shutil.rmtree(ws)
+    ws.mkdir(parents=True)
+    config = ws / "reindex.yaml"
+
+    def write(vector: str) -> None:
+        config.write_text(f"index: peps\nsource: {corpus}\ntext: {{chunker: {{kind: recursive, size: 200}}}}\n"
+                          f"{vector}\napply: {{shards: {shards}}}\n"
+                          f"serving: {{mode: cascade, candidates: {candidates}, queries: {qfile}}}\n", encoding="utf-8")
+
+    write("vector: {provider: hash}")
+    with Index.open(config) as ix:
+        plan, path = ix.plan(out=ws / "plans")
+        ix.approve(path, by="bench")
+        ix.apply(path)
+        ix.cutover(path)
+    write("vector: {provider: sentence-transformers}")
+    result: dict = {"docs": docs, "shards": shards, "candidates": candidates, "queries": n_queries, "points": []}
+    with Index.open(config) as ix:
+        plan, path = ix.plan(out=ws / "plans")
+        ix.approve(path, by="bench")
+    chunks = plan.body["work"]["chunks_new"]
+    result["chunks"] = chunks
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(HERE.parent / "src"),
+                                                                       os.environ.get("PYTHONPATH"))))}
+    build_s = 0.0
+    for done, runner in ((0, _StopAfter(0)), (shards // 2, _StopAfter(shards // 2)), (shards, None)):
+        t0 = time.perf_counter()
+        with Index.open(config) as ix:
+            try:
+                ix.apply(path, runner=runner) if runner is not None else ix.apply(path)
+            except RuntimeError:
+                pass
+            cfg = ix.context.config
+            state = ix.context.state
+            live = read_live(state, "peps")
+            shadow = next(p for p in populations(state, "peps") if p.collection != live.collection
+                          and p.state.value in ("building", "ready"))
+            build_s += time.perf_counter() - t0
+            write_serving(state, "peps", {"mode": "cascade", "live": live.collection, "shadow": shadow.collection,
+                                          "candidates": candidates, "since": time.time(), "reason": "bench",
+                                          "evidence": {}})
+            # (b) the gate's measurement, in this process, through a reader opened as another process opens it
+            reader = ix.context.reader()
+            try:
+                old, new = ix.context.side(live), ix.context.side(shadow)
+                memo = EvaluationMemo()
+                c0 = time.process_time()
+                native = measure_native(reader, live.collection, texts[1:], memo, embed_old=old.embed_queries,
+                                        embed_new=new.embed_queries, k=10)
+                inproc = measure_reader(ModeQuery(reader, live.collection, "cascade", shadow.collection, None,
+                                                  old.embed_queries, new.embed_queries, reader_passages(new),
+                                                  candidates, shadow.vector_id, live.config.payload,
+                                                  new.vector.distance), texts[1:], memo, k=10)
+                inproc["cpu_s"] = round(time.process_time() - c0, 2)
+            finally:
+                reader.close()
+        # (a) another process
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, str(HERE / "serving.py"), "--probe", str(config), str(texts_file)],
+                           capture_output=True, text=True, env=env, timeout=3600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        other = json.loads(r.stdout.strip().splitlines()[-1])
+        other["process_s"] = round(time.perf_counter() - t0, 1)
+        load = os.getloadavg()[0]
+        result["points"].append({"shards_done": done, "built": f"{done / shards:.0%}", "other_process": other,
+                                 "in_process": inproc, "native": native, "load": round(load, 1)})
+        print(f"readers at {done}/{shards} shards: {json.dumps(result['points'][-1])}", file=sys.stderr)
+    result["build_s"] = round(build_s, 1)
+    with Index.open(config) as ix:
+        result["status_serving"] = read_serving(ix.context.state, "peps")
+    return result
+
+
+def render_readers(r: dict) -> str:
+    head = ("| built | another process: p50 / p95 ms | embedded / from shadow per query | first query ms (model load, "
+            "shadow open) | gate's in-process reader: p50 / p95 ms | embedded / from shadow | old natively p95 ms "
+            "| load |\n|---|---|---|---|---|---|---|---|")
+    rows = []
+    for p in r["points"]:
+        o, i = p["other_process"], p["in_process"]
+        rows.append(f"| {p['built']} ({p['shards_done']}/{r['shards']} shards) | {o['reader_ms_p50']:,.1f} / "
+                    f"{o['reader_ms_p95']:,.1f} | {o['embedded_per_query']:g} / {o['from_shadow_per_query']:g} | "
+                    f"{o['first_query_ms']:,.0f} | {i['reader_ms_p50']:,.1f} / {i['reader_ms_p95']:,.1f} | "
+                    f"{i['embedded_per_query']:g} / {i['from_shadow_per_query']:g} | "
+                    f"{p['native']['old']['reader_ms_p95']:,.1f} | {p['load']} |")
+    return "\n".join([head, *rows])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--docs", type=int, default=220)
@@ -426,7 +599,16 @@ def main() -> None:
     ap.add_argument("--only", choices=("minilm-to-static", "static-to-minilm"), default=None)
     ap.add_argument("--probes", type=int, default=0, help="Also evaluate each finished build on N probes.")
     ap.add_argument("--reuse", action="store_true", help="With --probes: only that, on the builds of an earlier run.")
+    ap.add_argument("--readers", action="store_true",
+                    help="Only what a reader in another process pays for the cascade at 0 %%, 50 %% and 100 %% of a "
+                         "MiniLM build (with --docs, --shards, --candidates, --queries).")
+    ap.add_argument("--candidates", type=int, default=50)
+    ap.add_argument("--queries", type=int, default=8)
+    ap.add_argument("--probe", nargs=2, type=Path, metavar=("CONFIG", "TEXTS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.probe:
+        print(json.dumps(probe(*args.probe)))
+        return
     args.out = args.out.resolve()
     if not (CORPUS / "snapshot_new.parquet").is_file():
         print(f"skipped: the shared corpus is not at {CORPUS}")
@@ -436,6 +618,11 @@ def main() -> None:
     # exactly one more shard (with concurrent shards several finish while one evaluation runs).
     os.environ.setdefault("REINDEX_SHARD_WORKERS", "1")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.readers:
+        r = reader_side(args.out, args.docs, args.shards, args.candidates, args.queries)
+        (args.out / "readers.json").write_text(json.dumps(r, indent=1, default=str), encoding="utf-8")
+        print(render_readers(r))
+        return
     anchors = load_anchors(args.anchors, args.out)
     print(f"anchors: {', '.join(anchors) or 'none (skipped)'}", file=sys.stderr)
     if args.reuse:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 
 import numpy as np
 
@@ -44,8 +45,8 @@ class LatentEmbeddings:
     texts = 0
     _lock = threading.Lock()
 
-    def __init__(self, dim: int = 48, seed: int = 1, noise: float = 0.0) -> None:
-        self.dim, self.seed, self.noise = dim, seed, noise
+    def __init__(self, dim: int = 48, seed: int = 1, noise: float = 0.0, delay: float = 0.0) -> None:
+        self.dim, self.seed, self.noise, self.delay = dim, seed, noise, delay
         self._a = np.random.default_rng(seed).standard_normal((LATENT, dim)) / np.sqrt(LATENT)
 
     @classmethod
@@ -64,16 +65,19 @@ class LatentEmbeddings:
         with LatentEmbeddings._lock:
             LatentEmbeddings.calls += 1
             LatentEmbeddings.texts += len(texts)
+        if self.delay:  # a slow model: seconds per text (a reader waits for it, no CPU is burnt)
+            time.sleep(self.delay * len(texts))
         return [self._one(t) for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
 
 
-def vector_line(dim: int, seed: int, noise: float) -> str:
-    """The config's vector half for one latent model."""
+def vector_line(dim: int, seed: int, noise: float, delay: float = 0.0) -> str:
+    """The config's vector half for one latent model (``delay``: seconds per text embedded)."""
+    slow = f", delay: {delay}" if delay else ""
     return (f"vector: {{provider: langchain, model: helpers_serving.LatentEmbeddings, "
-            f"params: {{dim: {dim}, seed: {seed}, noise: {noise}}}, dimension: {dim}}}")
+            f"params: {{dim: {dim}, seed: {seed}, noise: {noise}{slow}}}, dimension: {dim}}}")
 
 
 NOISY = (48, 1, 1.2)  # the worse model

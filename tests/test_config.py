@@ -111,6 +111,10 @@ def test_default_config_is_valid_commented_and_tags_every_field(tmp_path: Path) 
         if stripped and not stripped.startswith("#") and not stripped.startswith("version"):
             assert lines[i - 1].strip().startswith(("# [text]", "# [vector]", "# [operational]", "# kinds:")), line
     assert "# [vector] Vector dimension." in text
+    # The serving section with its defaults, readers' cost rules included (issue 42).
+    serving = text[text.index("\nserving:\n"):].split("\n", 2)[2].split("\nsync:", 1)[0]
+    assert "  max_ms: auto" in serving and "  max_embedded_per_query: null" in serving and "  mode: auto" in serving
+    assert cfg.serving.max_ms == "auto" and cfg.serving.max_embedded_per_query is None
     with pytest.raises(ConfigError, match="already exists; pass --force"):
         init_config(path)
 

@@ -956,3 +956,39 @@ def test_the_plan_prices_an_int8_store_in_its_footprint(tmp_path: Path) -> None:
     d = 384
     assert serving["none"]["ram_bytes"] - serving["int8"]["ram_bytes"] == n * d * 3  # 4 bytes → 1 per component
     assert serving["int8"]["disk_bytes"] - serving["none"]["disk_bytes"] == n * d  # + the quantised copy
+
+
+def test_a_shadow_shared_while_it_builds_is_read_by_readers_as_it_grows_with_no_alias_moved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 42: a build shares what its shadow holds so far (a cascade's readers read its vectors there); a reader
+    # keeps the generation it has until the next share; the build goes on in a derived generation.
+    from reindex.adapters.stores.edge import _writer
+
+    folder = tmp_path / "store"
+    store = open_edge_store(folder)
+    store.create_collection("live", dimension=DIM, distance="cosine")
+    store.upsert("live", _points(10, pop="l", version=1, seed=1))
+    store.swap_alias("idx", "live", None)
+    store.create_collection("shadow", dimension=DIM, distance="cosine", bulk=True)
+    first = _points(40, pop="s", version=1, seed=2)
+    store.upsert("shadow", first)
+    reader = open_reader(folder)
+    with pytest.raises(VectorStoreError, match="not been published"):
+        reader.count("shadow")  # nothing shared yet: a reader cannot see a shadow being built
+    assert store.share("shadow") is None
+    assert reader.count("shadow") == 40 and store.list_aliases() == {"idx": "live"}
+    store.upsert("shadow", _points(20, pop="s", version=1, seed=3, start=40))  # the build goes on
+    assert reader.count("shadow") == 40 and store.count("shadow") == 60  # readers keep what was shared
+    assert store.share("shadow") is None and store.share("shadow") is None  # (twice: nothing new, nothing done)
+    got = reader.retrieve("shadow", [p.id for p in first[:3]], with_vectors=True)
+    assert reader.count("shadow") == 60 and len(got) == 3 and all(p.vector is not None for p in got)
+    assert reader.count("idx") == 10
+    # No room for the copy the next write makes: nothing is published, and the reason says so.
+    store.upsert("shadow", _points(5, pop="s", version=1, seed=4, start=60))
+    monkeypatch.setattr(_writer, "free_bytes", lambda _path: 0)
+    why = store.share("shadow")
+    assert why is not None and "not published for readers" in why and "MiB is free" in why
+    assert reader.count("shadow") == 60
+    store.close()  # the writer's close publishes what readers already know, as for an in-place sync
+    assert reader.count("shadow") == 65
+    reader.close()

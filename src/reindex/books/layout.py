@@ -99,8 +99,19 @@ class Books:
     def history_key(self, at_ms: int, op: str) -> str:
         return f"{self.history_prefix}{at_ms}-{op}.json"
 
+    @property
+    def bridges_prefix(self) -> str:
+        """``indexes/<index>/serving/bridges/``: every fitted bridge (``bridge_key``)."""
+        return f"{self.prefix}/serving/bridges/"
+
     def bridge_key(self, bridge_id: str) -> str:
-        return f"{self.prefix}/serving/bridges/{bridge_id}.npz"
+        return f"{self.bridges_prefix}{bridge_id}.npz"
+
+    def bridge_of(self, key: str) -> str | None:
+        """The bridge id a key under :attr:`bridges_prefix` names (None: not a bridge's key)."""
+        if not key.startswith(self.bridges_prefix) or not key.endswith(".npz"):
+            return None
+        return key[len(self.bridges_prefix):-len(".npz")] or None
 
     @property
     def runs_prefix(self) -> str:

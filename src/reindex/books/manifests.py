@@ -542,8 +542,29 @@ def serving_key(index: str) -> str:
 
 
 def read_serving(store: ObjectStore, index: str) -> dict | None:
-    """The serving record of ``index`` (None: never evaluated; readers serve the live population natively)."""
-    return read_json(store, serving_key(index))
+    """The serving record of ``index`` (None: never evaluated; readers serve the live population natively). A
+    damaged one raises :class:`StateError` (:func:`read_serving_checked` tells it apart instead)."""
+    rec, damage = read_serving_checked(store, index)
+    if damage is not None:
+        raise StateError(damage)
+    return rec
+
+
+def read_serving_checked(store: ObjectStore, index: str) -> tuple[dict | None, str | None]:
+    """(the serving record of ``index`` or None, None), or (None, what is wrong with it) when it is not a JSON
+    object: an optional file, so readers serve the live population natively, ``reindex doctor`` names it, and the
+    next evaluation, cutover, rollback or gc writes a good one over it."""
+    key = serving_key(index)
+    data = store.get(key)
+    if data is None:
+        return None, None
+    try:
+        rec = json.loads(data)
+    except ValueError as err:
+        return None, f"{store.describe()}/{key} is not valid JSON ({err})"
+    if not isinstance(rec, dict):
+        return None, f"{store.describe()}/{key} holds a JSON {type(rec).__name__}, not a serving record"
+    return rec, None
 
 
 def write_serving(store: ObjectStore, index: str, record: dict) -> None:
@@ -555,10 +576,14 @@ def reset_serving(store: ObjectStore, index: str, reason: str, *, at: float | No
     """Put readers back on native serving (mode ``old``) with ``reason``, keeping the last evidence for people;
     only when the record names ``shadow`` (given). Returns whether the record changed. Cutover, rollback and gc
     call it: after a cutover the new population serves natively, after a rollback the old one."""
-    rec = read_serving(store, index)
+    rec, damage = read_serving_checked(store, index)
+    now = time.time() if at is None else at
+    if damage is not None:  # written over, never a reason to refuse a cutover, a rollback or a sync
+        write_serving(store, index, {"mode": "old", "since": now, "reason": f"{reason} (a damaged record replaced: "
+                                     f"{damage})", "bridge": None, "live": None, "shadow": None, "evidence": {}})
+        return True
     if rec is None or rec.get("mode", "old") == "old" or (shadow is not None and rec.get("shadow") != shadow):
         return False
-    now = time.time() if at is None else at
     write_serving(store, index, {**rec, "mode": "old", "since": now, "reason": reason, "bridge": None})
     return True
 
@@ -585,7 +610,7 @@ __all__ = [
     "chunk_texts_key", "count_chunk_manifest_rows", "digest_json", "digest_of_parts", "manifest_digest", "part_digest",
     "read_apply_record", "read_calibration", "read_chunk_manifest",
     "read_build_rate", "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
-    "read_document_hashes", "read_json", "read_live", "read_live_record", "read_measured_rate", "read_population",
+    "read_document_hashes", "read_json", "read_live", "read_live_record", "read_measured_rate", "read_population", "read_serving_checked",
     "read_query_vectors", "write_query_vectors",
     "read_shard_manifest", "rewrite_chunk_manifest_part", "run_rewrites", "shard_manifest_key", "shard_name",
     "shard_of", "write_apply_record", "write_build_rate", "write_calibration", "write_chunk_manifest_part", "write_chunk_texts_part",

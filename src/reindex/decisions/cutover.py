@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from reindex.domain.kinds import PopulationState
-from reindex.errors import CutoverError
+from reindex.errors import CutoverError, StateError
 from reindex.engine.execution import crashpoint
 from reindex.books.manifests import (
     Population,
@@ -45,7 +45,7 @@ from reindex.decisions.gate import (
 
 __all__ = [
     "CutoverInputs", "SERVABLE", "VERIFY_SAMPLE", "check_names", "delete_population", "gc_candidates", "last_move_to",
-    "pending_intent", "populations", "reconcile", "require_verified", "restore_live", "rollback", "run_cutover", "swap",
+    "pending_intent", "populations", "populations_checked", "reconcile", "require_verified", "restore_live", "rollback", "run_cutover", "swap",
     "verify_population",
 ]
 
@@ -380,14 +380,27 @@ def rollback(store: Any, state: ObjectStore, index: str, to: str | None = None,
 
 
 def populations(state: ObjectStore, index: str) -> list[Population]:
+    """Every population record of ``index``, oldest first; a damaged one raises, naming it."""
+    found, damaged = populations_checked(state, index)
+    if damaged:
+        raise StateError(damaged[0][1])
+    return found
+
+
+def populations_checked(state: ObjectStore, index: str) -> tuple[list[Population], list[tuple[str, str]]]:
+    """Every readable population record of ``index`` (oldest first), and (collection, what is wrong) for each
+    damaged one: ``reindex doctor`` names them instead of stopping at the first."""
     books = Books(state, index)
     keys = [k for k in state.list(books.populations_prefix) if books.collection_of_record(k) is not None]
-    out = []
+    out, damaged = [], []
     for k in keys:
-        d = read_json(state, k)
-        if d:
-            out.append(Population.from_dict(d, f"{state.describe()}/{k}"))
-    return sorted(out, key=lambda r: r.created_at)
+        try:
+            d = read_json(state, k)
+            if d:
+                out.append(Population.from_dict(d, f"{state.describe()}/{k}"))
+        except StateError as err:
+            damaged.append((books.collection_of_record(k), str(err)))
+    return sorted(out, key=lambda r: r.created_at), damaged
 
 
 def gc_candidates(store: Any, state: ObjectStore, index: str, *, older_than_s: float, retention_s: float,

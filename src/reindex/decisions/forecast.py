@@ -32,7 +32,8 @@ from reindex.domain.kinds import PopulationState
 from reindex.books.pairs import PairSet, pairs_from_points, sample_points
 from reindex.adapters.pipeline import TextPipeline
 from reindex.planner import draw_stratified
-from reindex.decisions.serving import ModeInputs, evaluate_modes, recommend
+from reindex.decisions.serving import (EvaluationMemo, ModeInputs, ModeQuery, cost_sample, evaluate_modes,
+                                       measure_reader, recommend)
 from reindex.adapters.sources.base import Document
 from reindex.adapters.stores.payload import payload_text
 from reindex.adapters.stores.vectors import Point
@@ -283,11 +284,15 @@ def forecast_section(evaluation: dict, k: int, sample: SampleDraw, query_source:
 
 
 def forecast_serving(scratch: Any, old_cfg: PipelineConfig, new_cfg: PipelineConfig, queries: list[Query],
-                     embed_old: Embed, embed_new: Embed, embed_passages: Embed, full: dict) -> dict[str, Any]:
+                     embed_old: Embed, embed_new: Embed, embed_passages: Embed, full: dict,
+                     embed_candidates: Embed | None = None) -> dict[str, Any]:
     """A model change's serving modes on the forecast's two sides: a bridge fitted from the sample's free pairs
     (both sides hold each sampled chunk text: its two vectors, up to ``serving.pairs`` of them) and the cascade,
     each gated against the old side exactly as during the build (:func:`reindex.decisions.serving.evaluate_modes`), and
-    what the evidence supports (:func:`reindex.decisions.serving.recommend`: reindex now, bridge, cascade or stay)."""
+    what the evidence supports (:func:`reindex.decisions.serving.recommend`: reindex now, bridge, cascade or stay).
+    With what readers will pay per query (``readers``): the bridge's, and the cascade's at the start of the build
+    (every candidate embedded by the reader: ``embed_candidates``, a reader's embedder) and once it is built (every
+    candidate read from the shadow), measured on the sample's two sides in this process."""
     s = new_cfg.serving
     points = list(scratch.scroll(FORECAST_NEW, with_vectors=True))
     picked, occ = sample_points(points, s.pairs or len(points))
@@ -295,13 +300,27 @@ def forecast_serving(scratch: Any, old_cfg: PipelineConfig, new_cfg: PipelineCon
     old_ids, new_ids, old_vecs, new_vecs = pairs_from_points(scratch, FORECAST_OLD, picked, occ, old_vid,
                                                              new_cfg.payload)
     pairs = PairSet(old_vecs, new_vecs, tuple(old_ids), tuple(new_ids), (), old_vid, new_vid) if old_ids else None
-    modes, _ = evaluate_modes(ModeInputs(
+    memo = EvaluationMemo()
+    k, seed = new_cfg.cutover.k, new_cfg.cutover.seed
+    candidates = embed_candidates or embed_passages
+    modes, _, native = evaluate_modes(ModeInputs(
         store=scratch, live=FORECAST_OLD, shadow=FORECAST_NEW, live_cfg=old_cfg, new_cfg=new_cfg, queries=queries,
         embed_old=embed_old, embed_new=embed_new, embed_passages=embed_passages, serving=s, cutover=new_cfg.cutover,
-        pairs=pairs, k=new_cfg.cutover.k, seed=new_cfg.cutover.seed))
-    out = recommend(full, modes, s, new_cfg.cutover.k)
+        pairs=pairs, k=k, seed=seed, reader=scratch, embed_candidates=candidates, memo=memo))
+    readers: dict[str, Any] = {}
+    if native:
+        readers["old"] = native["old"]
+    if (modes.get("bridge") or {}).get("cost"):
+        readers["bridge"] = modes["bridge"]["cost"]
+    if (modes.get("cascade") or {}).get("cost"):
+        start = measure_reader(ModeQuery(scratch, FORECAST_OLD, "cascade", None, None, embed_old, embed_new,
+                                         candidates, s.candidates, new_vid, old_cfg.payload, new_cfg.vector.distance),
+                               cost_sample(queries, seed), memo, k=k, limit_ms=None)
+        readers["cascade"] = {"at_start": start, "built": modes["cascade"]["cost"]}
+    out = recommend(full, modes, s, k)
     out["pairs"] = pairs.n if pairs is not None else 0
     out["modes"] = {m: {"passed": e.get("passed", False), "gate": e.get("gate", {}), "rules": e.get("rules", []),
                         **({"cost": e["cost"]} if "cost" in e else {}),
                         **({"bridge": e["bridge"]} if "bridge" in e else {})} for m, e in modes.items()}
+    out["readers"] = readers
     return out

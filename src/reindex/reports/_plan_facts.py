@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from reindex.planner import Plan
 
 __all__ = ["baseline_line", "build_line", "change_lines", "footprint_rows", "forecast_facts", "forecast_rows", "forecast_serving_line", "key_rows", "over_limit_line", "peak_note", "plan_title",
-           "projection_rows", "rate_note", "rechunk_line", "tail_line", "units_line", "throughput_text", "what_if_rows"]
+           "projection_rows", "rate_note", "readers_words", "rechunk_line", "tail_line", "units_line", "throughput_text",
+           "what_if_rows"]
 
 FIELD_LABELS = {
     "chunks_old": "chunks (old population)",
@@ -257,7 +258,25 @@ def forecast_serving_line(sv: dict[str, Any]) -> str:
             nums.append(f"{name} {n['diff']:+.3f} [{n['low']:+.3f}, {n['high']:+.3f}]{kept}")
         else:
             nums.append(f"{name} not evaluated ({n.get('why') or 'refused'})")
-    return f"{sv['recommendation']} — {sv['reason']}" + (f" ({sv['metric']}: {'; '.join(nums)})" if nums else "")
+    return f"{sv['recommendation']} — {sv['reason']}" + (f" ({sv['metric']}: {'; '.join(nums)})" if nums else "") \
+        + readers_words(sv.get("readers") or {})
+
+
+def readers_words(readers: dict[str, Any]) -> str:
+    """What readers will pay per query in each mode, before the build ("; readers will pay ~N embeddings / ~M ms per
+    query: ..."), measured on the forecast's sample."""
+    def one(c: dict[str, Any]) -> str:  # every embedding a query makes: its own, and a cascade's candidates
+        return f"~{c.get('embeddings_per_query', c['embedded_per_query']):g} embeddings / ~{c['reader_ms_p95']:,.0f} ms"
+
+    said = []
+    if "old" in readers:
+        said.append(f"old {one(readers['old'])} (natively, now)")
+    if "bridge" in readers:
+        said.append(f"bridge {one(readers['bridge'])}")
+    if "cascade" in readers:
+        c = readers["cascade"]
+        said.append(f"cascade {one(c['at_start'])} at the start of the build, {one(c['built'])} once it is built")
+    return f"; readers will pay per query (p95): {', '.join(said)}" if said else ""
 
 
 def forecast_facts(plan: Plan) -> list[str]:

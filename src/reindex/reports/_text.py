@@ -32,6 +32,7 @@ __all__ = [
     "measure_text",
     "units_text",
     "plan_text",
+    "evaluations_words",
     "serving_line",
     "serving_text",
     "status_text",
@@ -490,8 +491,19 @@ def status_text(st: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _cost_words(c: dict[str, Any]) -> str:
+    """What a reader pays per query in a mode, in a few words."""
+    if not c:
+        return ""
+    shadow = (f", {c['from_shadow_per_query']:g} of {c['candidates_per_query']:g} candidates read from the shadow"
+              if "candidates_per_query" in c else "")
+    return (f"readers pay ~{c['embedded_per_query']:g} embeddings{shadow}, p50 {c['reader_ms_p50']:,.1f} / p95 "
+            f"{c['reader_ms_p95']:,.1f} ms per query")
+
+
 def serving_line(sv: dict[str, Any]) -> str:
-    """The serving mode readers follow, in one line: mode, since, the gated evidence of each mode, staleness."""
+    """The serving mode readers follow, in one line: mode, since, the gated evidence of each mode with what a reader
+    pays for it, staleness, and what the evaluations cost the build."""
     import time
 
     since = f" since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(sv['since']))}" if sv.get("since") else ""
@@ -501,25 +513,41 @@ def serving_line(sv: dict[str, Any]) -> str:
         g = e.get("gate") or {}
         verdict = "passes" if e.get("passed") else "refused"
         shown = f" {g['metric']} {g['diff']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]" if "diff" in g else ""
-        parts.append(f"{name}{shown} {verdict}")
+        cost = e.get("cost") or {}
+        paid = f" (p95 {cost['reader_ms_p95']:,.1f} ms, {cost['embedded_per_query']:g} embedded per query)" if cost else ""
+        parts.append(f"{name}{shown}{paid} {verdict}")
     at = (f"; evaluated at {ev['shards_done']}/{ev['shards_total']} shards, {ev.get('pairs', 0):,} pairs"
           + (" (stale: more shards built since)" if sv.get("stale") else "")) if ev else ""
     why = f" ({sv['reason']})" if sv.get("reason") and not parts else ""
-    return f"serving {sv.get('mode', 'old')}{since}{why}" + (f": {'; '.join(parts)}" if parts else "") + at
+    return f"serving {sv.get('mode', 'old')}{since}{why}" + (f": {'; '.join(parts)}" if parts else "") + at \
+        + evaluations_words(sv.get("evaluations") or {})
+
+
+def evaluations_words(a: dict[str, Any]) -> str:
+    """What a build's serving evaluations cost it ("; 3 evaluations, 4.1 CPU-s = 6 % of the build's 70 CPU-s")."""
+    if not a.get("count"):
+        return ""
+    share = (f" = {a['share']:.0%} of the build's {a['build_cpu_seconds']:,.0f} CPU-s (at most "
+             f"{a.get('budget', 0.1):.0%})") if a.get("share") is not None else ""
+    waited = f", {a['deferred']} deferred to stay within it" if a.get("deferred") else ""
+    return f"; {a['count']} evaluation{'s' if a['count'] != 1 else ''}, {a['cpu_seconds']:,.1f} CPU-s{share}{waited}"
 
 
 def serving_text(r: dict[str, Any]) -> str:
-    """What ``reindex serving`` prints: the mode line, then each mode's rules."""
+    """What ``reindex serving`` prints: the mode line, what readers pay natively, then each mode's cost and rules."""
     lines = [f"index {r['index']}: {serving_line(r)}"]
     if r.get("reason"):
         lines.append(f"  {r['reason']}")
-    for name, e in ((r.get("evidence") or {}).get("modes") or {}).items():
+    ev = r.get("evidence") or {}
+    native = (ev.get("native") or {}).get("old")
+    if native:
+        lines.append(f"  old (native): {_cost_words(native)}; measured {ev.get('cost_measured', 'from a reader')}")
+    for name, e in (ev.get("modes") or {}).items():
         c = e.get("cost") or {}
-        cost = (f" (per query: {c['candidates_per_query']:g} candidates, {c['from_shadow_per_query']:g} read from the "
-                f"shadow, {c['embedded_per_query']:g} embedded, {c['ms_p50']:.1f} ms p50)") if c else ""
         b = e.get("bridge") or {}
         fitted = f" ({b['kind']} on {b['pairs']:,} pairs, {b['id'][:12]})" if b else ""
-        lines.append(f"  {name}{fitted}{cost}:")
+        opened = f"; opening the shadow costs a new reader {c['open_ms']:,.1f} ms once" if c.get("open_ms") else ""
+        lines.append(f"  {name}{fitted}" + (f": {_cost_words(c)}{opened}" if c else "") + ":")
         for rule in e.get("rules", []):
             lines.append(f"    {'ok  ' if rule['passed'] else 'FAIL'} {rule['rule']}: {rule['detail']}")
     return "\n".join(lines)

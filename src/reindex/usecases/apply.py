@@ -479,14 +479,16 @@ def _run(ctx: Context, plan: Plan, plan_path: Path, runner: ShardRunner, progres
                                                     actx.token_budget, lock.check)
         phases["setup"] = time.perf_counter() - t
         job = job_of(plan, cfg, shards)
-        if (not in_place and old_cfg is not None and cfg.serving.every_shards and cfg.serving.mode != "old"
+        if (not in_place and old_cfg is not None and cfg.serving.mode != "old"
                 and identity_of(old_cfg).vector_id != ident.vector_id):
-            # A model change: readers may be served a bridge or a cascade while it builds, re-evaluated as it goes.
+            # A model change: readers may be served a bridge or a cascade while it builds (the shadow shared with
+            # them as it grows), re-evaluated every serving.every_shards.
             from reindex.usecases.serve import ServingWatch
 
             # The progress record comes first: the watch forwards every event to it (and so to the caller).
             actx.progress = ServingWatch(ctx, store, plan.plan_hash, len(job.shards),
-                                         lambda: lock.check(confirm=True), recorder)
+                                         lambda: lock.check(confirm=True), recorder, shadow=target,
+                                         clock=actx.cpu_clock)
         w = plan.body["work"]
         recorder({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
                   "chunks_planned": w["chunks_new"] if not in_place else None,

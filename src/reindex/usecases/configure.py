@@ -227,4 +227,10 @@ def config_warnings(cfg: PipelineConfig) -> list[str]:
             f"text.tokenizer ({cfg.text.tokenizer}) is not the embedding model ({cfg.vector.model}): "
             "chunk sizes are not counted in the model's tokens"
         )
+    if cfg.serving.min_delta < 0:
+        out.append(
+            f"serving.min_delta is {cfg.serving.min_delta:+g}: a mode whose lower bound is below old's serves readers, "
+            "so one up to that much worse than the live population may go live (a mode measurably worse is refused "
+            "whatever this says); 0 or above serves only a mode measurably better"
+        )
     return out

@@ -81,7 +81,7 @@ def doctor(ctx: Context, *, full: bool = False, sample: int = 256,
         raise ConfigError(f"--sample must be at least 1 and --embed-sample at least 0 (got {sample}, {embed_sample})")
     t0 = time.perf_counter()
     cfg, state = ctx.config, ctx.state
-    records = co.populations(state, cfg.index)
+    records, damaged = co.populations_checked(state, cfg.index)
     got = state.get_versioned_aged(ctx.books.lock_key)
     lock = parse_lock(got[0] if got is not None else None)
     gone = lock.held and lock.process is not None and lock.process.gone()
@@ -115,6 +115,9 @@ def doctor(ctx: Context, *, full: bool = False, sample: int = 256,
         health = _live_health(store, live_name, collections, cfg, findings, unread)
     books, notes = check_books(state, cfg.index, records, StoreView(alias, collections, lock, got[2] if got else 0.0, gone))
     findings += books
+    from reindex.decisions.serving import check_serving  # the serving engine (numpy) only for doctor's last check
+
+    findings += check_serving(state, cfg.index, damaged)
     notes = unread + notes
     advice = _advice(findings, ctx, live_name, full, repair, Path(out) if out is not None else Path("plans"))
     fix = None
@@ -210,6 +213,8 @@ def _advice(findings: list[Finding], ctx: Context, live: str | None, full: bool,
         elif f.kind == "stale-lock":
             out.append(f"{f.detail}: the next command that writes takes it over (`reindex sync`, `reindex apply PLAN`); "
                        f"or delete {ctx.books.describe(ctx.books.lock_key)} if no reindex command runs for {ctx.index}")
+        elif f.kind in ("serving-record-damaged", "bridge-damaged", "bridge-missing", "population-record-damaged"):
+            out.append(f.detail)
         elif f.kind == "state-contradicts-alias":
             out.append(f"{f.detail}: readers see what the alias points at; `reindex gc` completes an interrupted move, "
                        f"`reindex rollback --to {live or 'COLLECTION'}` points the alias at the live record's population "

@@ -19,6 +19,7 @@ from typing import Any
 
 from reindex.books.manifests import read_live, read_measured_rate
 from reindex.decisions.evaluation import evaluate
+from reindex.decisions.serving import reader_passages
 from reindex.decisions.forecast import (
     FORECAST_NEW,
     FORECAST_OLD,
@@ -120,7 +121,7 @@ def forecast_change(ctx: Context, n: int = DEFAULT_FORECAST_DOCUMENTS, *, querie
             if vector_change and cfg.serving.mode != "old":
                 # A model change: what readers could be served while it builds, on the same two sides and queries.
                 outlook = forecast_serving(scratch, old_cfg, cfg, qs, embed_old_q, embed_new_q,
-                                           embed_new, evaluation["aggregate"])
+                                           embed_new, evaluation["aggregate"], reader_passages(new))
         finally:
             scratch.close()
     agree = None

@@ -398,7 +398,8 @@ def status(ctx: Context) -> IndexStatus:
                          "tokens_done": progress["tokens_done"] if progress else None,
                          "eta_seconds": progress["eta_seconds"] if progress else None})
         view = serving_view(state, cfg.index, aliases.get(cfg.index)).as_dict()
-        serving = {key: view[key] for key in ("mode", "since", "evidence", "shadow", "stale", "reason")}
+        serving = {key: view[key] for key in ("mode", "since", "evidence", "shadow", "stale", "reason", "modes",
+                                             "evaluations")}
         return {"index": cfg.index, "aliases": aliases, "populations": pops, "lock": lock,
                 "pending": co.pending_intent(state, cfg.index), "serving": serving}
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reindex.errors import ConfigError, StateError, TransientError, VectorStoreError
+from reindex.errors import ConfigError, ReindexError, StateError, TransientError, VectorStoreError
 from reindex.adapters.stores.payload import filter_key, payload_metadata, payload_text
 from reindex.context.backends import DEFAULT_CONFIG
 from reindex.usecases.configure import load_resolved
@@ -120,7 +120,7 @@ class _ReadSide:
         self.ctx = ctx
         self._lock = threading.RLock()
         self._records: dict[str, tuple[bytes, float, Any]] = {}  # collection → (record bytes, read at, Population)
-        self._noted: set[tuple[str, str]] = set()
+        self._noted: set[Any] = set()  # what was logged once: (collection, note), damaged optional files
         self._serving: tuple[bytes, float, dict | None] | None = None  # serving.json (bytes, read at, parsed)
         self._bridges: dict[str, Any] = {}  # bridge id → Bridge
 
@@ -199,15 +199,35 @@ class _ReadSide:
             self._serving = (data or b"", time.monotonic(), rec)
         return rec
 
+    def _once(self, key: Any, message: str, *args: Any) -> None:
+        """Log ``message`` once per ``key`` for this reader (an optional file that keeps failing logs once)."""
+        with self._lock:
+            if key in self._noted:
+                return
+            self._noted.add(key)
+        _log.warning(message, *args)
+
     def mode(self, served: _Served) -> _Mode | None:
         """The serving mode readers of the alias follow now, for the population ``served``: the record's mode while
         the alias still serves the population it was evaluated for and its shadow is still a shadow, the bridge
-        joining exactly these two vector ids; None (native serving) otherwise."""
+        joining exactly these two vector ids; None (native serving) otherwise — also when one of those optional
+        files cannot be read (a damaged shadow record or bridge: logged once, never the query's failure)."""
         cfg, state = self.ctx.config, self.ctx.state
         rec = self._serving_record(state, cfg.index)
-        if not rec or rec.get("mode") not in ("bridge", "cascade") or rec.get("live") != served.collection:
+        if rec is not None and not isinstance(rec, dict):
+            self._once(("serving", repr(rec)[:64]), "reindex query: the serving record of %s is not a JSON object; "
+                       "serving the live population natively (`reindex doctor` says how to fix it)", cfg.index)
             return None
-        shadow = self._population(state, cfg.index, str(rec.get("shadow")), fresh=False)
+        if not isinstance(rec, dict) or rec.get("mode") not in ("bridge", "cascade") \
+                or rec.get("live") != served.collection:
+            return None
+        try:
+            shadow = self._population(state, cfg.index, str(rec.get("shadow")), fresh=False)
+        except (ReindexError, ValueError, KeyError, TypeError) as err:
+            self._once(("shadow", str(rec.get("shadow")), str(err)), "reindex query: the record of the shadow %s "
+                       "cannot be read (%s); serving the live population natively (`reindex doctor` says how to fix "
+                       "it)", rec.get("shadow"), err)
+            return None
         if shadow is None or shadow.state not in _SHADOWS:
             return None
         bridge = None
@@ -218,7 +238,13 @@ class _ReadSide:
             if bridge is None and bid:
                 from reindex.decisions.serving import load_bridge
 
-                bridge = load_bridge(state, cfg.index, bid)
+                try:
+                    bridge = load_bridge(state, cfg.index, bid)
+                except Exception as err:  # noqa: BLE001 - an optional file: readers serve natively, whatever broke
+                    self._once(("bridge", bid), "reindex query: bridge %s cannot be loaded (%s: %s); serving the "
+                               "live population natively (`reindex doctor` says how to fix it)", bid,
+                               type(err).__name__, err)
+                    return None
                 with self._lock:
                     self._bridges[bid] = bridge
             if bridge is None or bridge.to_vector_id != served.side.vector_id or bridge.from_vector_id != shadow.vector_id:
@@ -226,26 +252,19 @@ class _ReadSide:
         return _Mode(rec["mode"], shadow, bridge, int(rec.get("candidates") or 50))
 
     def _search_mode(self, store, served: _Served, mode: _Mode, text: str, k: int, doc_id, where):
-        """One query in a serving mode: (hits, what QueryResult.serving says)."""
-        t0 = time.perf_counter()
+        """One query in a serving mode, answered as the gate measured it (:func:`reindex.decisions.serving.
+        answer_in_mode`): (hits, what QueryResult.serving says)."""
+        from reindex.decisions.serving import ModeQuery, answer_in_mode, reader_passages
+
         new = self.ctx.side(mode.shadow)
-        v_new = new.embed_queries([text])
+        hits, cost = answer_in_mode(ModeQuery(store, served.collection, mode.kind, mode.shadow.collection, mode.bridge,
+                                              served.side.embed_queries, new.embed_queries, reader_passages(new),
+                                              mode.candidates, new.vector_id, served.cfg.payload, new.vector.distance),
+                                    text, k, doc_id=doc_id, where=where)
         info: dict[str, Any] = {"query_model": new.model, "shadow": mode.shadow.collection}
         if mode.kind == "bridge":
-            hits = store.query(served.collection, mode.bridge.map(v_new)[0], limit=k, doc_id=doc_id, where=where)
-            info.update(bridge=mode.bridge.id, bridge_kind=mode.bridge.kind, embeddings=1)
-        else:
-            from reindex.decisions.serving import cascade_rerank
-
-            v_old = served.side.embed_queries([text])[0]
-            hits, cost = cascade_rerank(store, served.collection, mode.shadow.collection, v_old, v_new[0],
-                                        candidates=max(mode.candidates, k), new_vector_id=new.vector_id,
-                                        payload=served.cfg.payload, embed_passages=new.embed_passages,
-                                        distance=new.vector.distance, doc_id=doc_id, where=where)
-            hits = hits[:k]
-            info.update(candidates=cost["candidates"], from_shadow=cost["from_shadow"], embedded=cost["embedded"],
-                        embeddings=2 + cost["embedded"])
-        info["ms"] = round((time.perf_counter() - t0) * 1000, 3)
+            info.update(bridge=mode.bridge.id, bridge_kind=mode.bridge.kind)
+        info.update({key: v for key, v in cost.items() if key != "shadow_readable"})
         return hits, info
 
     def search(self, store, text: str, *, k: int, filters: dict[str, str] | None,

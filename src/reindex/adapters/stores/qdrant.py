@@ -535,6 +535,10 @@ class QdrantStore:
     def publish(self, name: str) -> None:
         """Nothing to do: a server's (and local mode's) writes are visible when they return."""
 
+    def share(self, name: str) -> str | None:
+        """Nothing to do: what a build has written is readable by every client (local mode: by this process)."""
+        return None
+
     def close(self) -> None:
         with self._lock:
             if not self._closed:

@@ -217,7 +217,8 @@ def default_config_yaml(index: str = "docs", source: str = "./corpus") -> str:
     lines.append(f"# [operational] {top['source'].description}")
     lines.append("source:")
     _emit(lines, SourceConfig, {"uri": source}, 1)
-    for name in ("text", "vector", "payload", "store", "state", "cost", "approval", "apply", "embed", "cutover", "sync"):
+    for name in ("text", "vector", "payload", "store", "state", "cost", "approval", "apply", "embed", "cutover", "serving",
+                 "sync"):
         model = top[name].annotation
         lines.append(f"# [{field_half(model)}] {top[name].description}")
         lines.append(f"{name}:")

@@ -386,8 +386,12 @@ class ServingConfig(_OpModel):
         "that mode, still gated.")
     metric: Literal["ndcg", "recall", "mrr"] = Field(
         "ndcg", description="The metric (at cutover.k) whose paired lower bound (mode − old) must beat min_delta.")
-    min_delta: float = Field(0.0, description="A mode goes live when its lower 95 % bound of metric − old's is above "
-                             "this (and no segment of cutover.segments is hurt past cutover.min_recall_delta).")
+    min_delta: float = Field(0.0, description="A mode goes live when its anytime lower bound of metric − old's is "
+                             "above this: a betting bound whose level is spent over the build's evaluations, so that "
+                             "all of them together switch on a mode no better than old with probability at most 5 % "
+                             "(and no segment of cutover.segments is hurt past cutover.min_recall_delta). A mode "
+                             "measurably worse than old is refused whatever this says; validate warns of a negative "
+                             "value.")
     candidates: int = Field(50, gt=0, strict=True, description="Cascade: candidates recalled from the live population "
                             "and reranked by the new model.")
     min_pairs: int = Field(500, gt=0, strict=True, description="Bridge: free pairs needed before one is fitted.")
@@ -401,6 +405,22 @@ class ServingConfig(_OpModel):
                               "every this many committed shards (0: only `reindex serving --evaluate`).")
     queries: str | None = Field(None, description="Labelled queries file (JSONL, as `reindex cutover --queries`) the "
                                 "modes are evaluated on; None: the cutover's probes.")
+    max_ms: float | Literal["auto"] = Field(
+        "auto", description="A mode goes live only when a reader pays at most this many milliseconds per query (p95, "
+        "measured from a reader's seat: a reader opened as another process opens it); auto: 5 × the slower native "
+        "p95 (the live model's reads now, the new model's query after the cutover), at least 20 ms.")
+    max_embedded_per_query: int | None = Field(
+        None, ge=0, description="A mode goes live only when a reader embeds at most this many cascade candidates per "
+        "query (the rest read from the shadow as the build shares it); null: no limit of its own (max_ms bounds what "
+        "embedding costs here). Set it for a model paid per token: 0 serves the cascade only once every candidate is "
+        "built.")
+
+    @field_validator("max_ms")
+    @classmethod
+    def _positive_ms(cls, value: float | str) -> float | str:
+        if value != "auto" and float(value) <= 0:
+            raise ValueError(f"got {value}; expected a number of milliseconds above 0, or auto")
+        return value
 
 
 class SyncConfig(_OpModel):

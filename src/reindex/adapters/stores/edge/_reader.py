@@ -385,7 +385,7 @@ class EdgeReader:
             f"`{self._root}` is open read-only (open_reader); write through open_vector_store in the writer process."
         )
 
-    create_collection = finish_bulk = prepare_writes = publish = create_payload_index = delete_collection = _read_only
+    create_collection = finish_bulk = prepare_writes = publish = share = create_payload_index = delete_collection = _read_only
     upsert = delete_points = overwrite_payload = swap_alias = delete_alias = _read_only
 
     def close(self) -> None:

@@ -42,6 +42,7 @@ from reindex.adapters.stores.edge._space import (
     WRITE_MARGIN_BYTES,
     check_free,
     check_write,
+    free_bytes,
     generation_copy_bytes,
     prefill,
 )
@@ -396,17 +397,22 @@ class EdgeStore:
 
     def publish(self, name: str) -> None:
         """Make the working generation of ``name`` the one readers see (flush, one atomic record replace)."""
+        self._publish(name, compact=True)
+
+    def _publish(self, name: str, *, compact: bool) -> None:
         with self._lock:
             o = self._get(name)
             if o.record.published == o.gen:
                 return
             with engine.edge_errors(f"publish collection `{o.record.name}`"):
-                # An in-place sync: let the engine's optimisers compact past their thresholds (seal an
+                # An in-place sync (``compact``; a shadow shared mid-build is indexed once, by finish_bulk: an
+                # optimize per share cost 17.9 s for 8 shares of 20k points against 0.74 s without): let the
+                # engine's optimisers compact past their thresholds (seal an
                 # appendable segment grown past indexing_threshold, vacuum a segment >20 % deleted, merge
                 # when there are too many), so many syncs keep the segment count and disk bounded. Below
                 # the thresholds this is a no-op. The engine deletes replaced segments' folders when the
                 # shard closes: reopen, so readers never load a generation that still holds them.
-                if o.record.published is not None and o.shard.optimize():
+                if compact and o.record.published is not None and o.shard.optimize():
                     o.shard.flush()
                     o.shard.close()
                     prefill(gen_dir(self._coll(o.record.name), o.gen), f"open collection `{o.record.name}`")
@@ -415,6 +421,25 @@ class EdgeStore:
                 make_lease(gen_dir(self._coll(o.record.name), o.gen))  # before readers can see the generation
                 self._write_record(o, o.record.replace(published=o.gen))
                 self._sweep(o.record.name)
+
+    def share(self, name: str) -> str | None:
+        """Publish what ``name`` holds so far (a shadow being built) so that readers in other processes can read
+        it: the cascade of a model change reads its candidates' new vectors there instead of embedding them. The
+        build goes on: its next write derives a new generation from this one (a copy of what is not sealed yet:
+        during a build, O(what the collection holds)), so nothing is published when the folder has no room for that
+        copy and two more (the derived generation, a reader's lease on this one, the margin). Returns None when
+        published (or already), else why not. No alias moves: readers of an alias see no difference."""
+        with self._lock:
+            o = self._get(name)
+            if o.record.published == o.gen:
+                return None
+            need = 2 * generation_copy_bytes(self._root, o.record.name) + WRITE_MARGIN_BYTES
+            free = free_bytes(self._root)
+            if need > free:
+                return (f"not published for readers: the next write would copy {need / 2**20:,.1f} MiB and "
+                        f"{free / 2**20:,.1f} MiB is free in {self._root}")
+            self._publish(o.record.name, compact=False)
+            return None
 
     def get_alias(self, alias: str) -> str | None:
         return self.list_aliases().get(alias)
