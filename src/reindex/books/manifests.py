@@ -389,35 +389,6 @@ def read_measured_rate(store: ObjectStore, vector_id: str) -> dict | None:
     return read_json(store, Books.measured_rate_key(vector_id))
 
 
-def read_query_vectors(store: ObjectStore, side_key: str) -> dict[str, Any]:
-    """The query vectors recorded for one query side: text digest → vector (empty when none, or unreadable)."""
-    import io
-
-    import numpy as np
-
-    data = store.get(Books.query_vectors_key(side_key))
-    if not data:
-        return {}
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            return dict(zip((str(d) for d in z["digests"]), z["vectors"]))
-    except (OSError, ValueError, KeyError):
-        return {}  # a torn or foreign file: embed again (it is a cache, never the truth)
-
-
-def write_query_vectors(store: ObjectStore, side_key: str, vectors: dict[str, Any]) -> None:
-    """Record one query side's query vectors (text digest → vector), replacing what was there."""
-    import io
-
-    import numpy as np
-
-    buf = io.BytesIO()
-    digests = sorted(vectors)
-    np.savez(buf, digests=np.array(digests, dtype="U64"),
-             vectors=np.stack([np.asarray(vectors[d], dtype=np.float32) for d in digests]))
-    store.put(Books.query_vectors_key(side_key), buf.getvalue())
-
-
 def build_rate_key(backend: str, dimension: int, precision: str, m: int, ef_construct: int) -> str:
     """The name a measured index build is recorded under: what its rate depends on besides the points."""
     return f"{backend}-{dimension}d-{precision}-m{m}-ef{ef_construct}"
@@ -611,7 +582,6 @@ __all__ = [
     "read_apply_record", "read_calibration", "read_chunk_manifest",
     "read_build_rate", "read_chunk_manifest_columns", "read_chunk_manifest_part", "read_chunk_texts", "read_chunk_texts_part",
     "read_document_hashes", "read_json", "read_live", "read_live_record", "read_measured_rate", "read_population", "read_serving_checked",
-    "read_query_vectors", "write_query_vectors",
     "read_shard_manifest", "rewrite_chunk_manifest_part", "run_rewrites", "shard_manifest_key", "shard_name",
     "shard_of", "write_apply_record", "write_build_rate", "write_calibration", "write_chunk_manifest_part", "write_chunk_texts_part",
     "write_json", "write_live", "write_measured_rate", "write_population", "write_shard_manifest",

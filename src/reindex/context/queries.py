@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from reindex.books.manifests import read_query_vectors, write_query_vectors
+from reindex.books.query_vectors import read_query_vectors, write_query_vectors
 from reindex.decisions import evaluation as ev
 from reindex.domain.config import PipelineConfig, TextHalf
 from reindex.domain.identity import digest_json, identity_of
