@@ -19,6 +19,16 @@ the full build's (tokens embedded and CPU-seconds).
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/forecast.py [--others 216] [--n 50 100 200] [--work build/forecast]
         [--changes chunker static int8] [--json-out bench/out/forecast.json]
+
+``--cost 300 3000`` (issue 41, item 5) measures instead what a forecast costs beside the build it forecasts, at each
+size: documents cut from the PEPs of ``snapshot_new.parquet`` (paragraphs grouped to ~600 characters, drawn with seed
+0), the cutover's 50 default probes as queries, gates opened. Live: MiniLM (initial build and cutover). Then MiniLM →
+the static model: ``reindex plan --forecast --json`` (no N: the default share of the corpus) and ``reindex apply``
+(the build), each one process; the cutover; then back, static → MiniLM (a retained MiniLM population: the rollback
+case), forecast and build again. Prints per change and size the forecast's own CPU (its process CPU, measured inside
+``plan``), what it projected before it ran, the build's CPU (the whole ``reindex apply`` process tree) and the ratio.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/forecast.py --cost 300 3000 [--work build/forecast-cost]
 """
 
 from __future__ import annotations
@@ -164,6 +174,88 @@ def table(name: str, r: dict) -> str:
     return "\n".join(lines)
 
 
+COST_BASE = """\
+index: docs
+source: ./corpus.parquet
+text: {{chunker: {{kind: recursive, size: 256}}}}
+embed: {{device: cpu}}
+cutover: {{min_recall_delta: -1.0, min_delta: -1.0, cannot_tell: pass, k: 10}}
+approval: {{max_tokens: null, max_usd: null, pipeline_scoped: false}}
+{vector}"""
+MINILM = "vector: {model: all-MiniLM-L6-v2}"
+STATIC = "vector: {provider: model2vec, model: all-MiniLM-L6-v2, dimension: 256}"
+
+
+def cost_corpus(work: Path, documents: int) -> int:
+    """``documents`` documents of ~600 characters: consecutive paragraphs of the PEPs grouped, drawn with seed 0."""
+    import re
+
+    work.mkdir(parents=True, exist_ok=True)
+    t = pq.read_table(CORPUS / "snapshot_new.parquet", columns=["doc_id", "text"]).to_pydict()
+    pieces = []
+    for doc, text in zip(t["doc_id"], t["text"]):
+        group, n = [], 0
+        for para in (p.strip() for p in re.split(r"\n\s*\n", text)):
+            if not para:
+                continue
+            group.append(para)
+            if sum(len(g) for g in group) >= 600:
+                pieces.append((f"{doc}#{n}", "\n\n".join(group)))
+                group, n = [], n + 1
+    chosen = sorted(random.Random(0).sample(pieces, documents))
+    pq.write_table(pa.table({"id": [d for d, _ in chosen], "text": [x for _, x in chosen]}), work / "corpus.parquet")
+    return len(chosen)
+
+
+def cost_step(work: Path, vector: str) -> dict:
+    """One change to ``vector``: the forecast (inside ``plan``), the build (``apply``) and the cutover."""
+    (work / "reindex.yaml").write_text(COST_BASE.format(vector=vector), encoding="utf-8")
+    p, plan_wall, plan_cpu = plan(work, "--forecast")
+    f = p["forecast"]
+    _, apply_wall, apply_cpu = run([str(REINDEX), "apply", p["plan_file"], "--no-progress", "--no-prefect"], work)
+    # The bench needs the new population live for the way back, whatever the gate says (MiniLM → static is worse).
+    run([str(REINDEX), "approve", p["plan_file"], "--by", "bench"], work)
+    run([str(REINDEX), "cutover", p["plan_file"], "--force"], work, ok=(0, 3))
+    c = f["cost"]
+    return {"kind": p["kind"], "sample": f["sample_documents"], "chunks": c["chunks"],
+            "embedded_chunks": c["embedded_chunks"], "forecast_cpu_s": c["cpu_seconds"],
+            "projected_cpu_s": c.get("projected_cpu_seconds"), "embed_cpu_s": c.get("embed_cpu_seconds"),
+            "retained": c.get("retained_populations"), "plan_cpu_s": plan_cpu, "build_cpu_s": apply_cpu,
+            "build_wall_s": apply_wall, "tokens_to_embed": p["tokens_to_embed"], "verdict": f["verdict"]}
+
+
+def cost_run(root: Path, sizes: list[int]) -> dict:
+    out = {}
+    for n in sizes:
+        work = root / f"n{n}"
+        if work.exists():
+            shutil.rmtree(work)
+        docs = cost_corpus(work, n)
+        (work / "reindex.yaml").write_text(COST_BASE.format(vector=MINILM), encoding="utf-8")
+        p, _, _ = plan(work)
+        _, live_wall, live_cpu = run([str(REINDEX), "apply", p["plan_file"], "--no-progress", "--no-prefect"], work)
+        run([str(REINDEX), "cutover", p["plan_file"]], work)
+        out[n] = {"documents": docs, "live_build_cpu_s": live_cpu, "load_start": os.getloadavg()[0],
+                  "minilm_to_static": cost_step(work, STATIC), "static_to_minilm": cost_step(work, MINILM),
+                  "load_end": os.getloadavg()[0]}
+        print(cost_table(out), flush=True)
+    return out
+
+
+def cost_table(out: dict) -> str:
+    lines = ["| documents | change | forecast sample | chunks embedded by the forecast | forecast CPU-s (projected) | "
+             "build CPU-s | forecast ÷ build | load |", "|---|---|---|---|---|---|---|---|"]
+    for n, r in out.items():
+        for name in ("minilm_to_static", "static_to_minilm"):
+            s = r[name]
+            label = "MiniLM → static" if name == "minilm_to_static" else "static → MiniLM"
+            lines.append(f"| {r['documents']:,} | {label} | {s['sample']:,} docs | {s['embedded_chunks']:,} of "
+                         f"{s['chunks']:,} | {s['forecast_cpu_s']:.1f} ({s['projected_cpu_s']:.1f}) | "
+                         f"{s['build_cpu_s']:.1f} | {s['forecast_cpu_s'] / max(s['build_cpu_s'], 1e-9):.0%} | "
+                         f"{r['load_start']:.0f}–{r['load_end']:.0f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--work", default="build/forecast")
@@ -173,9 +265,18 @@ def main() -> None:
     ap.add_argument("--changes", nargs="+", default=list(CHANGES), choices=list(CHANGES))
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--keep", action="store_true", help="reuse a workspace a previous run left (skip the live build)")
+    ap.add_argument("--cost", type=int, nargs="+", default=None, metavar="DOCUMENTS",
+                    help="measure the forecast's CPU beside the build's at these corpus sizes instead")
     args = ap.parse_args()
     if not (CORPUS / "queries.jsonl").exists():
         raise SystemExit(f"{CORPUS} is absent: this bench needs the shared corpus")
+    if args.cost:
+        out = cost_run(REPO / (args.work if args.work != "build/forecast" else "build/forecast-cost"), args.cost)
+        if args.json_out:
+            Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json_out).write_text(json.dumps(out, indent=2) + "\n")
+        print(cost_table(out))
+        return
     work = REPO / args.work
     if work.exists() and not args.keep:
         shutil.rmtree(work)

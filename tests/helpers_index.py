@@ -175,7 +175,7 @@ class Workspace:
 def switched_workspace(root: Path) -> dict:
     """A workspace with A live and B built beside it from an approved chunker change (150 → 120 tokens,
     not cut over yet; lenient cutover gates): ``{"ws", "a", "b", "path", "plan"}``."""
-    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    lenient = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
     ws = Workspace(root, extra=lenient)
     a = ws.build_live()
     plan, path = ws.planned_change(size=120, extra=lenient)

@@ -256,7 +256,9 @@ def test_a_first_builds_cutover_runs_the_queries_on_the_new_population(tmp_path:
     assert alone["collection"] == plan.body["identity"]["new"]["collection"] and len(alone["rows"]) == 3
     agg = alone["aggregate"]
     assert agg["queries"] == 3 and agg["recall_at_10_queries"] == 2 and 0.0 <= agg["recall_at_10"] <= 1.0
-    assert [x["rule"] for x in report["rules"]] == ["point-count", "no-failed-shards"]
+    # a first build: its own index is checked (nothing to compare its latency with)
+    assert [x["rule"] for x in report["rules"]] == ["point-count", "no-failed-shards", "index-recall"]
+    assert report["index_health"]["old"] is None and report["index_health"]["new"]["latency_ms_p95"] >= 0
     line = (f"  first build, nothing to compare with: 3 queries on {alone['collection']}: recall@10 "
             f"{agg['recall_at_10']:.3f} (2 labelled) · nDCG@10 {agg['ndcg_at_10']:.3f} (2 labelled) · MRR "
             f"{agg['mrr']:.3f} (2 labelled) · latency p50 {agg['latency_p50_ms']:.1f} ms")

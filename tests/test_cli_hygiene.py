@@ -99,7 +99,7 @@ def test_every_command_takes_json_and_prints_one_document(tmp_path: Path, no_pre
     run("apply", path, "-c", cfg, "--no-progress")
     run("cutover", path, "-c", cfg)
     # A second population, so that there is something to roll back to.
-    ws.write_config(100, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n")
+    ws.write_config(100, extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n")
     second = run("plan", "-c", cfg, "--out", str(plan_dir), code=2)["plan_file"]
     run("approve", second, "--by", "alice")
     run("apply", second, "-c", cfg, "--no-progress")

@@ -133,8 +133,10 @@ def test_a_failing_gate_leaves_the_alias_and_says_which_rule_failed(two_populati
     assert lines[0].startswith(f"FAIL: docs: {t['a']} → {t['b']} ")
     assert "  ok   point-count: shadow holds" in res.stdout and "  ok   no-failed-shards:" in res.stdout
     failed = [ln for ln in lines if ln.startswith("  FAIL ")]
-    assert len(failed) == 1 and failed[0].startswith("  FAIL recall@10: recall@10 new − old = -")
+    assert len(failed) == 2 and failed[0].startswith("  FAIL recall@10: recall@10 new − old = -")
     assert failed[0].endswith("lower bound must be ≥ -0.020")
+    # The change's own verdict on the primary metric (nDCG@10) is worse: a worse change never passes.
+    assert failed[1].startswith("  FAIL evidence: verdict worse on nDCG@10 (cutover.metric): nDCG@10 new − old = -")
     assert "  alias not moved" in lines
     assert ws.alias() == t["a"]
     assert ws.state().get("indexes/docs/live.json") == live_before
@@ -142,7 +144,7 @@ def test_a_failing_gate_leaves_the_alias_and_says_which_rule_failed(two_populati
     assert read_population(ws.state(), "docs", t["a"]).state == "live"
     report = json.loads(Path(str(t["path"]).removesuffix(".json") + ".cutover.json").read_text())
     assert report["passed"] is False and report["swap"] is None
-    assert [r["rule"] for r in report["rules"] if not r["passed"]] == ["recall@10"]
+    assert [r["rule"] for r in report["rules"] if not r["passed"]] == ["recall@10", "evidence"]
 
     # --force needs an approval record of this plan; without one it refuses before evaluating.
     approval = approval_path(t["path"])

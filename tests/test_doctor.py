@@ -85,6 +85,9 @@ def test_a_healthy_index_is_healthy_and_every_injected_drift_is_found_with_its_c
 
     # The sampled check looks at its sample, not the whole collection: 16 rows of the manifest, 16 stored points.
     _code, body = _doctor(ws, "--sample", "16", "--embed-sample", "4")
+    # The live population's index health: small enough that every search scans its vectors, so exact by construction.
+    health = body["populations"][0].pop("index_health")
+    assert (health["ready"], health["searched"], health["recall_at_10_vs_exact"]) == (True, "exact", 1.0)
     assert body["populations"] == [{"collection": live, "points": len(points.ids) - 1, "listed": len(points.ids),
                                     "checked": 16, "scanned": 16, "embedded": 4}]
     assert ("count-mismatch", live) in _kinds(body)  # counts are always compared

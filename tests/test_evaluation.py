@@ -256,7 +256,10 @@ def test_evaluate_runs_each_query_on_both_sides() -> None:
     queries = [Query("q1", "first", frozenset({"A"})), Query("q2", "second", frozenset({"C"}))]
     out = evaluate(store, "docs", "docs__new", queries, embed, embed, k=2)
     assert embedded == [["first", "second"]], "one vector call per side, reused when the vector half is equal"
-    assert store.calls == ["docs", "docs__new"] * 2
+    # Each query on both sides, then timed four more times on both, interleaved (its latency the fastest of five).
+    assert store.calls == (["docs", "docs__new"] * 5) * 2
+    assert evaluate(store, "docs", "docs__new", queries, embed, embed, k=2, latency_repeats=0) and \
+        store.calls[20:] == ["docs", "docs__new"] * 2
     assert out["pipelines_seen"] == {"old": ["p-old"], "new": ["p-new"]}
     r1, r2 = out["rows"]
     # Old documents [A, B], new [B, A] (k=2): same set, swapped.

@@ -198,7 +198,7 @@ def _write(ws: Workspace, chunk_size: int, overlap: int = 100) -> None:
         f"text: {{tokenizer: whitespace, chunker: {{kind: langchain, splitter: {LC}, "
         f"params: {{chunk_size: {chunk_size}, chunk_overlap: {overlap}}}}}}}\n"
         "vector: {provider: hash}\napply: {shards: 2}\n"
-        "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n", encoding="utf-8")
+        "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n", encoding="utf-8")
 
 
 def test_langchain_splitter_plans_applies_and_cuts_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,7 +224,9 @@ def test_langchain_splitter_plans_applies_and_cuts_over(tmp_path: Path, monkeypa
     ws.approve(path)
     r = ws.apply(path)
     assert r.status == "done" and r.collection != live
-    assert ws.cutover(path).report["swap"]
+    # Its probes say the smaller chunks lose passages (passage MRR worse): a worse change passes only by --force
+    # (approved above); this test is about the splitter, not the gate.
+    assert ws.cutover(path, force=True).report["swap"]
     assert ws.alias() == r.collection
 
     # Same config, nothing changed: nothing to do. A new library version: a planned text change, and a plan

@@ -51,7 +51,7 @@ source: ./corpus
 text: {{chunker: {{kind: recursive, size: 150}}}}
 vector: {{provider: hash}}
 apply: {{shards: 4}}
-cutover: {{min_recall_delta: -1.0, min_overlap: 0.0}}
+cutover: {{min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}}
 """
 
 
@@ -471,7 +471,7 @@ text: {{chunker: {{kind: recursive, size: 150}}}}
 vector: {{provider: openai, model: test-embed, revision: "2026-01", dimension: 16}}
 embed: {{base_url: "{url}/v1", api_key_env: %s, timeout_s: 600, max_retries: 0}}
 apply: {{shards: 4}}
-cutover: {{min_recall_delta: -1.0, min_overlap: 0.0}}
+cutover: {{min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}}
 """ % EMBED_KEY_ENV
 
 

@@ -22,7 +22,7 @@ import pytest
 
 from helpers_index import REINDEX_BIN, Workspace, subprocess_env
 
-LENIENT = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0, retention_days: 0}"
+LENIENT = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass, retention_days: 0}"
 SIZE = 256 << 20
 
 
@@ -239,3 +239,27 @@ def test_a_write_on_a_nearly_full_ext4_is_one_line_not_a_sigbus(tmp_path: Path) 
         assert _store(store, "read").returncode == 0  # what was written before stays readable
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_plan_and_apply_warn_before_the_build_when_its_cutover_will_not_fit(tmpfs: Tmpfs) -> None:
+    """Room for the build, not for its cutover: the cutover's first load of the new population (~36 MiB of
+    preallocated files on tmpfs) will not fit once it is built. The plan and the apply say so before the build (the
+    user used to learn it after); the apply still builds, the cutover refuses in one line, and fits once there is
+    room."""
+    ws = Workspace(tmpfs.path / "ws", extra=LENIENT)
+    store = ws.root / ".reindex" / "qdrant"
+    ws.build_live()
+    ws.write_config(120, extra=LENIENT)
+    tmpfs.leave(24 << 20)
+    warning = (rf"warning: the cutover of this plan will not fit in {re.escape(str(store))}: its first load of the new "
+               r"population and the live one needs about [\d.,]+ MiB, and after the build about [\d.,]+ MiB will be "
+               r"free there; free some space \(or move store.path\) before `reindex cutover`")
+    r = _cli(ws, "plan", "--out", str(ws.plans), "--json")
+    assert r.returncode == 2 and re.search(warning, r.stderr), r.stderr
+    path = json.loads(r.stdout)["plan_file"]
+    assert _cli(ws, "approve", path, "--by", "tester").returncode == 0
+    r = _cli(ws, "apply", path, "--no-progress", "--no-prefect")
+    assert r.returncode == 0 and re.search(warning, r.stderr), r.stderr
+    _one_line(_cli(ws, "cutover", path), _need(r"the cutover to \w+", store, "reindex cutover"))
+    tmpfs.grow()
+    assert _cli(ws, "cutover", path).returncode == 0

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from helpers_index import Workspace
-from reindex.decisions.cutover import CutoverError, gate
+from reindex.decisions.cutover import CutoverError
+from reindex.decisions.gate import gate
 from reindex.errors import PlanError
 from reindex.books.manifests import Population, read_population, write_population
 
@@ -82,9 +83,9 @@ def test_an_in_place_sync_deletes_every_point_of_a_removed_document(tmp_path: Pa
 
 
 def test_a_swap_whose_verifying_query_answers_from_elsewhere_is_moved_back(tmp_path: Path) -> None:
-    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
     a = ws.build_live()
-    _, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    _, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
     b = ws.apply(path).collection
     state = ws.state()
     rec = read_population(state, "docs", b)
@@ -102,7 +103,7 @@ def test_a_plan_whose_live_population_moved_to_another_collection_is_refused(tmp
 
     sw = switched_workspace(tmp_path / "ws")
     ws, a, b = sw["ws"], sw["a"], sw["b"]
-    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    lenient = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
     ws.write_config(150, extra=lenient)
     ws.edit_documents()
     plan, path = ws.plan()

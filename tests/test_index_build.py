@@ -372,13 +372,13 @@ def test_every_form_of_the_plan_shows_the_build_beside_the_embedding_hours(tmp_p
 
 def test_a_shadow_build_indexes_every_point_of_the_new_population_and_a_sync_the_points_it_writes(
         tmp_path: Path) -> None:
-    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n")
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n")
     ws.build_live()
-    change, _ = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n")
+    change, _ = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n")
     w = change.body["work"]
     assert w["chunks_reused"] > 0 and w["chunks_to_embed"] < w["chunks_new"]
     assert _build(change)["points"] == w["chunks_new"]  # reused points are upserted into the new graph too
-    ws.write_config(extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n")
+    ws.write_config(extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n")
     names = ws.edit_documents()
     assert names
     sync, _ = ws.plan()

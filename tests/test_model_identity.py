@@ -169,7 +169,7 @@ def test_query_embeds_query_prefix_plus_text_and_the_prefix_is_in_no_id(tmp_path
 
 
 def test_cutover_embeds_each_sides_queries_with_its_query_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gate = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0, probes: 6}"
+    gate = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass, probes: 6}"
     ws = Workspace(tmp_path / "ws", extra=gate)
     ws.config.write_text(ws.config.read_text().replace("{provider: hash}", '{provider: hash, prefix: "passage: ", query_prefix: "q1: "}'))
     ws.build_live()
@@ -182,6 +182,15 @@ def test_cutover_embeds_each_sides_queries_with_its_query_prefix(tmp_path: Path,
     assert ws.apply(path).status == "done"
     assert calls and {p for p, _ in calls} == {"passage: "}  # passages: the passage prefix
     calls.clear()
+    # The live side's query vectors were recorded when it was cut over (one file per query side: its vector half,
+    # query prefix included); forget them, so that this cutover embeds both sides' queries and they can be seen.
+    from reindex.books.layout import Books
+
+    state = ws.state()
+    recorded = state.list(Books.QUERY_VECTORS_PREFIX)
+    assert len(recorded) == 1
+    for key in recorded:
+        state.delete(key)
     report = ws.cutover(path).report
     assert report["swap"] and report["query_vectors"] == "each side embeds queries with its own vector.query_prefix"
     by_prefix: dict[str, list[str]] = {}

@@ -32,7 +32,7 @@ def _write_config(root: Path, fields: list[str], *, backend: str = "edge", size:
         "vector: {provider: hash}\n"
         f"store: {{backend: {backend}}}\n"
         "apply: {shards: 2}\n"
-        "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n" + extra,
+        "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n" + extra,
         encoding="utf-8")
 
 

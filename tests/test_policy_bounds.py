@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from reindex.domain.config import PipelineConfig
-from reindex.decisions.cutover import gate
+from reindex.decisions.gate import gate
 from reindex.domain.identity import identity_of
 from reindex.planner import (
     Baseline,

@@ -19,7 +19,7 @@ GUIDE = ROOT / "docs" / "python-api.md"
 README = ROOT / "README.md"
 MODEL_LINE = "vector: {model: all-MiniLM-L6-v2}"
 # The hash embedder has no semantics for the cutover gate to measure: the tests open the gate.
-TEST_VECTOR = "vector: {provider: hash}\ncutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+TEST_VECTOR = "vector: {provider: hash}\ncutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
 
 
 def code_blocks(text: str, lang: str) -> list[str]:

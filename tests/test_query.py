@@ -38,9 +38,9 @@ def test_query_returns_chunks_of_the_live_alias_and_filters_by_document(tmp_path
 
 
 def test_query_works_from_another_process_while_apply_and_cutover_run(tmp_path: Path) -> None:
-    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
     ws.build_live()
-    plan, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    plan, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
     env = subprocess_env(REINDEX_SHARD_WORKERS="1")
     env.pop("PREFECT_API_URL", None)
     for step in (["apply", str(path), "--no-progress"], ["cutover", str(path)]):
@@ -91,7 +91,7 @@ def test_a_querier_holds_one_reader_and_follows_a_sync_and_a_cutover_made_by_ano
         tmp_path: Path, monkeypatch) -> None:
     from reindex import api
 
-    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    lenient = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
     ws = Workspace(tmp_path / "ws", extra=lenient)
     live = ws.build_live()
     with ws.store() as s:

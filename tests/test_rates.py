@@ -201,7 +201,7 @@ def test_the_plan_of_a_new_local_model_is_priced_from_a_sampled_calibration(tmp_
 def test_a_model_change_is_priced_from_the_new_models_sample_then_its_apply_records_per_cpu_second(
     tmp_path: Path, tiny: Path
 ) -> None:
-    ws = _tiny_workspace(tmp_path / "ws", tiny, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n")
+    ws = _tiny_workspace(tmp_path / "ws", tiny, extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n")
     old = ws.build_live()
     old_rate = read_measured_rate(ws.state(), identity_of(ws.cfg()).vector_id)
     assert old_rate is not None and old_rate["workers"] == 1 and old_rate["threads"] == 1

@@ -24,7 +24,7 @@ from reindex.retrievers.langchain import ReindexRetriever as LangChainRetriever
 from reindex.retrievers.llamaindex import ReindexRetriever as LlamaIndexRetriever
 
 PEPS = ("pep-0212.rst", "pep-0218.rst", "pep-0223.rst", "pep-0687.rst", "pep-0699.rst", "pep-0288.rst")
-GATE = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"  # the hash embedder has no semantics to gate on
+GATE = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"  # the hash embedder has no semantics to gate on
 UNDERSCORED = ("_doc_id", "_ordinal", "_score")
 
 

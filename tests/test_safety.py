@@ -355,9 +355,9 @@ def test_an_understated_document_scoped_plan_stops_at_the_token_limit(tmp_path: 
 def test_a_rollback_then_the_same_config_reuses_the_retained_population(tmp_path: Path, embed_log: Path) -> None:
     from helpers_index import read_log
 
-    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
     a = ws.build_live()
-    plan, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    plan, path = ws.planned_change(size=120, extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
     b = ws.apply(path).collection
     assert ws.cutover(path).report["swap"]
     api.rollback(ws.config)
@@ -385,7 +385,7 @@ def test_a_cutover_after_an_in_place_sync_of_the_live_population_catches_the_sha
     the cutover replays the changes into B before the gate, says so, and the next plan under B's config is
     `none`."""
     ws, a, b, path = switched["ws"], switched["a"], switched["b"], switched["path"]
-    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    lenient = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
     edited = ws.edit_documents()
     gone = sorted(p.name for p in ws.corpus.iterdir() if p.name not in edited)[0]
     (ws.corpus / gone).unlink()

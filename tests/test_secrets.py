@@ -326,7 +326,7 @@ def test_no_secret_reaches_any_file_object_log_or_artifact(
         "index: docs\nsource: ./corpus\ntext: {chunker: {kind: recursive, size: 150}}\n"
         f"vector: {{provider: langchain, model: {PATH}, dimension: 16, "
         "params: {size: 16, api_key_env: REINDEX_TEST_EMBED_KEY}}\n"
-        "apply: {shards: 4}\ncutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n"
+        "apply: {shards: 4}\ncutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n"
         f"store: {{path: ./qdrant}}\nstate: {{uri: s3://{s3_bucket}/reindex, endpoint_url: {s3_server}}}\n",
         encoding="utf-8",
     )

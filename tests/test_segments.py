@@ -18,7 +18,7 @@ from helpers_browser import CHROMIUM, Browser
 from reindex import api
 from reindex.cli import main
 from reindex.domain.config import CutoverConfig, PipelineConfig, load_config
-from reindex.decisions.cutover import gate, segment_rules
+from reindex.decisions.gate import gate, segment_rules
 from reindex.errors import ConfigError
 from reindex.decisions.evaluation import NO_SEGMENT, Query, aggregate, read_queries, segment_of, segment_results
 from reindex.foundation.stats import holm_bootstrap, holm_levels, paired_bootstrap, quantile, bootstrap_means
@@ -132,9 +132,9 @@ def test_the_gate_fails_on_a_hurt_segment_while_the_overall_interval_passes() ->
     ev = _evaluation(rows, policy.min_recall_delta)
     rules = _gate(ev, policy)
     assert rules["recall@10"].passed, rules["recall@10"].detail
-    seg = rules["recall@10 per lang"]
-    assert not seg.passed
-    assert "lower bound below -0.020 in lang=zh (intervals corrected by Holm for 2 segments)" in seg.detail
+    seg = rules["nDCG@10 per lang"]  # segments are judged on the primary metric (cutover.metric), as the whole is
+    assert not seg.passed and seg.outcome == "fail"
+    assert "worse or below -0.020 in lang=zh (intervals corrected by Holm for 2 segments)" in seg.detail
     assert "lang=en" not in seg.detail  # only the segments that fall short are named
     zh, en = ev["segments"]["lang"]["zh"], ev["segments"]["lang"]["en"]
     assert zh["recall_at_10"]["diff"] == pytest.approx(-4 / 12) and zh["verdict"] == "worse"
@@ -149,10 +149,10 @@ def test_the_gate_passes_when_no_segment_is_hurt_and_has_no_segment_rule_without
     rows = ([_row(i, "en", 0.0, 1.0) for i in range(12)] + [_row(i, "en", 1.0, 1.0) for i in range(12, 36)]
             + [_row(i, "zh", 1.0, 1.0) for i in range(12)])
     rules = _gate(_evaluation(rows, policy.min_recall_delta), policy)
-    assert rules["recall@10 per lang"].passed
-    assert rules["recall@10 per lang"].detail.startswith("every lower bound ≥ -0.020")
+    assert rules["nDCG@10 per lang"].passed
+    assert rules["nDCG@10 per lang"].detail.startswith("every lower bound ≥ -0.020")
     plain = {"k": K, "rows": rows, "aggregate": aggregate(rows, K)}
-    assert "recall@10 per lang" not in _gate(plain, CutoverConfig())
+    assert "nDCG@10 per lang" not in _gate(plain, CutoverConfig())
 
 
 def test_a_segment_without_labelled_queries_is_not_checked() -> None:
@@ -274,8 +274,8 @@ def test_a_cutover_fails_on_the_hurt_language_while_the_overall_numbers_pass_the
     out = hurt["json"]
     rules = {x["rule"]: x for x in out["rules"]}
     assert rules["recall@10"]["passed"], rules["recall@10"]  # overall: 40 English gains against 8 Chinese losses
-    assert not rules["recall@10 per lang"]["passed"]
-    assert "lower bound below -0.020 in lang=zh" in rules["recall@10 per lang"]["detail"]
+    assert not rules["nDCG@10 per lang"]["passed"]
+    assert "worse or below -0.020 in lang=zh" in rules["nDCG@10 per lang"]["detail"]
     zh, en = out["segments"]["lang"]["zh"], out["segments"]["lang"]["en"]
     assert zh["queries"] == 8 and en["queries"] == 40  # the 4 without `lang` found zh in their documents' metadata
     assert zh["recall_at_10"]["diff"] < -0.5 and zh["verdict"] == "worse"
@@ -283,28 +283,30 @@ def test_a_cutover_fails_on_the_hurt_language_while_the_overall_numbers_pass_the
     assert set(zh["recall_at_10"]) >= {"diff", "low", "high", "n", "level", "verdict"}
     # Overall the change looks better: only the segment shows the loss.
     assert out["verdict"] == "better" and out["verdict"] == out["evaluation"]["aggregate"]["verdict"]
+    assert rules["evidence"]["passed"] and [r["rule"] for r in out["rules"] if not r["passed"]] == ["nDCG@10 per lang"]
     assert out["swap"] is None
     text = CliRunner().invoke(main, ["cutover", str(built["path"]), "-c", str(built["cfg"]), "--queries",
                                      str(hurt["queries"])])
     assert text.exit_code == 3
-    assert "  verdict: better (" in text.output
-    assert "FAIL recall@10 per lang: lower bound below -0.020 in lang=zh" in text.output
-    assert "  lang=zh (8 queries): recall@10 1.000 → " in text.output
+    assert "  verdict: better: significantly higher " in text.output
+    assert "FAIL nDCG@10 per lang: worse or below -0.020 in lang=zh" in text.output
+    assert "  lang=zh (8 queries): ndcg@10 1.000 → " in text.output
 
     fine = _queries(built, built["root"] / "fine.jsonl", hurt_zh=False)
     r = CliRunner().invoke(main, ["cutover", str(built["path"]), "-c", str(built["cfg"]), "--queries", str(fine),
                                   "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
-    assert {x["rule"]: x["passed"] for x in out["rules"]}["recall@10 per lang"]
+    assert {x["rule"]: x["passed"] for x in out["rules"]}["nDCG@10 per lang"]
     assert out["segments"]["lang"]["zh"]["recall_at_10"]["diff"] == 0.0 and out["swap"]["to"]
 
 
 def test_the_markdown_report_has_the_verdict_the_segment_table_and_the_query_rows(hurt: dict) -> None:
     md = hurt["md"]
-    assert "**Verdict: better (" in md
-    assert "| recall@10 per lang | **FAIL** | lower bound below -0.020 in lang=zh" in md
-    assert "## Per lang" in md and "| lang | queries | recall@10 old → new, new − old [corrected] |" in md
+    assert "**Verdict: better: significantly higher recall@10, nDCG@10, MRR (95 %)**" in md
+    assert "| nDCG@10 per lang | **FAIL** | worse or below -0.020 in lang=zh" in md
+    assert "## Per lang" in md and ("| lang | queries | ndcg@10 old → new, new − old [corrected] | recall@10 old → "
+                                    "new, new − old [corrected] |") in md
     zh_row = next(line for line in md.splitlines() if line.startswith("| zh | 8 | 1.000 → "))
     assert zh_row.endswith("| 0 / 8 / 0 | worse |")
     assert "## Queries" in md and "| query | text | lang | overlap@10 | top-10 changed | rank old → new |" in md

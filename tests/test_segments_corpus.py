@@ -1,6 +1,6 @@
 """Results per language on the shared corpus with the real model (issue 32, item 4): a text-half change that helps
-English and hurts Chinese passes the overall gate and fails the per-language rule, naming Chinese; a change that
-hurts neither passes.
+English passages and hurts Chinese passes the overall recall floor and fails the per-language rule (on nDCG@10 since
+issue 41), naming Chinese; a change that hurts neither passes.
 
 The index (tests/helpers_langs.py): 84 English PEP excerpts and 8 Chinese JavaGuide excerpts that the corpus's
 labelled queries point at, plus 20 and 24 unlabelled ones, with a ``lang`` column; queries.jsonl's own ``lang``.
@@ -32,7 +32,7 @@ def _plan_apply(cfg, plans):
     return path
 
 
-def test_a_change_that_helps_english_and_hurts_chinese_fails_on_chinese_only(shared_corpus, tmp_path) -> None:
+def test_a_change_that_helps_english_passages_and_hurts_chinese_fails_naming_chinese(shared_corpus, tmp_path) -> None:
     import torch
 
     torch.set_num_threads(2)
@@ -47,8 +47,12 @@ def test_a_change_that_helps_english_and_hurts_chinese_fails_on_chinese_only(sha
     print("\n".join(gate_table(hurt)))
     rules = {r["rule"]: r for r in hurt["rules"]}
     assert rules["recall@10"]["passed"], rules["recall@10"]["detail"]
-    assert not rules["recall@10 per lang"]["passed"]
-    assert "lower bound below -0.100 in lang=zh " in rules["recall@10 per lang"]["detail"]
+    assert not rules["nDCG@10 per lang"]["passed"]
+    # Judged on nDCG@10 (issue 41), English documents also rank a little lower (−0.028 [−0.058, −0.004] when
+    # measured), though English passages now fit in a chunk: the rule names both segments, Chinese far below.
+    assert "lang=zh" in rules["nDCG@10 per lang"]["detail"].split(" (intervals")[0]
+    segs = hurt["segments"]["lang"]
+    assert segs["zh"]["ndcg_at_10"]["diff"] < segs["en"]["ndcg_at_10"]["diff"] - 0.2
     assert hurt["swap"] is None
     en, zh = hurt["segments"]["lang"]["en"], hurt["segments"]["lang"]["zh"]
     assert (en["queries"], zh["queries"]) == (84, 8)
@@ -61,7 +65,7 @@ def test_a_change_that_helps_english_and_hurts_chinese_fails_on_chinese_only(sha
     fine = api.cutover(_plan_apply(cfg, plans), cfg, queries=queries).report
     print("\n".join(gate_table(fine)))
     rules = {r["rule"]: r for r in fine["rules"]}
-    assert rules["recall@10 per lang"]["passed"], rules["recall@10 per lang"]["detail"]
+    assert rules["nDCG@10 per lang"]["passed"], rules["nDCG@10 per lang"]["detail"]
     assert fine["passed"] and fine["swap"], fine["rules"]
     # The queries file quotes the evidence with full-width punctuation; NFKC chunks hold it as ASCII: found all the
     # same, because each side's evidence is normalised as its text is (verbatim, every Chinese passage was "lost").

@@ -136,7 +136,7 @@ def test_a_change_to_a_static_model_plans_pipeline_scoped_vector_applies_cuts_ov
 ) -> None:
     _corpus(tmp_path)
     cfg = tmp_path / "reindex.yaml"
-    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}\n"  # two random-weight models: the gate is not the point
+    lenient = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}\n"  # two random-weight models: the gate is not the point
     cfg.write_text(_yaml(f"{{model: {tiny}, dimension: {TINY_HIDDEN}}}", lenient), encoding="utf-8")
     old = _cycle(cfg, tmp_path / "plans")
     assert old["plan"].kind.value != "pipeline-scoped/vector"

@@ -39,7 +39,7 @@ def _plan_files(ws: Workspace) -> list[Path]:
 
 
 def test_sync_carries_out_each_kind_and_waits_for_approval_once(tmp_path: Path) -> None:
-    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
     first = _sync(ws, 0)  # nothing live yet: the initial build needs no approval here, so it is built and cut over
     assert first["outcome"] == "cut-over" and first["kind"] == "initial"
     assert ws.alias() == first["cutover"]["shadow"]
@@ -53,7 +53,7 @@ def test_sync_carries_out_each_kind_and_waits_for_approval_once(tmp_path: Path) 
     assert sorted(synced["apply"]["actual"].keys()) and edited
     assert _sync(ws, 0)["outcome"] == "nothing-to-do"
 
-    ws.write_config(120, extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")  # a chunker change: approval
+    ws.write_config(120, extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")  # a chunker change: approval
     waiting = _sync(ws, 2)
     assert waiting["outcome"] == "awaiting-approval" and waiting["kind"] == "pipeline-scoped/text"
     assert Path(waiting["plan_file"]).is_file() and "reindex approve" in waiting["message"]
@@ -243,7 +243,7 @@ def test_document_edits_beside_a_chunker_change_reach_the_live_index_at_once(tmp
     are applied in place to the live population under its own config; the chunker change waits for approval;
     after approval (and one more edit, synced in place with the approval carried over) the next sync builds and
     cuts over a population that holds every edit."""
-    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    lenient = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
     ws = Workspace(tmp_path / "ws", extra=lenient)
     a = ws.build_live()
     docs = sorted(p.name for p in ws.corpus.iterdir())[:3]
@@ -281,7 +281,7 @@ def test_document_edits_beside_a_chunker_change_reach_the_live_index_at_once(tmp
 
 
 def test_an_approval_is_not_carried_over_once_the_change_grows_past_the_bound(tmp_path: Path) -> None:
-    lenient = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}"
+    lenient = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}"
     ws = Workspace(tmp_path / "ws", extra=lenient + "\napproval: {carry_over: 0.01}")
     a = ws.build_live()
     ws.write_config(120, extra=lenient + "\napproval: {carry_over: 0.01}")
@@ -295,7 +295,7 @@ def test_an_approval_is_not_carried_over_once_the_change_grows_past_the_bound(tm
 
 
 def test_the_json_of_a_cycle_names_every_field_scripts_read(tmp_path: Path) -> None:
-    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
     out = _sync(ws, 0)
     assert sorted(out) == ["apply", "cutover", "gc", "in_place", "index", "kind", "message", "outcome", "plan_file",
                            "plan_hash", "replanned"]
@@ -347,7 +347,7 @@ def test_the_earlier_plan_is_the_newest_with_the_same_inputs(tmp_path: Path) -> 
 
 
 def test_a_cycle_deletes_retired_populations_past_retention_only_when_its_policy_says(tmp_path: Path) -> None:
-    extra = "cutover: {min_recall_delta: -1.0, min_overlap: 0.0, retention_days: 0}\napproval: {pipeline_scoped: false}"
+    extra = "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass, retention_days: 0}\napproval: {pipeline_scoped: false}"
     for gc in (False, True):
         ws = Workspace(tmp_path / f"ws-{gc}", extra=extra)
         with Index.open(ws.config) as ix:
@@ -369,7 +369,7 @@ def test_a_cycle_deletes_retired_populations_past_retention_only_when_its_policy
 
 def test_plans_go_to_plans_in_the_working_folder_and_nothing_to_do_says_so(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+    ws = Workspace(tmp_path / "ws", extra="cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
     monkeypatch.chdir(tmp_path)
     with Index.open(ws.config) as ix:
         built = ix.sync(SyncPolicy())

@@ -30,7 +30,7 @@ def toy():
 
 def _workspace(tmp_path: Path, url: str = "toy://one", options: str = "") -> Workspace:
     return Workspace(tmp_path / "ws", extra=f"store: {{url: '{url}'{options}}}\n"
-                                            "cutover: {min_recall_delta: -1.0, min_overlap: 0.0}")
+                                            "cutover: {min_recall_delta: -1.0, min_delta: -1.0, min_overlap: 0.0, cannot_tell: pass}")
 
 
 def test_a_registered_backend_runs_the_whole_cycle_with_no_other_file(tmp_path: Path, toy) -> None:

@@ -123,7 +123,8 @@ class ToyStore:
             yield Point(i, vector.copy() if with_vectors else None, dict(payload))
 
     def query(self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
-              where: Mapping[str, Any] | None = None) -> list[Hit]:
+              where: Mapping[str, Any] | None = None, exact: bool = False) -> list[Hit]:
+        """Brute force: every search is exact (``exact`` changes nothing)."""
         c = self._get(name)
         conditions = equality_conditions(doc_id, where)
         rows = [(i, v, p) for i, (v, p) in c.points.items()

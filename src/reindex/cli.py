@@ -213,10 +213,11 @@ def chunk(path: str, config_path: str | None, chunker: str | None, summary: bool
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sample.")
 @click.option("--verify", is_flag=True, help="Read the whole source and compare content hashes, even where its "
               "cursor (listing metadata, a cursor column, a change log's offset) would find the changes.")
-@click.option("--forecast", type=int, is_flag=False, flag_value=100, default=None, metavar="[N]",
+@click.option("--forecast", type=int, is_flag=False, flag_value=0, default=None, metavar="[N]",
               help="What a pipeline-scoped change buys, before paying: build both sides on N sampled documents "
-                   "(default 100) plus those the queries point at, in a scratch store, and evaluate them as the "
-                   "cutover will (verdict, metrics with intervals, its own cost).")
+                   "plus those the queries point at (no N: 10 % of the corpus, at least 30 documents, those "
+                   "included), in a scratch store, and evaluate them as the cutover will (verdict, metrics with "
+                   "intervals, what the gate can tell, its own CPU: projected first, then measured).")
 @click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
               help="With --forecast: the labelled queries file the cutover will use (as `reindex cutover --queries`); "
                    "default: the cutover's probes.")
@@ -241,7 +242,8 @@ def plan(ctx: click.Context, config_path: str, baseline_config: str | None, base
         if queries is not None and forecast is None:
             raise click.UsageError("--queries goes with --forecast (the cutover takes its own --queries)")
         p, path = ix.plan(baseline_config=baseline_config, baseline_corpus=baseline_corpus, out=out, sample=sample,
-                          seed=seed, verify=verify, forecast=forecast, queries=queries)
+                          seed=seed, verify=verify, forecast=forecast, queries=queries,
+                          say=lambda line: click.echo(line, err=True))
     if as_json:
         _emit_json({**p.summary(), "plan_file": str(path)})
     else:
@@ -455,7 +457,7 @@ def apply(plan_file: str, config_path: str, replan: bool, prefect: bool | None, 
 @CONFIG_OPTION
 @click.option("--plans", "plans_dir", default="plans", show_default=True, help="Folder for plans and their reports.")
 @click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="JSONL queries for the cutover's comparison (default: probes from the corpus).")
+              help="JSONL queries for the cutover's comparison (default: cutover.queries, else probes from the corpus).")
 @click.option("--k", type=int, default=None, help="Comparison depth of the cutover (default: cutover.k).")
 @click.option("--no-gc", is_flag=True, help="Do not delete retired populations past retention at the end.")
 @click.option("--verify", is_flag=True, help="Read the whole source and compare content hashes instead of trusting its "
@@ -536,7 +538,7 @@ def _watch(config_path: str, policy: Any, interval: float, as_json: bool) -> Non
 @click.argument("plan_file", required=False, type=click.Path(dir_okay=False))
 @CONFIG_OPTION
 @click.option("--queries", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="JSONL queries (query, optional doc_path/relevant and evidence); default: probes from the corpus.")
+              help="JSONL queries (query, optional doc_path/relevant and evidence); default: cutover.queries, else probes from the corpus.")
 @click.option("--k", type=int, default=None, help="Comparison depth (default: cutover.k).")
 @click.option("--force", is_flag=True, help="Swap even if the gate fails (needs an approval record; logged).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

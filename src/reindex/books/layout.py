@@ -25,6 +25,7 @@ plans in a plans folder. :class:`Books` is the only place that spells a key or a
         runs/<run>/shard-NNNN.json  progress.json  pairs/shard-NNNN.npz   shard manifests, progress, free pairs
         runs/<run>/units/shard-<k>-<attempt>-<n>.npz   units a run embedded, stored before their chunks' points
     calibration/<vector id>.json  <vector id>.apply.json  index-build/<key>.json   measured rates (every index)
+    query-vectors/<side key>.npz              query vectors by text digest, per query side (every index)
 
     plans/<date>-<index>-<kind>-<hash8>.json (.md .html .run.json)   approvals/<stem>.json  rejections/<stem>.json
 """
@@ -328,6 +329,14 @@ class Books:
     def measured_rate_key(vector_id: str) -> str:
         """The embedding rate the last apply of a vector half measured."""
         return f"calibration/{vector_id}.apply.json"
+
+    QUERY_VECTORS_PREFIX = "query-vectors/"
+
+    @staticmethod
+    def query_vectors_key(side_key: str) -> str:
+        """The query vectors one query side (a vector half with its query prefix: ``side_key``) gave, by text
+        digest, shared by every index of the state: a cutover and a forecast of the same queries embed them once."""
+        return f"{Books.QUERY_VECTORS_PREFIX}{side_key}.npz"
 
     @staticmethod
     def build_rate_key(name: str) -> str:

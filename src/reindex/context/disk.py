@@ -19,7 +19,7 @@ from reindex.books.manifests import read_live_record
 from reindex.planner import Plan
 from reindex.context import backends
 
-__all__ = ["RECORDS_BYTES", "check_free_disk", "need_for_cutover", "need_for_plan",
+__all__ = ["RECORDS_BYTES", "check_free_disk", "cutover_room_warning", "need_for_cutover", "need_for_plan",
            "need_for_rollback", "require_free_disk", "require_free_for_cutover", "require_free_for_gc",
            "require_free_for_rollback"]
 
@@ -79,6 +79,25 @@ def check_free_disk(plan: Plan, cfg: PipelineConfig) -> None:
     """Apply's guard (:func:`need_for_plan`)."""
     require_free_disk(cfg, need_for_plan(plan, cfg), f"plan {plan.plan_hash[:12]}", "its peak footprint",
                       "reindex apply")
+
+
+def cutover_room_warning(plan: Plan, cfg: PipelineConfig) -> str | None:
+    """Why the cutover of the population ``plan`` builds will not fit once it is built (None when it will, or the
+    plan builds nothing, or the store's disk is not checked): the cutover's first loads (the new population, as the
+    backend's guard estimates a fresh one, and the live one as its files stand) against what will be free after the
+    apply (free now less :func:`need_for_plan`). Apply and the plan say it before the build, not after."""
+    b = backends.store_backend(cfg)
+    folder = _folder(cfg)
+    if folder is None or not plan.kind.needs_cutover or b.disk is None or b.disk.new_population_load is None:
+        return None
+    live = plan.body["inputs"]["baseline"].get("collection")
+    need = RECORDS_BYTES + b.disk.new_population_load(folder) + _loads(cfg, live)
+    left = backends.free_disk_bytes(folder) - need_for_plan(plan, cfg)
+    if need <= left:
+        return None
+    return (f"the cutover of this plan will not fit in {folder}: its first load of the new population"
+            + (" and the live one" if live else "") + f" needs about {_mib(need)}, and after the build about "
+            f"{_mib(max(left, 0))} will be free there; free some space (or move store.path) before `reindex cutover`")
 
 
 def need_for_cutover(cfg: PipelineConfig, shadow: str, live: str | None) -> int:

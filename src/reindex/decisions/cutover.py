@@ -30,88 +30,26 @@ from reindex.books.manifests import (
 )
 from reindex.adapters.stores.objects import ObjectStore
 from reindex.books.layout import Books
+from reindex.decisions import evaluation as ev
+from reindex.decisions.gate import (
+    Rule,
+    add_latency,
+    compare_forecast,
+    gate,
+    gate_bounds,
+    identical_populations,
+    measure_health,
+    primary_metric,
+    verdict_words,
+)
 
 __all__ = [
-    "CutoverInputs", "Rule", "SERVABLE", "VERIFY_SAMPLE", "check_names", "delete_population", "evidence_rule",
-    "gate", "gc_candidates", "last_move_to", "pending_intent", "populations", "populations_checked", "reconcile", "require_verified", "restore_live",
-    "rollback", "run_cutover", "segment_rules", "swap", "verify_population",
+    "CutoverInputs", "SERVABLE", "VERIFY_SAMPLE", "check_names", "delete_population", "gc_candidates", "last_move_to",
+    "pending_intent", "populations", "populations_checked", "reconcile", "require_verified", "restore_live", "rollback", "run_cutover", "swap",
+    "verify_population",
 ]
 
 
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    name: str
-    passed: bool
-    detail: str
-
-    def as_dict(self) -> dict:
-        return {"rule": self.name, "passed": self.passed, "detail": self.detail}
-
-
-def gate(policy: Any, evaluation: dict | None, *, shadow_points: int, planned_chunks: int, failures: int,
-         k: int) -> list[Rule]:
-    """Pass/fail per rule of the cutover policy (config ``cutover``)."""
-    rules = []
-    if policy.require_exact_count:
-        rules.append(Rule("point-count", shadow_points == planned_chunks,
-                          f"shadow holds {shadow_points:,} points, its chunk manifest has {planned_chunks:,} chunks"))
-    rules.append(Rule("no-failed-shards", failures == 0, f"{failures} failed shards or documents"))
-    if evaluation is not None:
-        agg = evaluation["aggregate"]
-        diff = agg.get(f"recall_at_{k}_diff")
-        if diff is not None:
-            rules.append(Rule(f"recall@{k}", diff["low"] >= policy.min_recall_delta,
-                              f"recall@{k} new − old = {diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}]; "
-                              f"lower bound must be ≥ {policy.min_recall_delta:+.3f}"))
-        else:
-            ov = agg.get(f"overlap_at_{k}", 0.0)
-            rules.append(Rule(f"overlap@{k}", ov >= policy.min_overlap,
-                              f"mean document overlap@{k} = {ov:.3f}; must be ≥ {policy.min_overlap:.3f} (no labels)"))
-        if "verdict" in agg:
-            rules.append(evidence_rule(agg, policy))
-        rules.extend(segment_rules(evaluation.get("segments") or {}, policy, k))
-    return rules
-
-
-def segment_rules(segments: dict, policy: Any, k: int) -> list[Rule]:
-    """One rule per field of ``cutover.segments``: every segment's recall@k lower bound, corrected for the number
-    of segments (Holm; :func:`reindex.decisions.evaluation.segment_results`), must be at least ``min_recall_delta``, the
-    overall recall rule's bound; the detail names each segment that falls short. Segments without labelled
-    queries have no recall and are not checked."""
-    metric, bound = f"recall_at_{k}", policy.min_recall_delta
-    rules = []
-    for name, values in segments.items():
-        checked = {v: seg[metric] for v, seg in values.items() if metric in seg}
-        if not checked:
-            continue
-        short = {v: d for v, d in checked.items() if d["low"] < bound}
-        shown = short or checked
-        detail = "; ".join(
-            f"{name}={v}: {d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}] over {d['n']} queries"
-            for v, d in shown.items())
-        m = len({(f, v) for f, vs in segments.items() for v, seg in vs.items() if metric in seg})
-        why = (f"lower bound below {bound:+.3f} in {', '.join(f'{name}={v}' for v in short)}" if short
-               else f"every lower bound ≥ {bound:+.3f}")
-        rules.append(Rule(f"recall@{k} per {name}", not short,
-                          f"{why} (intervals corrected by Holm for {m} segments): {detail}"))
-    return rules
-
-
-def evidence_rule(agg: dict, policy: Any) -> Rule:
-    """The gate never passes by construction: when no metric could measure a difference (``cannot tell``: every
-    query at the ceiling on both sides, or degenerate intervals) it fails unless ``cutover.cannot_tell: pass``."""
-    per = ", ".join(f"{m} {v}" for m, v in agg.get("metrics", {}).items()) or "no labelled metric"
-    v = agg["verdict"]
-    if v != "cannot tell":
-        return Rule("evidence", True, f"verdict {v} ({per})")
-    allowed = getattr(policy, "cannot_tell", "fail") == "pass"
-    return Rule("evidence", allowed,
-                f"verdict cannot tell ({per}): the queries cannot see a difference between old and new"
-                + ("; let through by cutover.cannot_tell: pass" if allowed else
-                   "; give harder evidence (a --queries file with labelled passages, more cutover.probes) or set "
-                   "cutover.cannot_tell: pass"))
 
 
 @dataclass(frozen=True)
@@ -136,6 +74,8 @@ class CutoverInputs:
     fence: Callable[[], None]
     # A first build (no live population): the queries on the new population alone, for its own figures.
     evaluate_alone: Callable[[list], dict] | None = None
+    # The plan's forecast (None: none was made): shown beside what the cutover measures.
+    forecast: dict | None = None
 
 
 def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
@@ -144,6 +84,7 @@ def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
     gate; swap atomically when the gate passed (or ``force``). Returns the cutover report (``swap`` is None
     when the alias did not move; ``already`` when it served the shadow before this call)."""
     i = inputs
+    t0 = time.perf_counter()
     recovered = reconcile(store, state, i.index)
     current = store.get_alias(i.index)
     base = {"index": i.index, "plan_hash": i.plan_hash, "shadow": i.shadow, "live": current, "k": i.k,
@@ -158,17 +99,37 @@ def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
     if current is None:
         check_names(store, i.index)
     caught_up = i.catch_up()
+    if caught_up:
+        # The catch-up wrote into the shadow after its index was built: build what it added (the embedded store indexes
+        # only in finish_bulk; past its indexing threshold, those points would be scanned by every search).
+        store.finish_bulk(i.shadow)
+    # What readers will get: both indexes, fully built (a server waited for) and their recall against exact search.
+    health = measure_health(store, current, i.shadow, i.policy)
     qs, query_source = i.queries()
     evaluation, vectors_note = i.evaluate(current, qs) if current is not None else (None, None)
     # A first build has nothing to compare with: its queries still run, on the new population alone, so that it
     # has figures later cutovers can be held against; the gate keeps only the rules that apply to it.
     alone = i.evaluate_alone(qs) if current is None and qs and i.evaluate_alone is not None else None
-    rules = _gate_rules(store, state, i, evaluation)
+    add_latency(health, evaluation, alone)
+    if evaluation is not None and evaluation.get("segments") is not None:
+        # Every segment's intervals corrected for the bound the gate holds each metric to (the primary metric's
+        # min_delta, recall's floor), so that the report shows the intervals the gate judged.
+        bounds = gate_bounds(i.policy, i.k)
+        evaluation["segments"] = ev.segment_results(evaluation["rows"], list(evaluation["segments"]), i.k,
+                                                    bound=bounds, seed=getattr(i.policy, "seed", 0))
+        evaluation["segment_bound"] = bounds
+    identical = identical_populations(state, i.index, current, i.shadow) if current is not None else None
+    rules = _gate_rules(store, state, i, evaluation, health, identical)
     passed = all(r.passed for r in rules)
+    primary = primary_metric(getattr(i.policy, "metric", "ndcg"), i.k)
     report = {**base, "queries_source": query_source if qs or current is not None else "none (initial build)",
               "query_vectors": vectors_note, "rules": [r.as_dict() for r in rules], "passed": passed,
               "evaluation": evaluation, "first_build": alone, "already": False, "caught_up": caught_up,
               "verdict": evaluation["aggregate"].get("verdict") if evaluation else None,
+              "verdict_words": verdict_words(evaluation["aggregate"]) if evaluation else None,
+              "identical": identical, "metric": primary,
+              "power": _gate_power(rules, primary, i.k, i.forecast), "index_health": health,
+              "forecast": compare_forecast(i.forecast, evaluation["aggregate"], primary) if evaluation else None,
               "segments": (evaluation or {}).get("segments", {})}
     if passed or i.force:
         if not passed:
@@ -178,17 +139,36 @@ def run_cutover(store: Any, state: ObjectStore, inputs: CutoverInputs) -> dict:
         probe = i.embed([qs[0].text])[0] if qs else None
         report["swap"] = swap(store, state, i.index, i.shadow, current, probe, fence=i.fence,
                               forced_by=report["forced_by"])
+    report["seconds"] = round(time.perf_counter() - t0, 3)
+    # What the index-health check cost, as a share of the whole cutover (its target: at most a fifth).
+    health["share_of_cutover"] = round(health["seconds"] / report["seconds"], 4) if report["seconds"] else None
     return report
 
 
-def _gate_rules(store: Any, state: ObjectStore, i: CutoverInputs, evaluation: dict | None) -> list[Rule]:
+def _gate_power(rules: list[Rule], primary: str, k: int, forecast: dict | None) -> dict:
+    """Per gated metric (the primary one, recall's floor): the interval's half-width on the gate's queries and the
+    queries the rule would need (:func:`reindex.decisions.evaluation.power`), beside the forecast's own figures."""
+    names = {"evidence": primary, f"recall@{k}": f"recall_at_{k}"}
+    out = {}
+    for r in rules:
+        if r.power is not None and r.name in names:
+            metric = names[r.name]
+            out[metric] = {**r.power, "outcome": r.outcome}
+            planned = ((forecast or {}).get("power") or {}).get(metric)
+            if planned:
+                out[metric]["forecast"] = planned
+    return out
+
+
+def _gate_rules(store: Any, state: ObjectStore, i: CutoverInputs, evaluation: dict | None, health: dict | None = None,
+                identical: str | None = None) -> list[Rule]:
     """The gate against the shadow's chunk manifest (the plan's chunks plus catch-up changes) and the apply's
     own record of its run in the state store (the run report beside the plan is a copy for people: a plan
     folder moved or cleaned must not change what the gate sees)."""
     run = read_apply_record(state, i.index, i.plan_hash) or {}
     expected_points = count_chunk_manifest_rows(state, i.index, i.shadow)
     return gate(i.policy, evaluation, shadow_points=store.count(i.shadow), planned_chunks=expected_points,
-                failures=len(run.get("failures", [])), k=i.k)
+                failures=len(run.get("failures", [])), k=i.k, health=health, identical=identical)
 
 
 def check_names(store: Any, index: str) -> None:

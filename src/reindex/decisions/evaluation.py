@@ -21,15 +21,18 @@ from reindex.foundation.stats import holm_bootstrap, paired_bootstrap, percentil
 from reindex.adapters.stores.payload import payload_metadata, payload_text
 
 __all__ = [
-    "BUDGET_TOKENS", "Candidate", "MAX_CANDIDATES", "NO_SEGMENT", "Query", "RBO_P", "SideResult", "VERDICTS",
-    "aggregate", "dedupe", "evaluate", "evaluate_alone", "evidence_recalled", "first_rank", "gate_metrics",
-    "metadata_lookup", "metric_verdict", "mrr", "ndcg_at_k", "overlap_at_k", "pack", "passage_rank",
+    "BUDGET_TOKENS", "Candidate", "LATENCY_REPEATS", "MAX_CANDIDATES", "NO_SEGMENT", "Query", "RBO_P", "SideResult",
+    "VERDICTS", "aggregate", "dedupe", "evaluate", "evaluate_alone", "evidence_recalled", "first_rank",
+    "gate_metrics", "metadata_lookup", "metric_verdict", "mrr", "ndcg_at_k", "overlap_at_k", "pack", "passage_rank",
     "probe_queries", "rank_changes", "rbo", "read_queries", "recall_at_k", "run_side", "score_query", "segment_of",
     "segment_results", "sentences", "verdict",
 ]
 
 BUDGET_TOKENS = 2048
 MAX_CANDIDATES = 100
+#: Each query's search timed this many more times per side (interleaved, old then new), its latency the fastest: a
+#: scheduler hiccup on a shared machine then cannot make one side look slow (invariant 19: latency is a gate rule).
+LATENCY_REPEATS = 4
 RBO_P = 0.9
 NO_SEGMENT = "(none)"  # a query whose segment value neither the queries file nor the labelled document gives
 
@@ -442,18 +445,21 @@ def segment_of(q: Query, fields: Sequence[str], metadata: Callable[[str], Mappin
     return out
 
 
-def segment_results(rows: Sequence[dict], fields: Sequence[str], k: int, *, bound: float, seed: int = 0) -> dict:
+def segment_results(rows: Sequence[dict], fields: Sequence[str], k: int, *,
+                    bound: float | Mapping[str, float], seed: int = 0) -> dict:
     """``{field: {value: {metric: {old, new, diff, low, high, n, level, p_below_bound, verdict}, "queries": n,
     "verdict": v, "ranks": {better, worse, same}}}}`` from rows carrying ``segments``. Every metric's intervals
     are corrected for the number of segments (all values of all fields: one family) by Holm's step-down method
-    on the claim "new − old is at least ``bound``" (:func:`reindex.foundation.stats.holm_bootstrap`); the verdicts are
-    :func:`metric_verdict`'s and :func:`verdict`'s, on the corrected intervals."""
+    on the claim "new − old is at least ``bound``" (one for all, or per metric: :func:`gate_bounds`;
+    :func:`reindex.foundation.stats.holm_bootstrap`); the verdicts are :func:`metric_verdict`'s and :func:`verdict`'s,
+    on the corrected intervals."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         for name, value in r.get("segments", {}).items():
             groups.setdefault((name, value), []).append(r)
     intervals = {m: holm_bootstrap({g: [r[f"{m}_new"] - r[f"{m}_old"] for r in rs if f"{m}_old" in r]
-                                    for g, rs in groups.items()}, bound, seed=seed)
+                                    for g, rs in groups.items()},
+                                   bound[m] if isinstance(bound, Mapping) else bound, seed=seed)
                  for m in gate_metrics(k)}
     out: dict[str, dict] = {name: {} for name in fields}
     for (name, value), rs in sorted(groups.items()):
@@ -496,16 +502,19 @@ def metadata_lookup(store: Any, collection: str, payload: PayloadConfig | None) 
 def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Callable[[list[str]], Any],
              embed_new: Callable[[list[str]], Any], *, k: int = 10, seed: int = 0,
              payload_old: PayloadConfig | None = None, payload_new: PayloadConfig | None = None,
-             segments: Sequence[str] = (), bound: float = 0.0, text_old: Callable[[str], str] | None = None,
+             segments: Sequence[str] = (), bound: float | Mapping[str, float] = 0.0, text_old: Callable[[str], str] | None = None,
              text_new: Callable[[str], str] | None = None,
-             search_new: Callable[[Any, Any], SideResult] | None = None) -> dict:
+             search_new: Callable[[Any, Any], SideResult] | None = None,
+             latency_repeats: int = LATENCY_REPEATS) -> dict:
     """Run every query against ``old`` (e.g. the alias) and ``new`` with each side's query vectors (and
     each side's payload layout). With ``segments`` (field names) each row names its segment values
     (:func:`segment_of`, the labelled document's metadata read from ``new``) and ``segments`` holds
     :func:`segment_results` for the lower ``bound`` the gate will hold every segment to. ``text_old``/``text_new``:
     each side's text normaliser, applied to a query's evidence (:func:`score_query`). ``search_new(old vector,
     new vector)``: how the new side answers one query when it is not a search of ``new`` (a serving mode that
-    reranks the old side's candidates: :mod:`reindex.decisions.serving`); every other step is the same."""
+    reranks the old side's candidates: :mod:`reindex.decisions.serving`); every other step is the same. Each side's
+    latency of a query is the fastest of its search and ``latency_repeats`` more, interleaved (a plain search of
+    both sides only; a ``search_new`` is timed once on both sides)."""
     texts = [q.text for q in queries]
     v_old = embed_old(texts)
     v_new = v_old if embed_new is embed_old else embed_new(texts)
@@ -518,6 +527,10 @@ def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Ca
         pipelines["old"] |= o.collections
         pipelines["new"] |= n.collections
         row = score_query(q, o, n, k, text_old, text_new)
+        if search_new is None:
+            for _ in range(latency_repeats):
+                row["latency_old_ms"] = min(row["latency_old_ms"], _search_ms(store, old, v_old[i], k))
+                row["latency_new_ms"] = min(row["latency_new_ms"], _search_ms(store, new, v_new[i], k))
         if segments:
             # (``new`` in ``v_new``'s space; a reranking new side searches ``new`` with the old side's vectors)
             at = v_new[i] if search_new is None else v_old[i]
@@ -529,6 +542,12 @@ def evaluate(store: Any, old: str, new: str, queries: list[Query], embed_old: Ca
         out["segments"] = segment_results(rows, segments, k, bound=bound, seed=seed)
         out["segment_bound"] = bound
     return out
+
+
+def _search_ms(store: Any, collection: str, vector: Any, k: int) -> float:
+    t = time.perf_counter()
+    store.query(collection, vector, limit=max(k, MAX_CANDIDATES))
+    return (time.perf_counter() - t) * 1000
 
 
 def evaluate_alone(store: Any, collection: str, queries: list[Query], embed: Callable[[list[str]], Any], *,

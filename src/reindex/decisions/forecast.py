@@ -12,6 +12,7 @@ cutover's probes come from), so each query's answer is in the haystack of both s
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -21,19 +22,25 @@ import numpy as np
 
 from reindex.domain.config import PipelineConfig
 from reindex.decisions.evaluation import Query, gate_metrics
+from reindex.decisions.gate import gate_outlook
 from reindex.engine.execution import point_payload
 from reindex.domain.identity import identity_of
-from reindex.books.manifests import Population, read_chunk_manifest_columns
+from reindex.books.layout import Books
+from reindex.books.manifests import Population, read_chunk_manifest_columns, read_population
+from reindex.errors import ReindexError
+from reindex.domain.kinds import PopulationState
 from reindex.books.pairs import PairSet, pairs_from_points, sample_points
 from reindex.adapters.pipeline import TextPipeline
 from reindex.planner import draw_stratified
 from reindex.decisions.serving import (EvaluationMemo, ModeInputs, ModeQuery, cost_sample, evaluate_modes,
                                        measure_reader, recommend)
 from reindex.adapters.sources.base import Document
+from reindex.adapters.stores.payload import payload_text
 from reindex.adapters.stores.vectors import Point
 
-__all__ = ["FORECAST_OLD", "FORECAST_NEW", "AGREEMENT_CHUNKS", "SampleDraw", "agreement", "build_new_side",
-           "build_old_side", "draw_forecast_sample", "forecast_section", "forecast_serving", "share_space"]
+__all__ = ["FORECAST_OLD", "FORECAST_NEW", "AGREEMENT_CHUNKS", "FORECAST_MIN_DOCUMENTS", "FORECAST_SHARE", "ChunkedSample",
+           "SampleDraw", "agreement", "build_new_side", "build_old_side", "chunk_sample", "default_forecast_documents",
+           "draw_forecast_sample", "forecast_section", "forecast_serving", "retained_vectors", "share_space"]
 
 FORECAST_OLD = "forecast-old"
 FORECAST_NEW = "forecast-new"
@@ -60,16 +67,37 @@ class SampleDraw:
                 "corpus_documents": self.corpus_documents, "seed": self.seed}
 
 
-def draw_forecast_sample(sizes: dict[str, int], n: int, seed: int, queries: Sequence[Query]) -> SampleDraw:
-    """``n`` documents drawn by length (``sizes``: doc id → bytes) plus the documents the queries point at."""
-    drawn = draw_stratified(sizes, min(n, len(sizes)), seed).chosen if sizes else set()
+#: ``plan --forecast`` without a number samples this share of the corpus's documents ...
+FORECAST_SHARE = 0.10
+#: ... and at least this many (the query documents count towards it).
+FORECAST_MIN_DOCUMENTS = 30
+#: A length-stratified draw takes at least two of each of its 8 strata.
+_STRATA_MINIMUM = 16
+
+
+def default_forecast_documents(corpus_documents: int) -> int:
+    """The sample ``plan --forecast`` takes without a number: :data:`FORECAST_SHARE` of the corpus, at least
+    :data:`FORECAST_MIN_DOCUMENTS` (all of a smaller corpus)."""
+    return min(corpus_documents, max(FORECAST_MIN_DOCUMENTS, math.ceil(FORECAST_SHARE * corpus_documents)))
+
+
+def draw_forecast_sample(sizes: dict[str, int], n: int, seed: int, queries: Sequence[Query], *,
+                         total: bool = False) -> SampleDraw:
+    """``n`` documents drawn by length (``sizes``: doc id → bytes) plus the documents the queries point at;
+    ``total``: ``n`` caps the whole sample, the query documents included (the draw by length takes the rest, at
+    least two of each stratum)."""
     wanted = {d for q in queries for d in q.relevant if d in sizes}
+    if total:
+        n = max(_STRATA_MINIMUM, n - len(wanted))
+    drawn = draw_stratified(sizes, min(n, len(sizes)), seed).chosen if sizes else set()
     return SampleDraw(frozenset(drawn | wanted), len(drawn), len(wanted - drawn), len(sizes), seed)
 
 
-def build_old_side(scratch: Any, reader: Any, state: Any, live: Population, documents: Iterable[str]) -> dict[str, Any]:
+def build_old_side(scratch: Any, reader: Any, state: Any, live: Population, documents: Iterable[str],
+                   texts: dict[str, Any] | None = None) -> dict[str, Any]:
     """The live population restricted to ``documents``, copied point for point (vectors and payloads) into the
-    scratch collection :data:`FORECAST_OLD`; returns ``fingerprint → vector`` for the new side's reuse."""
+    scratch collection :data:`FORECAST_OLD` (nothing embedded); returns ``fingerprint → vector`` for the new side's
+    reuse, and fills ``texts`` (chunk text → the old model's vector) when given."""
     wanted = set(documents)
     ids = [p for cols in read_chunk_manifest_columns(state, live.index, live.collection, ["doc_id", "point_id"])
            for d, p in zip(cols["doc_id"], cols["point_id"]) if d in wanted]
@@ -83,53 +111,102 @@ def build_old_side(scratch: Any, reader: Any, state: Any, live: Population, docu
             fp = p.payload.get("fingerprint")
             if fp:
                 by_fp[fp] = p.vector
+            if texts is not None:
+                texts[payload_text(p.payload, cfg.payload)] = p.vector
     scratch.create_payload_index(FORECAST_OLD, "doc_id", "keyword")
-    scratch.finish_bulk(FORECAST_OLD)
     return by_fp
 
 
-def build_new_side(scratch: Any, cfg: PipelineConfig, docs: Iterable[Document], embed: Embed,
-                   reusable: dict[str, Any], *, batch: int = 64) -> dict[str, Any]:
-    """The sampled documents chunked and embedded with ``cfg`` into :data:`FORECAST_NEW`; a chunk whose
-    fingerprint the old side holds (same text, same vector half) takes that vector. Returns what it cost:
-    chunks, chunks and tokens embedded, process CPU-seconds and wall seconds of the embedding calls, and the
-    texts embedded (for the agreement check)."""
-    ident = identity_of(cfg)
-    pipe = TextPipeline(cfg.text, ident.vector_id)
-    scratch.create_collection(FORECAST_NEW, dimension=cfg.vector.dimension, distance=cfg.vector.distance)
-    chunks = embedded = tokens = 0
-    cpu = wall = 0.0
-    texts_embedded: list[str] = []
-    vectors_of: dict[str, Any] = {}  # chunk text → the vector the new model gave it
+@dataclass(frozen=True, slots=True)
+class ChunkedSample:
+    """The new side's chunks of the sampled documents (cut before anything is embedded, so that the forecast can say
+    what it will cost first): per document its records and metadata, and the distinct texts no old vector covers."""
+
+    docs: tuple[tuple[Any, tuple[Any, ...]], ...]  # (document metadata, its chunk records)
+    missing: tuple[tuple[str, int], ...]  # (text, tokens) of each distinct text to embed, in order
+    chunks: int
+    reused: int
+
+
+def chunk_sample(cfg: PipelineConfig, docs: Iterable[Document], reusable: dict[str, Any]) -> ChunkedSample:
+    """Cut the sampled documents with ``cfg``; every chunk whose fingerprint ``reusable`` holds (the live population's
+    vectors of the same text and model, or a retained population's) needs no embedding."""
+    pipe = TextPipeline(cfg.text, identity_of(cfg).vector_id)
+    out, missing, chunks, reused = [], {}, 0, 0
     for doc in docs:
-        records = pipe.chunk_document(doc)
-        missing = list(dict.fromkeys(r.text for r in records if r.fingerprint not in reusable
-                                     and r.text not in vectors_of))
-        for start in range(0, len(missing), batch):
-            part = missing[start:start + batch]
-            c0, w0 = time.process_time(), time.perf_counter()
-            vecs = embed(part)
-            cpu += time.process_time() - c0
-            wall += time.perf_counter() - w0
-            for text, vec in zip(part, vecs):
-                vectors_of[text] = vec
-            texts_embedded += part
-        meta = doc.meta()
-        points = []
-        for r in records:
-            vec = reusable.get(r.fingerprint)
-            if vec is None:
-                vec = vectors_of[r.text]
-            points.append(Point(r.point_id, vec, point_payload(cfg, ident.pipeline_id, r, meta)))
+        records = tuple(pipe.chunk_document(doc))
+        out.append((doc.meta(), records))
         chunks += len(records)
-        embedded += sum(1 for r in records if r.fingerprint not in reusable)
-        tokens += sum(r.tokens for r in records if r.fingerprint not in reusable)
-        if points:
+        for r in records:
+            if r.fingerprint in reusable:
+                reused += 1
+            else:
+                missing.setdefault(r.text, r.tokens)
+    return ChunkedSample(tuple(out), tuple(missing.items()), chunks, reused)
+
+
+def build_new_side(scratch: Any, cfg: PipelineConfig, sample: ChunkedSample, embed: Embed,
+                   reusable: dict[str, Any], *, batch: int = 64) -> dict[str, Any]:
+    """The sampled documents' chunks (:func:`chunk_sample`) into :data:`FORECAST_NEW`, each with the vector ``reusable``
+    holds for its fingerprint, or the new model's (each distinct missing text embedded once). No index is built:
+    the sample is small enough to be searched exactly (its answers are the exact ones; the index that will serve
+    the full population is checked by the cutover's index health). Returns what it cost: chunks, chunks and tokens
+    embedded, CPU-seconds and wall seconds of the embedding calls, and the texts embedded (for the agreement)."""
+    ident = identity_of(cfg)
+    scratch.create_collection(FORECAST_NEW, dimension=cfg.vector.dimension, distance=cfg.vector.distance)
+    cpu = wall = 0.0
+    vectors_of: dict[str, Any] = {}  # chunk text → the vector the new model gave it
+    texts = [t for t, _ in sample.missing]
+    for start in range(0, len(texts), batch):
+        part = texts[start:start + batch]
+        c0, w0 = time.process_time(), time.perf_counter()
+        vecs = embed(part)
+        cpu += time.process_time() - c0
+        wall += time.perf_counter() - w0
+        vectors_of.update(zip(part, vecs))
+    points: list[Point] = []
+    for meta, records in sample.docs:
+        points += [Point(r.point_id, reusable[r.fingerprint] if r.fingerprint in reusable else vectors_of[r.text],
+                         point_payload(cfg, ident.pipeline_id, r, meta)) for r in records]
+        if len(points) >= 512:  # one durable write per 512 points, not per document (each write flushes)
             scratch.upsert(FORECAST_NEW, points)
+            points = []
+    if points:
+        scratch.upsert(FORECAST_NEW, points)
     scratch.create_payload_index(FORECAST_NEW, "doc_id", "keyword")
-    scratch.finish_bulk(FORECAST_NEW)
-    return {"chunks": chunks, "embedded_chunks": embedded, "tokens": tokens, "cpu_seconds": cpu,
-            "wall_seconds": wall, "texts": texts_embedded}
+    return {"chunks": sample.chunks, "embedded_chunks": sample.chunks - sample.reused,
+            "tokens": sum(n for _, n in sample.missing), "embed_cpu_seconds": cpu, "wall_seconds": wall,
+            "texts": texts}
+
+
+def retained_vectors(reader: Any, state: Any, index: str, vector_id: str, documents: Iterable[str],
+                     skip: Iterable[str] = ()) -> tuple[dict[str, Any], list[str]]:
+    """``fingerprint → vector`` of the sampled ``documents``' chunks that a retained population (built, not live:
+    ready or retired) of the same vector half holds — the vectors the plan reuses from it, which the forecast need
+    not embed again — and the populations read. Populations in ``skip`` (the live one: the old side lends its own)
+    and ones readers cannot open (never published) are passed over."""
+    wanted, skipped = set(documents), set(skip)
+    found: dict[str, Any] = {}
+    used = []
+    for collection in sorted(Books(state, index).collections()):
+        rec = read_population(state, index, collection)
+        if rec is None or rec.collection in skipped or rec.state not in (PopulationState.READY, PopulationState.RETIRED) \
+                or rec.vector_id != vector_id:
+            continue
+        rows = [(p, f) for cols in read_chunk_manifest_columns(state, index, rec.collection,
+                                                               ["doc_id", "point_id", "fingerprint"])
+                for d, p, f in zip(cols["doc_id"], cols["point_id"], cols["fingerprint"])
+                if d in wanted and f not in found]
+        try:
+            for start in range(0, len(rows), 512):
+                for p in reader.retrieve(rec.collection, [r[0] for r in rows[start:start + 512]], with_vectors=True):
+                    fp = p.payload.get("fingerprint")
+                    if fp and p.vector is not None:
+                        found.setdefault(fp, p.vector)
+        except ReindexError:
+            continue  # not readable beside a writer (a shadow never published): embedded instead
+        used.append(rec.collection)
+    return found, used
 
 
 def share_space(old: PipelineConfig, new: PipelineConfig) -> bool:
@@ -140,16 +217,25 @@ def share_space(old: PipelineConfig, new: PipelineConfig) -> bool:
 
 
 def agreement(texts: Sequence[str], embed_old: Embed, embed_new: Embed, same_space: bool, token_count: Callable[
-        [list[str]], list[int]]) -> dict[str, Any]:
+        [list[str]], list[int]], *, old_known: dict[str, Any] | None = None,
+        old_rate: float | None = None) -> dict[str, Any]:
     """Both models on the same sampled chunk texts: each one's speed in tokens per CPU-second (process CPU time
-    of the call, so a busy machine does not halve it), and their mean cosine when they share a space."""
+    of the call, so a busy machine does not halve it), and their mean cosine when they share a space. ``old_known``
+    (text → the old model's stored vector, from the live population) and ``old_rate`` (its measured tokens per
+    CPU-second) spare loading the old model when they cover the texts."""
     texts = list(texts)[:AGREEMENT_CHUNKS]
     if not texts:
         return {}
     n_tokens = sum(token_count(texts))
     out: dict[str, Any] = {"chunks": len(texts), "tokens": n_tokens}
     vecs = {}
+    if old_known is not None and old_rate and all(t in old_known for t in texts):
+        vecs["old"] = np.asarray([old_known[t] for t in texts], dtype=np.float32)
+        out["old_tokens_per_cpu_second"] = round(float(old_rate), 1)
+        out["old_rate"] = "measured by its last apply (its vectors read from the live population)"
     for side, embed in (("old", embed_old), ("new", embed_new)):
+        if side in vecs:
+            continue
         c0 = time.process_time()
         vecs[side] = np.asarray(embed(texts), dtype=np.float32)
         cpu = max(time.process_time() - c0, 1e-9)
@@ -163,8 +249,11 @@ def agreement(texts: Sequence[str], embed_old: Embed, embed_new: Embed, same_spa
 
 
 def forecast_section(evaluation: dict, k: int, sample: SampleDraw, query_source: str, cost: dict,
-                     agree: dict | None) -> dict[str, Any]:
-    """The plan's ``forecast`` section from an evaluation of the two scratch sides."""
+                     agree: dict | None, policy: Any = None) -> dict[str, Any]:
+    """The plan's ``forecast`` section from an evaluation of the two scratch sides; with ``policy`` (the config's
+    ``cutover``), its ``power``: what the cutover's gate can tell from the same queries, per gated metric
+    (:func:`reindex.decisions.evaluation.gate_outlook`), and ``gate_outlook``, the line approvers read when a rule
+    cannot decide."""
     agg = evaluation["aggregate"]
     metrics = {}
     for m in gate_metrics(k):
@@ -179,8 +268,14 @@ def forecast_section(evaluation: dict, k: int, sample: SampleDraw, query_source:
         "k": k, "metrics": metrics, "verdict": agg.get("verdict", "cannot tell"),
         f"overlap_at_{k}": round(agg.get(f"overlap_at_{k}", 0.0), 6), "rbo": round(agg.get("rbo", 0.0), 6),
         "cost": {"tokens": cost["tokens"], "embedded_chunks": cost["embedded_chunks"], "chunks": cost["chunks"],
-                 "seconds": round(cost["seconds"], 3), "cpu_seconds": round(cost["cpu_seconds"], 3)},
+                 "seconds": round(cost["seconds"], 3), "cpu_seconds": round(cost["cpu_seconds"], 3),
+                 **{key: (round(cost[key], 3) if isinstance(cost[key], float) else cost[key])
+                    for key in ("embed_cpu_seconds", "projected_cpu_seconds", "retained_populations") if key in cost}},
     }
+    if policy is not None:
+        outlook = gate_outlook(agg, policy, k)
+        out["power"] = outlook["metrics"]
+        out["gate_outlook"] = outlook["line"]
     if evaluation.get("segments"):
         out["segments"] = evaluation["segments"]  # per segment, as the cutover's gate will see them
     if agree:

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from reindex.decisions.cutover import Rule, evidence_rule, segment_rules
+from reindex.decisions.gate import Rule, evidence_rule, segment_rules
 from reindex.errors import StateError, VectorStoreError
 from reindex.decisions.evaluation import Query, evaluate, gate_metrics, side_of_hits
 from reindex.domain.identity import fingerprint, identity_of, point_id
@@ -53,7 +53,7 @@ __all__ = ["AUTO_FACTOR", "AUTO_FLOOR_MS", "BRIDGE_KINDS", "COST_QUERIES", "MODE
            "SERVING_ALPHA", "Bridge", "EvaluationMemo", "check_serving", "ModeInputs", "ModeQuery", "answer_in_mode", "beats_old",
            "cascade_rerank", "choose_mode", "cost_rules", "cost_sample", "digest_of", "evaluate_modes", "fit_bridge",
            "fit_procrustes", "fit_ridge", "gate_metric", "load_bridge", "look_of", "measure_native", "measure_reader",
-           "mode_rules", "paired_diffs", "reader_passages", "recommend", "store_bridge"]
+           "mode_rules", "near_boundary", "paired_diffs", "reader_passages", "recommend", "store_bridge"]
 
 MODES = ("old", "bridge", "cascade")
 BRIDGE_KINDS = ("procrustes", "procrustes-uncentred", "ridge")
@@ -608,10 +608,19 @@ def mode_rules(evaluation: dict | None, serving: Any, cutover: Any, k: int, *, p
                           + ("measurably worse than old, refused whatever serving.min_delta says" if worse else
                              "not measurably worse than old")))
     if "verdict" in agg:
-        rules.append(evidence_rule(agg, _NEVER_BY_CEILING))
+        rules.append(evidence_rule(agg, _NEVER_BY_CEILING, k))
     rules.extend(segment_rules(evaluation.get("segments") or {}, cutover, k))
     rules.extend(cost_rules(cost, serving, native or {}))
     return rules
+
+
+def _near_said(numbers: dict[str, dict]) -> str:
+    """The near-boundary phrases of the numbers a recommendation rests on (the chosen mode, or the rebuild, and any
+    mode refused by a hair), as a sentence to append; empty when none is near."""
+    shown = [(name, row["near"]) for name, row in numbers.items() if row.get("near")]
+    if not shown:
+        return ""
+    return " (" + "; ".join(f"{name}: {near}" for name, near in shown) + ")"
 
 
 def _rounded(d: dict) -> dict:
@@ -671,7 +680,8 @@ def _evaluate_on_live(i: ModeInputs, store: Any, embed_old, embed_mode, search_n
     norm = partial(normalise, cfg=i.live_cfg.text.normaliser)
     return evaluate(store, i.live, i.live, i.queries, embed_old, embed_mode, k=i.k, seed=i.seed,
                     payload_old=i.live_cfg.payload, payload_new=i.live_cfg.payload, segments=i.cutover.segments,
-                    bound=i.cutover.min_recall_delta, text_old=norm, text_new=norm, search_new=search_new)
+                    bound=i.cutover.min_recall_delta, text_old=norm, text_new=norm, search_new=search_new,
+                    latency_repeats=0)  # a mode's latency is not gated here (a cascade reports its own cost)
 
 
 def cost_sample(queries: Sequence[Query], seed: int, n: int = COST_QUERIES) -> list[str]:
@@ -778,6 +788,18 @@ def choose_mode(modes: dict[str, dict], allowed: str) -> str:
     return max(ok, key=lambda m: (low(m), m == "bridge"))
 
 
+def near_boundary(low: float, high: float, bound: float, name: str = "serving.min_delta") -> str | None:
+    """How near a recommendation is to flipping: when the lower bound is within a quarter of the interval's width of
+    the ``bound`` it is judged against, a phrase saying by how much it clears (or misses) it; None when it is not
+    near (another sample of the same size would most likely say the same)."""
+    margin, width = low - bound, high - low
+    if width <= 0 or abs(margin) > width / 4:
+        return None
+    return (f"a near call: its lower bound {'clears' if margin > 0 else 'misses'} {name} {bound:+.3f} by "
+            f"{abs(margin):.3f}, against an interval {width:.3f} wide — another sample this size could decide the "
+            "other way")
+
+
 def recommend(full: dict | None, modes: dict[str, dict], serving: Any, k: int) -> dict[str, Any]:
     """What the forecast's evidence supports for a model change: ``bridge`` or ``cascade`` (the best mode that passes
     its gate — it beats old measurably: serve it while the build runs), else ``reindex now`` when the rebuild is
@@ -800,16 +822,23 @@ def recommend(full: dict | None, modes: dict[str, dict], serving: Any, k: int) -
         else:
             numbers[name] = {"passed": False, "why": "; ".join(r["detail"] for r in e.get("rules", [])
                                                                 if not r["passed"])}
+    for row in numbers.values():
+        if "low" in row:
+            row["margin"] = round(row["low"] - serving.min_delta, 6)
+            near = near_boundary(row["low"], row["high"], serving.min_delta)
+            if near:
+                row["near"] = near
     best = choose_mode(modes, serving.mode)
+    said = _near_said(numbers)
     if (d is None or d["low"] <= serving.min_delta) and best == "old":
         shown = f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]" if d else "not measured"
         return {"recommendation": "stay", "metric": m, "numbers": numbers,
                 "reason": f"the new model is not better: {m} new − old = {shown}, the lower bound does not clear "
-                          f"{serving.min_delta:+.3f}, and no serving mode beats old"}
+                          f"{serving.min_delta:+.3f}, and no serving mode beats old{said}"}
     if best == "old":
         return {"recommendation": "reindex now", "metric": m, "numbers": numbers,
                 "reason": f"the new model is better ({m} {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]) and "
-                          "no serving mode passes its gate: build it, readers stay on old until the cutover"}
+                          f"no serving mode passes its gate: build it, readers stay on old until the cutover{said}"}
     g = modes[best]["gate"]
     kept = numbers[best].get("retained")
     full_said = (f"the new model is better ({m} {d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}])"
@@ -819,7 +848,7 @@ def recommend(full: dict | None, modes: dict[str, dict], serving: Any, k: int) -
     return {"recommendation": best, "metric": m, "numbers": numbers,
             "reason": f"{full_said}, and {best} passes its gate ({g['diff']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}] "
                       "over old" + (f", {kept:.0%} of the rebuild's gain" if kept is not None else "")
-                      + "): serve it while the new population builds"}
+                      + f"): serve it while the new population builds{said}"}
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from reindex.planner._baseline import (
 )
 from reindex.planner._change import plan_change
 from reindex.planner._live_docs import DocsSummary, LiveDocs
-from reindex.planner._classify import IN_PLACE_KINDS, KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes, forecast_refusal, queries_changed
+from reindex.planner._classify import IN_PLACE_KINDS, KINDS, approval_counts, approval_needed, approval_of_plan, classify, explain_changes, forecast_refusal, queries_changed, truncation_refusal
 from reindex.planner._numbers import KeyNumbers, forecast_line, key_numbers
 from reindex.planner._plan import (
     PLAN_SCHEMA,
@@ -85,6 +85,7 @@ __all__ = [
     "classify",
     "forecast_line",
     "forecast_refusal",
+    "truncation_refusal",
     "queries_changed",
     "doc_work",
     "explain_changes",

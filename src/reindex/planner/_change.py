@@ -7,6 +7,7 @@ import datetime as _dt
 import time
 from collections import Counter
 from collections.abc import Container
+from dataclasses import replace
 from typing import Any, Callable
 
 from reindex.books.carried import CarryWriter
@@ -53,13 +54,15 @@ def plan_change(req: PlanRequest) -> Plan:
     baseline = req.baseline
     source = open_source(cfg.source if req.corpus_uri is None else cfg.source.model_copy(update={"uri": req.corpus_uri}))
     same_chunks: set[str] = set()  # edited documents whose chunks did not change (a metadata edit)
-    t = Totals(model_limit=req.model_limit)
+    t = Totals(model_limit=req.model_limit, limit_in_model_tokens=req.model_limit is not None
+               and req.model_tokens is not None)
     carry = _carry_writer(req, ident)
     pipe = TextPipeline(cfg.text, ident.vector_id)
     units = _unit_tally(req, ident, pipe) if cfg.vector.compose == "units" and req.sample is None else None
     cross = _CrossLookup(baseline) if req.cross_document and baseline.config is not None else None
     work_for = _work_for(baseline, pipe, ident, req.cross_document, same_chunks, t.rechunk, carry,
-                         units.texts if units is not None else None, cross)
+                         units.texts if units is not None else None, cross,
+                         model_tokens=req.model_tokens if req.model_limit else None)
 
     report = ScanReport()
     digest = CorpusDigest()
@@ -274,17 +277,29 @@ class _CrossLookup:
         return fp in self._found
 
 
+def _over_limit_section(t: Totals, tokenizer: str) -> dict[str, Any] | None:
+    """The plan's ``over_model_limit``: chunks longer than the model reads (counted with ``tokenizer``), of how many
+    compared, their share, and the longest of them named (document, ordinal, tokens)."""
+    if not t.model_limit:
+        return None
+    named = [{"doc_id": d, "ordinal": o, "tokens": n} for n, d, o in sorted(t.truncated, reverse=True)]
+    return {"chunks": t.over_limit, "of": t.limit_checked, "limit": t.model_limit, "tokenizer": tokenizer,
+            "share": round(t.over_limit / t.limit_checked, 6) if t.limit_checked else 0.0, "longest": named}
+
+
 def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_document: bool,
               same_chunks: set[str] | None = None, rechunk: RechunkTally | None = None,
               carry: CarryWriter | None = None,
               missing_texts: Callable[[str, dict[str, str]], None] | None = None,
-              cross: _CrossLookup | None = None) -> Callable[[Document], DocWork]:
+              cross: _CrossLookup | None = None,
+              model_tokens: Callable[[list[str]], list[int]] | None = None) -> Callable[[Document], DocWork]:
     """The function that computes one document's work against ``baseline``; edited documents whose
     chunks are the baseline's (same fingerprints in order: only their metadata changed) go into
     ``same_chunks``. With ``text.rechunk: sticky`` and a live baseline of the same pipeline (the change
     is applied in place), an edited document is re-chunked against its previous chunk texts as apply
     will do it, and ``rechunk`` tallies what that kept, re-cut and how far it drifted. Every document cut
-    here goes to ``carry`` (apply reads its chunks instead of cutting it again)."""
+    here goes to ``carry`` (apply reads its chunks instead of cutting it again). ``model_tokens``: the embedding
+    model's own counter, when the chunker counts in other units: each chunk cut here is counted with it too."""
     same_pipeline = baseline.identity is not None and baseline.identity.pipeline_id == ident.pipeline_id
     old_fps_global: Container[str] | None = cross
     if old_fps_global is None and cross_document and baseline.config is not None:
@@ -316,6 +331,8 @@ def _work_for(baseline: Baseline, pipe: TextPipeline, ident: Identity, cross_doc
         if missing_texts is not None and w.missing:
             wanted = dict(w.missing)
             missing_texts(doc.doc_id, {r.fingerprint: r.text for r in recs if r.fingerprint in wanted})
+        if model_tokens is not None:
+            w = replace(w, model_tokens=tuple(model_tokens([r.text for r in recs])))
         return w
 
     return work_for
@@ -446,8 +463,7 @@ def _plan_body(
         "config": cfg.model_dump(mode="json"),
         "work": {**_work_section(t, report, kind, docs_total, len(baseline.docs) if baseline.config is not None else 0,
                                  baseline.retained_collection, cfg.text.rechunk),
-                 "over_model_limit": ({"chunks": t.over_limit, "of": t.limit_checked, "limit": t.model_limit,
-                                       "tokenizer": cfg.text.tokenizer} if t.model_limit else None)},
+                 "over_model_limit": _over_limit_section(t, req.model_tokenizer or cfg.text.tokenizer)},
         "projection": projection,
         "cost": c,
         "sensitivity": _sensitivity_section(req, t),

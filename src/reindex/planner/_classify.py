@@ -11,7 +11,7 @@ from reindex.domain.identity import Identity
 from reindex.planner._baseline import Baseline
 
 __all__ = ["IN_PLACE_KINDS", "KINDS", "approval_counts", "approval_needed", "approval_of_plan", "classify", "explain_changes",
-           "forecast_refusal", "queries_changed"]
+           "forecast_refusal", "queries_changed", "truncation_refusal"]
 
 KINDS = tuple(ChangeKind)
 
@@ -156,6 +156,22 @@ def forecast_refusal(body: dict, cfg: PipelineConfig, kind: str) -> str | None:
         return (f"its forecast's lower bound of {name} new − old is {m['low']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}], "
                 f"below approval.min_forecast_delta {pol.min_forecast_delta:+.3f}")
     return None
+
+
+def truncation_refusal(body: dict, cfg: PipelineConfig) -> str | None:
+    """Why ``approval.max_truncated_share`` refuses to carry out a plan, or None: more of the chunks it cut exceed the
+    embedding model's input limit (counted in the model's own tokens) than the approver allows."""
+    limit = cfg.approval.max_truncated_share
+    o = body["work"].get("over_model_limit")
+    if limit is None or not o or not o.get("of"):
+        return None
+    share = o["chunks"] / o["of"]
+    if share <= limit:
+        return None
+    longest = ", ".join(f"{x['doc_id']}#{x['ordinal']} ({x['tokens']:,} tokens)" for x in (o.get("longest") or [])[:3])
+    return (f"{o['chunks']:,} of {o['of']:,} chunks ({share:.1%}) exceed the model's input limit of {o['limit']:,} "
+            f"tokens (counted with {o['tokenizer']}), above approval.max_truncated_share {limit:.1%}"
+            + (f"; the longest: {longest}" if longest else "") + ": lower the chunk size and plan again")
 
 
 def _verdicts(metrics: dict) -> list[tuple[str, str]]:

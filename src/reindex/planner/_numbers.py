@@ -78,6 +78,9 @@ class KeyNumbers:
     # What the change buys, measured on a sample before paying (``plan --forecast``): metrics with intervals,
     # the verdict, the forecast's own cost and how the sample was drawn; None when no forecast was made.
     forecast: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
+    # What the cutover's gate can tell from its queries, per gated metric (the forecast's ``power``: half_width,
+    # needed_queries, queries, bound, outcome); None without a forecast.
+    power: Mapping[str, Any] | None = field(default=None, metadata={"summary": "if-set"})
 
     def summary(self) -> dict[str, Any]:
         """What ``reindex plan --json`` prints (besides ``plan_file``)."""
@@ -127,7 +130,7 @@ def forecast_line(f: Mapping[str, Any]) -> str:
         shown = f"; {pick} {m['old']:.3f} → {m['new']:.3f} (Δ {m['diff']:+.3f} [{m['low']:+.3f}, {m['high']:+.3f}])"
     c = f.get("cost", {})
     return (f"{f['verdict']}{shown}; {f['sample_documents']} sampled documents, {f['queries']['count']} queries; "
-            f"cost {c.get('tokens', 0):,} tokens, {c.get('seconds', 0):.1f} s")
+            f"cost {c.get('tokens', 0):,} tokens, {c.get('cpu_seconds', 0):.1f} CPU-s, {c.get('seconds', 0):.1f} s")
 
 
 def key_numbers(plan: Any) -> KeyNumbers:
@@ -152,4 +155,5 @@ def key_numbers(plan: Any) -> KeyNumbers:
         removed_documents=tuple(w.get("removed_documents", ())),
         cross_document_chunks=w["cross_document"]["chunks"], cross_document_tokens=w["cross_document"]["tokens"],
         in_place_part=b.get("in_place_part"), forecast=b.get("forecast"), index_build=c.get("index_build"),
+        power=(b.get("forecast") or {}).get("power"),
     )

@@ -42,6 +42,11 @@ class PlanRequest:
     # Tokens the embedding model reads per input (vector.max_tokens, else the model's own), None if unknown:
     # the plan counts the chunks longer than this, which the model truncates.
     model_limit: int | None = None
+    # The embedding model's own token counter (texts → tokens, without special tokens) when the chunker counts in
+    # other units (whitespace words, characters, another tokenizer): the model limit is checked in the model's tokens.
+    # None: the chunker's tokenizer is the model's, its counts are the model's.
+    model_tokens: Callable[[list[str]], list[int]] | None = None
+    model_tokenizer: str | None = None  # the name of what counts model_limit's tokens (for the plan)
     # Read the whole source and compare content hashes even where a cursor would find the changes
     # (``reindex sync --verify``): metadata can lie.
     verify: bool = False

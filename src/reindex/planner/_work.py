@@ -3,6 +3,7 @@ totals (dollars, hours, footprint) and the what-if table of other chunker sizes.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Container
@@ -17,6 +18,7 @@ from reindex.adapters.stores.opening import backend_for, footprint_model
 from reindex.planner._baseline import Baseline, DocState
 from reindex.planner._live_docs import DocsSummary, docs_summary
 
+TRUNCATED_NAMED = 20  # chunks over the model's input limit a plan names (the longest first)
 __all__ = [
     "DEFAULT_TOKENS_PER_MINUTE",
     "LENGTH_EDGES",
@@ -75,6 +77,7 @@ class DocWork:
     chunk_tokens: tuple[int, ...]
     missing: tuple[tuple[str, int], ...] = ()  # (fingerprint, tokens) of each distinct text to embed
     reused: frozenset[str] = frozenset()  # fingerprints whose vectors this document reuses
+    model_tokens: tuple[int, ...] | None = None  # each chunk in the embedding model's own tokens (None: chunk_tokens are)
 
 
 def doc_work(
@@ -265,6 +268,8 @@ class Totals:
     model_limit: int | None = None  # the model's input limit in tokens (None: unknown, nothing counted)
     over_limit: int = 0  # chunks longer than model_limit
     limit_checked: int = 0  # chunks compared with it
+    limit_in_model_tokens: bool = False  # counted in DocWork.model_tokens: unchanged documents are not compared
+    truncated: list = field(default_factory=list)  # a heap of the longest (tokens, doc id, ordinal) over the limit
     # tokens apply embeds per shard (apply's batching replayed by ApplyBatches, which sets the layout; 0: not
     # counted, e.g. a sampled plan): what a remote runner deals work units by
     embed_by_shard: Counter = field(default_factory=Counter)
@@ -285,9 +290,15 @@ class Totals:
         for t in w.chunk_tokens:
             self.chunk_len_new[bucket(t)] += 1
             self.lengths_new[t] += 1
-        if self.model_limit:
-            self.over_limit += sum(1 for t in w.chunk_tokens if t > self.model_limit)
-            self.limit_checked += len(w.chunk_tokens)
+        counted = w.model_tokens if w.model_tokens is not None else w.chunk_tokens
+        if self.model_limit and (w.model_tokens is not None or not self.limit_in_model_tokens):
+            for ordinal, t in enumerate(counted):
+                if t > self.model_limit:
+                    self.over_limit += 1
+                    heapq.heappush(self.truncated, (t, w.doc_id, ordinal))
+                    if len(self.truncated) > TRUNCATED_NAMED:
+                        heapq.heappop(self.truncated)
+            self.limit_checked += len(counted)
         self.embed_by_status[w.status] += w.tokens_to_embed
         if w.doc_tokens > tail_tokens:
             self.tail_docs += 1
@@ -306,7 +317,7 @@ class Totals:
         for t, n in s.lengths.items():
             self.chunk_len_new[bucket(t)] += n
             self.lengths_new[t] += n
-        if self.model_limit:
+        if self.model_limit and not self.limit_in_model_tokens:
             self.over_limit += sum(n for t, n in s.lengths.items() if t > self.model_limit)
             self.limit_checked += s.chunks
         self.tail_docs += sum(n for t, n in s.doc_tokens.items() if t > tail_tokens)

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from reindex.foundation.atomic import atomic_write_text
 from reindex.decisions.evaluation import MAX_CANDIDATES, gate_metrics
+from reindex.decisions.gate import verdict_words
 from reindex.reports._charts import (
     CHART_H,
     CHART_W,
@@ -89,9 +90,12 @@ def _metrics_table(agg: dict, k: int) -> Table:
                  tuple(rows), tuple(classes))
 
 
-def _segment_table(name: str, values: dict, k: int, bound: float | None) -> Table:
-    recall = f"recall_at_{k}"
-    shown = [m for m in (recall, "mrr", "passage_mrr") if any(m in seg for seg in values.values())]
+def _segment_table(name: str, values: dict, k: int, bound: float | None, primary: str | None = None) -> Table:
+    """One segment field's table: the primary metric (what the gate judges each segment on) first, then recall@k,
+    MRR and passage MRR, with the Holm level of the primary metric."""
+    recall = primary or f"recall_at_{k}"
+    shown = [m for m in dict.fromkeys((recall, f"recall_at_{k}", "mrr", "passage_mrr"))
+             if any(m in seg for seg in values.values())]
     head = (name, "queries") + tuple(f"{_metric_name(m)} old → new, new − old [corrected]" for m in shown) + (
         f"Holm level ({_metric_name(recall)})", "rank better / worse / same", "verdict")
     rows, classes = [], []
@@ -110,8 +114,8 @@ def _segment_table(name: str, values: dict, k: int, bound: float | None) -> Tabl
         classes.append("bad" if short else VERDICT_CLASS.get(seg["verdict"], ""))
     note = ("Intervals are corrected for the number of segments by Holm's step-down method (each segment's one-sided "
             "level in the Holm column; the uncorrected lower end is at 0.025)"
-            + (f"; the gate holds every segment's corrected lower bound of {_metric_name(recall)} to ≥ {bound:+.3f}."
-               if bound is not None else "."))
+            + (f"; the gate judges every segment on {_metric_name(recall)} as the whole: worse fails, a corrected "
+               f"lower bound ≥ {bound:+.3f} passes, wider is cannot tell." if bound is not None else "."))
     return Table(f"Per {name}", head, tuple(rows), tuple(classes), note)
 
 
@@ -136,6 +140,47 @@ def _queries_table(rows: Sequence[dict], k: int, fields: Sequence[str]) -> Table
                  f"{changed} of {len(rows)} queries changed their top-{k} documents (overlap@{k} < 1).")
 
 
+def _health_table(report: dict) -> Table | None:
+    """Index health: each side's index state, its ANN recall@10 against exact search and its query latency."""
+    h = report.get("index_health")
+    if not h:
+        return None
+    sides = [(label, h[side]) for side, label in (("old", "old (live)"), ("new", "new (shadow)")) if h.get(side)]
+
+    def cell(d: dict, key: str, fmt: str) -> str:
+        return format(d[key], fmt) if d.get(key) is not None else "—"
+
+    rows = [(label, d["collection"], f"{d['indexed_vectors']:,} of {d['points']:,}", d["searched"],
+             cell(d, "recall_at_10_vs_exact", ".3f"), str(d.get("sampled", 0)),
+             f"{cell(d, 'latency_ms_p50', '.2f')} / {cell(d, 'latency_ms_p95', '.2f')}")
+            for label, d in sides]
+    share = h.get("share_of_cutover")
+    cost = (f"The check took {h['seconds']:.2f} s" + (f", {share:.0%} of the cutover's {report['seconds']:.2f} s"
+                                                        if share is not None and report.get("seconds") else "")
+            + "; recall is measured with up to 200 stored vectors as queries (ANN top-10 vs exact top-10); latency on "
+              "the gate's queries, each the fastest of five interleaved searches.")
+    notes = "; ".join(f"{label}: {d['detail']}" for label, d in sides)
+    return Table("Index health", ("side", "collection", "indexed vectors", "searched", "recall@10 vs exact",
+                                  "sampled", "latency p50 / p95 (ms)"), tuple(rows), (), f"{cost} {notes}.")
+
+
+def _power_table(report: dict) -> Table | None:
+    """What the gate's queries can tell: each gated metric's half-width and the queries the rule would need."""
+    p = report.get("power")
+    if not p:
+        return None
+    rows, classes = [], []
+    for m, x in p.items():
+        f = x.get("forecast") or {}
+        rows.append((_metric_name(m), f"±{x['half_width']:.3f}", f"{x['queries']:,}",
+                     f"{x['needed_queries']:,}" if x.get("needed_queries") is not None else "—", x.get("outcome", ""),
+                     f"±{f['half_width']:.3f} on {f['queries']:,}" if f else "—"))
+        classes.append({"pass": "ok", "fail": "bad", "cannot tell": "unsure"}.get(x.get("outcome", ""), ""))
+    return Table("Power", ("metric", "half-width", "queries", "queries needed", "outcome", "forecast"), tuple(rows),
+                 tuple(classes), "The 95 % interval's half-width on the gate's queries, and how many such queries would "
+                 "narrow it enough to decide the rule (— : none needed, or none would).")
+
+
 def _first_build_table(alone: dict, k: int) -> Table:
     agg = alone["aggregate"]
     rows = [(m, f"{agg[m]:.3f}", str(agg[f"{m}_queries"]))
@@ -149,6 +194,9 @@ def cutover_tables(report: dict) -> list[Table]:
     """The tables both documents show, in order: gate, metrics (or a first build's own figures), models, one per
     segment field, queries."""
     tables = [_rules_table(report)]
+    for extra in (_health_table(report), _power_table(report)):
+        if extra is not None:
+            tables.append(extra)
     if report.get("first_build"):
         tables.append(_first_build_table(report["first_build"], report["k"]))
     ev = report.get("evaluation")
@@ -167,20 +215,25 @@ def cutover_tables(report: dict) -> list[Table]:
              "one space" if "mean_cosine" in a else "different spaces: the top-k overlap above says how they agree"))))
     elif named:
         tables.append(Table("Models", ("measure", "old", "new", "note"), named))
-    bound = _bound(report)
+    primary = report.get("metric")
+    bound = _bound(report, primary)
     segments = report.get("segments") or ev.get("segments") or {}
     for name, values in segments.items():
         if values:
-            tables.append(_segment_table(name, values, k, bound))
+            tables.append(_segment_table(name, values, k, bound, primary))
     if ev["rows"]:
         tables.append(_queries_table(ev["rows"], k, list(segments)))
     return tables
 
 
-def _bound(report: dict) -> float | None:
-    """The lower bound the gate held every segment's recall to (the evaluation records it with the segments)."""
+def _bound(report: dict, metric: str | None = None) -> float | None:
+    """The lower bound the gate held every segment's ``metric`` (default recall@k) to (the evaluation records it with
+    the segments: one bound, or one per metric)."""
     ev = report.get("evaluation") or {}
-    return ev.get("segment_bound")
+    bound = ev.get("segment_bound")
+    if isinstance(bound, dict):
+        return bound.get(metric or f"recall_at_{report['k']}")
+    return bound
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,12 +342,13 @@ def _title(report: dict) -> str:
 
 
 def _verdict_line(report: dict) -> str | None:
+    """The verdict in words that match the numbers (:func:`reindex.decisions.evaluation.verdict_words`)."""
     ev = report.get("evaluation")
     if not ev:
         return None
-    agg = ev["aggregate"]
-    per = ", ".join(f"{_metric_name(m)} {v}" for m, v in agg.get("metrics", {}).items())
-    return f"{agg.get('verdict', 'cannot tell')}" + (f" ({per})" if per else "")
+    if report.get("identical"):
+        return f"identical ({report['identical']})"
+    return report.get("verdict_words") or verdict_words(ev["aggregate"])
 
 
 def _context_lines(report: dict) -> list[str]:
@@ -302,6 +356,8 @@ def _context_lines(report: dict) -> list[str]:
     lines = [f"Live population: {report['live'] or 'none'} · queries: {report['queries_source']} ({n})"]
     if report.get("query_vectors"):
         lines.append(f"Query vectors: {report['query_vectors']}")
+    if report.get("forecast"):
+        lines.append(f"Forecast: {report['forecast']['line']}")
     return lines
 
 
@@ -337,7 +393,7 @@ def _html_table(t: Table) -> str:
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></section>")
 
 
-_PAGE_CSS = ("tr.ok td{background:#f0fdf4}tr.bad td{background:#fef2f2}"
+_PAGE_CSS = ("tr.ok td{background:#f0fdf4}tr.bad td{background:#fef2f2}tr.unsure td{background:#fffbeb}"
              "section[data-table=Gate] tr.bad td:nth-child(2){color:#b91c1c;font-weight:700}"
              ".verdict{border-radius:12px;padding:14px 20px;margin:0 0 16px;font-size:20px;font-weight:700}"
              ".verdict small{display:block;font-size:13px;font-weight:400;margin-top:2px}"
@@ -353,11 +409,12 @@ def cutover_html(report: dict) -> str:
     verdict = _verdict_line(report)
     banner = ""
     if verdict:
-        v = agg.get("verdict", "cannot tell")
+        v = "no measurable difference" if report.get("identical") else agg.get("verdict", "cannot tell")
         failed = [r["rule"] for r in report["rules"] if not r["passed"]]
         gate_said = f"gate failed: {', '.join(failed)}" if failed else "gate passed"
-        banner = (f'<div class="verdict {VERDICT_CLASS.get(v, "unsure")}" data-verdict="{_e(v)}">Verdict: {_e(v)}'
-                  f"<small>{_e(verdict)} · {_e(gate_said)}</small></div>")
+        per = ", ".join(f"{_metric_name(m)} {x}" for m, x in agg.get("metrics", {}).items())
+        banner = (f'<div class="verdict {VERDICT_CLASS.get(v, "unsure")}" data-verdict="{_e(v)}">Verdict: '
+                  f"{_e(verdict)}<small>{_e(per)} · {_e(gate_said)}</small></div>")
     meta = "".join(f"<div class=meta>{_e(line)}</div>" for line in _context_lines(report))
     alias = _alias_line(report)
     tables = "".join(_html_table(t) for t in cutover_tables(report))

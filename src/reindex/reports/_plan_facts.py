@@ -104,9 +104,11 @@ def over_limit_line(plan: Any) -> str | None:
     if not o or not o["chunks"]:
         return None
     where = " of the sampled documents" if plan.body.get("projection") else ""
+    own = " (the model's own tokenizer)" if o["tokenizer"] == plan.body["config"]["vector"]["model"] else ""
+    longest = ", ".join(f"{x['doc_id']}#{x['ordinal']} ({x['tokens']:,})" for x in (o.get("longest") or [])[:5])
     return (f"{o['chunks']:,} of {o['of']:,} chunks{where} exceed the model's input limit of {o['limit']:,} tokens "
-            f"(counted with {o['tokenizer']}): the model truncates them and their tails are not in the vectors; "
-            "lower the chunk size to fit")
+            f"(counted with {o['tokenizer']}{own}): the model truncates them and their tails are not in the vectors"
+            + (f"; the longest: {longest}" if longest else "") + "; lower the chunk size to fit")
 
 
 def change_lines(plan: Plan) -> list[str]:
@@ -289,7 +291,10 @@ def forecast_facts(plan: Plan) -> list[str]:
            f"drawn by length, {num(s['query_documents'])} more that the queries point at; seed {s['seed']}); "
            f"queries: {q['source']} ({num(q['count'])})",
            f"Its own cost: {num(c['tokens'])} tokens embedded ({num(c['embedded_chunks'])} of {num(c['chunks'])} "
-           f"chunks), {c['seconds']:.1f} s ({c['cpu_seconds']:.1f} CPU-s of embedding)"]
+           f"chunks), {c['seconds']:.1f} s, {c['cpu_seconds']:.1f} CPU-s of its process"
+           + (f" (projected {c['projected_cpu_seconds']:.1f} before it ran)" if "projected_cpu_seconds" in c else "")
+           + (f"; vectors also reused from {', '.join(c['retained_populations'])}"
+              if c.get("retained_populations") else "")]
     a = f.get("agreement")
     if a:
         cos = f"; mean cosine of their vectors {a['mean_cosine']:.4f}" if "mean_cosine" in a else \
@@ -302,4 +307,11 @@ def forecast_facts(plan: Plan) -> list[str]:
     k = f.get("k", 10)
     out.append(f"Top-{k} overlap of the two sides {f.get(f'overlap_at_{k}', 0):.3f}, rank-biased overlap "
                f"{f.get('rbo', 0):.3f}")
+    if f.get("power"):
+        shown = "; ".join(f"{m}: ±{x['half_width']:.3f} on {num(x['queries'])} queries, {x['outcome']}"
+                          + (f" (needs ~{num(x['needed_queries'])})" if x.get("needed_queries") and
+                             x["outcome"] == "cannot tell" else "") for m, x in f["power"].items())
+        out.append(f"The cutover's gate on these queries: {shown}")
+    if f.get("gate_outlook"):
+        out.append(f"**The cutover's gate cannot decide**: {f['gate_outlook']}")
     return out

@@ -2,6 +2,9 @@
 
 Each function returns the lines one command prints (joined with newlines); ``--json`` output is not
 rendered here except ``estimate_json`` (the estimate's key numbers).
+
+Lines: one role, every command's terminal text, a function or two per command (split by command, each module would
+import the same few formatters and hold thirty lines).
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ def forecast_lines(f: Any) -> list[str]:
     from reindex.planner import forecast_line
 
     out = [f"forecast (what it buys): {forecast_line(f)}"]
+    if f.get("gate_outlook"):
+        out.append(f"  the cutover's gate: {f['gate_outlook']}")
     for name, m in f.get("metrics", {}).items():
         out.append(f"  {name}: {m['old']:.3f} → {m['new']:.3f} (Δ {m['diff']:+.3f} [{m['low']:+.3f}, "
                    f"{m['high']:+.3f}]) {m.get('verdict') or ''}".rstrip())
@@ -378,16 +383,23 @@ def cutover_text(r: Any) -> str:
                      "was built were replayed into it")
     for rule in rep["rules"]:
         lines.append(f"  {'ok  ' if rule['passed'] else 'FAIL'} {rule['rule']}: {rule['detail']}")
+    if rep.get("index_health"):
+        lines += [f"  {ln}" for ln in index_health_lines(rep)]
     if rep["evaluation"]:
         agg = rep["evaluation"]["aggregate"]
         kk = rep["k"]
         if "verdict" in agg:
             per = ", ".join(f"{m} {v}" for m, v in agg.get("metrics", {}).items())
-            lines.append(f"  verdict: {agg['verdict']}" + (f" ({per})" if per else ""))
+            words = rep.get("verdict_words") or agg["verdict"]
+            lines.append(f"  verdict: {words}" + (f" ({per})" if per else ""))
+        if rep.get("forecast"):
+            lines.append(f"  forecast: {rep['forecast']['line']}")
+        metric = rep.get("metric") or f"recall_at_{kk}"
         for name, values in (rep.get("segments") or {}).items():
             for value, seg in values.items():
-                d = seg.get(f"recall_at_{kk}")
-                shown = (f"recall@{kk} {d['old']:.3f} → {d['new']:.3f} (Δ {d['diff']:+.3f} [{d['low']:+.3f}, "
+                d = seg.get(metric)
+                label = metric.replace("_at_", "@")
+                shown = (f"{label} {d['old']:.3f} → {d['new']:.3f} (Δ {d['diff']:+.3f} [{d['low']:+.3f}, "
                          f"{d['high']:+.3f}], Holm level {d['level']:.4f})" if d else "no labelled queries")
                 lines.append(f"  {name}={value} ({seg['queries']} queries): {shown}: {seg['verdict']}")
         lines.append(f"  overlap@{kk} {agg.get(f'overlap_at_{kk}', 0):.3f} · RBO {agg.get('rbo', 0):.3f} · latency p50 "
@@ -416,6 +428,30 @@ def cutover_text(r: Any) -> str:
     return "\n".join(lines)
 
 
+def index_health_lines(rep: dict[str, Any]) -> list[str]:
+    """The cutover's index health: per side its index, recall@10 against exact search and latency; the check's cost."""
+    h = rep["index_health"]
+    out = []
+    for side in ("old", "new"):
+        d = h.get(side)
+        if not d:
+            continue
+        r = d.get("recall_at_10_vs_exact")
+        lat = (f", latency p50/p95 {d['latency_ms_p50']:.2f}/{d['latency_ms_p95']:.2f} ms"
+               if d.get("latency_ms_p95") is not None else "")
+        out.append(f"index {side}: {d['collection']} {d['indexed_vectors']:,} of {d['points']:,} vectors indexed, "
+                   f"searched {d['searched']}; recall@10 vs exact "
+                   f"{format(r, '.3f') if r is not None else '—'} on {d.get('sampled', 0)} stored vectors{lat}")
+    share = f" ({h['share_of_cutover']:.0%} of the cutover's {rep['seconds']:.2f} s)" if h.get("share_of_cutover") else ""
+    return out + [f"index health checked in {h['seconds']:.2f} s{share}"]
+
+
+def index_line(ix: dict[str, Any]) -> str:
+    """One population's index state for ``reindex status``."""
+    ready = "" if ix.get("ready", True) else f" (NOT READY: {ix['detail']})"
+    return f"index {ix['indexed_vectors']:,}/{ix['points']:,} vectors, searched {ix['searched']}{ready}"
+
+
 def status_text(st: dict[str, Any]) -> str:
     """What ``reindex status`` prints: the alias, every population and the lock."""
     import time
@@ -437,6 +473,8 @@ def status_text(st: dict[str, Any]) -> str:
         m = p.get("model") or {}
         model = f"  {m.get('label') or m['model']}" if m.get("provider") else ""
         lines.append(f"  {p['state']:<9} {p['collection']}  {pts}  {p['chunker']}{model}  ({p['age_days']} days)")
+        if p.get("index") and p["state"] == "live":
+            lines.append(f"            {index_line(p['index'])}")
     lock = st["lock"]
     if lock and lock.get("pid") is not None:
         since = (f" since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(lock['since']))}"
@@ -587,6 +625,13 @@ def doctor_text(r: Any) -> str:
     head = f"index {r.index}: {'healthy' if r.healthy else f'{len(r.findings)} finding(s)'} ({mode}; {looked}; " \
            f"{r.seconds:.1f} s)"
     lines = [head]
+    for p in r.populations:
+        h = p.get("index_health")
+        if h:
+            rec = h.get("recall_at_10_vs_exact")
+            lines.append(f"  index of {h['collection']}: {h['indexed_vectors']:,} of {h['points']:,} vectors indexed, "
+                         f"searched {h['searched']}; recall@10 vs exact {format(rec, '.3f') if rec is not None else '—'} "
+                         f"on {h['sampled']} stored vectors; ANN p50/p95 {h['ann_ms_p50']:.2f}/{h['ann_ms_p95']:.2f} ms")
     for f in r.findings:
         eg = f" (e.g. {', '.join(f.examples[:2])})" if f.examples and f.kind in _POINT_KINDS else ""
         lines.append(f"  {f.kind:<24} {f.detail}{eg}")

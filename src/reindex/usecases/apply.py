@@ -7,6 +7,7 @@ mutation bench (bench/mutations.py) address here."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Collection
@@ -25,7 +26,8 @@ from reindex.adapters.sources.base import Document, ScanReport
 from reindex.planner.approvals import check_approval, check_not_rejected, read_approval, signing_key
 from reindex.domain.kinds import ChangeKind, PopulationState
 from reindex.planner import (READING_CAP_BYTES, Baseline, Plan, PlanError, PlanReading, approval_of_plan,
-                             check_plan_index, classify, config_in_force, forecast_refusal, queries_changed, read_plan)
+                             check_plan_index, classify, config_in_force, forecast_refusal, queries_changed, read_plan,
+                             truncation_refusal)
 
 
 
@@ -55,7 +57,7 @@ from reindex.adapters.stores.payload import INDEXED_FIELDS, filter_key
 from reindex.foundation.throughput import CpuClock
 from reindex.context.progress import ProgressRecord
 from reindex.context import Context
-from reindex.context.disk import check_free_disk
+from reindex.context.disk import check_free_disk, cutover_room_warning
 from reindex.context.locking import holding_index_lock
 from reindex.usecases.plan import make_plan, plan_in_place_part
 from reindex.context.rates import MIN_POINTS_TO_MEASURE_BUILD, MIN_TOKENS_TO_MEASURE, record_build_rate, record_rate
@@ -293,7 +295,7 @@ def _refuse_or_replan(ctx: Context, plan: Plan, plan_path: str | Path, cfg: Pipe
     check_not_rejected(plan, plan_path)  # final, with or without an approval on record (the UI's form writes it)
     check_approval(plan, read_approval(plan_path, signing_key(cfg.approval.hmac_key_env)),
                    approval_of_plan(plan.body, cfg, kind))
-    refused = forecast_refusal(plan.body, cfg, kind)
+    refused = forecast_refusal(plan.body, cfg, kind) or truncation_refusal(plan.body, cfg)
     if refused is not None:
         raise ApprovalError(f"{plan_path}: not applied: {refused}")
     return plan, plan_path, tracking
@@ -522,6 +524,9 @@ def apply_plan(
         _record_unchanged(ctx, plan, cfg, tracking)
         return ApplyReport(plan.plan_hash, plan.kind, None, "nothing-to-do", {}, None)
     check_free_disk(plan, cfg)
+    room = cutover_room_warning(plan, cfg)
+    if room is not None:
+        logging.getLogger("reindex").warning("warning: %s", room)
     runner = runner or ctx.runner(prefect if prefect is not None else use_prefect, task_runner)
     with holding_index_lock(ctx, f"apply {plan.plan_hash[:12]} ({plan.kind})") as lock:
         return _run(ctx.with_config(cfg), plan, Path(plan_path), runner, progress, lock, read, tracking)

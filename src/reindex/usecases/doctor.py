@@ -28,6 +28,7 @@ from reindex.decisions.drift import (
     check_books,
     check_population,
 )
+from reindex.decisions.index_health import health_problem, side_health
 from reindex.errors import ConfigError, ReindexError, StateError, VectorStoreError
 from reindex.books.layout import Books
 from reindex.books.locks import parse_lock
@@ -111,6 +112,7 @@ def doctor(ctx: Context, *, full: bool = False, sample: int = 256,
                 unread.append(f"{rec.collection} ({rec.state}) was not checked: {one_line(err)}")
                 continue
             findings += checks[rec.collection].findings
+        health = _live_health(store, live_name, collections, cfg, findings, unread)
     books, notes = check_books(state, cfg.index, records, StoreView(alias, collections, lock, got[2] if got else 0.0, gone))
     findings += books
     from reindex.decisions.serving import check_serving  # the serving engine (numpy) only for doctor's last check
@@ -124,9 +126,28 @@ def doctor(ctx: Context, *, full: bool = False, sample: int = 256,
         if fix is not None:
             advice.insert(0, fix["line"])
     populations = tuple({"collection": c.collection, "points": c.points, "listed": c.listed, "checked": c.checked,
-                         "scanned": c.scanned, "embedded": c.embedded} for c in checks.values())
+                         "scanned": c.scanned, "embedded": c.embedded,
+                         **({"index_health": health} if health and health["collection"] == c.collection else {})}
+                        for c in checks.values())
     return DoctorReport(cfg.index, "full" if full else "sample", tuple(findings), tuple(advice), tuple(notes),
                         populations, fix, time.perf_counter() - t0)
+
+
+def _live_health(store: Any, live: str | None, collections: tuple[str, ...], cfg: PipelineConfig,
+                 findings: list[Finding], notes: list[str]) -> dict[str, Any] | None:
+    """The live population's index health (:func:`reindex.decisions.index_health.side_health`: built, its recall@10
+    against exact search, its ANN latency), and an ``index-recall`` finding when it falls short."""
+    if store is None or live is None or live not in collections:
+        return None
+    try:
+        health = side_health(store, live)
+    except ReindexError as err:
+        notes.append(f"the index health of {live} was not measured: {one_line(err)}")
+        return None
+    problem = health_problem(health, cfg.cutover.min_index_recall)
+    if problem:
+        findings.append(Finding("index-recall", live, 1, (), problem))
+    return health
 
 
 def _embedder(ctx: Context, rec: Population) -> Callable[[list[str]], Any]:
@@ -181,6 +202,9 @@ def _advice(findings: list[Finding], ctx: Context, live: str | None, full: bool,
             resume = f"resume it with `reindex apply {found[-1]}` (finished shards are skipped)" if found else \
                 "re-plan and apply it (`reindex plan`, `reindex apply PLAN`)"
             out.append(f"{f.detail}: {resume}, or delete the population with `reindex gc {f.population} --yes`")
+        elif f.kind == "index-recall":
+            out.append(f"{f.detail}: raise store.hnsw.ef (searches, no rebuild) or m and ef_construct (the graph: "
+                       "`reindex plan`, `reindex apply`, `reindex cutover` rebuild it), then `reindex doctor` again")
         elif f.kind == "orphaned-collection":
             out.append(f"{f.population} is in the store with no record: `reindex gc {f.population} --yes` deletes it")
         elif f.kind == "staged-results":

@@ -21,6 +21,7 @@ from reindex.adapters.sources.extract import normalise
 from reindex.decisions import cutover as co
 from reindex.domain.kinds import PopulationState
 from reindex.decisions import evaluation as ev
+from reindex.decisions.index_health import index_state
 from reindex.books.carried import prune_carried
 from reindex.books.cursors import commit_cursor, resume_tracking
 from reindex.books.manifests import read_live, read_population
@@ -34,7 +35,7 @@ from reindex.context import Context, Side
 from reindex.books.layout import Books
 from reindex.books.locks import read_lock
 from reindex.context.locking import holding_index_lock
-from reindex.context.queries import comparison_queries
+from reindex.context.queries import comparison_queries, side_query_embedder
 from reindex.usecases.serve import serving_view
 
 __all__ = [
@@ -69,6 +70,7 @@ class PopulationStatus(TypedDict):
     # tokens_planned, tokens_per_second, eta_seconds, updated_at (the last four null until the apply measured a rate)
     tokens_done: int | None  # a population being built: tokens embedded so far (null otherwise)
     eta_seconds: float | None  # a population being built: seconds left to the end of its shards (null: unknown)
+    index: dict[str, Any] | None  # its search index: points, indexed_vectors, status, ready, searched, detail
 
 
 class IndexStatus(TypedDict):
@@ -111,13 +113,14 @@ def _evaluate(ctx: Context, store, old: Side, new: Side, shadow: str, qs: list, 
     cfg = ctx.config  # the policy: how to evaluate and gate, never which model embeds a side
     # query_prefix is not in the vector id but decides query vectors: a change of it alone is compared too.
     same_vectors = old.vector_id == new.vector_id
+    embed_new = side_query_embedder(ctx, new)  # each side's own embedder, its query vectors recorded once
     if old.same_queries(new):
-        embed_old, note = new.embed_queries, "identical on both sides (same vector half)"
+        embed_old, note = embed_new, "identical on both sides (same vector half)"
     else:
-        embed_old = old.embed_queries
+        embed_old = side_query_embedder(ctx, old)
         note = ("each side embeds queries with its own model (the vector half changed)" if not same_vectors
                 else "each side embeds queries with its own vector.query_prefix")
-    evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, new.embed_queries, k=k, seed=cfg.cutover.seed,
+    evaluation = ev.evaluate(store, cfg.index, shadow, qs, embed_old, embed_new, k=k, seed=cfg.cutover.seed,
                              payload_old=old.payload, payload_new=new.payload, segments=cfg.cutover.segments,
                              bound=cfg.cutover.min_recall_delta,
                              text_old=partial(normalise, cfg=old.config.text.normaliser),
@@ -252,9 +255,10 @@ def cutover(
                 catch_up=lambda: _catch_up_shadow(ctx, store, shadow, plan.plan_hash, lock),
                 queries=lambda: comparison_queries(cfg, queries, text=new.config.text),
                 evaluate=lambda current, qs: _evaluate(ctx, store, old_side(current), new, shadow, qs, kk),
-                embed=new.embed_queries, fence=lambda: lock.check(confirm=True),
-                evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, new.embed_queries, k=kk,
+                embed=side_query_embedder(ctx, new), fence=lambda: lock.check(confirm=True),
+                evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, side_query_embedder(ctx, new), k=kk,
                                                             payload=new.payload),
+                forecast=plan.body.get("forecast"),
             )
             report = co.run_cutover(store, state, inputs)
             if report["already"]:
@@ -379,17 +383,18 @@ def status(ctx: Context) -> IndexStatus:
         pops = []
         for r in co.populations(state, cfg.index):
             exists = store is not None and store.collection_exists(r.collection)
-            points = None
+            points = index = None
             if exists:
                 try:
                     points = store.count(r.collection)
+                    index = index_state(store.collection_info(r.collection)).as_dict()
                 except VectorStoreError:  # not published yet: a build readers cannot see
                     points = None
             progress = build_progress(state, cfg.index, r, lock) if r.state == "building" else None
             pops.append({"collection": r.collection, "state": r.state, "points": points,
                          "age_days": round((time.time() - r.updated_at) / 86400, 2),
                          "chunker": chunker_spec(r.config.text.chunker), "model": ctx.side(r).model, "exists": exists,
-                         "progress": progress,
+                         "progress": progress, "index": index,
                          "tokens_done": progress["tokens_done"] if progress else None,
                          "eta_seconds": progress["eta_seconds"] if progress else None})
         view = serving_view(state, cfg.index, aliases.get(cfg.index)).as_dict()

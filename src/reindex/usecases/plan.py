@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from reindex import reports
@@ -162,12 +162,14 @@ def make_plan(
     queries: str | Path | None = None,
     verify: bool = False,
     reading: PlanReading | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[Plan, Path | None]:
     """Plan a change of the context's config against the live population or an explicit baseline. ``forecast``: build
     both sides on a sample of that many documents (plus the documents ``queries`` — the cutover's labelled
-    queries file — point at, or the cutover's probes) and put what the change buys into the plan
-    (:mod:`reindex.decisions.forecast`); asked for automatically when ``approval.require_forecast`` is set. ``verify``: read the whole source and compare content hashes even where its cursor would find the
-    changes."""
+    queries file — point at, or the cutover's probes; 0: a share of the corpus, those included) and put what the
+    change buys into the plan (:mod:`reindex.decisions.forecast`); asked for automatically when
+    ``approval.require_forecast`` is set; ``say`` hears the forecast's sample and projected cost before it runs.
+    ``verify``: read the whole source and compare content hashes even where its cursor would find the changes."""
     cfg = ctx.config
     part = None
     if forecast is not None and (baseline_config is not None or baseline_corpus is not None):
@@ -196,13 +198,21 @@ def make_plan(
     if n is not None and baseline.kind == "live" and baseline_config is None and baseline_corpus is None:
         from reindex.usecases.forecast import forecast_change
 
-        outlook = forecast_change(ctx, n, queries=queries)
+        outlook = forecast_change(ctx, n, queries=queries, say=say)
     explicit = baseline_config is not None or baseline_corpus is not None  # a what-if: apply refuses it
     req = PlanRequest(cfg, str(ctx.config_arg), baseline, rates_for(ctx, measure=new_vectors), sample=sample,
-                      seed=seed, progress=progress, model_limit=_model_limit(cfg), in_place_part=part,
+                      seed=seed, progress=progress, **_limit_kwargs(cfg), in_place_part=part,
                       forecast=outlook, verify=verify, carry_to=None if explicit else _carry_to(ctx),
                       reading=None if explicit else reading)
     plan = plan_change(req)
+    if not explicit:
+        from reindex.context.disk import cutover_room_warning
+
+        room = cutover_room_warning(plan, cfg)
+        if room is not None:
+            import logging
+
+            logging.getLogger("reindex").warning("warning: %s", room)
     return plan, _written(plan, out)
 
 
@@ -250,7 +260,7 @@ def plan_repair(ctx: Context, repair: Repair, *, out: str | Path | None = "plans
                         "`reindex apply`")
     own = cfg if identity_of(live.config).pipeline_id == identity_of(cfg).pipeline_id else live.governs(cfg)
     plan = plan_change(PlanRequest(own, str(ctx.config_arg), live_baseline(ctx.state, cfg.index), rates_for(ctx, own),
-                                   model_limit=_model_limit(own), repair=repair))
+                                   **_limit_kwargs(own), repair=repair))
     return plan, _written(plan, out)
 
 
@@ -258,7 +268,7 @@ def _plan_part(ctx: Context, live, baseline, progress, reading: PlanReading | No
     """The plan of the document changes under ``live``'s own config, if they are anything to apply in place."""
     part_cfg = live.governs(ctx.config)
     part = plan_change(PlanRequest(part_cfg, str(ctx.config_arg), baseline, rates_for(ctx, part_cfg), progress=progress,
-                                   model_limit=_model_limit(part_cfg), carry_to=_carry_to(ctx), reading=reading))
+                                   **_limit_kwargs(part_cfg), carry_to=_carry_to(ctx), reading=reading))
     return part if part.kind.in_place else None
 
 
@@ -295,6 +305,24 @@ def _restore_live(ctx: Context) -> None:
         logging.getLogger("reindex").warning(
             "%s was missing; rebuilt it from the alias, which serves %s", ctx.books.describe(ctx.books.live_key),
             restored["collection"])
+
+
+def _limit_kwargs(cfg: PipelineConfig) -> dict:
+    """The model limit a plan checks chunks against, and, when the chunker counts in other units than the model
+    (whitespace words, characters, another tokenizer), the model's own counter that checks them."""
+    from reindex.adapters.embedders import counting_tokenizer
+
+    limit = _model_limit(cfg)
+    name = counting_tokenizer(cfg.vector)
+    if limit is None or name is None or name == cfg.text.tokenizer:
+        return {"model_limit": limit}
+    from reindex.adapters.tokenizers import load_tokenizer
+
+    try:
+        counter = load_tokenizer(name)
+    except ReindexError:
+        return {"model_limit": limit}  # the model's tokenizer cannot be read here: counted in the chunker's units
+    return {"model_limit": limit, "model_tokens": counter.count_batch, "model_tokenizer": name}
 
 
 def _model_limit(cfg: PipelineConfig) -> int | None:

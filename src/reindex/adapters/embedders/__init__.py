@@ -6,8 +6,8 @@ from reindex.domain.config import EmbedConfig, VectorHalf
 from reindex.adapters.embedders.base import Embedder, EmbedResult
 from reindex.errors import ConfigError
 
-__all__ = ["Embedder", "EmbedResult", "describe_embedder", "for_queries", "import_names", "make_embedder",
-           "model_files", "resolve_device", "vector_config_of"]
+__all__ = ["Embedder", "EmbedResult", "counting_tokenizer", "describe_embedder", "for_queries", "import_names",
+           "make_embedder", "model_files", "resolve_device", "vector_config_of"]
 
 
 def make_embedder(vector: VectorHalf, *, batch_size: int = 64, options: EmbedConfig | None = None) -> Embedder:
@@ -47,6 +47,17 @@ def import_names(vector: VectorHalf) -> tuple[str, ...]:
     """The third-party modules a process imports to embed with ``vector`` (seconds of CPU for a model library):
     what a pool of worker processes imports once, before it forks them."""
     return {"sentence-transformers": ("sentence_transformers",), "model2vec": ("model2vec",)}.get(vector.provider, ())
+
+
+def counting_tokenizer(vector: VectorHalf) -> str | None:
+    """The tokenizer (a name :func:`reindex.adapters.tokenizers.load_tokenizer` takes) whose tokens the vector half's
+    embedder reads and truncates at its input limit: the model's own for a local model (sentence-transformers, a
+    static model2vec model), whitespace words for ``hash``; None when it cannot be told here (an API model)."""
+    if vector.provider in ("sentence-transformers", "model2vec"):
+        return vector.model
+    if vector.provider == "hash":
+        return "whitespace"
+    return None
 
 
 def model_files(vector: VectorHalf):

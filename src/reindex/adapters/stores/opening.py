@@ -94,10 +94,14 @@ class DiskGuard:
     before they start (:mod:`reindex.context.disk`): ``build_overhead(folder, in_place_collection)`` for an apply
     (files preallocated, a copy-on-write generation of the collection an in-place change writes), and
     ``first_loads(folder, collections)`` for the collections a command opens (a memory file system allocates
-    their preallocated files when they are mapped; 0 elsewhere)."""
+    their preallocated files when they are mapped; 0 elsewhere), and ``new_population_load(folder)``, the same for a
+    population not built yet (the cutover's first load of the shadow an apply builds)."""
 
     build_overhead: Callable[[str, "str | None"], int]
     first_loads: Callable[[str, Sequence[str]], int]
+    #: What the first load of a population an apply is about to build will allocate there (its cutover opens it in
+    #: another process): estimated before it exists; None: nothing.
+    new_population_load: Callable[[str], int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,12 @@ def _edge_build_overhead(folder: str, in_place: str | None) -> int:
     return EDGE_BUILD_OVERHEAD_BYTES + (generation_copy_bytes(folder, in_place) if in_place else 0)
 
 
+def _edge_new_population_load(folder: str) -> int:
+    from reindex.adapters.stores.edge import fills_holes_when_mapped
+
+    return EDGE_FIRST_LOAD_BYTES if fills_holes_when_mapped(folder) else 0
+
+
 def _edge_first_loads(folder: str, collections: Sequence[str]) -> int:
     from reindex.adapters.stores.edge import newest_load_bytes
 
@@ -196,6 +206,10 @@ def _edge_first_loads(folder: str, collections: Sequence[str]) -> int:
 #: What the edge engine writes beyond the footprint model's per-point bytes: files it preallocates per segment and
 #: payload index (1 MiB each). Measured: a 320-point build used 5.6 MiB on tmpfs where the plan said 1.0.
 EDGE_BUILD_OVERHEAD_BYTES = 8 * 2**20
+#: What the first load of a freshly built edge population allocates on a memory file system: the files the engine
+#: preallocates and leaves sparse (an appendable segment's 32 MiB vector chunk, payload-index pages, flags). Measured:
+#: the sample's 0.8 MiB generation filled 40.3 MiB (bench/disk_alloc.py); ~36 MiB after an index build.
+EDGE_FIRST_LOAD_BYTES = 40 * 2**20
 
 REGISTRY: dict[str, BackendEntry] = {
     "server": BackendEntry(Capabilities(writers="many", readers_beside_writer=True, local_disk=False,
@@ -204,7 +218,7 @@ REGISTRY: dict[str, BackendEntry] = {
                            description="a Qdrant server or cluster at store.url"),
     "edge": BackendEntry(Capabilities(writers="one", readers_beside_writer=True, local_disk=True),
                          _edge, _edge_reader, footprint=EdgeFootprint(),
-                         disk=DiskGuard(_edge_build_overhead, _edge_first_loads),
+                         disk=DiskGuard(_edge_build_overhead, _edge_first_loads, _edge_new_population_load),
                          description="embedded qdrant-edge in store.path (the default)"),
     "local": BackendEntry(Capabilities(writers="one", readers_beside_writer=False, local_disk=True,
                                        index_build="none"),

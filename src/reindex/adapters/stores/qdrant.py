@@ -21,6 +21,9 @@ checks once, on a scratch database, that ``persist`` really joins an open transa
 metadata (``meta.json``: collections and aliases, written by qdrant-client with rename but no fsync) is
 fsynced, with its folder, before a create/delete/alias call returns.
 
+Lines: one role, the boundary with qdrant-client (server and local mode go through the same calls, and local mode's
+write batching and its probe belong beside them).
+
 Local-mode limits (why it is no longer the default): exact brute-force search, a filtered query or
 ``count(doc_id=…)`` scans the collection, payload indexes are ignored, one process per folder (no reader
 during apply), everything in memory (~25 KB per 384-dim point with a 1 KB payload).
@@ -91,6 +94,8 @@ _PAYLOAD_KINDS = {
 # Server-side bulk build: no HNSW indexing while points stream in; finish_bulk restores the default.
 _BULK_INDEXING_THRESHOLD = 0
 _DEFAULT_INDEXING_THRESHOLD = 20_000
+# Qdrant's documented default of both the indexing and the full-scan threshold (KB of vectors per segment).
+_SERVER_INDEXING_KB = 10_000
 # Ids per retrieve request against a server (keeps request bodies small).
 _RETRIEVE_CHUNK = 1024
 _QUIET = (
@@ -375,11 +380,17 @@ class QdrantStore:
 
     def collection_info(self, name: str) -> dict[str, Any]:
         """Points count, dimension, distance, shards, status and ``hnsw`` (``m`` and ``ef_construct`` as the
-        server reports its config) of a collection (or an alias's target)."""
+        server reports its config) of a collection (or an alias's target), and how its index is built (see
+        :meth:`reindex.adapters.stores.vectors.VectorStore.collection_info`): a server indexes in the background
+        (``index_build`` ``server``; ``status`` yellow and ``optimizer`` ok while it does, an error when it failed),
+        local mode searches by brute force (``none``)."""
         with self._lock, _translate(f"describe collection `{name}`"):
             info = self._client.get_collection(name)
         vectors = info.config.params.vectors
         graph = info.config.hnsw_config
+        optimizers = getattr(info.config, "optimizer_config", None)
+        optimizer = info.optimizer_status
+        optimizer = (getattr(optimizer, "error", None) or str(getattr(optimizer, "value", optimizer) or "ok"))
         if not isinstance(vectors, models.VectorParams):
             raise VectorStoreError(f"Collection `{name}` has named vectors; reindex expects one unnamed vector.")
         return {
@@ -393,6 +404,11 @@ class QdrantStore:
             "status": str(getattr(info.status, "value", info.status)),
             "payload_indexes": sorted(info.payload_schema or {}),  # local mode ignores payload indexes: []
             "hnsw": {"m": graph.m, "ef_construct": graph.ef_construct} if graph is not None else dict(QDRANT_HNSW),
+            "optimizer": optimizer,
+            "index_build": "none" if self.embedded else "server",
+            # Qdrant's documented defaults when the server does not say (10,000 KB both).
+            "indexing_threshold_kb": int(getattr(optimizers, "indexing_threshold", None) or _SERVER_INDEXING_KB),
+            "full_scan_threshold_kb": int(getattr(graph, "full_scan_threshold", None) or _SERVER_INDEXING_KB),
         }
 
     # points -----------------------------------------------------------------------------------
@@ -458,15 +474,18 @@ class QdrantStore:
 
     def query(
         self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
-        where: Mapping[str, Any] | None = None,
+        where: Mapping[str, Any] | None = None, exact: bool = False,
     ) -> list[Hit]:
         """Nearest points to ``vector`` in a collection or alias, best first; ``doc_id`` and ``where``
-        (payload path → value) are equality filters."""
+        (payload path → value) are equality filters; ``exact``: the server scores every vector (no index)."""
         query = vector.tolist() if isinstance(vector, np.ndarray) else list(vector)
         with self._lock, _translate(f"query `{name}`"):
-            params = None if self._oversampling is None and self._ef is None else models.SearchParams(
-                hnsw_ef=self._ef, quantization=None if self._oversampling is None else models.QuantizationSearchParams(
-                    rescore=True, oversampling=self._oversampling))
+            if exact:
+                params = models.SearchParams(exact=True)
+            else:
+                params = None if self._oversampling is None and self._ef is None else models.SearchParams(
+                    hnsw_ef=self._ef, quantization=None if self._oversampling is None else
+                    models.QuantizationSearchParams(rescore=True, oversampling=self._oversampling))
             result = self._client.query_points(name, query=query, limit=limit, with_payload=True,
                                                query_filter=_equality_filter(doc_id, where), search_params=params)
         return [Hit(id=str(p.id), score=float(p.score), payload=p.payload or {}) for p in result.points]

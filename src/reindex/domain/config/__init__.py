@@ -178,7 +178,7 @@ def load_config(path: str | Path) -> PipelineConfig:
 
 
 def absolutize(cfg: PipelineConfig, base: Path) -> PipelineConfig:
-    """Make local source/state/store paths absolute against ``base``."""
+    """Make local source/state/store paths (and the queries files of serving and cutover) absolute against ``base``."""
 
     def fix(uri: str | None) -> str | None:
         if uri is None or "://" in uri or Path(uri).is_absolute():
@@ -189,7 +189,9 @@ def absolutize(cfg: PipelineConfig, base: Path) -> PipelineConfig:
     state = cfg.state.model_copy(update={"uri": fix(cfg.state.uri)})
     store = cfg.store.model_copy(update={"path": fix(cfg.store.path)})
     serving = cfg.serving.model_copy(update={"queries": fix(cfg.serving.queries)})
-    return cfg.model_copy(update={"source": source, "state": state, "store": store, "serving": serving})
+    cutover = cfg.cutover.model_copy(update={"queries": fix(cfg.cutover.queries)})
+    return cfg.model_copy(update={"source": source, "state": state, "store": store, "serving": serving,
+                                  "cutover": cutover})
 
 
 def with_chunker(cfg: PipelineConfig, chunker: ChunkerModel) -> PipelineConfig:

@@ -287,6 +287,10 @@ class ApprovalConfig(_OpModel):
     min_forecast_delta: float | None = Field(
         None, description="Apply refuses a pipeline-scoped plan whose forecast says its lower 95 % bound of recall@k "
         "(else MRR, else passage MRR) new − old is below this, or whose forecast verdict is `worse`; None = no bound.")
+    max_truncated_share: float | None = Field(
+        None, ge=0.0, le=1.0, description="Apply refuses a plan in which more than this share of the chunks it cuts "
+        "exceed the embedding model's input limit, counted in the model's own tokens (the model truncates them: their "
+        "tails are not in the vectors); None = warn only.")
     carry_over: float = Field(
         0.10, ge=0.0, le=1.0, description="An approval of a pipeline-scoped plan carries over to a re-plan of the same "
         "change (same config, same live population, same kind) whose tokens to embed and new vectors are each within "
@@ -334,6 +338,16 @@ class CutoverConfig(_OpModel):
     k: int = Field(10, gt=0, strict=True, description="Depth of the old-vs-new comparison (documents).")
     probes: int = Field(50, ge=0, strict=True, description="Known-item probe queries sampled from the corpus when no queries file is given.")
     seed: int = Field(0, description="Seed for probe sampling and bootstrap intervals.")
+    queries: str | None = Field(
+        None, description="Labelled queries file (JSONL, as `reindex cutover --queries`) the cutover and an unattended "
+        "`reindex sync` evaluate on when no --queries is given; None: cutover.probes known-item probes.")
+    metric: Literal["ndcg", "recall", "mrr", "passage_mrr"] = Field(
+        "ndcg", description="The primary metric (at k) whose paired verdict decides the gate: `worse` fails, a lower "
+        "95 % bound of new − old at least min_delta passes, an interval too wide to tell is `cannot tell`; segments "
+        "are judged on it too. recall@k stays a floor (min_recall_delta).")
+    min_delta: float = Field(
+        -0.02, le=0.0, description="The primary metric's lower 95 % bound of new − old must be at least this (the loss "
+        "the gate tolerates; the interval must be narrow enough to show it).")
     min_recall_delta: float = Field(
         -0.02, description="With labels: the lower 95 % bound of recall@k (new − old) must be at least this."
     )
@@ -348,10 +362,31 @@ class CutoverConfig(_OpModel):
     segments: list[str] = Field(
         default_factory=list,
         description="Fields of source.metadata_fields (e.g. lang) to break the evaluation down by: per value, every "
-        "metric's interval corrected for the number of segments (Holm), and a gate rule that fails when any "
-        "segment's corrected lower bound of recall@k is below min_recall_delta. A query's value is the queries "
+        "metric's interval corrected for the number of segments (Holm), and a gate rule per field that judges every "
+        "segment on the primary metric (cutover.metric) as the whole is judged: a segment `worse` fails, one whose "
+        "corrected interval is too wide to show min_delta is `cannot tell`. A query's value is the queries "
         "file's field of that name, else its labelled document's metadata, else (none).")
+    min_index_recall: float = Field(
+        0.95, ge=0.0, le=1.0, description="The shadow's search index must find at least this share of the exact top-10 "
+        "(recall@10 of its ANN search against exact search, on up to 200 of its stored vectors used as queries).")
+    max_latency_ratio: float = Field(
+        2.0, gt=0.0, description="The shadow's query latency p95 on the gate's queries may be at most this many times "
+        "the live population's.")
+    index_wait: str = Field(
+        "10m", description="How long the cutover waits for a Qdrant server to finish indexing the shadow (optimizer "
+        "green, every vector indexed) before it gives up: a duration like 90s, 10m, 1h. The embedded store builds its "
+        "index during apply: nothing to wait for.")
     retention_days: float = Field(7.0, ge=0.0, description="Retired populations are kept this long for rollback, then gc deletes them.")
+
+    @field_validator("index_wait")
+    @classmethod
+    def _wait_duration(cls, value: str) -> str:
+        duration_seconds(value)
+        return value
+
+    @property
+    def index_wait_seconds(self) -> float:
+        return duration_seconds(self.index_wait)
 
 
 class ServingConfig(_OpModel):

@@ -100,7 +100,7 @@ from reindex.adapters.stores.edge._generations import (
     is_local_mode_folder,
 )
 from reindex.adapters.stores.edge._reader import EdgeReader
-from reindex.adapters.stores.edge._space import generation_copy_bytes, newest_load_bytes
+from reindex.adapters.stores.edge._space import fills_holes_when_mapped, generation_copy_bytes, newest_load_bytes
 from reindex.adapters.stores.edge._writer import EdgeStore
 
 __all__ = [
@@ -109,6 +109,7 @@ __all__ = [
     "EdgeStore",
     "LocalModeFolderError",
     "STORE_FORMAT",
+    "fills_holes_when_mapped",
     "generation_copy_bytes",
     "is_edge_folder",
     "is_local_mode_folder",

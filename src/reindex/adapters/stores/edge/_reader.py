@@ -350,11 +350,13 @@ class EdgeReader:
 
     def query(
         self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
-        where: Mapping[str, Any] | None = None,
+        where: Mapping[str, Any] | None = None, exact: bool = False,
     ) -> list[Hit]:
-        """Nearest points in the published generation ``name`` resolves to now, best first."""
+        """Nearest points in the published generation ``name`` resolves to now, best first (``exact``: every vector
+        scored, no index)."""
         with self._lock, engine.edge_errors(f"query `{name}`"):
-            return engine.query_points(self._current(name).shard, vector, limit, doc_id, where, self._params)
+            return engine.query_points(self._current(name).shard, vector, limit, doc_id, where,
+                                       engine.EXACT if exact else self._params)
 
     def count(self, name: str, *, doc_id: str | None = None) -> int:
         with self._lock, engine.edge_errors(f"count points in `{name}`"):

@@ -385,11 +385,13 @@ class EdgeStore:
 
     def query(
         self, name: str, vector: Sequence[float] | np.ndarray, *, limit: int = 10, doc_id: str | None = None,
-        where: Mapping[str, Any] | None = None,
+        where: Mapping[str, Any] | None = None, exact: bool = False,
     ) -> list[Hit]:
-        """Nearest points to ``vector`` in a collection or alias (optionally one document's), best first."""
+        """Nearest points to ``vector`` in a collection or alias (optionally one document's), best first; ``exact``:
+        every vector scored (no index), the reference an index's recall is measured against."""
         with self._lock, engine.edge_errors(f"query `{name}`"):
-            return engine.query_points(self._get(name).shard, vector, limit, doc_id, where, self._params)
+            return engine.query_points(self._get(name).shard, vector, limit, doc_id, where,
+                                       engine.EXACT if exact else self._params)
 
     # publishing and aliases -------------------------------------------------------------------
 
