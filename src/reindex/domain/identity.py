@@ -417,7 +417,8 @@ def _without_default_follow(data: dict) -> dict:
 _DEFAULT_HNSW = dict(HNSW_DEFAULTS)
 #: Config fields added after plans existed, per section, with the default at which they are left out of the config
 #: digest (a plan made before a field existed still applies; one made with it set does not once it changes).
-LATER_DEFAULTS: dict[str, dict] = {"store": {"hnsw": _DEFAULT_HNSW, "options": {}}}
+LATER_DEFAULTS: dict[str, dict] = {"store": {"hnsw": _DEFAULT_HNSW, "options": {}},
+                                   "vector": {"compose": "none", "compose_unit": "sentence:min=8"}}
 
 
 def legacy_config_digest(cfg: PipelineConfig) -> str:

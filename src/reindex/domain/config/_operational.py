@@ -4,9 +4,11 @@ sync, plans."""
 from __future__ import annotations
 
 import re
+import math
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from reindex.domain.config._base import OPERATIONAL, ConfigModel
 from reindex.domain.kinds import HNSW_DEFAULTS, hnsw_problem
@@ -428,6 +430,13 @@ class ServingConfig(_OpModel):
         "query (the rest read from the shadow as the build shares it); null: no limit of its own (max_ms bounds what "
         "embedding costs here). Set it for a model paid per token: 0 serves the cascade only once every candidate is "
         "built.")
+
+    @field_validator("max_ms", mode="before")
+    @classmethod
+    def _finite_ms(cls, value: object) -> object:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise PydanticCustomError("finite_number", "Input should be a finite number")  # said as the others are
+        return value
 
     @field_validator("max_ms")
     @classmethod
