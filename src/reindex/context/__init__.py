@@ -209,10 +209,11 @@ class Context:
     def embedder(self, vector: VectorHalf, *, queries: bool = False, **kwargs: Any) -> Any:
         """The embedder of a vector half (``batch_size``, ``options``), made once per context. ``queries``: it
         embeds single queries (readers, evaluations), sized for that. The embedder the caller gave is used for
-        its own model (the config's vector half, whatever the prefix)."""
+        its own model with its own prefix (a query side with another prefix gets its own embedder)."""
         if queries:  # the passage embedder, run one query at a time on one intra-op thread (the build's unchanged)
             return self._made(vector, True, kwargs, lambda: backends.for_queries(self.embedder(vector, **kwargs)))
-        if self._embedder is not None and _same_model(vector, self._embedder_vector):
+        if self._embedder is not None and _same_model(vector, self._embedder_vector) \
+                and vector.prefix == self._embedder_vector.prefix:  # it prefixes what it embeds with its own prefix
             return self._embedder
         return self._made(vector, False, kwargs, lambda: backends.make_embedder(vector, **kwargs))
 
