@@ -403,3 +403,27 @@ def test_no_contextvar_in_the_use_cases() -> None:
     bad = [m for m in MODULES if m.startswith(("reindex.usecases", "reindex.context"))
            and "ContextVar" in MODULES[m].read_text(encoding="utf-8")]
     assert not bad, f"ContextVar in the use cases: {bad}"
+
+
+# A plan's body is read through its typed views (``Plan.numbers``, ``Plan.baseline``, ``Plan.corpus``, …) everywhere
+# but in the planner that writes it and the reports that render the whole document field by field.
+PLAN_BODY_READERS = ("reindex.planner", "reindex.reports")
+
+
+def plan_body_subscripts(source: str) -> list[int]:
+    """Lines that subscript ``<x>.body`` or call ``<x>.body.get``."""
+    out = []
+    for n in ast.walk(ast.parse(source)):
+        target = n.value if isinstance(n, ast.Subscript) else (
+            n.func.value if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get"
+            else None)
+        if isinstance(target, ast.Attribute) and target.attr == "body":
+            out.append(n.lineno)
+    return out
+
+
+def test_a_plans_body_is_read_through_its_typed_views() -> None:
+    bad = [f"{MODULES[m].relative_to(SRC)}:{line}" for m in MODULES if not m.startswith(PLAN_BODY_READERS)
+           for line in plan_body_subscripts(MODULES[m].read_text(encoding="utf-8"))]
+    assert not bad, "plan bodies subscripted outside the planner and the reports:\n" + "\n".join(bad)
+    assert sorted(plan_body_subscripts('x = plan.body["work"]["tokens"]\ny = plan.body.get("repair")\n')) == [1, 2]

@@ -63,14 +63,14 @@ def need_for_plan(plan: Plan, cfg: PipelineConfig) -> int:
     files; in place on edge plus the files the delta generation copies, and on tmpfs fills when it loads it: the
     backend's :class:`~reindex.adapters.stores.opening.DiskGuard`). A resumed apply is checked for the whole footprint again
     (what it already wrote is not subtracted), so it may ask for more than it needs."""
-    footprint = plan.body.get("cost", {}).get("footprint")
+    footprint = plan.footprint
     b = backends.store_backend(cfg)
     folder = _folder(cfg)
     if folder is None or not footprint:
         return 0
     need = int(footprint["peak"]["disk_bytes"]) - int(footprint["old"]["disk_bytes"])
     if b.disk is not None:
-        in_place = plan.body["inputs"]["baseline"].get("collection") if plan.kind.in_place else None
+        in_place = plan.baseline.collection if plan.kind.in_place else None
         need += b.disk.build_overhead(folder, in_place)
     return need
 
@@ -90,7 +90,7 @@ def cutover_room_warning(plan: Plan, cfg: PipelineConfig) -> str | None:
     folder = _folder(cfg)
     if folder is None or not plan.kind.needs_cutover or b.disk is None or b.disk.new_population_load is None:
         return None
-    live = plan.body["inputs"]["baseline"].get("collection")
+    live = plan.baseline.collection
     need = RECORDS_BYTES + b.disk.new_population_load(folder) + _loads(cfg, live)
     left = backends.free_disk_bytes(folder) - need_for_plan(plan, cfg)
     if need <= left:

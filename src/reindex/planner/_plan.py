@@ -30,10 +30,17 @@ class PlanBaseline:
     """What a plan was made against (``inputs.baseline``): ``kind`` ``live`` | ``none`` (an initial build) |
     ``explicit`` (a what-if), the live collection and the digest of its chunk manifest and committed cursor."""
 
-    kind: str
+    kind: str | None
     collection: str | None
     manifest_digest: str | None
     cursor: str | None
+    raw: Mapping[str, Any]  # the whole record: two baselines are the same when every field is (hashed with the plan)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PlanBaseline) and dict(self.raw) == dict(other.raw)
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(dict(self.raw), sort_keys=True, default=str))
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +101,7 @@ class Plan:
     @property
     def baseline(self) -> PlanBaseline:
         b = self.body["inputs"]["baseline"]
-        return PlanBaseline(b["kind"], b.get("collection"), b.get("manifest_digest"), b.get("cursor"))
+        return PlanBaseline(b.get("kind"), b.get("collection"), b.get("manifest_digest"), b.get("cursor"), b)
 
     @property
     def corpus(self) -> PlanCorpus:

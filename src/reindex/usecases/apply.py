@@ -139,15 +139,14 @@ def check_inputs(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docu
     source is not read again — the shards write the documents as the plan read them, and the catch-up starts at
     the cursor where the plan's read ended."""
     problems, live, committed = _check_books(plan, cfg, state)
-    inputs = plan.body["inputs"]
-    wanted = set(plan.body["work"]["affected_documents"]) if read is not None and plan.kind.in_place else set()
+    wanted = set(plan.numbers.affected_documents) if read is not None and plan.kind.in_place else set()
     if reading is not None and plan.kind.in_place and live is not None and reading.vouches_for(plan.body):
         if problems:
             return problems, None
         if wanted:
             read.update((d, doc) for d, doc in reading.documents.items() if d in wanted)
         return problems, reading.tracking
-    how = inputs["corpus"].get("read") or {"mode": "full"}
+    how = plan.corpus.read
     scope = _scope(plan)
     if how["mode"] == "cursor":  # read from the live population's cursor: checked from the same cursor
         if problems or live is None:
@@ -158,9 +157,9 @@ def check_inputs(plan: Plan, cfg: PipelineConfig, state, *, read: dict[str, Docu
     position = source.position() if source is not None else None  # before the read: what it sees is at or past it
     now, found = _scan_corpus(cfg, read if wanted else None, wanted, scope or ())
     tracking = Tracking(source, position, source_key(cfg.source), time.time(), full=True) if source else None
-    if now != inputs["corpus"]["digest"]:
+    if now != plan.corpus.digest:
         if scope is None or not _within_scope(plan, {d: found.get(d, TOUCHED_REMOVED) for d in scope}):
-            problems.append(f"the corpus was {inputs['corpus']['digest'][:12]} at planning but is now {now[:12]}"
+            problems.append(f"the corpus was {plan.corpus.digest[:12]} at planning but is now {now[:12]}"
                             + _scope_words(plan, scope))
         # Only outside the plan's documents: the cursor taken before this read would vouch for documents the plan
         # does not apply. None: the catch-up compares the whole source with what the apply wrote.
@@ -176,30 +175,29 @@ def _check_books(plan: Plan, cfg: PipelineConfig, state) -> tuple[list[str], Pop
     from reindex.books.parts import manifest_digest, run_rewrites
 
     problems = []
-    inputs = plan.body["inputs"]
-    if inputs["config"]["digest"] not in (config_digest(cfg), legacy_config_digest(cfg)):
-        problems.append(f"the config changed since the plan (digest {inputs['config']['digest'][:12]})")
-    base = inputs["baseline"]
+    if plan.config_digest not in (config_digest(cfg), legacy_config_digest(cfg)):
+        problems.append(f"the config changed since the plan (digest {plan.config_digest[:12]})")
+    base = plan.baseline
     live = read_live(state, cfg.index)
     committed = None
-    if base["kind"] == "explicit":
+    if base.kind == "explicit":
         problems.append("the plan was made against an explicit baseline (--baseline-config/--baseline-corpus), "
                         "not the live index")
-    elif base["kind"] == "none" and live is not None:
+    elif base.kind == "none" and live is not None:
         problems.append(f"the plan is an initial build but index {cfg.index!r} now serves {live.collection}")
-    elif base["kind"] == "live":
-        if live is None or live.collection != base["collection"]:
-            problems.append(f"the live population was {base['collection']} at planning but is now "
+    elif base.kind == "live":
+        if live is None or live.collection != base.collection:
+            problems.append(f"the live population was {base.collection} at planning but is now "
                             f"{live.collection if live else 'none'}")
         # A run of this plan killed in place rewrote some parts: those writes (and only those) are its own.
         elif manifest_digest(state, cfg.index, live.collection,
                              rewritten=run_rewrites(state, cfg.index, live.collection, plan.plan_hash)) \
-                != base["manifest_digest"]:
+                != base.manifest_digest:
             check_chunk_manifest(state, cfg.index, live.collection)  # a corrupt file is no change: say which
             problems.append(f"the live population {live.collection} changed since the plan")
         else:
-            committed = read_committed(state, cfg.index, live.collection) if base.get("cursor") is not None else None
-            if committed is not None and committed.cursor.digest != base["cursor"] and committed.run != plan.plan_hash:
+            committed = read_committed(state, cfg.index, live.collection) if base.cursor is not None else None
+            if committed is not None and committed.cursor.digest != base.cursor and committed.run != plan.plan_hash:
                 problems.append(f"the live population {live.collection} recorded another cursor since the plan "
                                 "(another sync read the source)")
     return problems, live, committed
@@ -208,15 +206,15 @@ def _check_books(plan: Plan, cfg: PipelineConfig, state) -> tuple[list[str], Pop
 def _scope(plan: Plan) -> set[str] | None:
     """The documents an in-place plan changes (its drift check's scope), None for a plan whose scope is every
     document (a build, a payload rewrite, a plan made before scopes were recorded)."""
-    if not plan.kind.in_place or "touched" not in plan.body["inputs"]["corpus"]:
+    if not plan.kind.in_place or plan.corpus.touched is None:
         return None
-    w = plan.body["work"]
-    return set(w["affected_documents"]) | set(w["removed_documents"])
+    n = plan.numbers
+    return set(n.affected_documents) | set(n.removed_documents)
 
 
 def _within_scope(plan: Plan, now: dict[str, str]) -> bool:
     """Whether the documents the plan changes are now as it priced them (``now``: doc id → its state now)."""
-    return touched_digest(now) == plan.body["inputs"]["corpus"]["touched"]["digest"]
+    return touched_digest(now) == plan.corpus.touched
 
 
 def _scope_words(plan: Plan, scope: set[str] | None) -> str:
@@ -241,7 +239,7 @@ def _check_from_cursor(plan: Plan, cfg: PipelineConfig, state, collection: str, 
         return [f"the cursor the plan read from ({since_digest[:12]}) is no longer recorded for {collection}"], None
     report = ScanReport()
     changes = source.changes(since, report)
-    planned = plan.body["inputs"]["corpus"]["digest"]
+    planned = plan.corpus.digest
     tracking = Tracking(source, changes.cursor, committed.source_key, committed.verified_at, started_from=since.digest)
     if changes.digest != planned:
         if scope is None:
@@ -307,10 +305,10 @@ def record_cursor(ctx: Context, plan: Plan, *, reading: PlanReading | None = Non
     that the next sync starts from it. Nothing when the source moved since the plan. ``reading``: what the plan
     read in this process: its cursor is recorded as the read left it, without reading the source again (what
     moved since is the next sync's). Returns whether a cursor was recorded."""
-    how = plan.body["inputs"]["corpus"].get("read") or {}
+    how = plan.corpus.read
     if plan.kind.does_work or not how.get("cursor") or (how.get("mode") == "cursor" and not how.get("documents_read")):
         return False  # a source without a cursor; or nothing was read past the cursor: it stands where it was
-    if reading is not None and reading.tracking is not None and reading.corpus_digest == plan.body["inputs"]["corpus"]["digest"]:
+    if reading is not None and reading.tracking is not None and reading.corpus_digest == plan.corpus.digest:
         problems, tracking = _check_books(plan, ctx.config, ctx.state)[0], reading.tracking
     else:
         problems, tracking = check_inputs(plan, ctx.config, ctx.state)
@@ -341,7 +339,7 @@ def kind_in_force(plan: Plan, cfg: PipelineConfig, state) -> ChangeKind:
     # recorded under an older formula is re-identified, not rebuilt (docs/design-notes.md, model identity).
     old = Baseline("live", live.config) if live is not None else Baseline("none", None)
     payload_changed = live is not None and (live.payload_id != payload_id(cfg) or queries_changed(live.config, cfg))
-    kind = classify(old, identity_of(cfg), bool(plan.body["documents_changed"]) or plan.kind.in_place,
+    kind = classify(old, identity_of(cfg), plan.documents_changed or plan.kind.in_place,
                     payload_changed=payload_changed, text_changed=plan.kind is ChangeKind.DOCUMENT)
     if kind != plan.kind:
         raise PlanError(f"the plan says {plan.kind} but the live index and the config make it {kind}; "
@@ -439,7 +437,7 @@ def _embedder_for(ctx: Context, plan: Plan, cfg: PipelineConfig, elsewhere: bool
     def make():
         return ctx.embedder(cfg.vector, batch_size=cfg.apply.embed_batch_size, options=cfg.embed)
 
-    return make() if plan.body["work"]["tokens_to_embed"] and not elsewhere else _BuiltOnFirstUse(make)
+    return make() if plan.numbers.tokens_to_embed and not elsewhere else _BuiltOnFirstUse(make)
 
 
 #: The lease an apply holds through the index build when no lease keeper can be started (a state store that cannot
@@ -453,35 +451,33 @@ BUILD_LEASE_FACTOR = 4.0
 
 def build_lease(plan: Plan, ttl: float) -> float:
     """Seconds of lease to hold through the index build of ``plan``'s new population (:data:`BUILD_LEASE_FACTOR`)."""
-    priced = plan.body["cost"].get("index_build") or {}
-    return ttl + BUILD_LEASE_FACTOR * float(priced.get("cpu_seconds") or 0.0)
+    return ttl + BUILD_LEASE_FACTOR * float(plan.index_build.get("cpu_seconds") or 0.0)
 
 
 def job_of(plan: Plan, cfg: PipelineConfig, shards: int | None = None) -> ShardJob:
     """The shards a plan touches: every shard for a new population, only the affected ones in place
     (``shards``: the layout to use, default ``apply.shards``)."""
-    w = plan.body["work"]
+    numbers = plan.numbers
     n = shards or cfg.apply.shards
     # Planned seconds of work per shard, as one remote worker spends them: one shard at a time on one CPU (the
     # Dask runner starts one thread per worker process). The plan's tokens per minute assume every CPU of the
     # machine; a measured rate per CPU-second says what one CPU does (sized by the machine's rate instead, a
     # MiniLM unit measured 2.5× the planned work: bench/RESULTS.md, "Work units").
-    cost = plan.body["cost"]
-    per_cpu = (cost.get("rate_assumes") or {}).get("tokens_per_cpu_second")
-    rate = float(per_cpu) if per_cpu else float(cost.get("tokens_per_minute") or 0) / 60
+    rate = plan.rate_per_cpu_second
     # The plan's tokens per shard (counted over the layout apply writes) deal units by each shard's own work: a
     # shard of a few long documents is not one equal share (bench/RESULTS.md, "Work units").
-    by_shard = w.get("tokens_to_embed_by_shard")
+    by_shard = plan.tokens_by_shard
     sized = lambda picked: {  # noqa: E731
-        "seconds_per_shard": (w["tokens_to_embed"] / len(picked) / rate) if rate and picked else 0.0,
+        "seconds_per_shard": (numbers.tokens_to_embed / len(picked) / rate) if rate and picked else 0.0,
         "unit_seconds": cfg.apply.unit_seconds,
         "seconds_by_shard": (tuple(by_shard[k] / rate for k in picked)
                              if rate and by_shard and len(by_shard) == n else ())}
     if not plan.kind.in_place:
         return ShardJob(tuple(range(n)), **sized(range(n)))
-    affected = set(w["affected_documents"]) | set(w["removed_documents"])
+    affected = set(numbers.affected_documents) | set(numbers.removed_documents)
     shards = tuple(sorted({execution.shard_of(d, n) for d in affected}))
-    return ShardJob(shards, frozenset(w["affected_documents"]), frozenset(w["removed_documents"]), **sized(shards))
+    return ShardJob(shards, frozenset(numbers.affected_documents), frozenset(numbers.removed_documents),
+                    **sized(shards))
 
 
 def check_runner_options(runner: ShardRunner | None, task_runner: str | None) -> None:
@@ -557,7 +553,7 @@ def _run(ctx: Context, plan: Plan, plan_path: Path, runner: ShardRunner, progres
             fence=lock.check, confirm=lambda: lock.check(confirm=True), token_budget=_token_budget(plan, plan_path, cfg),
             lease=Fence.of(lock), store_path=ctx.backend().folder,
             documents=read if in_place and read else None, tracking=tracking, carried=carried_ref(plan),
-            fresh=frozenset((plan.body.get("repair") or {}).get("documents", ())),
+            fresh=frozenset(plan.repair.documents if plan.repair else ()),
         )
         recorder = ProgressRecord(state, cfg.index, target, plan.plan_hash, progress, lock.check)
         actx.progress, actx.meter = recorder, recorder.counts
@@ -576,15 +572,15 @@ def _run(ctx: Context, plan: Plan, plan_path: Path, runner: ShardRunner, progres
             actx.progress = ServingWatch(ctx, store, plan.plan_hash, len(job.shards),
                                          lambda: lock.check(confirm=True), recorder, shadow=target,
                                          clock=actx.cpu_clock)
-        w = plan.body["work"]
+        n = plan.numbers
         recorder({"kind": "start", "runner": describe(runner), "shards": len(job.shards),
-                  "chunks_planned": w["chunks_new"] if not in_place else None,
-                  "tokens_planned": w["tokens_to_embed"],
-                  "documents_planned": w["documents"]["total"] if not in_place else len(job.only or ())})
+                  "chunks_planned": n.chunks_new if not in_place else None,
+                  "tokens_planned": n.tokens_to_embed,
+                  "documents_planned": n.documents.total if not in_place else len(job.only or ())})
         t = time.perf_counter()
         # A repair (reindex doctor): points the chunk manifest does not list go first (listed at planning, and
         # the drift check saw the same manifest: none of them is listed now). Repeatable after a kill.
-        repaired = execution.delete_points_by_id(actx, (plan.body.get("repair") or {}).get("delete_points", ()))
+        repaired = execution.delete_points_by_id(actx, plan.repair.delete_points if plan.repair else ())
         summary = runner.run(actx, job)
         phases["shards+catch-up"] = time.perf_counter() - t
         failures = summary["failed_shards"] + [
@@ -638,10 +634,9 @@ def _run(ctx: Context, plan: Plan, plan_path: Path, runner: ShardRunner, progres
 def carried_ref(plan: Plan) -> CarriedRef | None:
     """The plan's carried chunks (:mod:`reindex.books.carried`) for its shards, None when it carries none or carrying is
     switched off (``REINDEX_CARRY_CHUNKS=0``)."""
-    carried = plan.body.get("carried")
-    if not carried or not settings.carry_chunks():
+    if plan.carried_id is None or not settings.carry_chunks():
         return None
-    return CarriedRef(plan.index, carried["id"])
+    return CarriedRef(plan.index, plan.carried_id)
 
 
 def _commit_tracking(ctx: execution.ApplyContext, summary: dict, plan: Plan) -> None:
@@ -665,7 +660,7 @@ def _embedding_workers(shards: list[dict]) -> int:
 
 def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds: float, target: str, store) -> dict:
     shards = summary["shards"]
-    w = plan.body["work"]
+    n = plan.numbers
     total = lambda k: sum(r[k] for r in shards)  # noqa: E731
     catch = summary["catch_up"]
     actual_points = store.count(target)
@@ -674,10 +669,10 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
         "seconds": round(seconds, 3),
         "phases": {k: round(v, 3) for k, v in phases.items()},
         "planned": {
-            "chunks_new": w["chunks_new"],
-            "chunks_reused": w["chunks_reused"],
-            "chunks_to_embed": w["chunks_to_embed"],
-            "tokens_to_embed": w["tokens_to_embed"],
+            "chunks_new": n.chunks_new,
+            "chunks_reused": n.chunks_reused,
+            "chunks_to_embed": n.chunks_to_embed,
+            "tokens_to_embed": n.tokens_to_embed,
         },
         "actual": {
             "documents": total("documents"),
@@ -696,7 +691,7 @@ def _run_report(plan: Plan, summary: dict, failures: list, phases: dict, seconds
         "catch_up": catch,
         # Documents whose chunks the plan carried (not tokenized again) and documents chunked by the shards, with
         # why a carry could not be used (reindex.books.carried).
-        "carried": {"id": (plan.body.get("carried") or {}).get("id"), "documents": sum(r.get("carried", 0) for r in shards),
+        "carried": {"id": plan.carried_id, "documents": sum(r.get("carried", 0) for r in shards),
                     "chunked": sum(r.get("chunked", 0) for r in shards), "problems": [p for r in shards for p in r.get("carry_problems", [])]},
         # Wall and CPU seconds inside successful embedding calls, summed over workers, and the workers that
         # embedded at once (timing, like "seconds"; "recorded": see reindex.context.rates.record_rate).

@@ -118,9 +118,8 @@ class CycleResult:
 
 def _same_inputs(a: Plan, b: Plan) -> bool:
     """Two plans made from the same config, live population and corpus (their work is the same)."""
-    x, y = a.body["inputs"], b.body["inputs"]
-    return (a.index == b.index and a.kind == b.kind and x["config"]["digest"] == y["config"]["digest"]
-            and x["baseline"] == y["baseline"] and x["corpus"]["digest"] == y["corpus"]["digest"])
+    return (a.index == b.index and a.kind == b.kind and a.config_digest == b.config_digest
+            and a.baseline == b.baseline and a.corpus.digest == b.corpus.digest)
 
 
 def _earlier_plan(fresh: Plan, plans_dir: Path) -> Path | None:
@@ -197,7 +196,7 @@ def _cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
         # Carried out and cut over before, and the live index is back where that plan started: someone rolled
         # back. Going forward again is a person's decision, never a cron tick's (with --force again if the cutover
         # that went forward was forced past its gate).
-        moved = last_move_to(ctx.state, name, plan.body["identity"]["new"]["collection"]) if \
+        moved = last_move_to(ctx.state, name, plan.new_collection) if \
             plan.kind.builds_population else None
         forced = f" --force (the cutover was forced by {moved['forced_by']} past a failed gate)" if \
             moved and moved.get("forced_by") else ""
@@ -206,7 +205,7 @@ def _cycle(ctx: Context, policy: SyncPolicy) -> CycleResult:
                            f"automatically; run `reindex cutover {path}{forced}` to go forward again, or change the "
                            "config", **base)
     approved = approval is not None and approval.plan_hash == plan.plan_hash
-    needs = bool(plan.body["approval"]["required"])
+    needs = plan.numbers.approval_required
     if needs and not approved:
         approved = _carried_approval(ctx, plan, path, plans_dir) is not None
     if needs and not approved:
@@ -238,7 +237,7 @@ def _plan_file(fresh: Plan, plans_dir: Path) -> tuple[Path, Plan]:
     if path is not None:
         return path, read_plan(path)
     path = write_plan(fresh, plans_dir)
-    if fresh.body["approval"]["required"] or fresh.kind.builds_population:
+    if fresh.numbers.approval_required or fresh.kind.builds_population:
         # A person reads these (an approval, a new population's cutover). A change the cycle applies in place on
         # its own keeps its plan file and run record; `reindex show PLAN` renders it.
         reports.write_reports(fresh, path)
@@ -260,7 +259,7 @@ def _carry_out_in_place_part(ctx: Context, plans_dir: Path) -> dict | CycleResul
         return CycleResult(CycleOutcome.REJECTED, ctx.index, f"the document changes (plan {part.plan_hash[:12]} "
                            f"({part.kind})) were rejected by {rejection.by}; nothing changes until the corpus does",
                            **base)
-    if part.body["approval"]["required"] and not (approval is not None and approval.plan_hash == part.plan_hash):
+    if part.numbers.approval_required and not (approval is not None and approval.plan_hash == part.plan_hash):
         return CycleResult(CycleOutcome.AWAITING_APPROVAL, ctx.index, f"plan {part.plan_hash[:12]} ({part.kind}) "
                            f"needs approval: run `reindex approve {path} --by NAME`, then `reindex sync` again "
                            "(the document changes of a pipeline change, applied in place first)", **base)
@@ -304,7 +303,7 @@ def _rolled_back(ctx: Context, plan: Plan) -> bool:
         return False
     if not plan.kind.builds_population:
         return True
-    rec = read_population(ctx.state, ctx.index, plan.body["identity"]["new"]["collection"])
+    rec = read_population(ctx.state, ctx.index, plan.new_collection)
     return rec is None or rec.state is not PopulationState.READY
 
 

@@ -169,15 +169,16 @@ def _repair(ctx: Context, check: PopulationCheck | None,
         plan, path = plan_repair(ctx, Repair(check.resync, check.delete, kinds), out=out)
     except ReindexError as err:
         return {"plan": None, "error": str(err), "line": f"no repair plan: {err}"}
-    n = plan.numbers
+    n, fix = plan.numbers, plan.repair
+    assert fix is not None  # a repair plan records its repair
     where = str(path) if path is not None else None
-    approve = (f"approve it (`reindex approve {where} --by NAME`: {'; '.join(plan.body['approval']['reasons'])}), then "
+    approve = (f"approve it (`reindex approve {where} --by NAME`: {'; '.join(n.approval_reasons)}), then "
                if n.approval_required else "")
     return {"plan": where, "plan_hash": plan.plan_hash, "kind": plan.kind.value,
-            "documents": len(plan.body["repair"]["documents"]), "delete_points": len(plan.body["repair"]["delete_points"]),
+            "documents": len(fix.documents), "delete_points": len(fix.delete_points),
             "tokens_to_embed": n.tokens_to_embed, "approval_required": n.approval_required,
-            "line": (f"repair plan {where}: {len(plan.body['repair']['documents']):,} document(s) written again "
-                     f"({n.tokens_to_embed:,} tokens to embed), {len(plan.body['repair']['delete_points']):,} point(s) "
+            "line": (f"repair plan {where}: {len(fix.documents):,} document(s) written again "
+                     f"({n.tokens_to_embed:,} tokens to embed), {len(fix.delete_points):,} point(s) "
                      f"deleted; {approve}run `reindex apply {where}`")}
 
 

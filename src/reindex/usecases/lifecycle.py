@@ -102,7 +102,7 @@ def _latest_plan_for(cfg: PipelineConfig, plans_dir: str | Path = "plans") -> Pa
             plan = read_plan(p)
         except ReindexError:
             continue
-        if plan.body["identity"]["new"]["collection"] == coll and plan.kind.needs_cutover:
+        if plan.new_collection == coll and plan.kind.needs_cutover:
             return p
     raise PlanError(f"no plan in {plans_dir}/ builds {coll}; give the plan file")
 
@@ -158,7 +158,7 @@ def _check_cutover_plan(cfg: PipelineConfig, path: Path, plan, force: bool, stat
         if approval is None or approval.plan_hash != plan.plan_hash:
             raise co.CutoverError(f"--force needs an approval record for plan {plan.plan_hash[:12]}: "
                                   f"run `reindex approve {path} --by NAME` first")
-    shadow = plan.body["identity"]["new"]["collection"]
+    shadow = plan.new_collection
     rec = read_population(state, cfg.index, shadow)
     if rec is not None and rec.state is PopulationState.BUILDING:
         _refuse_while_applying(state, cfg.index, shadow)
@@ -232,7 +232,7 @@ def cutover(
     path = Path(plan_path) if plan_path else _latest_plan_for(cfg)
     plan = read_plan(path)
     shadow = _check_cutover_plan(cfg, path, plan, force, state)
-    disk.require_free_for_cutover(cfg, shadow, plan.body["inputs"]["baseline"].get("collection"))
+    disk.require_free_for_cutover(cfg, shadow, plan.baseline.collection)
     kk = k or cfg.cutover.k
     # Each side as it was built (its population record), whatever reindex.yaml says now (invariant 18).
     new = ctx.side(read_population(state, cfg.index, shadow))
@@ -250,7 +250,7 @@ def cutover(
 
             inputs = co.CutoverInputs(
                 index=cfg.index, plan_hash=plan.plan_hash, shadow=shadow,
-                expected_live=plan.body["inputs"]["baseline"].get("collection"), k=kk, policy=cfg.cutover,
+                expected_live=plan.baseline.collection, k=kk, policy=cfg.cutover,
                 force=force, forced_by=forced_by,
                 catch_up=lambda: _catch_up_shadow(ctx, store, shadow, plan.plan_hash, lock),
                 queries=lambda: comparison_queries(cfg, queries, text=new.config.text),
@@ -258,7 +258,7 @@ def cutover(
                 embed=side_query_embedder(ctx, new), fence=lambda: lock.check(confirm=True),
                 evaluate_alone=lambda qs: ev.evaluate_alone(store, shadow, qs, side_query_embedder(ctx, new), k=kk,
                                                             payload=new.payload),
-                forecast=plan.body.get("forecast"),
+                forecast=plan.numbers.forecast,
             )
             report = co.run_cutover(store, state, inputs)
             if report["already"]:
