@@ -187,7 +187,7 @@ def test_composition_is_exact_for_a_static_model_over_every_chunk_of_a_corpus(st
     tok = load_tokenizer("all-MiniLM-L6-v2")
     chunker = make_chunker(RecursiveChunkerConfig(size=100), tok)  # within the tiny model's 128-token limit
     chunks = list(dict.fromkeys(c.text for t in _corpus_texts() for c in chunker.chunk(t)))
-    assert len(chunks) > 500
+    assert len(chunks) > 400  # the bundled sample alone has 477 distinct chunks; ../shared adds Chinese ones
     spec = UnitSpec("sentence", min_tokens)
     units = [unit_texts(c, tok, spec) for c in chunks]
     assert all("".join(us) == c for us, c in zip(units, chunks))

@@ -57,7 +57,8 @@ def test_float32_torch_to_int8_onnx_is_a_real_vector_change(workspace: Path) -> 
     assert api.apply_plan(path, base, prefect=False).status == "done"
     assert api.cutover(path, base).report["swap"] is not None
 
-    new = _write(workspace, "onnx.yaml", "vector: {backend: onnx, precision: int8}\n")
+    # 24 probes cannot tell float32 from int8 on nDCG@10 (the gate says so: issue 41); the vectors are the point here
+    new = _write(workspace, "onnx.yaml", "vector: {backend: onnx, precision: int8}\ncutover: {cannot_tell: pass}\n")
     v = api.validate_config(new)
     assert v.valid and v.config.vector.revision != api.validate_config(base).config.vector.revision
     plan, path = api.make_plan(new, out=workspace / "plans")
@@ -72,7 +73,8 @@ def test_float32_torch_to_int8_onnx_is_a_real_vector_change(workspace: Path) -> 
     assert emb.pop("tokenized") == "once"  # the count and the model's input from the same token ids (issue 44)
     assert emb == {"provider": "sentence-transformers", "backend": "onnx", "precision": "int8", "device": "cpu"}
     cut = api.cutover(path, new)
-    assert cut.report["swap"] is not None, cut.report
+    assert cut.report["swap"] is not None, [r for r in cut.report["rules"] if not r["passed"]]
+    assert cut.report["verdict"] in ("cannot tell", "no measurable difference")
 
     # The stored vectors are the int8 model's: close to float32 torch, but not the same vectors.
     from sentence_transformers import SentenceTransformer

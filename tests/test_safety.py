@@ -291,10 +291,11 @@ def test_a_plan_made_before_the_workspace_moved_still_applies(tmp_path: Path) ->
     moved.root = tmp_path / "moved"
     path = moved.plans / path.name
     # What lives at the locations still binds the plan: against another corpus it is refused ...
-    doc = moved.corpus / sorted(p.name for p in moved.corpus.iterdir())[0]
+    doc = moved.corpus / sorted(plan.numbers.affected_documents)[0]  # a document the plan changes: in its scope
     original, st = doc.read_bytes(), doc.stat()
     doc.write_text("changed\n", encoding="utf-8")
-    with pytest.raises(PlanError, match=r"the source moved since the plan \(read from its cursor: .* at planning, now") as info:
+    with pytest.raises(PlanError, match=r"the source moved since the plan in the documents it changes \(read from its "
+                                         r"cursor: .* at planning, now") as info:
         moved.apply(path)
     assert "config changed" not in str(info.value)
     doc.write_bytes(original)

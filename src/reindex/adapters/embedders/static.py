@@ -145,7 +145,7 @@ def _offline_and_quiet(progress: bool = False):
     os.environ.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
                        "TRANSFORMERS_VERBOSITY": "error"})
     if not progress:
-        os.environ["TQDM_DISABLE"] = "1"
+        os.environ.update({"TQDM_DISABLE": "1"})  # written for tqdm, never read as a setting of ours
     else:
         os.environ.pop("TQDM_DISABLE", None)
     try:
