@@ -324,12 +324,12 @@ def test_the_html_report_renders_tables_and_a_rank_change_chart_per_segment_in_c
         tables = b.js("[...document.querySelectorAll('section[data-table]')].map(s => [s.dataset.table, "
                       "s.querySelectorAll('table tbody tr').length, s.querySelector('table').getBoundingClientRect().height])")
         shown = {name: (rows, height) for name, rows, height in tables}
-        assert set(shown) == {"Gate", "Metrics (k = 10)", "Per lang", "Queries"}
+        assert set(shown) == {"Gate", "Metrics (k = 10)", "Per lang", "Queries", "Index health", "Models", "Power"}
         assert shown["Per lang"][0] == 2 and shown["Queries"][0] == 48
         assert all(rows and height > 20 * rows for rows, height in shown.values()), shown  # laid out as table rows
         failing = b.js("[...document.querySelectorAll('section[data-table=\"Gate\"] tr.bad td:first-child')]"
                        ".map(td => td.textContent)")
-        assert failing == ["recall@10 per lang"]
+        assert failing == ["nDCG@10 per lang"]  # segments are judged on the primary metric
         assert b.js("document.querySelector('.verdict').dataset.verdict") == "better"
         charts = b.js("[...document.querySelectorAll('figure[data-chart]')].map(f => [f.dataset.chart, "
                       "+f.dataset.points, f.querySelectorAll('rect.mark').length, "
