@@ -199,6 +199,45 @@ def test_a_byte_identical_a_a_passes_as_identical(tmp_path: Path) -> None:
     assert f"**Verdict: identical ({report['identical']})**" in md
 
 
+def test_a_worse_change_fails_whatever_min_delta_and_cannot_tell_allow() -> None:
+    """`worse` (the interval's upper end below 0) fails the evidence rule even where `min_delta` is relaxed below the
+    whole interval and `cannot tell` is let through: relaxing a bound tolerates a loss the queries cannot rule out,
+    never one they measured. The same interval on a floor (not the change's verdict) passes a bound below it."""
+    from types import SimpleNamespace
+
+    from reindex.decisions.gate import evidence_rule, judge
+
+    worse = {"mean": -0.04, "low": -0.08, "high": -0.005, "n": 60}
+    relaxed = SimpleNamespace(metric="ndcg", min_delta=-0.1, cannot_tell="pass")
+    agg = {"verdict": "worse", "metrics": {"ndcg_at_10": "worse"}, "ndcg_at_10_diff": worse}
+    rule = evidence_rule(agg, relaxed)
+    assert not rule.passed and rule.outcome == "fail", rule.detail
+    assert "a worse change never passes without --force" in rule.detail
+    assert judge(worse, False, -0.1, worse_fails=True)["outcome"] == "fail"
+    assert judge(worse, False, -0.1, worse_fails=False)["outcome"] == "pass"  # a floor reads the bound only
+    # Not worse (the upper end reaches 0) and inside the relaxed bound: it passes; a stricter bound cannot tell.
+    unsure = {"mean": -0.02, "low": -0.08, "high": 0.03, "n": 60}
+    agg = {"verdict": "no measurable difference", "metrics": {"ndcg_at_10": "no measurable difference"},
+           "ndcg_at_10_diff": unsure}
+    assert evidence_rule(agg, relaxed).passed
+    strict = SimpleNamespace(metric="ndcg", min_delta=-0.02, cannot_tell="fail")
+    rule = evidence_rule(agg, strict)
+    assert not rule.passed and rule.outcome == "cannot tell", rule.detail
+
+
+def test_the_queries_needed_follow_the_half_width_shrinking_as_one_over_root_n() -> None:
+    from reindex.decisions.gate import power
+
+    # ±0.10 on 25 queries; to show ≥ −0.02 at a measured 0 the half-width must fall to 0.02: 5× narrower, 25× the queries
+    assert power({"mean": 0.0, "low": -0.1, "high": 0.1, "n": 25}, -0.02) == \
+        {"half_width": 0.1, "needed_queries": 625, "queries": 25}
+    # a measured gain of +0.03 leaves 0.05 to the bound: 2× narrower, 4× the queries
+    assert power({"mean": 0.03, "low": -0.07, "high": 0.13, "n": 25}, -0.02)["needed_queries"] == 100
+    # a measured loss counts as 0; no spread at all: no number of such queries can tell
+    assert power({"mean": -0.05, "low": -0.15, "high": 0.05, "n": 25}, -0.02)["needed_queries"] == 625
+    assert power({"mean": 0.0, "low": 0.0, "high": 0.0, "n": 25}, -0.02)["needed_queries"] is None
+
+
 def test_verdict_words_match_the_numbers() -> None:
     iv = lambda m, lo, hi: {"mean": m, "low": lo, "high": hi, "n": 50}  # noqa: E731
     # The issue's model: worse on all six metrics, each upper bound +0.000: not "no measurable difference" bare.

@@ -355,3 +355,18 @@ def test_what_a_catch_up_writes_into_the_shadow_is_indexed_before_the_gate(tmp_p
     new = report["index_health"]["new"]
     assert new["collection"] == shadow and new["ready"] and new["indexed_vectors"] == new["points"], new
     assert "index-recall" not in [r["rule"] for r in report["rules"] if not r["passed"]]
+
+
+def test_doctor_reads_an_unbuilt_or_poor_live_index_as_a_problem_and_a_healthy_one_as_none() -> None:
+    """`reindex doctor`'s `index-recall` finding for the live population (`health_problem`): not ready, or its recall
+    against exact search below cutover.min_index_recall; at or above it, no finding."""
+    from reindex.decisions.index_health import health_problem
+
+    unbuilt = {"collection": "docs__a", "ready": False, "detail": "1,500 of 1,500 vectors have no index"}
+    assert health_problem(unbuilt, 0.95) == "docs__a is not fully indexed: 1,500 of 1,500 vectors have no index"
+    poor = {"collection": "docs__a", "ready": True, "recall_at_10_vs_exact": 0.32, "sampled": 200}
+    problem = health_problem(poor, 0.95)
+    assert problem is not None and "0.320" in problem and "below cutover.min_index_recall 0.95" in problem
+    assert health_problem({**poor, "recall_at_10_vs_exact": 0.94}, 0.95) is not None  # just below the floor
+    assert health_problem({**poor, "recall_at_10_vs_exact": 0.95}, 0.95) is None
+    assert health_problem({**poor, "recall_at_10_vs_exact": None}, 0.95) is None  # nothing sampled: nothing to say

@@ -16,10 +16,6 @@ from reindex.errors import ConfigError
 from reindex.domain.config import VectorHalf
 from reindex.domain.identity import fingerprint, resolve_config, vector_id
 from reindex.domain.models import STATIC_DISTILL_DIMS
-
-
-
-
 from reindex.context import backends
 
 __all__ = ["COMPOSE_MODELS", "measure", "measure_chains", "measure_units"]
@@ -130,6 +126,22 @@ def _calibrated(specs: list, selected: list, tok, target_median: float) -> tuple
     return tuned, selected, calibration
 
 
+def _query_groups(corpus, qs, pool, seed):
+    """Per corpus file holding some of the queries: its documents, those queries, their language, the retrieval
+    pool drawn for them and the group's line of the report."""
+    from reindex import measure as m
+
+    for path in corpus:
+        docs = m.load_corpus(path)
+        mine = [q for q in qs if q.doc_path in docs]
+        if not mine:
+            continue
+        q_lang = statistics.mode(q.lang for q in mine)
+        pool_paths = m.retrieval_pool(docs, mine, pool, seed)
+        yield docs, mine, q_lang, pool_paths, {"corpus": str(path), "lang": q_lang, "queries": len(mine),
+                                               "pool_docs": len(pool_paths), "corpus_docs": len(docs)}
+
+
 def _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, seed, lang, progress):
     from reindex import measure as m
     from reindex.adapters.chunkers import make_chunker
@@ -145,16 +157,9 @@ def _measure_retrieval(report, specs, cfg, tok, queries, corpus, cache, pool, se
     english_only = resolved.vector.model == "all-MiniLM-L6-v2"
     per_chunker: list[list] = [[] for _ in specs]
     groups = []
-    for path in corpus:
-        docs = m.load_corpus(path)
-        mine = [q for q in qs if q.doc_path in docs]
-        if not mine:
-            continue
-        q_lang = statistics.mode(q.lang for q in mine)
-        pool_paths = m.retrieval_pool(docs, mine, pool, seed)
+    for docs, mine, q_lang, pool_paths, group in _query_groups(corpus, qs, pool, seed):
         note = "English-only model: Chinese retrieval is indicative only" if english_only and q_lang != "en" else ""
-        groups.append({"corpus": str(path), "lang": q_lang, "queries": len(mine), "pool_docs": len(pool_paths),
-                       "corpus_docs": len(docs)})
+        groups.append(group)
         for i, s in enumerate(specs):
             res = m.evaluate_retrieval(
                 make_chunker(s, tok), docs, pool_paths, mine, embed=lambda t: embedder.embed(t).vectors,
@@ -240,15 +245,8 @@ def measure_units(
         qs = [q for q in qs if q.lang == lang]
     composers = [_composer(name, cfg, tok, cache) for name in models]
     groups = []
-    for path in corpus:
-        docs = m.load_corpus(path)
-        mine = [q for q in qs if q.doc_path in docs]
-        if not mine:
-            continue
-        q_lang = statistics.mode(q.lang for q in mine)
-        pool_paths = m.retrieval_pool(docs, mine, pool, seed)
-        groups.append({"corpus": str(path), "lang": q_lang, "queries": len(mine), "pool_docs": len(pool_paths),
-                       "corpus_docs": len(docs)})
+    for docs, mine, q_lang, pool_paths, group in _query_groups(corpus, qs, pool, seed):
+        groups.append(group)
         for entry, s in zip(report["chunkers"], specs):
             for comp in composers:
                 res = mu.composition_quality(make_chunker(s, tok), docs, pool_paths, mine, comp, split, tok.count_batch,
